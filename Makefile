@@ -1,0 +1,33 @@
+# From a fresh clone: `make run` runs the quickstart, `make test` runs the test suite.
+# Both create .venv when it is missing and install fedsim into it (offline-capable here:
+# torch and torchvision come from the local wheel cache).
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+CONFIG ?= configs/quickstart.yaml
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+
+.PHONY: run test bench install clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	rm -f $(VENV)/.installed-*
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: install
+	$(BIN)/fedsim run $(CONFIG)
+
+test: install
+	$(BIN)/python -m pytest -q
+
+bench: install
+	$(BIN)/python bench/overhead.py
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

@@ -1,0 +1,127 @@
+"""fedsim's overhead per round against a bare Flower `run_simulation`, measured in one run.
+
+Both sides run the same model, data, partitions, clients and local training, and both evaluate the
+global model on the same test set after every round (Flower's `evaluate_fn`). fedsim adds its
+bookkeeping: deterministic sampling, a metrics row per client, ground-truth files, a checkpoint per
+round and the progress display. Per-round time = (end of last round - end of round 0) / rounds, so
+the Ray start-up, identical on both sides, is left out. Runs alternate (bare, fedsim, bare, ...) and
+the medians are compared. Target: ratio <= 1.2.
+
+    .venv/bin/python bench/overhead.py [--rounds 5] [--repeats 3] [--clients 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
+from flwr.clientapp import ClientApp
+from flwr.serverapp import Grid, ServerApp
+from flwr.serverapp.strategy import FedAvg
+from flwr.simulation import run_simulation
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from clients.training import train_locally  # noqa: E402
+from fedsim.config import ExperimentConfig, load_config  # noqa: E402
+from fedsim.models import build_model  # noqa: E402
+from fedsim.results import RunStore  # noqa: E402
+from fedsim.runner import CentralEvaluator, _backend_config, _quiet_frameworks, prepare_federation, run_experiment  # noqa: E402
+from fedsim.seeding import derive_seed  # noqa: E402
+
+QUICKSTART = Path(__file__).resolve().parents[1] / "configs" / "quickstart.yaml"
+
+
+def bare_flower_seconds_per_round(config: ExperimentConfig) -> float:
+    """The same experiment written the way Flower's own PyTorch quickstart is written."""
+    federation = prepare_federation(config)
+    dataset = federation.dataset
+    evaluator = CentralEvaluator(config, federation, torch.device("cpu"))
+
+    def new_model() -> torch.nn.Module:
+        return build_model(config.model, dataset.channels, dataset.num_classes, dataset.image_size, seed=0)
+
+    client_app = ClientApp()
+
+    @client_app.train()
+    def train(message: Message, context: Context) -> Message:
+        partition = int(context.node_config["partition-id"])
+        ids = federation.partitions[partition]
+        x = federation.client_stats[partition].normalize(torch.from_numpy(dataset.x_train[ids]))
+        y = torch.from_numpy(dataset.y_train[ids])
+        model = new_model()
+        model.load_state_dict(message.content["arrays"].to_torch_state_dict())
+        server_round = int(message.content["config"]["server-round"])
+        result = train_locally(model, x, y, ids, config.client, derive_seed(config.seed, "train", server_round, partition))
+        metrics = MetricRecord({"num-examples": len(x), "train-loss": result.train_loss})
+        return Message(RecordDict({"arrays": ArrayRecord(model.state_dict()), "metrics": metrics}), reply_to=message)
+
+    round_ends: list[float] = []
+    server_app = ServerApp()
+
+    @server_app.main()
+    def main(grid: Grid, context: Context) -> None:
+        def evaluate_fn(server_round: int, arrays: ArrayRecord) -> MetricRecord:
+            scores = evaluator(arrays.to_torch_state_dict())
+            round_ends.append(time.perf_counter())
+            return MetricRecord(scores)
+
+        strategy = FedAvg(
+            fraction_train=config.federation.fraction_fit,
+            fraction_evaluate=0.0,
+            min_train_nodes=config.federation.min_fit_clients,
+            min_available_nodes=config.federation.num_clients,
+        )
+        strategy.start(
+            grid=grid,
+            initial_arrays=ArrayRecord(new_model().state_dict()),
+            num_rounds=config.federation.rounds,
+            train_config=ConfigRecord(),
+            evaluate_fn=evaluate_fn,
+        )
+
+    run_simulation(server_app, client_app, config.federation.num_clients, backend_config=_backend_config(config))
+    return (round_ends[-1] - round_ends[0]) / config.federation.rounds
+
+
+def fedsim_seconds_per_round(config: ExperimentConfig, workdir: Path) -> float:
+    run_dir = run_experiment(config, quiet=True, run_dir=workdir / f"run-{time.time_ns()}")
+    evals = [row for row in RunStore(run_dir).rows() if row["event"] == "eval"]
+    return (evals[-1]["time"] - evals[0]["time"]) / config.federation.rounds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", type=Path, default=QUICKSTART)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    config = load_config(
+        args.config, [f"federation.rounds={args.rounds}", f"federation.num_clients={args.clients}", "device=cpu"]
+    )
+    _quiet_frameworks()
+    logging.getLogger("fedsim").setLevel(logging.WARNING)
+    bare, ours = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for repeat in range(args.repeats):
+            bare.append(bare_flower_seconds_per_round(config))
+            ours.append(fedsim_seconds_per_round(config, Path(tmp)))
+            print(f"repeat {repeat + 1}: bare Flower {bare[-1]:.3f} s/round, fedsim {ours[-1]:.3f} s/round", flush=True)
+    ratio = statistics.median(ours) / statistics.median(bare)
+    print(
+        f"{config.data.dataset} {config.model.name}, {args.clients} clients, {args.rounds} rounds, median of {args.repeats}: "
+        f"bare Flower {statistics.median(bare):.3f} s/round, fedsim {statistics.median(ours):.3f} s/round, "
+        f"overhead ratio {ratio:.2f}x (target <= 1.20)"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""The Flower ClientApp, local training and (later) defenses."""

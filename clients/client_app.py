@@ -1,0 +1,173 @@
+"""The Flower ClientApp (Message API): local training and local evaluation of the global model.
+
+The app is built by a factory around a ``ClientSpec`` (config, run directory, partitions) and is
+pickled into every Ray actor. Data and model are built once per actor process and reused across
+rounds. What a client sends back is its weights and a few metrics; what it trained on goes to the
+run's ground-truth store, never into the reply.
+"""
+
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from flwr.app import ArrayRecord, Context, Error, Message, MetricRecord, RecordDict
+from flwr.clientapp import ClientApp
+from torch import nn
+
+from clients.training import NonFiniteLossError, train_locally
+from fedsim.config import ExperimentConfig
+from fedsim.data import ChannelStats, load_dataset
+from fedsim.devices import resolve_device
+from fedsim.evaluation import evaluate
+from fedsim.ground_truth import GroundTruthStore
+from fedsim.models import build_model
+from fedsim.seeding import derive_seed
+
+# Error codes carried in failed replies (Flower's Error.code is a free integer).
+CLIENT_EXCEPTION = 1001
+CLIENT_NON_FINITE_LOSS = 1002
+CLIENT_ERROR_LOG = "client_errors.log"
+
+
+@dataclass(frozen=True)
+class ClientSpec:
+    """Everything a simulated client process needs to rebuild its local state."""
+
+    config: ExperimentConfig
+    run_dir: Path
+    partitions: tuple[np.ndarray, ...]
+    stats: tuple[ChannelStats, ...]
+    num_classes: int
+    channels: int
+    image_size: int
+
+    @property
+    def cache_key(self) -> str:
+        return str(self.run_dir)
+
+
+@dataclass
+class _LocalState:
+    model: nn.Module
+    device: torch.device
+    data: dict[int, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)
+
+
+# One entry per run per actor process: data set and model are built once, not every round.
+_STATE: dict[str, _LocalState] = {}
+
+
+def _local_state(spec: ClientSpec) -> _LocalState:
+    state = _STATE.get(spec.cache_key)
+    if state is None:
+        device = resolve_device(spec.config.device)
+        # Weights arrive from the server every round; the local copy only needs the architecture.
+        model_cfg = spec.config.model.model_copy(update={"checkpoint": None, "pretrained": False})
+        model = build_model(model_cfg, spec.channels, spec.num_classes, spec.image_size, seed=0).to(device)
+        state = _STATE[spec.cache_key] = _LocalState(model=model, device=device)
+    return state
+
+
+def _client_data(spec: ClientSpec, state: _LocalState, partition: int) -> tuple[torch.Tensor, torch.Tensor]:
+    if partition not in state.data:
+        dataset = load_dataset(spec.config.data, spec.config.seed)
+        ids = spec.partitions[partition]
+        x = spec.stats[partition].normalize(torch.from_numpy(dataset.x_train[ids]))
+        state.data[partition] = (x, torch.from_numpy(dataset.y_train[ids]))
+    return state.data[partition]
+
+
+def _load_global(state: _LocalState, message: Message) -> None:
+    weights = message.content["arrays"].to_torch_state_dict()
+    state.model.load_state_dict(weights)
+
+
+def _failure(spec: ClientSpec, message: Message, error: BaseException, where: str) -> Message:
+    """An error reply with a one-line reason; the full traceback goes to the run's client log."""
+    with open(spec.run_dir / CLIENT_ERROR_LOG, "a") as log:
+        log.write(f"--- {where}\n")
+        log.write(traceback.format_exc())
+    code = CLIENT_NON_FINITE_LOSS if isinstance(error, NonFiniteLossError) else CLIENT_EXCEPTION
+    return Message(Error(code=code, reason=f"{type(error).__name__}: {error}"), reply_to=message)
+
+
+class InjectedFailure(RuntimeError):
+    """A failure the config asked for (federation.failures)."""
+
+
+def _injected_kind(spec: ClientSpec, server_round: int, partition: int) -> str | None:
+    for failure in spec.config.federation.failures:
+        if failure.round == server_round and failure.client == partition:
+            return failure.kind
+    return None
+
+
+def train_step(spec: ClientSpec, message: Message, context: Context) -> Message:
+    """Handle one `train` message: load the global weights, train locally, reply with the new weights."""
+    partition = int(context.node_config["partition-id"])
+    server_round = int(message.content["config"]["server-round"])
+    try:
+        state = _local_state(spec)
+        _load_global(state, message)
+        x, y = _client_data(spec, state, partition)
+        injected = _injected_kind(spec, server_round, partition)
+        if injected == "exception":
+            raise InjectedFailure(f"client {partition} was told to fail in round {server_round}")
+        if injected == "nan":
+            x = torch.full_like(x, float("nan"))  # goes through the real non-finite-loss check
+        result = train_locally(
+            state.model,
+            x,
+            y,
+            spec.partitions[partition],
+            spec.config.client,
+            seed=derive_seed(spec.config.seed, "train", server_round, partition),
+        )
+    except Exception as error:  # a failing client must not take the federation down
+        return _failure(spec, message, error, f"round {server_round}, client {partition}, train")
+    if spec.config.output.ground_truth:
+        GroundTruthStore(spec.run_dir).write(server_round, partition, result.batches, result.labels)
+    metrics = MetricRecord(
+        {
+            "num-examples": len(x),
+            "train-loss": result.train_loss,
+            "local-steps": result.steps,
+            "partition-id": partition,
+        }
+    )
+    content = RecordDict({"arrays": ArrayRecord(state.model.state_dict()), "metrics": metrics})
+    return Message(content, reply_to=message)
+
+
+def evaluate_step(spec: ClientSpec, message: Message, context: Context) -> Message:
+    """Handle one `evaluate` message: score the global model on the client's own data."""
+    partition = int(context.node_config["partition-id"])
+    try:
+        state = _local_state(spec)
+        _load_global(state, message)
+        x, y = _client_data(spec, state, partition)
+        scores = evaluate(state.model, x, y, spec.num_classes)
+    except Exception as error:
+        return _failure(spec, message, error, f"client {partition}, evaluate")
+    metrics = MetricRecord(
+        {"num-examples": len(x), "loss": scores["loss"], "accuracy": scores["accuracy"], "partition-id": partition}
+    )
+    return Message(RecordDict({"metrics": metrics}), reply_to=message)
+
+
+def identify(message: Message, context: Context) -> Message:
+    """Answer the server's roll call with this node's partition id."""
+    partition = int(context.node_config["partition-id"])
+    return Message(RecordDict({"identity": MetricRecord({"partition-id": partition})}), reply_to=message)
+
+
+def build_client_app(spec: ClientSpec) -> ClientApp:
+    app = ClientApp()
+    app.train()(lambda message, context: train_step(spec, message, context))
+    app.evaluate()(lambda message, context: evaluate_step(spec, message, context))
+    app.query()(identify)
+    return app

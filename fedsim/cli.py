@@ -1,0 +1,138 @@
+"""The `fedsim` command line: run, validate, config-schema, list, report."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.logging import RichHandler
+from rich.table import Table
+
+from fedsim.config import ConfigError, load_config, schema_rows
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    """Errors caused by the user's input, not our bugs: shown as one line, exit code 2."""
+    from fedsim.data import DataError
+    from fedsim.models import ModelError
+    from fedsim.report import ReportError
+
+    return (ConfigError, DataError, ModelError, ReportError, FileNotFoundError, FileExistsError)
+
+
+def _setup_logging(quiet: bool) -> None:
+    handler: logging.Handler
+    if quiet:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    else:
+        handler = RichHandler(console=Console(stderr=True), show_path=False)
+    logger = logging.getLogger("fedsim")
+    logger.handlers[:] = [handler]
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from fedsim.runner import run_experiment
+
+    if args.resume is not None:
+        if args.config is not None or args.set:
+            raise ConfigError("--resume continues a run with its own saved config; drop CONFIG and --set")
+        run_dir = run_experiment(resume=args.resume, quiet=args.quiet)
+    else:
+        if args.config is None:
+            raise ConfigError("run: give a CONFIG file (e.g. configs/quickstart.yaml) or --resume RUN_DIR")
+        config = load_config(args.config, args.set)
+        run_dir = run_experiment(config, quiet=args.quiet)
+    print(run_dir)
+    return 0
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    config = load_config(args.config, args.set)
+    print(f"{args.config}: valid ({config.federation.num_clients} clients, {config.federation.rounds} rounds, "
+          f"{config.data.dataset}, {config.model.name})")
+    return 0
+
+
+def _cmd_config_schema(args: argparse.Namespace) -> int:
+    table = Table("key", "type", "default", "description", box=None, show_lines=False)
+    for key, kind, default, description in schema_rows():
+        table.add_row(key, kind, default, description)
+    Console(width=200).print(table)
+    return 0
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    from adversary import ATTACKS
+    from fedsim.data import DATASETS
+    from fedsim.models import MODELS
+    from strategies import STRATEGIES
+
+    console = Console(width=160)
+    for title, registry in (("data sets", DATASETS), ("models", MODELS), ("strategies", STRATEGIES), ("attacks", ATTACKS)):
+        table = Table("name", "description", title=title, title_justify="left", box=None)
+        for name, help_text in registry.describe().items():
+            table.add_row(name, help_text)
+        if title == "models":
+            table.add_row("tv:<name>", "any torchvision classifier, adapted to channels, classes and image size")
+        if not registry.names():
+            table.add_row("(none yet)", "")
+        console.print(table)
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from fedsim.report import write_report
+
+    for path in write_report(args.run_dir):
+        print(path)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="fedsim", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run an experiment (or --resume a killed one)")
+    run.add_argument("config", nargs="?", type=Path, help="YAML config")
+    run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
+    run.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue a killed run from its last round")
+    run.add_argument("--quiet", action="store_true", help="log lines only, no live display")
+    run.set_defaults(func=_cmd_run)
+
+    validate = sub.add_parser("validate", help="check a config without running it")
+    validate.add_argument("config", type=Path)
+    validate.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    validate.set_defaults(func=_cmd_validate)
+
+    sub.add_parser("config-schema", help="print every config key with type, default and description").set_defaults(
+        func=_cmd_config_schema
+    )
+    sub.add_parser("list", help="registered data sets, models, strategies and attacks").set_defaults(func=_cmd_list)
+
+    report = sub.add_parser("report", help="plot utility over rounds and write a summary table")
+    report.add_argument("run_dir", type=Path)
+    report.set_defaults(func=_cmd_report)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    _setup_logging(getattr(args, "quiet", False))
+    try:
+        return args.func(args)
+    except _user_errors() as error:
+        print(f"fedsim: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("fedsim: interrupted; resume with `fedsim run --resume RUN_DIR`", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,429 @@
+"""Typed, validated experiment configuration.
+
+A config is YAML with fixed top-level sections (``name``, ``seed``, ``device``, ``data``, ``model``,
+``federation``, ``client``, ``strategy``, ``adversary``, ``output``). Every field has a default and a
+one-line description (``fedsim config-schema`` prints them). Validation errors are turned into one
+line naming the key path, the offending value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+
+class ConfigError(ValueError):
+    """A configuration problem, already phrased as one line for the user."""
+
+
+class Section(BaseModel):
+    """Base of every config section: unknown keys are errors, assignments are re-validated."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False)
+
+
+# --------------------------------------------------------------------------------------------- data
+
+
+class IidPartition(Section):
+    name: Literal["iid"] = Field("iid", description="every client gets a uniformly random, equal share")
+
+
+class DirichletPartition(Section):
+    name: Literal["dirichlet"] = Field("dirichlet", description="label skew drawn from Dirichlet(alpha)")
+    alpha: float = Field(0.5, gt=0, description="concentration; small alpha = strong label skew")
+    min_partition_size: int = Field(1, ge=0, description="redraw until every client has this many samples")
+
+
+class PathologicalPartition(Section):
+    name: Literal["pathological"] = Field("pathological", description="each client holds only a few classes")
+    classes_per_client: int = Field(2, ge=1, description="number of distinct classes per client")
+
+
+Partition = Annotated[
+    Union[IidPartition, DirichletPartition, PathologicalPartition], Field(discriminator="name")
+]
+
+
+class DataConfig(Section):
+    dataset: str = Field("digits", description="data set name (see `fedsim list`)")
+    path: Path | None = Field(None, description="file or folder for `npz` and `imagefolder` data sets")
+    root: Path = Field(
+        Path("~/.cache/fedsim/data"), description="where torchvision data sets are (or get downloaded to)"
+    )
+    download: bool = Field(True, description="let torchvision data sets download when missing")
+    image_size: int | None = Field(None, ge=4, le=1024, description="resize images to this side (null = native)")
+    test_fraction: float = Field(
+        0.2, gt=0, lt=1, description="held-out share for data sets that ship without a test split"
+    )
+    max_train_samples: int | None = Field(None, ge=1, description="use only the first N training samples")
+    max_test_samples: int | None = Field(None, ge=1, description="evaluate on only the first N test samples")
+    normalize: Literal["global", "client", "none"] = Field(
+        "global",
+        description="standardise inputs with channel mean/std of the whole training set, of each client's own data, or not",
+    )
+    partition: Partition = Field(default_factory=IidPartition, description="how samples are split across clients")
+
+    @field_validator("partition", mode="before")
+    @classmethod
+    def _partition_shorthand(cls, value: Any) -> Any:
+        # `partition: iid` is accepted as shorthand for `partition: {name: iid}`.
+        return {"name": value} if isinstance(value, str) else value
+
+    @field_validator("dataset")
+    @classmethod
+    def _known_dataset(cls, value: str) -> str:
+        from fedsim.data import DATASETS
+
+        if value not in DATASETS:
+            raise ValueError(DATASETS.unknown_message(value))
+        return value
+
+
+# -------------------------------------------------------------------------------------------- model
+
+Activation = Literal["relu", "sigmoid", "tanh", "leaky_relu", "gelu"]
+
+
+class ModelConfig(Section):
+    name: str = Field("lenet", description="model name (see `fedsim list`), or `tv:<torchvision classifier>`")
+    activation: Activation | None = Field(None, description="hidden activation (null = the model's own default)")
+    norm: Literal["batch", "group", "none"] = Field("batch", description="normalisation layers (resnet18, convnet)")
+    width: int | None = Field(None, ge=1, description="channel/unit width multiplier base (null = model default)")
+    dropout: float = Field(0.0, ge=0, lt=1, description="dropout before the classifier (0 = none)")
+    init: Literal["default", "uniform"] = Field(
+        "default", description="`uniform` = DLG's uniform(-0.5, 0.5) init of every weight and bias"
+    )
+    checkpoint: Path | None = Field(None, description="state_dict to start the federation from (weights_only load)")
+    pretrained: bool = Field(False, description="torchvision weights from the local torch cache (tv:* models)")
+
+    @field_validator("name")
+    @classmethod
+    def _known_model(cls, value: str) -> str:
+        from fedsim.models import check_model_name
+
+        check_model_name(value)
+        return value
+
+
+# --------------------------------------------------------------------------------------- federation
+
+
+class ClientResources(Section):
+    cpus: float = Field(1.0, gt=0, description="CPU cores reserved per simulated client")
+    gpus: float = Field(0.0, ge=0, description="GPU share per simulated client (fractions allowed)")
+
+
+class InjectedFailure(Section):
+    round: int = Field(..., ge=1, description="round in which the client fails")
+    client: int = Field(..., ge=0, description="partition id of the failing client")
+    kind: Literal["exception", "nan"] = Field("exception", description="raise, or produce a NaN training loss")
+
+
+class FederationConfig(Section):
+    num_clients: int = Field(4, ge=1, le=10_000, description="number of simulated clients (partitions)")
+    rounds: int = Field(3, ge=1, description="number of federated rounds")
+    fraction_fit: float = Field(1.0, gt=0, le=1, description="share of clients sampled for training each round")
+    min_fit_clients: int = Field(1, ge=1, description="successful replies a round needs to update the model")
+    fraction_evaluate: float = Field(
+        0.0, ge=0, le=1, description="share of clients that also evaluate the global model on their own data"
+    )
+    round_timeout: float = Field(3600.0, gt=0, description="seconds to wait for replies before a client counts as failed")
+    client_resources: ClientResources = Field(default_factory=ClientResources, description="Ray resources per client")
+    failures: list[InjectedFailure] = Field(
+        default_factory=list, description="failures to inject (dropout studies, robustness tests)"
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "FederationConfig":
+        if self.min_fit_clients > self.num_clients:
+            raise ValueError(
+                f"min_fit_clients = {self.min_fit_clients}: must be <= num_clients ({self.num_clients})"
+            )
+        for failure in self.failures:
+            if failure.client >= self.num_clients:
+                raise ValueError(f"failures.client = {failure.client}: must be < num_clients ({self.num_clients})")
+            if failure.round > self.rounds:
+                raise ValueError(f"failures.round = {failure.round}: must be <= rounds ({self.rounds})")
+        return self
+
+
+# ------------------------------------------------------------------------------------------- client
+
+
+class ClientConfig(Section):
+    optimizer: Literal["sgd", "adam"] = Field("sgd", description="local optimizer")
+    lr: float = Field(0.1, gt=0, description="local learning rate")
+    momentum: float = Field(0.0, ge=0, lt=1, description="SGD momentum")
+    weight_decay: float = Field(0.0, ge=0, description="L2 weight decay")
+    batch_size: int = Field(32, ge=1, description="local mini-batch size")
+    local_steps: int | None = Field(None, ge=1, description="local optimizer steps per round (exclusive with local_epochs)")
+    local_epochs: int | None = Field(None, ge=1, description="local epochs per round (default 1 when local_steps is unset)")
+
+    @model_validator(mode="after")
+    def _steps_or_epochs(self) -> "ClientConfig":
+        if self.local_steps is not None and self.local_epochs is not None:
+            raise ValueError(
+                f"local_steps = {self.local_steps} and local_epochs = {self.local_epochs}: set only one of them"
+            )
+        if self.local_steps is None and self.local_epochs is None:
+            self.__dict__["local_epochs"] = 1
+        return self
+
+
+# ----------------------------------------------------------------------------------------- strategy
+
+
+class StrategyConfig(Section):
+    name: str = Field("fedavg", description="server strategy (see `fedsim list`)")
+
+    @field_validator("name")
+    @classmethod
+    def _known_strategy(cls, value: str) -> str:
+        from strategies import STRATEGIES
+
+        if value not in STRATEGIES:
+            raise ValueError(STRATEGIES.unknown_message(value))
+        return value
+
+
+# ---------------------------------------------------------------------------------------- adversary
+
+
+class AdversaryConfig(Section):
+    attacks: list[str] = Field(default_factory=list, description="gradient-inversion attacks to run (empty = none)")
+
+    @field_validator("attacks")
+    @classmethod
+    def _known_attacks(cls, value: list[str]) -> list[str]:
+        from adversary import ATTACKS
+
+        for name in value:
+            if name not in ATTACKS:
+                raise ValueError(ATTACKS.unknown_message(name))
+        return value
+
+
+# ------------------------------------------------------------------------------------------- output
+
+
+class OutputConfig(Section):
+    dir: Path = Field(Path("runs"), description="parent folder of run directories")
+    run_name: str | None = Field(None, description="run directory name (null = <name>-<timestamp>)")
+    save_checkpoints: bool = Field(True, description="keep every round's global model (the latest is always kept, for --resume)")
+    ground_truth: bool = Field(True, description="record which samples each client trained on, per round")
+
+    @field_validator("run_name")
+    @classmethod
+    def _safe_name(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"[A-Za-z0-9._-]+", value):
+            raise ValueError(f"'{value}' may only contain letters, digits, '.', '_' and '-'")
+        return value
+
+
+# -------------------------------------------------------------------------------------------- root
+
+
+class ExperimentConfig(Section):
+    name: str = Field("fedsim", min_length=1, description="experiment name, used in the run directory")
+    seed: int = Field(0, ge=0, description="seed of data partitioning, model init, sampling and training")
+    device: str = Field("auto", description="`auto` (cuda when available), `cpu`, `cuda` or `cuda:N`")
+    data: DataConfig = Field(default_factory=DataConfig, description="data set, size and partitioning")
+    model: ModelConfig = Field(default_factory=ModelConfig, description="the federated model")
+    federation: FederationConfig = Field(default_factory=FederationConfig, description="clients and rounds")
+    client: ClientConfig = Field(default_factory=ClientConfig, description="local training on each client")
+    strategy: StrategyConfig = Field(default_factory=StrategyConfig, description="server-side aggregation")
+    adversary: AdversaryConfig = Field(default_factory=AdversaryConfig, description="attacks on the updates")
+    output: OutputConfig = Field(default_factory=OutputConfig, description="where and what a run records")
+
+    @field_validator("device")
+    @classmethod
+    def _device(cls, value: str) -> str:
+        if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", value):
+            raise ValueError(f"'{value}' is not a device; allowed: auto, cpu, cuda, cuda:N")
+        return value
+
+
+# ------------------------------------------------------------------------------------------ loading
+
+
+def _format_path(loc: tuple[Any, ...]) -> str:
+    parts: list[str] = []
+    for item in loc:
+        if isinstance(item, int):
+            parts.append(f"[{item}]")
+        elif item in ("iid", "dirichlet", "pathological") and parts and parts[-1].endswith("partition"):
+            continue  # discriminated-union tag, not a key the user wrote
+        else:
+            parts.append(("." if parts else "") + str(item))
+    return "".join(parts)
+
+
+def _fields_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    """Field names allowed at the parent of ``loc`` (for "did you mean" hints)."""
+    current: Any = model
+    for item in loc[:-1]:
+        if isinstance(item, int) or current is None:
+            continue
+        if item in ("iid", "dirichlet", "pathological"):
+            current = {"iid": IidPartition, "dirichlet": DirichletPartition, "pathological": PathologicalPartition}[item]
+            continue
+        field = current.model_fields.get(item) if hasattr(current, "model_fields") else None
+        if field is None:
+            return []
+        annotation = field.annotation
+        current = _first_model(annotation)
+    return list(current.model_fields) if current is not None and hasattr(current, "model_fields") else []
+
+
+def _first_model(annotation: Any) -> Any:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()) or ():
+        found = _first_model(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _one_line(error: ValidationError) -> str:
+    first = error.errors()[0]
+    loc = tuple(first["loc"])
+    path = _format_path(loc)
+    value = first.get("input")
+    if first["type"] == "extra_forbidden":
+        allowed = _fields_at(ExperimentConfig, loc)
+        close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        return f"unknown key '{path}'{hint}; allowed here: {', '.join(allowed)}"
+    message = first["msg"].removeprefix("Value error, ")
+    if first["type"] == "union_tag_invalid":
+        return f"{path}.name = {first['ctx'].get('tag')!r}: {message.split(':')[0]}; allowed: iid, dirichlet, pathological"
+    if isinstance(value, dict) or value is None and first["type"] == "missing":
+        return f"{path}: {message}"
+    if first["type"] == "value_error" and message.startswith(f"{loc[-1]} ="):
+        return f"{_format_path(loc[:-1]) + '.' if len(loc) > 1 else ''}{message}"
+    return f"{path} = {value!r}: {message}"
+
+
+def parse_config(raw: dict[str, Any]) -> ExperimentConfig:
+    """Validate a plain dict into an ExperimentConfig, raising ConfigError with one line."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"config must be a mapping of sections, got {type(raw).__name__}")
+    try:
+        return ExperimentConfig.model_validate(raw)
+    except ValidationError as error:
+        raise ConfigError(_one_line(error)) from None
+
+
+def apply_override(raw: dict[str, Any], assignment: str) -> None:
+    """Apply one ``key.path=value`` override in place; the value is parsed as YAML."""
+    if "=" not in assignment:
+        raise ConfigError(f"--set {assignment!r}: expected KEY.PATH=VALUE, e.g. client.lr=0.05")
+    key, text = assignment.split("=", 1)
+    parts = [p for p in key.strip().split(".") if p]
+    if not parts:
+        raise ConfigError(f"--set {assignment!r}: empty key")
+    try:
+        value = yaml.safe_load(text) if text.strip() else None
+    except yaml.YAMLError:
+        value = text
+    node: Any = raw
+    for i, part in enumerate(parts[:-1]):
+        nxt = parts[i + 1]
+        if isinstance(node, list):
+            node = _list_slot(node, part, key)
+            continue
+        if part not in node or node[part] is None or isinstance(node[part], str):
+            # a string here is a shorthand (e.g. `partition: iid`) that the override expands
+            node[part] = [] if nxt.isdigit() else ({"name": node[part]} if isinstance(node.get(part), str) else {})
+        node = node[part]
+    last = parts[-1]
+    if isinstance(node, list):
+        index = int(last) if last.isdigit() else None
+        if index is None or index > len(node):
+            raise ConfigError(f"--set {key}: '{last}' is not a valid index into a list of {len(node)}")
+        if index == len(node):
+            node.append(value)
+        else:
+            node[index] = value
+    else:
+        node[last] = value
+
+
+def _list_slot(node: list[Any], part: str, key: str) -> Any:
+    if not part.isdigit() or int(part) > len(node):
+        raise ConfigError(f"--set {key}: '{part}' is not a valid index into a list of {len(node)}")
+    if int(part) == len(node):
+        node.append({})
+    return node[int(part)]
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file '{path}' does not exist")
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ConfigError(f"config file '{path}' is not valid YAML{where}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"config file '{path}' must hold a mapping of sections, got {type(raw).__name__}")
+    return raw
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> ExperimentConfig:
+    """Read YAML (or start from defaults), apply ``--set`` overrides and validate."""
+    raw = read_yaml(path) if path is not None else {}
+    for assignment in overrides or []:
+        apply_override(raw, assignment)
+    return parse_config(raw)
+
+
+def dump_config(config: ExperimentConfig) -> str:
+    return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
+
+
+# ------------------------------------------------------------------------------------------- schema
+
+
+def schema_rows(model: type[BaseModel] = ExperimentConfig, prefix: str = "") -> list[tuple[str, str, str, str]]:
+    """(key path, type, default, description) for every field, nested sections flattened."""
+    rows: list[tuple[str, str, str, str]] = []
+    for name, field in model.model_fields.items():
+        path = f"{prefix}{name}"
+        nested = _first_model(field.annotation)
+        origin = getattr(field.annotation, "__origin__", None)
+        if nested is not None and origin is not list and name != "partition":
+            rows.append((path, "section", "", field.description or ""))
+            rows.extend(schema_rows(nested, f"{path}."))
+            continue
+        if name == "partition":
+            rows.append((path, "iid | dirichlet | pathological", "iid", field.description or ""))
+            for variant in (DirichletPartition, PathologicalPartition):
+                for sub, sub_field in variant.model_fields.items():
+                    if sub != "name":
+                        rows.append(
+                            (f"{path}.{sub}", _type_name(sub_field.annotation), repr(sub_field.default),
+                             f"({variant.model_fields['name'].default}) {sub_field.description}")
+                        )
+            continue
+        default = field.default_factory() if field.default_factory is not None else field.default
+        if isinstance(default, BaseModel):
+            default = default.model_dump(mode="json")
+        rows.append((path, _type_name(field.annotation), repr(default), field.description or ""))
+    return rows
+
+
+def _type_name(annotation: Any) -> str:
+    text = repr(annotation) if not isinstance(annotation, type) else annotation.__name__
+    text = re.sub(r"typing\.|pathlib\.|<class '([^']+)'>", lambda m: m.group(1) or "", text)
+    text = text.replace("Literal", "one of ").replace("NoneType", "null").replace("PosixPath", "path")
+    return text.replace("fedsim.config.", "")

@@ -1,0 +1,22 @@
+"""Data sets, client partitions and input normalisation.
+
+``load_dataset`` reads a registered data set (``DATASETS``) into an ``ImageDataset`` of float32 images in
+[0, 1]; ``partition_indices`` decides which training samples each client holds; ``channel_stats`` gives the
+``ChannelStats`` a client normalises with, and that attacks use to map reconstructions back to image space.
+"""
+
+from fedsim.data.base import DataError, ImageDataset
+from fedsim.data.load import load_dataset
+from fedsim.data.loaders import DATASETS
+from fedsim.data.normalization import ChannelStats, channel_stats
+from fedsim.data.partition import partition_indices
+
+__all__ = [
+    "DATASETS",
+    "ChannelStats",
+    "DataError",
+    "ImageDataset",
+    "channel_stats",
+    "load_dataset",
+    "partition_indices",
+]

@@ -1,0 +1,69 @@
+"""Name checking, seeded construction, DLG's uniform init, checkpoint loading and parameter counting."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+from torch import nn
+
+from fedsim.models.checkpoint import load_checkpoint
+from fedsim.models.registry import MODELS, ModelError
+from fedsim.models.torchvision_adapter import TV_PREFIX, build_torchvision_model, check_torchvision_name
+
+if TYPE_CHECKING:
+    from fedsim.config import ModelConfig
+
+#: DLG (Zhu et al. 2019) initialises every weight and bias from U(-0.5, 0.5); attacks succeed far more often then.
+UNIFORM_INIT_BOUND = 0.5
+
+
+def check_model_name(name: str) -> None:
+    """Accept a registered model or ``tv:<torchvision classifier>``; else ModelError listing what is allowed."""
+    if name in MODELS:
+        return
+    if name.startswith(TV_PREFIX):
+        check_torchvision_name(name)
+        return
+    raise ModelError(f"{MODELS.unknown_message(name)}, {TV_PREFIX}<torchvision classifier>")
+
+
+def build_model(cfg: ModelConfig, in_channels: int, num_classes: int, image_size: int, seed: int) -> nn.Module:
+    """Build ``cfg.name`` for the data set's shape; the same seed always gives the same initial weights.
+
+    Order: seed torch, construct (pretrained weights included), apply ``cfg.init``, then load
+    ``cfg.checkpoint`` over everything, so a checkpoint always wins.
+    """
+    check_model_name(cfg.name)
+    for field, value in (("in_channels", in_channels), ("num_classes", num_classes), ("image_size", image_size)):
+        if value < 1:
+            raise ModelError(f"{field} = {value}: must be at least 1 to build model '{cfg.name}'")
+    is_torchvision = cfg.name.startswith(TV_PREFIX)
+    if cfg.pretrained and not is_torchvision:
+        raise ModelError(
+            f"model.pretrained = true: only torchvision models (tv:<name>) have pretrained weights, "
+            f"not '{cfg.name}'"
+        )
+    if cfg.pretrained and cfg.init == "uniform":
+        raise ModelError("model.init = 'uniform': would overwrite the pretrained weights; use init: default")
+    torch.manual_seed(seed)
+    builder = build_torchvision_model if is_torchvision else MODELS.get(cfg.name)
+    model = builder(cfg, in_channels, num_classes, image_size)
+    if cfg.init == "uniform":
+        uniform_init_(model)
+    if cfg.checkpoint is not None:
+        load_checkpoint(model, cfg.checkpoint, cfg.name)
+    return model
+
+
+def uniform_init_(model: nn.Module, bound: float = UNIFORM_INIT_BOUND) -> nn.Module:
+    """Draw every parameter (weights, biases, norm affines) from U(-bound, bound) in place; buffers stay."""
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.uniform_(-bound, bound)
+    return model
+
+
+def count_parameters(model: nn.Module) -> int:
+    """Number of scalar parameters (shared parameters counted once; buffers such as BN statistics not)."""
+    return sum(parameter.numel() for parameter in model.parameters())

@@ -1,0 +1,79 @@
+"""The command line: one-line errors, schema, registries, and reports."""
+
+import json
+
+import pytest
+
+from fedsim.cli import main
+from fedsim.results import RunStore
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def config_file(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("data:\n  dataset: digits\nfederation:\n  rounds: 2\n")
+    return path
+
+
+def test_validate_accepts_a_good_config(capsys, config_file):
+    code, out, _ = run_cli(capsys, "validate", str(config_file))
+    assert code == 0 and "valid" in out and "2 rounds" in out
+
+
+def test_validate_rejects_a_typo_in_one_line(capsys, tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("client:\n  lrr: 0.1\n")
+    code, _, err = run_cli(capsys, "validate", str(path))
+    assert code == 2
+    assert err.count("\n") == 1 and "client.lrr" in err and "did you mean 'lr'" in err
+
+
+def test_a_bad_override_fails_before_anything_runs(capsys, config_file):
+    code, _, err = run_cli(capsys, "run", str(config_file), "--set", "federation.fraction_fit=2", "--quiet")
+    assert code == 2 and "federation.fraction_fit = 2" in err and "Traceback" not in err
+    assert not (config_file.parent / "runs").exists()
+
+
+def test_resume_of_a_missing_run_is_one_line(capsys, tmp_path):
+    code, _, err = run_cli(capsys, "run", "--resume", str(tmp_path / "nope"), "--quiet")
+    assert code == 2 and "not a fedsim run directory" in err
+
+
+def test_config_schema_prints_every_section(capsys):
+    code, out, _ = run_cli(capsys, "config-schema")
+    assert code == 0
+    for key in ("data.partition.alpha", "federation.client_resources.gpus", "client.local_steps", "output.dir"):
+        assert key in out
+
+
+def test_list_shows_registered_data_sets_and_models(capsys):
+    code, out, _ = run_cli(capsys, "list")
+    assert code == 0
+    for name in ("digits", "lfw-faces", "npz", "lenet", "resnet18", "mlp5", "tv:<name>", "fedavg"):
+        assert name in out
+
+
+def test_report_writes_a_plot_and_tables(capsys, tmp_path):
+    from fedsim.config import parse_config
+
+    store = RunStore.create(parse_config({}), "cpu", tmp_path / "run")
+    for server_round, accuracy in enumerate([0.1, 0.5, 0.8]):
+        store.append({"round": server_round, "event": "eval", "loss": 2.0 - accuracy, "accuracy": accuracy,
+                      "precision": accuracy, "recall": accuracy, "specificity": 0.9, "f1": accuracy, "mcc": accuracy})
+    code, out, _ = run_cli(capsys, "report", str(store.run_dir))
+    assert code == 0
+    png = store.run_dir / "report" / "utility.png"
+    assert png.stat().st_size > 5000 and png.read_bytes()[:4] == b"\x89PNG"
+    assert "| 2 | 1.2000 | 0.8000 |" in (store.run_dir / "report" / "summary.md").read_text()
+    assert (store.run_dir / "report" / "rounds.csv").read_text().count("\n") == 4
+
+
+def test_report_of_a_folder_without_metrics_is_one_line(capsys, tmp_path):
+    code, _, err = run_cli(capsys, "report", str(tmp_path))
+    assert code == 2 and "no metrics.jsonl" in err
