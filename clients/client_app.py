@@ -61,10 +61,17 @@ class _LocalState:
 _STATE: dict[str, _LocalState] = {}
 
 
+def client_device(config: ExperimentConfig) -> torch.device:
+    """A client only uses a GPU when it reserved a share of one (federation.client_resources.gpus)."""
+    if config.federation.client_resources.gpus == 0:
+        return torch.device("cpu")
+    return resolve_device(config.device)
+
+
 def _local_state(spec: ClientSpec) -> _LocalState:
     state = _STATE.get(spec.cache_key)
     if state is None:
-        device = resolve_device(spec.config.device)
+        device = client_device(spec.config)
         # Weights arrive from the server every round; the local copy only needs the architecture.
         model_cfg = spec.config.model.model_copy(update={"checkpoint": None, "pretrained": False})
         model = build_model(model_cfg, spec.channels, spec.num_classes, spec.image_size, seed=0).to(device)

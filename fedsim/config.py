@@ -9,12 +9,15 @@ line naming the key path, the offending value and what is allowed.
 from __future__ import annotations
 
 import difflib
+import json
 import re
-from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from pathlib import Path, PurePath
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import PydanticUndefined
 
 
 class ConfigError(ValueError):
@@ -83,6 +86,17 @@ class DataConfig(Section):
         if value not in DATASETS:
             raise ValueError(DATASETS.unknown_message(value))
         return value
+
+    @model_validator(mode="after")
+    def _path_when_needed(self) -> "DataConfig":
+        from fedsim.data.loaders import PATH_DATASETS
+
+        if self.dataset in PATH_DATASETS:
+            if self.path is None:
+                raise ValueError(f"path = null: data set '{self.dataset}' reads its files from data.path; set it")
+            if not self.path.expanduser().exists():
+                raise ValueError(f"path = '{self.path}': no such file or folder")
+        return self
 
 
 # -------------------------------------------------------------------------------------------- model
@@ -169,7 +183,8 @@ class ClientConfig(Section):
     def _steps_or_epochs(self) -> "ClientConfig":
         if self.local_steps is not None and self.local_epochs is not None:
             raise ValueError(
-                f"local_steps = {self.local_steps} and local_epochs = {self.local_epochs}: set only one of them"
+                f"local_steps = {self.local_steps} and local_epochs = {self.local_epochs}: set only one of them "
+                "(the other to null)"
             )
         if self.local_steps is None and self.local_epochs is None:
             self.__dict__["local_epochs"] = 1
@@ -303,11 +318,12 @@ def _one_line(error: ValidationError) -> str:
         return f"unknown key '{path}'{hint}; allowed here: {', '.join(allowed)}"
     message = first["msg"].removeprefix("Value error, ")
     if first["type"] == "union_tag_invalid":
-        return f"{path}.name = {first['ctx'].get('tag')!r}: {message.split(':')[0]}; allowed: iid, dirichlet, pathological"
-    if isinstance(value, dict) or value is None and first["type"] == "missing":
+        return f"{path}.name = {first['ctx'].get('tag')!r}: unknown partition; allowed: iid, dirichlet, pathological"
+    if isinstance(value, dict) and re.match(r"[\w.\[\]]+ = ", message):
+        # a section-level check that already names its key, e.g. "path = null: ..."
+        return f"{path}.{message}" if path else message
+    if isinstance(value, dict) or first["type"] == "missing":
         return f"{path}: {message}"
-    if first["type"] == "value_error" and message.startswith(f"{loc[-1]} ="):
-        return f"{_format_path(loc[:-1]) + '.' if len(loc) > 1 else ''}{message}"
     return f"{path} = {value!r}: {message}"
 
 
@@ -399,31 +415,44 @@ def schema_rows(model: type[BaseModel] = ExperimentConfig, prefix: str = "") -> 
     rows: list[tuple[str, str, str, str]] = []
     for name, field in model.model_fields.items():
         path = f"{prefix}{name}"
-        nested = _first_model(field.annotation)
-        origin = getattr(field.annotation, "__origin__", None)
-        if nested is not None and origin is not list and name != "partition":
-            rows.append((path, "section", "", field.description or ""))
-            rows.extend(schema_rows(nested, f"{path}."))
-            continue
         if name == "partition":
             rows.append((path, "iid | dirichlet | pathological", "iid", field.description or ""))
             for variant in (DirichletPartition, PathologicalPartition):
+                tag = variant.model_fields["name"].default
                 for sub, sub_field in variant.model_fields.items():
                     if sub != "name":
-                        rows.append(
-                            (f"{path}.{sub}", _type_name(sub_field.annotation), repr(sub_field.default),
-                             f"({variant.model_fields['name'].default}) {sub_field.description}")
-                        )
+                        rows.append((f"{path}.{sub}", _type_name(sub_field.annotation),
+                                     _default_text(sub_field.default), f"({tag}) {sub_field.description}"))
+            continue
+        nested = _first_model(field.annotation)
+        if nested is not None:
+            is_list = get_origin(field.annotation) is list
+            default = "[]" if is_list else ""
+            rows.append((path, "list" if is_list else "section", default, field.description or ""))
+            rows.extend(schema_rows(nested, f"{path}[]." if is_list else f"{path}."))
             continue
         default = field.default_factory() if field.default_factory is not None else field.default
-        if isinstance(default, BaseModel):
-            default = default.model_dump(mode="json")
-        rows.append((path, _type_name(field.annotation), repr(default), field.description or ""))
+        rows.append((path, _type_name(field.annotation), _default_text(default), field.description or ""))
     return rows
 
 
+def _default_text(value: Any) -> str:
+    if value is PydanticUndefined:
+        return "(required)"
+    return json.dumps(value.model_dump(mode="json") if isinstance(value, BaseModel) else value, default=str)
+
+
 def _type_name(annotation: Any) -> str:
-    text = repr(annotation) if not isinstance(annotation, type) else annotation.__name__
-    text = re.sub(r"typing\.|pathlib\.|<class '([^']+)'>", lambda m: m.group(1) or "", text)
-    text = text.replace("Literal", "one of ").replace("NoneType", "null").replace("PosixPath", "path")
-    return text.replace("fedsim.config.", "")
+    """A short, YAML-minded name: `int | null`, `one of a, b`, `list of str`."""
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin is Literal:
+        return "one of " + ", ".join(str(a) for a in args)
+    if origin in (Union, UnionType):
+        return " | ".join(_type_name(a) for a in args)
+    if origin is list:
+        return f"list of {_type_name(args[0])}" if args else "list"
+    if annotation is type(None):
+        return "null"
+    if isinstance(annotation, type) and issubclass(annotation, PurePath):
+        return "path"
+    return getattr(annotation, "__name__", str(annotation))

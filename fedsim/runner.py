@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import logging
-import os
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,7 +14,7 @@ import torch
 
 from clients.client_app import ClientSpec, build_client_app
 from fedsim.config import ExperimentConfig
-from fedsim.data import ChannelStats, ImageDataset, channel_stats, load_dataset, partition_indices
+from fedsim.data import ChannelStats, ImageDataset, federation_stats, load_dataset, partition_indices
 from fedsim.devices import resolve_device
 from fedsim.evaluation import evaluate
 from fedsim.models import build_model
@@ -43,10 +43,7 @@ def prepare_federation(config: ExperimentConfig) -> Federation:
     partitions = tuple(
         partition_indices(dataset.y_train, config.data, config.federation.num_clients, config.seed)
     )
-    mode = config.data.normalize
-    client_stats = tuple(channel_stats(dataset.x_train[p], mode, dataset.x_train) for p in partitions)
-    # The server has no client's data; it evaluates with the data set's global statistics.
-    test_stats = channel_stats(dataset.x_train, "none" if mode == "none" else "global", dataset.x_train)
+    client_stats, test_stats = federation_stats(dataset.x_train, partitions, config.data.normalize)
     return Federation(dataset, partitions, client_stats, test_stats)
 
 
@@ -87,8 +84,9 @@ class CentralEvaluator:
 
 
 def _quiet_frameworks() -> None:
-    os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
-    os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+    # Ray warns that it will stop hiding GPUs from actors that reserved none; clients pick their device
+    # from federation.client_resources.gpus themselves (clients.client_app.client_device), so that is moot.
+    warnings.filterwarnings("ignore", message="Tip: In future versions of Ray", category=FutureWarning)
     # Flower's own INFO/WARNING lines (deprecations, sampling chatter) would drown the progress display.
     logging.getLogger("flwr").setLevel(logging.ERROR)
 

@@ -15,13 +15,14 @@ import pytest
 import torch
 from PIL import Image
 
-from fedsim.config import DataConfig
+from fedsim.config import ConfigError, DataConfig, parse_config
 from fedsim.data import (
     DATASETS,
     ChannelStats,
     DataError,
     ImageDataset,
     channel_stats,
+    federation_stats,
     load_dataset,
     partition_indices,
 )
@@ -195,11 +196,20 @@ def test_npz_mistakes_are_one_line_data_errors(tmp_path: Path, arrays: dict[str,
     assert "\n" not in str(error.value)
 
 
-def test_npz_without_a_file_says_which_field_to_set(tmp_path: Path) -> None:
-    with pytest.raises(DataError, match="data.path = None: data set 'npz' reads a .npz file; set data.path"):
-        load_dataset(data_config(dataset="npz"), seed=0)
+def test_npz_without_a_file_fails_validation_naming_the_field(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="data.path = null: data set 'npz' reads its files from data.path"):
+        parse_config({"data": {"dataset": "npz"}})
+    with pytest.raises(ConfigError, match="no such file or folder"):
+        parse_config({"data": {"dataset": "npz", "path": str(tmp_path / "missing.npz")}})
+
+
+def test_npz_file_removed_after_validation_is_still_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "gone.npz"
+    np.savez(path, x=np.zeros((4, 8, 8), np.uint8), y=np.arange(4))
+    cfg = data_config(dataset="npz", path=path)
+    path.unlink()
     with pytest.raises(DataError, match="no such .npz file"):
-        load_dataset(data_config(dataset="npz", path=tmp_path / "missing.npz"), seed=0)
+        load_dataset(cfg, seed=0)
 
 
 # ----------------------------------------------------------------------------------- imagefolder
@@ -372,48 +382,51 @@ def test_pathological_split_finer_than_a_class_allows_is_a_data_error() -> None:
 # ---------------------------------------------------------------------------------- normalisation
 
 
+def two_clients(rng: np.random.Generator) -> tuple[np.ndarray, list[np.ndarray]]:
+    x_train = rng.random((40, 3, 5, 5), dtype=np.float32) * np.array([1.0, 0.5, 0.1], np.float32)[:, None, None]
+    x_train[:10] *= 0.5  # client 0's data is darker than the rest
+    return x_train, [np.arange(10), np.arange(10, 40)]
+
+
 @pytest.mark.parametrize("mode", ["global", "client", "none"])
 def test_denormalize_exactly_undoes_normalize(mode: str) -> None:
-    rng = np.random.default_rng(0)
-    everything = rng.random((40, 3, 5, 5), dtype=np.float32) * np.array([1.0, 0.5, 0.1], np.float32)[:, None, None]
-    client = everything[:10]
-    stats = channel_stats(client, mode, everything)
-    x = torch.from_numpy(client)
+    x_train, partitions = two_clients(np.random.default_rng(0))
+    client_stats, _ = federation_stats(x_train, partitions, mode)
+    x = torch.from_numpy(x_train[partitions[0]])
+    stats = client_stats[0]
     assert torch.allclose(stats.denormalize(stats.normalize(x)), x, atol=1e-6)
     assert torch.allclose(stats.denormalize(stats.normalize(x[0])), x[0], atol=1e-6)  # one (C, H, W) image
 
 
-def test_stats_follow_the_mode() -> None:
-    rng = np.random.default_rng(0)
-    everything = rng.random((50, 2, 4, 4)).astype(np.float32)
-    client = everything[:5] * 0.5
-    own, shared = channel_stats(client, "client"), channel_stats(client, "global", everything)
-    assert np.allclose(own.mean, client.mean(axis=(0, 2, 3)), atol=1e-6)
-    assert np.allclose(shared.std, everything.std(axis=(0, 2, 3)), atol=1e-6)
-    assert channel_stats(client, "none") == ChannelStats(mean=(0.0, 0.0), std=(1.0, 1.0))
-    normalized = shared.normalize(torch.from_numpy(everything))
-    assert torch.allclose(normalized.mean(dim=(0, 2, 3)), torch.zeros(2), atol=1e-5)
+def test_global_mode_shares_the_training_set_statistics() -> None:
+    x_train, partitions = two_clients(np.random.default_rng(0))
+    client_stats, server_stats = federation_stats(x_train, partitions, "global")
+    assert client_stats[0] == client_stats[1] == server_stats
+    assert np.allclose(server_stats.std, x_train.std(axis=(0, 2, 3)), atol=1e-6)
+    normalized = server_stats.normalize(torch.from_numpy(x_train))
+    assert torch.allclose(normalized.mean(dim=(0, 2, 3)), torch.zeros(3), atol=1e-5)
 
 
-def test_global_stats_are_measured_once_per_training_set_array() -> None:
-    rng = np.random.default_rng(0)
-    training_set, other_set = rng.random((20, 1, 3, 3), dtype=np.float32), rng.random((20, 1, 3, 3), dtype=np.float32)
-    first = channel_stats(training_set[:5], "global", training_set)
-    assert channel_stats(training_set[5:], "global", training_set) is first
-    assert channel_stats(training_set[:5], "global", other_set) != first
+def test_client_mode_measures_each_clients_own_data() -> None:
+    x_train, partitions = two_clients(np.random.default_rng(0))
+    client_stats, server_stats = federation_stats(x_train, partitions, "client")
+    assert np.allclose(client_stats[0].mean, x_train[:10].mean(axis=(0, 2, 3)), atol=1e-6)
+    assert client_stats[0] != client_stats[1]
+    assert server_stats == channel_stats(x_train)  # the server holds no client data
+
+
+def test_none_mode_is_the_identity() -> None:
+    x_train, partitions = two_clients(np.random.default_rng(0))
+    client_stats, server_stats = federation_stats(x_train, partitions, "none")
+    assert server_stats == client_stats[1] == ChannelStats(mean=(0.0,) * 3, std=(1.0,) * 3)
 
 
 def test_constant_channel_keeps_std_one_and_stats_round_trip_through_json_dicts() -> None:
     x = np.zeros((3, 2, 4, 4), dtype=np.float32)
     x[:, 1] = np.linspace(0, 1, 16, dtype=np.float32).reshape(4, 4)
-    stats = channel_stats(x, "client")
+    stats = channel_stats(x)
     assert stats.std[0] == 1.0 and stats.std[1] > 0
     assert ChannelStats.from_dict(stats.to_dict()) == stats
-
-
-def test_global_stats_need_the_whole_training_set() -> None:
-    with pytest.raises(ValueError, match="global_x"):
-        channel_stats(np.zeros((2, 1, 3, 3), np.float32), "global")
 
 
 def test_image_dataset_rejects_arrays_other_code_could_not_rely_on() -> None:

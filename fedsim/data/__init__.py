@@ -8,7 +8,7 @@
 from fedsim.data.base import DataError, ImageDataset
 from fedsim.data.load import load_dataset
 from fedsim.data.loaders import DATASETS
-from fedsim.data.normalization import ChannelStats, channel_stats
+from fedsim.data.normalization import ChannelStats, channel_stats, federation_stats
 from fedsim.data.partition import partition_indices
 
 __all__ = [
@@ -17,6 +17,7 @@ __all__ = [
     "DataError",
     "ImageDataset",
     "channel_stats",
+    "federation_stats",
     "load_dataset",
     "partition_indices",
 ]

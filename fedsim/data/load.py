@@ -6,7 +6,7 @@ Every simulated client calls ``load_dataset`` with the same config; the cache ma
 from __future__ import annotations
 
 import dataclasses
-import functools
+from collections import OrderedDict
 
 import numpy as np
 import torch
@@ -28,12 +28,23 @@ def load_dataset(cfg: DataConfig, seed: int) -> ImageDataset:
     """
     # Partitioning and normalisation do not change the arrays; leaving them out of the key lets runs that differ
     # only there share one cached copy.
-    return _load_cached(cfg.model_dump_json(exclude={"partition", "normalize"}), seed)
+    key = (cfg.model_dump_json(exclude={"partition", "normalize"}), seed)
+    if key in _CACHE:
+        _CACHE.move_to_end(key)
+        return _CACHE[key]
+    dataset = _load(cfg, seed)
+    _CACHE[key] = dataset
+    while len(_CACHE) > _CACHE_SIZE:
+        _CACHE.popitem(last=False)
+    return dataset
 
 
-@functools.lru_cache(maxsize=4)  # a few entries only: one entry can be a whole CIFAR training set in float32
-def _load_cached(cfg_json: str, seed: int) -> ImageDataset:
-    cfg = DataConfig.model_validate_json(cfg_json)
+# A few entries only: one entry can be a whole CIFAR training set in float32.
+_CACHE_SIZE = 4
+_CACHE: OrderedDict[tuple[str, int], ImageDataset] = OrderedDict()
+
+
+def _load(cfg: DataConfig, seed: int) -> ImageDataset:
     dataset = DATASETS.get(cfg.dataset)(cfg)
     if len(dataset.y_test) == 0:
         dataset = hold_out_test_split(dataset, cfg.test_fraction, seed)

@@ -166,6 +166,10 @@ def load_cifar100(cfg: DataConfig) -> ImageDataset:
 # ------------------------------------------------------------------------------------------ your own
 
 
+#: Data sets read from data.path (the config checks it is set before anything runs).
+PATH_DATASETS = ("npz", "imagefolder")
+
+
 def _required_path(cfg: DataConfig, kind: str) -> Path:
     if cfg.path is None:
         raise DataError(f"data.path = None: data set {cfg.dataset!r} reads a {kind}; set data.path")

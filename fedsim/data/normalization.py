@@ -6,8 +6,8 @@ so ``denormalize`` must undo ``normalize`` exactly with the very statistics the 
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -50,37 +50,28 @@ class ChannelStats:
         return torch.tensor(values, dtype=like.dtype, device=like.device).view(-1, 1, 1)
 
 
-def channel_stats(x: np.ndarray, mode: str, global_x: np.ndarray | None = None) -> ChannelStats:
-    """Statistics for ``data.normalize``: of ``global_x`` (whole training set), of ``x`` (client's own), or none."""
+def federation_stats(
+    x_train: np.ndarray, partitions: Sequence[np.ndarray], mode: str
+) -> tuple[tuple[ChannelStats, ...], ChannelStats]:
+    """Each client's statistics for ``data.normalize``, and the server's (for the test set).
+
+    ``global``: every client and the server use the training set's statistics (a federation-wide
+    constant, like the usual CIFAR mean/std). ``client``: each client measures its own data; the
+    server, which holds none, uses the training set's. ``none``: identity.
+    """
     if mode not in MODES:
         raise ValueError(f"normalize mode {mode!r}; allowed: {', '.join(MODES)}")
     if mode == "none":
-        channels = int(x.shape[1])
-        return ChannelStats(mean=(0.0,) * channels, std=(1.0,) * channels)
-    if mode == "client":
-        return _measure(x)
-    if global_x is None:
-        raise ValueError("channel_stats(mode='global') needs global_x, the whole training set")
-    return _training_set_stats(global_x)
+        identity = ChannelStats(mean=(0.0,) * x_train.shape[1], std=(1.0,) * x_train.shape[1])
+        return tuple(identity for _ in partitions), identity
+    shared = channel_stats(x_train)
+    if mode == "global":
+        return tuple(shared for _ in partitions), shared
+    return tuple(channel_stats(x_train[ids]) for ids in partitions), shared
 
 
-# Global statistics are asked for once per client, always of the same training-set array (load_dataset hands
-# out one shared, never-modified copy per process); remembering the answer for that very array object turns
-# N passes over the whole training set into one. A weak reference, so the cache never keeps a data set alive.
-_GLOBAL_STATS: dict[int, tuple[weakref.ref[np.ndarray], ChannelStats]] = {}
-
-
-def _training_set_stats(global_x: np.ndarray) -> ChannelStats:
-    cached = _GLOBAL_STATS.get(id(global_x))
-    if cached is not None and cached[0]() is global_x:
-        return cached[1]
-    stats = _measure(global_x)
-    _GLOBAL_STATS.clear()  # one training set per process is the norm; keep just the latest
-    _GLOBAL_STATS[id(global_x)] = (weakref.ref(global_x), stats)
-    return stats
-
-
-def _measure(x: np.ndarray) -> ChannelStats:
+def channel_stats(x: np.ndarray) -> ChannelStats:
+    """Per-channel mean and (population) std of an (N, C, H, W) array."""
     if x.ndim != 4 or len(x) == 0:
         raise ValueError(f"channel_stats needs a non-empty (N, C, H, W) array, got shape {x.shape}")
     # torch reduces float32 accurately without the float64 copy numpy's std would make of the whole set.

@@ -1,0 +1,48 @@
+"""A bare Flower ClientApp for bench/overhead.py, written as Flower's PyTorch quickstart writes one.
+
+It lives in its own module so that Ray's workers import it instead of unpickling data with every message.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
+from flwr.clientapp import ClientApp
+
+from clients.training import train_locally
+from fedsim.config import ExperimentConfig
+from fedsim.models import build_model
+from fedsim.runner import Federation, prepare_federation
+from fedsim.seeding import derive_seed
+
+
+@functools.lru_cache(maxsize=1)
+def federation(config_json: str) -> Federation:
+    """Data and partitions, loaded once per process, as Flower's quickstarts cache their FederatedDataset."""
+    return prepare_federation(ExperimentConfig.model_validate_json(config_json))
+
+
+def build_client_app(config: ExperimentConfig) -> ClientApp:
+    config_json = config.model_dump_json()
+    client_app = ClientApp()
+
+    @client_app.train()
+    def train(message: Message, context: Context) -> Message:
+        # Only the config travels to the Ray actors; each loads the data itself (cached per process).
+        local = federation(config_json)
+        partition = int(context.node_config["partition-id"])
+        ids = local.partitions[partition]
+        x = local.client_stats[partition].normalize(torch.from_numpy(local.dataset.x_train[ids]))
+        y = torch.from_numpy(local.dataset.y_train[ids])
+        model = build_model(
+            config.model, local.dataset.channels, local.dataset.num_classes, local.dataset.image_size, seed=0
+        )
+        model.load_state_dict(message.content["arrays"].to_torch_state_dict())
+        server_round = int(message.content["config"]["server-round"])
+        result = train_locally(model, x, y, ids, config.client, derive_seed(config.seed, "train", server_round, partition))
+        metrics = MetricRecord({"num-examples": len(x), "train-loss": result.train_loss})
+        return Message(RecordDict({"arrays": ArrayRecord(model.state_dict()), "metrics": metrics}), reply_to=message)
+
+    return client_app
