@@ -15,6 +15,7 @@ import yaml
 
 from fedsim.config import parse_config
 from fedsim.ground_truth import GroundTruthStore
+from fedsim.report import write_report
 from fedsim.results import RunStore
 from fedsim.runner import run_experiment
 
@@ -44,7 +45,11 @@ def events(run_dir: Path, event: str) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def two_round_run(tmp_path_factory) -> Path:
-    raw = merged(SMALL, output={"dir": str(tmp_path_factory.mktemp("runs")), "run_name": "two-rounds"})
+    raw = merged(
+        SMALL,
+        federation={"fraction_evaluate": 0.5},
+        output={"dir": str(tmp_path_factory.mktemp("runs")), "run_name": "two-rounds"},
+    )
     return run_experiment(parse_config(raw), quiet=True)
 
 
@@ -61,6 +66,19 @@ def test_every_client_reports_its_fit(two_round_run):
     fits = events(two_round_run, "fit")
     assert sorted((row["round"], row["client"]) for row in fits) == [(r, c) for r in (1, 2) for c in range(3)]
     assert all(row["status"] == "ok" and row["local_steps"] == 5 and row["num_examples"] > 0 for row in fits)
+
+
+def test_sampled_clients_evaluate_the_global_model_on_their_own_data(two_round_run):
+    client_evals = events(two_round_run, "client_eval")
+    assert sorted(row["round"] for row in client_evals) == [1, 2]  # half of 3 clients, at least one
+    assert all(row["status"] == "ok" and 0 <= row["accuracy"] <= 1 for row in client_evals)
+
+
+def test_report_of_a_real_run(two_round_run):
+    png, markdown, table = write_report(two_round_run)
+    assert png.stat().st_size > 5000
+    assert markdown.read_text().count("\n| ") == 4  # header + rounds 0, 1, 2
+    assert table.read_text().splitlines()[0].startswith("round,loss,accuracy")
 
 
 def test_checkpoints_load_safely_and_differ_by_round(two_round_run):
