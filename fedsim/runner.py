@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from clients.client_app import ClientSpec, build_client_app
+from clients.client_app import CLIENT_ERROR_LOG, ClientSpec, build_client_app
 from fedsim.config import ExperimentConfig
 from fedsim.data import ChannelStats, ImageDataset, federation_stats, load_dataset, partition_indices
 from fedsim.devices import resolve_device
@@ -177,4 +177,19 @@ def run_experiment(
             progress.stop()
     summary = summarize(store, time.perf_counter() - started)
     store.write_json(SUMMARY_FILE, summary)
+    _log_summary(summary)
     return store.run_dir
+
+
+def _log_summary(summary: dict[str, Any]) -> None:
+    final = summary["final"]
+    logger.info(
+        "finished %d rounds: test accuracy %.4f (best %.4f), loss %.4f",
+        summary["rounds_completed"], final.get("accuracy", float("nan")),
+        summary["best_accuracy"] or float("nan"), final.get("loss", float("nan")),
+    )
+    if summary["client_failures"]:
+        logger.warning(
+            "%d of %d client updates failed; reasons in metrics.jsonl, tracebacks in %s/%s",
+            summary["client_failures"], summary["client_updates"], summary["run_dir"], CLIENT_ERROR_LOG,
+        )

@@ -8,6 +8,7 @@ checkpoint per round, and reports progress client by client.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -19,6 +20,8 @@ from flwr.serverapp import Grid, ServerApp
 from fedsim.config import ExperimentConfig
 from fedsim.progress import LogProgress
 from fedsim.results import RunStore
+
+logger = logging.getLogger("fedsim")
 
 ROLL_CALL_TIMEOUT_S = 300.0
 PULL_INTERVAL_S = 0.05
@@ -91,6 +94,7 @@ class RoundRecorder:
         if reply.has_error():
             self.failed += 1
             row |= {"status": "failed", "error_code": reply.error.code, "error": reply.error.reason}
+            logger.warning("round %d: client %d failed (%s): %s", self.round, client, self.event, reply.error.reason)
         else:
             self.ok += 1
             metrics = dict(next(iter(reply.content.metric_records.values())))
@@ -104,6 +108,7 @@ class RoundRecorder:
             if message.metadata.dst_node_id not in answered:
                 self.failed += 1
                 client = self.partition_of_node[message.metadata.dst_node_id]
+                logger.warning("round %d: client %d sent no reply before the timeout", self.round, client)
                 self.store.append(
                     {"round": self.round, "event": self.event, "client": client, "status": "failed",
                      "error": "no reply before federation.round_timeout"}
