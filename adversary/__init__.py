@@ -1,8 +1,5 @@
 """Threat models, gradient-inversion attacks, label recovery and leakage metrics."""
 
-from fedsim.registry import Registry
-
-# Attacks register here as they are implemented (adversary issue).
-ATTACKS: Registry = Registry("attack")
+from adversary.registry import ATTACKS
 
 __all__ = ["ATTACKS"]

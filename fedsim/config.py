@@ -24,6 +24,12 @@ class ConfigError(ValueError):
     """A configuration problem, already phrased as one line for the user."""
 
 
+def _check_device(value: str) -> str:
+    if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", value):
+        raise ValueError(f"'{value}' is not a device; allowed: auto, cpu, cuda, cuda:N")
+    return value
+
+
 class Section(BaseModel):
     """Base of every config section: unknown keys are errors, assignments are re-validated."""
 
@@ -210,18 +216,88 @@ class StrategyConfig(Section):
 # ---------------------------------------------------------------------------------------- adversary
 
 
-class AdversaryConfig(Section):
-    attacks: list[str] = Field(default_factory=list, description="gradient-inversion attacks to run (empty = none)")
+class AttackOptions(Section):
+    """One attack and its options; null options take the attack's own defaults (see `fedsim list`)."""
 
-    @field_validator("attacks")
+    name: str = Field(..., description="attack name (see `fedsim list`)")
+    iterations: int | None = Field(None, ge=1, description="optimisation steps per restart")
+    restarts: int = Field(1, ge=1, description="independent random starts, batched; the lowest objective wins")
+    init: Literal["randn", "uniform", "zeros"] | None = Field(None, description="dummy image initialisation")
+    init_scale: float | None = Field(None, gt=0, description="std (randn) or half-range (uniform) of the init")
+    tv_weight: float | None = Field(None, ge=0, description="total-variation prior weight")
+    loss: Literal["l2", "cosine", "l1"] | None = Field(None, description="gradient-matching distance")
+    optimizer: Literal["lbfgs", "adam", "sgd"] | None = Field(None, description="optimizer of the dummy data")
+    lr: float | None = Field(None, gt=0, description="optimizer step size")
+    bn_weight: float | None = Field(None, ge=0, description="BatchNorm-statistics prior weight (gradinversion)")
+    precision: Literal["float32", "float64"] = Field("float32", description="arithmetic of the attack")
+    deterministic: bool = Field(False, description="use deterministic kernels (slower on GPU)")
+    log_every: int = Field(0, ge=0, description="keep a trajectory point every N iterations (0 = none)")
+
+    @field_validator("name")
     @classmethod
-    def _known_attacks(cls, value: list[str]) -> list[str]:
+    def _known_attack(cls, value: str) -> str:
         from adversary import ATTACKS
 
-        for name in value:
-            if name not in ATTACKS:
-                raise ValueError(ATTACKS.unknown_message(name))
+        if value not in ATTACKS:
+            raise ValueError(ATTACKS.unknown_message(value))
         return value
+
+
+class AdversaryKnowledge(Section):
+    local_training: bool = Field(True, description="the victims' lr, local steps and batch size are known")
+    num_samples: bool = Field(True, description="the number of samples behind each update is known")
+    labels: Literal["inferred", "known"] = Field("inferred", description="labels are recovered, or granted")
+    bn_statistics: bool = Field(False, description="BatchNorm statistics of the victims' batches may be used")
+
+
+RoundSpec = Union[Literal["all"], list[int], str]
+
+
+class AdversaryConfig(Section):
+    tap: Literal["mitm", "server"] = Field(
+        "mitm", description="`mitm`: each reply on the wire; `server`: what the strategy sees (only the sum under SecAgg+)"
+    )
+    targets: Literal["per-client", "aggregate", "both"] = Field("per-client", description="what gets inverted")
+    rounds: RoundSpec = Field("all", description="rounds to attack: `all`, a list [1, 3], or an interval `2-5`")
+    clients: Literal["all"] | list[int] = Field("all", description="victims attacked per client: `all` or a list")
+    knows: AdversaryKnowledge = Field(default_factory=AdversaryKnowledge, description="the threat model's knowledge")
+    attacks: list[AttackOptions] = Field(default_factory=list, description="attacks to run (empty = no adversary)")
+    device: str = Field("auto", description="where attacks run: `auto`, `cpu`, `cuda`, `cuda:N`")
+    workers: int = Field(1, ge=1, description="attacks running at once, beside the training")
+    save_images: bool = Field(True, description="write original-over-reconstruction PNG grids per round and target")
+
+    @field_validator("attacks", mode="before")
+    @classmethod
+    def _attack_shorthand(cls, value: Any) -> Any:
+        # `attacks: [dlg, ig]` is shorthand for `attacks: [{name: dlg}, {name: ig}]`
+        return [{"name": item} if isinstance(item, str) else item for item in value] if isinstance(value, list) else value
+
+    @field_validator("rounds")
+    @classmethod
+    def _round_spec(cls, value: RoundSpec) -> RoundSpec:
+        if isinstance(value, str) and value != "all" and not re.fullmatch(r"\d+-\d+", value):
+            raise ValueError(f"'{value}' is not a round spec; allowed: all, a list like [1, 3], or an interval like 2-5")
+        if isinstance(value, list) and any(r < 1 for r in value):
+            raise ValueError(f"{value}: rounds start at 1")
+        return value
+
+    @field_validator("device")
+    @classmethod
+    def _device(cls, value: str) -> str:
+        return _check_device(value)
+
+    def attacks_round(self, server_round: int) -> bool:
+        if not self.attacks:
+            return False
+        if self.rounds == "all":
+            return True
+        if isinstance(self.rounds, list):
+            return server_round in self.rounds
+        first, last = (int(part) for part in self.rounds.split("-"))
+        return first <= server_round <= last
+
+    def attacks_client(self, client: int) -> bool:
+        return self.clients == "all" or client in self.clients
 
 
 # ------------------------------------------------------------------------------------------- output
@@ -259,9 +335,7 @@ class ExperimentConfig(Section):
     @field_validator("device")
     @classmethod
     def _device(cls, value: str) -> str:
-        if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", value):
-            raise ValueError(f"'{value}' is not a device; allowed: auto, cpu, cuda, cuda:N")
-        return value
+        return _check_device(value)
 
 
 # ------------------------------------------------------------------------------------------ loading

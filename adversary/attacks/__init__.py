@@ -1,0 +1,1 @@
+"""Gradient-inversion attacks (being written)."""

@@ -1,0 +1,5 @@
+"""Registry of gradient-inversion attacks: name -> attack (see adversary.attacks)."""
+
+from fedsim.registry import Registry
+
+ATTACKS: Registry = Registry("attack")

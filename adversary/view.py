@@ -1,0 +1,66 @@
+"""What an attacker may use, and what an attack returns.
+
+The split follows breaching: an ``AttackerView`` holds only what a threat model exposes (the tapped
+update, the global model it started from, and what ``adversary.knows`` grants). Ground truth never
+appears here; scoring pairs a ``Reconstruction`` with the truth outside the attack.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+
+@dataclass(frozen=True)
+class LocalTraining:
+    """The victim's local training, when the threat model grants it (adversary.knows.local_training)."""
+
+    lr: float
+    local_steps: int  # optimizer steps the client took this round
+    batch_size: int
+
+
+@dataclass(frozen=True)
+class AttackerView:
+    """One attack target: a tapped update and the attacker's knowledge, nothing else."""
+
+    round: int
+    tap: str  # "mitm" | "server"
+    target: str  # "client:<id>" | "aggregate"
+    model: nn.Module  # the architecture; its own weights are ignored (global_state is used)
+    global_state: dict[str, torch.Tensor]  # parameters and buffers the clients started the round from
+    observed_state: dict[str, torch.Tensor]  # what was tapped: a client's weights as sent, or the aggregate
+    input_shape: tuple[int, int, int]  # (C, H, W) of one input, in the model's (normalised) input space
+    num_classes: int
+    num_samples: int  # images to reconstruct: known, or the attacker's assumption
+    local_training: LocalTraining | None = None  # None: assume one step with unknown learning rate
+    labels: torch.Tensor | None = None  # granted labels (adversary.knows.labels = known), else inferred
+    input_bounds: tuple[torch.Tensor, torch.Tensor] | None = None  # per-channel (low, high) of valid inputs
+    bn_statistics: bool = False  # may BatchNorm statistics of the victim's batch be used as a prior
+
+    def parameter_delta(self) -> dict[str, torch.Tensor]:
+        """w_t - w_{t+1} for every trainable parameter (buffers excluded)."""
+        names = [name for name, _ in self.model.named_parameters()]
+        return {name: self.global_state[name] - self.observed_state[name] for name in names}
+
+
+@dataclass(frozen=True)
+class TrajectoryPoint:
+    iteration: int
+    objective: float
+    images: torch.Tensor  # the best restart's images at this iteration (model input space), on CPU
+
+
+@dataclass(frozen=True)
+class Reconstruction:
+    """An attack's output: images in the model's input space and labels, with the attack's own bookkeeping."""
+
+    images: torch.Tensor  # (num_samples, C, H, W), CPU
+    labels: torch.Tensor  # (num_samples,), int64, CPU
+    objective: float  # the attack's own final objective of the chosen restart
+    restart_objectives: tuple[float, ...]
+    iterations: int
+    seconds: float
+    trajectory: tuple[TrajectoryPoint, ...] = field(default_factory=tuple)
