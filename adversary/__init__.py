@@ -1,5 +1,7 @@
 """Threat models, gradient-inversion attacks, label recovery and leakage metrics."""
 
 from adversary.registry import ATTACKS
+from adversary import attacks  # noqa: F401  (registers the attacks)
+from adversary.attacks import recover_labels, resolve_options, run_attack
 
-__all__ = ["ATTACKS"]
+__all__ = ["ATTACKS", "recover_labels", "resolve_options", "run_attack"]

@@ -12,6 +12,7 @@ import os
 import platform
 import re
 import sys
+import threading
 import time
 from importlib import metadata
 from pathlib import Path
@@ -64,6 +65,7 @@ class RunStore:
         self.run_dir = Path(run_dir)
         self.metrics_path = self.run_dir / METRICS_FILE
         self.checkpoint_dir = self.run_dir / CHECKPOINT_DIR
+        self._append_lock = threading.Lock()  # the server thread and attack workers append concurrently
 
     # ------------------------------------------------------------------ creation and resumption
     @classmethod
@@ -110,7 +112,7 @@ class RunStore:
         if "round" not in row or "event" not in row:
             raise ValueError("every metrics row needs 'round' and 'event'")
         line = json.dumps({**row, "time": round(time.time(), 3)}, allow_nan=True)
-        with open(self.metrics_path, "a") as handle:
+        with self._append_lock, open(self.metrics_path, "a") as handle:
             handle.write(line + "\n")
             handle.flush()
             os.fsync(handle.fileno())

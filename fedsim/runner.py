@@ -5,18 +5,17 @@ from __future__ import annotations
 import logging
 import time
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from clients.client_app import CLIENT_ERROR_LOG, ClientSpec, build_client_app
 from fedsim.config import ExperimentConfig
-from fedsim.data import ChannelStats, ImageDataset, federation_stats, load_dataset, partition_indices
 from fedsim.devices import resolve_device
 from fedsim.evaluation import evaluate
+from fedsim.federation import PARTITIONS_FILE, Federation, partition_record, prepare_federation
+from fedsim.leakage import attach_adversary
 from fedsim.models import build_model
 from fedsim.progress import LogProgress, RichProgress
 from fedsim.results import SUMMARY_FILE, RunStore
@@ -25,44 +24,6 @@ from fedsim.server_app import ServerSpec, build_server_app
 from strategies import STRATEGIES
 
 logger = logging.getLogger("fedsim")
-PARTITIONS_FILE = "partitions.json"
-
-
-@dataclass(frozen=True)
-class Federation:
-    """The data side of a run: the data set, who holds what, and how each client normalises."""
-
-    dataset: ImageDataset
-    partitions: tuple[np.ndarray, ...]
-    client_stats: tuple[ChannelStats, ...]
-    test_stats: ChannelStats
-
-
-def prepare_federation(config: ExperimentConfig) -> Federation:
-    dataset = load_dataset(config.data, config.seed)
-    partitions = tuple(
-        partition_indices(dataset.y_train, config.data, config.federation.num_clients, config.seed)
-    )
-    client_stats, test_stats = federation_stats(dataset.x_train, partitions, config.data.normalize)
-    return Federation(dataset, partitions, client_stats, test_stats)
-
-
-def partition_record(federation: Federation) -> dict[str, Any]:
-    """Who holds which samples and how they are normalised (scoring side only, never the attacker)."""
-    labels = federation.dataset.y_train
-    return {
-        "clients": [
-            {
-                "client": client,
-                "num_examples": int(len(ids)),
-                "label_counts": np.bincount(labels[ids], minlength=federation.dataset.num_classes).tolist(),
-                "normalization": stats.to_dict(),
-                "sample_ids": ids.tolist(),
-            }
-            for client, (ids, stats) in enumerate(zip(federation.partitions, federation.client_stats))
-        ],
-        "test_normalization": federation.test_stats.to_dict(),
-    }
 
 
 class CentralEvaluator:
@@ -111,8 +72,36 @@ def summarize(store: RunStore, wall_seconds: float) -> dict[str, Any]:
         "best_accuracy": max((r["accuracy"] for r in evals), default=None),
         "client_updates": len(fits),
         "client_failures": sum(1 for r in fits if r.get("status") == "failed"),
+        "leakage": leakage_summary([r for r in rows if r["event"] == "attack"]),
         "wall_seconds_last_session": round(wall_seconds, 2),
     }
+
+
+def leakage_summary(attack_rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Mean PSNR / SSIM / label accuracy per attack, per client versus aggregate, over all attacked rounds."""
+    summary: dict[str, Any] = {}
+    for row in attack_rows:
+        if row.get("status") != "ok":
+            continue
+        kind = "aggregate" if row["target"] == "aggregate" else "per-client"
+        summary.setdefault(row["attack"], {}).setdefault(kind, []).append(row)
+    return {
+        attack: {
+            kind: {
+                "targets": len(group),
+                **{
+                    metric: _mean([r[metric] for r in group if r.get(metric) is not None])
+                    for metric in ("psnr_mean", "ssim_mean", "lpips_mean", "label_accuracy")
+                },
+            }
+            for kind, group in kinds.items()
+        }
+        for attack, kinds in summary.items()
+    }
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
 
 
 def run_experiment(
@@ -139,42 +128,48 @@ def run_experiment(
     federation = prepare_federation(config)
     store.write_json(PARTITIONS_FILE, partition_record(federation))
     dataset = federation.dataset
+    model_seed = derive_seed(config.seed, "model")
     if initial_state is None:
-        model = build_model(
-            config.model, dataset.channels, dataset.num_classes, dataset.image_size, seed=derive_seed(config.seed, "model")
-        )
+        model = build_model(config.model, dataset.channels, dataset.num_classes, dataset.image_size, seed=model_seed)
         initial_state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
 
-    run_dir_abs = store.run_dir.resolve()
     client_spec = ClientSpec(
         config=config,
-        run_dir=run_dir_abs,
+        run_dir=store.run_dir.resolve(),
         partitions=federation.partitions,
         stats=federation.client_stats,
         num_classes=dataset.num_classes,
         channels=dataset.channels,
         image_size=dataset.image_size,
     )
+    strategy = STRATEGIES.get(config.strategy.name)(config.federation, config.seed)
+    wiring = attach_adversary(config, federation, store, model_seed) if config.adversary.attacks else None
     progress = LogProgress() if quiet else RichProgress()
     server_spec = ServerSpec(
         config=config,
         store=store,
-        strategy=STRATEGIES.get(config.strategy.name)(config.federation, config.seed),
+        strategy=wiring.wrap_strategy(strategy) if wiring else strategy,
         initial_state=initial_state,
         start_round=last_round,
         evaluate=CentralEvaluator(config, federation, device),
         progress=progress,
+        wrap_grid=wiring.wrap_grid if wiring else None,
+        round_hooks=(wiring.adversary.round_finished,) if wiring else (),
     )
-    if last_round < config.federation.rounds:
-        try:
+    try:
+        if last_round < config.federation.rounds:
             run_simulation(
                 server_app=build_server_app(server_spec),
                 client_app=build_client_app(client_spec),
                 num_supernodes=config.federation.num_clients,
                 backend_config=_backend_config(config),
             )
-        finally:
-            progress.stop()
+    finally:
+        progress.stop()
+        if wiring:
+            if wiring.adversary.pending():
+                logger.info("waiting for %d attack(s) still running", wiring.adversary.pending())
+            wiring.adversary.finish()  # every reconstruction already under way gets scored and recorded
     summary = summarize(store, time.perf_counter() - started)
     store.write_json(SUMMARY_FILE, summary)
     _log_summary(summary)

@@ -18,13 +18,13 @@ from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MessageType, R
 from flwr.serverapp import Grid, ServerApp
 
 from fedsim.config import ExperimentConfig
+from fedsim.messaging import PULL_INTERVAL_S, collect_replies
 from fedsim.progress import LogProgress
 from fedsim.results import RunStore
 
 logger = logging.getLogger("fedsim")
 
 ROLL_CALL_TIMEOUT_S = 300.0
-PULL_INTERVAL_S = 0.05
 
 Evaluator = Callable[[dict[str, torch.Tensor]], dict[str, float]]
 
@@ -53,23 +53,6 @@ def roll_call(grid: Grid, count: int) -> dict[int, int]:
     return {int(r.content["identity"]["partition-id"]): r.metadata.src_node_id for r in replies}
 
 
-def collect_replies(
-    grid: Grid, messages: Iterable[Message], timeout: float, on_reply: Callable[[Message], None]
-) -> list[Message]:
-    """``Grid.send_and_receive``, but handing each reply to ``on_reply`` as soon as it arrives."""
-    pending = set(grid.push_messages(messages))
-    replies: list[Message] = []
-    deadline = time.monotonic() + timeout
-    while pending and time.monotonic() < deadline:
-        for reply in grid.pull_messages(pending):
-            pending.discard(reply.metadata.reply_to_message_id)
-            replies.append(reply)
-            on_reply(reply)
-        if pending:
-            time.sleep(PULL_INTERVAL_S)
-    return replies
-
-
 @dataclass
 class ServerSpec:
     config: ExperimentConfig
@@ -79,6 +62,8 @@ class ServerSpec:
     start_round: int  # last completed round (0 for a new run)
     evaluate: Evaluator
     progress: LogProgress
+    wrap_grid: Callable[[Grid], Grid] | None = None  # e.g. a man-in-the-middle tap on the wire
+    round_hooks: tuple[Callable[[int], object], ...] = ()  # called once a round is committed
 
 
 class RoundRecorder:
@@ -167,6 +152,8 @@ def run_rounds(spec: ServerSpec, grid: Grid) -> None:
         if not config.output.save_checkpoints:
             store.prune_checkpoints(keep=server_round)
         progress.round_finished(server_round, scores.get("accuracy"))
+        for hook in spec.round_hooks:
+            hook(server_round)
 
 
 def build_server_app(spec: ServerSpec) -> ServerApp:
@@ -174,6 +161,6 @@ def build_server_app(spec: ServerSpec) -> ServerApp:
 
     @app.main()
     def main(grid: Grid, context: Context) -> None:
-        run_rounds(spec, grid)
+        run_rounds(spec, spec.wrap_grid(grid) if spec.wrap_grid else grid)
 
     return app

@@ -1,0 +1,23 @@
+"""Deep Leakage from Gradients (Zhu, Liu & Han, NeurIPS 2019).
+
+Dummy images and dummy label logits are optimised jointly with L-BFGS so that the gradient of the
+cross-entropy with the soft labels softmax(logits) matches the observed gradient in squared L2 (eq. 4 of
+the paper). Defaults follow DLG: 300 iterations, L-BFGS step 1, N(0, 1) init, no prior. Paper 003's setting
+for aggregated gradients (init_scale 0.05, tv_weight 1e-3, restarts 3) is reachable through the options.
+"""
+
+from __future__ import annotations
+
+from adversary.attacks.solver import Attack
+from adversary.attacks.spec import AttackSpec
+from adversary.registry import ATTACKS
+
+SPEC = AttackSpec(
+    name="dlg",
+    defaults=dict(
+        iterations=300, init="randn", init_scale=1.0, tv_weight=0.0, loss="l2", optimizer="lbfgs", lr=1.0, bn_weight=0.0
+    ),
+    joint_labels=True,
+)
+
+ATTACKS.register("dlg", help="DLG (Zhu et al. 2019): L2 gradient matching, L-BFGS on images and soft labels")(Attack(SPEC))

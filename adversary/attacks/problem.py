@@ -1,0 +1,242 @@
+"""One batched inversion problem: the targets of a group of compatible views x the restarts of each.
+
+Views that share the architecture, the global state, num_samples, the local training and the attacker's
+knowledge are one problem: the dummy data of every (target, restart) pair is a row of a single variable
+``V`` of shape (targets * restarts, D), and the objective of all rows is computed at once by
+``vmap`` (over targets) of ``vmap`` (over restarts) of ``grad_and_value`` of the per-problem objective,
+whose inner ``torch.func.grad`` gives the dummy's parameter gradient (or unrolled update). The per-row
+objectives are independent, so the optimizers in ``optimizers`` treat each row as its own problem.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch.func import grad_and_value, vmap
+
+from adversary.attacks.labels import recover_labels
+from adversary.attacks.model import AttackerModel, batchnorm_names, victim_batch_statistics
+from adversary.attacks.objective import batchnorm_prior, gradient_distance, soft_cross_entropy, total_variation
+from adversary.attacks.spec import AttackSpec
+from adversary.attacks.targets import MatchSpec, match_spec, observed_target, simulated_update
+from adversary.view import AttackerView
+from fedsim.config import AttackOptions
+
+
+def group_views(views: Sequence[AttackerView]) -> list[list[int]]:
+    """Indices of ``views`` in batchable groups, in order of first appearance."""
+    groups: list[list[int]] = []
+    for index, view in enumerate(views):
+        for group in groups:
+            if _compatible(views[group[0]], view):
+                group.append(index)
+                break
+        else:
+            groups.append([index])
+    return groups
+
+
+def _compatible(a: AttackerView, b: AttackerView) -> bool:
+    if a is b:
+        return True
+    same_facts = (
+        a.input_shape == b.input_shape
+        and a.num_classes == b.num_classes
+        and a.num_samples == b.num_samples
+        and a.local_training == b.local_training
+        and (a.labels is None) == (b.labels is None)
+        and a.bn_statistics == b.bn_statistics
+        and _same_bounds(a.input_bounds, b.input_bounds)
+    )
+    if not same_facts:
+        return False
+    if a.model is not b.model and (type(a.model) is not type(b.model) or repr(a.model) != repr(b.model)):
+        return False
+    names = [name for name, _ in a.model.named_parameters()]
+    return all(
+        a.global_state[name] is b.global_state[name] or torch.equal(a.global_state[name], b.global_state[name])
+        for name in names
+    )
+
+
+def _same_bounds(a: tuple[torch.Tensor, torch.Tensor] | None, b: tuple[torch.Tensor, torch.Tensor] | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return all(torch.equal(x.cpu(), y.cpu()) for x, y in zip(a, b, strict=True))
+
+
+def init_seed(seed: int, target: int, restart: int) -> int:
+    """The seed of one (target, restart) initialisation: independent of how many problems are batched."""
+    return int(np.random.SeedSequence([seed, target, restart]).generate_state(1, dtype=np.uint64)[0] >> 1)
+
+
+@dataclass
+class BatchedProblem:
+    """The objective of every (target, restart) row of a group, and the layout of its variables."""
+
+    options: AttackOptions  # resolved
+    match: MatchSpec
+    model: AttackerModel
+    params: dict[str, torch.Tensor]
+    targets: list[torch.Tensor]  # observed update per parameter, stacked over targets (T, ...)
+    probs: torch.Tensor  # (T, N, K) one-hot labels (unused with joint labels)
+    labels: torch.Tensor | None  # (T, N) int64 on CPU, None with joint labels
+    bn_targets: tuple[tuple[torch.Tensor, torch.Tensor], ...]  # victim (mean, var) per BN layer, (T, C) each
+    x_shape: tuple[int, ...]  # (N, C, H, W)
+    z_shape: tuple[int, ...] | None  # (N, K) with joint labels
+    bounds: tuple[torch.Tensor, torch.Tensor] | None  # (C, 1, 1) low and high, for the box constraint
+    restarts: int
+    dtype: torch.dtype
+    device: torch.device
+
+    @classmethod
+    def build(
+        cls,
+        spec: AttackSpec,
+        options: AttackOptions,
+        views: Sequence[AttackerView],
+        restarts: int,
+        device: torch.device,
+        dtype: torch.dtype,
+    ) -> BatchedProblem:
+        first = views[0]
+        use_bn = spec.bn_prior and (options.bn_weight or 0.0) > 0
+        if use_bn:
+            _check_bn_prior(first)
+        model = AttackerModel.from_view(first, device, dtype, record_bn=use_bn)
+        joint = spec.joint_labels and first.labels is None
+        n, k = first.num_samples, first.num_classes
+        labels = None if joint else torch.stack([recover_labels(view) for view in views])
+        probs = (
+            torch.zeros(len(views), n, k, dtype=dtype, device=device)
+            if labels is None
+            else torch.nn.functional.one_hot(labels, k).to(device=device, dtype=dtype)
+        )
+        per_view = [observed_target(view, model.names, device, dtype) for view in views]
+        targets = [torch.stack(layer) for layer in zip(*per_view, strict=True)]
+        bn_targets: tuple[tuple[torch.Tensor, torch.Tensor], ...] = ()
+        if use_bn:
+            stats = [victim_batch_statistics(view, device, dtype) for view in views]
+            bn_targets = tuple(
+                (torch.stack([s[i][0] for s in stats]), torch.stack([s[i][1] for s in stats])) for i in range(len(stats[0]))
+            )
+        bounds = None
+        if spec.box and first.input_bounds is not None:
+            low, high = (b.detach().to(device=device, dtype=dtype).reshape(-1, 1, 1) for b in first.input_bounds)
+            bounds = (low, high)
+        return cls(
+            options=options,
+            match=match_spec(first),
+            model=model,
+            params=model.parameters_from(first.global_state, device, dtype),
+            targets=targets,
+            probs=probs,
+            labels=labels,
+            bn_targets=bn_targets,
+            x_shape=(n, *first.input_shape),
+            z_shape=(n, k) if joint else None,
+            bounds=bounds,
+            restarts=restarts,
+            dtype=dtype,
+            device=device,
+        )
+
+    # ------------------------------------------------------------------------------------ layout
+
+    @property
+    def num_targets(self) -> int:
+        return self.probs.shape[0]
+
+    @property
+    def x_size(self) -> int:
+        return int(np.prod(self.x_shape))
+
+    def split(self, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Rows of V -> dummy images (T, R, N, C, H, W) and label logits (T, R, N, K) or None."""
+        lead = (self.num_targets, self.restarts)
+        x = v[:, : self.x_size].reshape(*lead, *self.x_shape)
+        z = v[:, self.x_size :].reshape(*lead, *self.z_shape) if self.z_shape is not None else None
+        return x, z
+
+    def initial(self, seed: int, target_ids: Sequence[int], restart_ids: Sequence[int]) -> torch.Tensor:
+        """V0: each row drawn from its own generator ``init_seed(seed, target, restart)``, in float64 on CPU.
+
+        Drawing on the CPU in double and casting afterwards gives the same start on every device and at
+        every precision. Images: randn * init_scale, U(-init_scale, init_scale) or zeros; DLG's label logits: randn.
+        """
+        rows = []
+        scale = float(self.options.init_scale or 1.0)
+        for target in target_ids:
+            for restart in restart_ids:
+                generator = torch.Generator().manual_seed(init_seed(seed, target, restart))
+                if self.options.init == "randn":
+                    x = torch.randn(self.x_shape, generator=generator, dtype=torch.float64) * scale
+                elif self.options.init == "uniform":
+                    x = (torch.rand(self.x_shape, generator=generator, dtype=torch.float64) * 2 - 1) * scale
+                else:
+                    x = torch.zeros(self.x_shape, dtype=torch.float64)
+                parts = [x.reshape(-1)]
+                if self.z_shape is not None:
+                    parts.append(torch.randn(self.z_shape, generator=generator, dtype=torch.float64).reshape(-1))
+                rows.append(torch.cat(parts))
+        return torch.stack(rows).to(device=self.device, dtype=self.dtype)
+
+    def project(self, v: torch.Tensor) -> torch.Tensor:
+        """The box constraint: images clamped per channel to the valid input range."""
+        if self.bounds is None:
+            return v
+        x, _ = self.split(v)
+        clamped = torch.maximum(torch.minimum(x, self.bounds[1]), self.bounds[0])
+        return torch.cat([clamped.reshape(v.shape[0], -1), v[:, self.x_size :]], dim=1)
+
+    def labels_of(self, v: torch.Tensor) -> torch.Tensor:
+        """(T, R, N) labels: the recovered/granted ones, or the argmax of DLG's soft labels."""
+        _, z = self.split(v)
+        if z is not None:
+            return z.argmax(dim=-1).cpu()
+        assert self.labels is not None
+        return self.labels[:, None, :].expand(-1, self.restarts, -1)
+
+    # --------------------------------------------------------------------------------- objective
+
+    def objective(
+        self,
+        variables: tuple[torch.Tensor, ...],
+        target: list[torch.Tensor],
+        probs: torch.Tensor,
+        bn_target: tuple[tuple[torch.Tensor, torch.Tensor], ...],
+    ) -> torch.Tensor:
+        """One problem's objective: gradient distance + tv_weight * TV + bn_weight * R_BN."""
+        x = variables[0]
+        q = torch.softmax(variables[1], dim=-1) if self.z_shape is not None else probs
+        update, stats = simulated_update(
+            self.match, self.model.forward, soft_cross_entropy, self.params, x, q, self.model.names
+        )
+        value = gradient_distance(update, target, str(self.options.loss), self.match.scale_free)
+        if self.options.tv_weight:
+            value = value + self.options.tv_weight * total_variation(x)
+        if bn_target:
+            value = value + float(self.options.bn_weight or 0.0) * batchnorm_prior(stats, bn_target)
+        return value
+
+    def evaluate(self, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """f (P,) and df/dV (P, D) of every row, in one vmapped call."""
+        x, z = self.split(v)
+        variables = (x,) if z is None else (x, z)
+        per_problem = grad_and_value(self.objective)
+        over_restarts = vmap(per_problem, in_dims=(0, None, None, None))
+        over_targets = vmap(over_restarts, in_dims=(0, 0, 0, 0))
+        grads, values = over_targets(variables, self.targets, self.probs, self.bn_targets)
+        rows = v.shape[0]
+        flat = torch.cat([g.reshape(rows, -1) for g in grads], dim=1)
+        return values.reshape(rows), flat
+
+
+def _check_bn_prior(view: AttackerView) -> None:
+    if not view.bn_statistics:
+        raise ValueError("gradinversion needs adversary.knows.bn_statistics: true")
+    if not batchnorm_names(view.model):
+        raise ValueError("gradinversion needs a model with BatchNorm layers (its prior matches their batch statistics)")

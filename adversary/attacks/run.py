@@ -1,0 +1,36 @@
+"""Entry points: resolve an attack's options and run it on a round's views."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from adversary.attacks.solver import Attack
+from adversary.registry import ATTACKS
+from adversary.view import AttackerView, Reconstruction
+from fedsim.config import AttackOptions
+
+
+def _attack(name: str) -> Attack:
+    try:
+        return ATTACKS.get(name)
+    except KeyError as error:
+        raise ValueError(error.args[0]) from None
+
+
+def resolve_options(options: AttackOptions) -> AttackOptions:
+    """``options`` with every ``None`` replaced by the named attack's default (a new object)."""
+    return _attack(options.name).spec.resolve(options)
+
+
+def run_attack(
+    options: AttackOptions, views: Sequence[AttackerView], seed: int, device: torch.device
+) -> list[Reconstruction]:
+    """Run ``options.name`` on ``views`` (one Reconstruction per view, in order, on the CPU).
+
+    Views of one round that share the architecture, the global state, num_samples and the local training
+    are solved together with all restarts as one batched problem on ``device``.
+    """
+    attack = _attack(options.name)
+    return attack(list(views), attack.spec.resolve(options), seed, torch.device(device))

@@ -1,0 +1,175 @@
+"""The attack engine shared by every registered attack: batch, optimise, pick each target's best restart.
+
+``invert(spec, views, options, seed, device)`` is a pure function of its arguments: no files, no global
+state left changed (the deterministic-algorithms switch is restored), no ground truth. Each target's
+reconstruction is the restart with the lowest final objective of the attack's own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from adversary.attacks.optimizers import FirstOrderSettings, LbfgsSettings, first_order, ig_milestones, lbfgs
+from adversary.attacks.problem import BatchedProblem, group_views
+from adversary.attacks.spec import AttackSpec
+from adversary.view import AttackerView, Reconstruction, TrajectoryPoint
+from fedsim.config import AttackOptions
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+@dataclass(frozen=True)
+class Attack:
+    """A registered attack: ``attack(views, resolved_options, seed, device)`` -> one Reconstruction per view."""
+
+    spec: AttackSpec
+
+    def __call__(
+        self, views: Sequence[AttackerView], options: AttackOptions, seed: int, device: torch.device
+    ) -> list[Reconstruction]:
+        return invert(self.spec, views, options, seed, device)
+
+
+def invert(
+    spec: AttackSpec,
+    views: Sequence[AttackerView],
+    options: AttackOptions,
+    seed: int,
+    device: torch.device,
+    restart_ids: Sequence[int] | None = None,
+) -> list[Reconstruction]:
+    """Reconstruct every view; compatible views and all restarts run as one batched problem.
+
+    ``restart_ids`` (default ``range(options.restarts)``) selects which restarts to run: restart r of
+    target t always starts from ``init_seed(seed, t, r)``, so running restarts one at a time gives the same
+    results as batching them. ``options`` must be resolved (no ``None``; see ``run.resolve_options``).
+    """
+    options = spec.resolve(options)
+    restart_ids = list(range(options.restarts)) if restart_ids is None else list(restart_ids)
+    if not restart_ids:
+        raise ValueError("invert: at least one restart is needed")
+    results: dict[int, Reconstruction] = {}
+    with _deterministic(options.deterministic):
+        for group in group_views(views):
+            start = time.perf_counter()
+            recs = _invert_group(spec, options, [views[i] for i in group], group, restart_ids, seed, device)
+            seconds = time.perf_counter() - start
+            for index, rec in zip(group, recs, strict=True):
+                results[index] = _with_seconds(rec, seconds)
+    return [results[i] for i in range(len(views))]
+
+
+def _invert_group(
+    spec: AttackSpec,
+    options: AttackOptions,
+    views: list[AttackerView],
+    target_ids: list[int],
+    restart_ids: list[int],
+    seed: int,
+    device: torch.device,
+) -> list[Reconstruction]:
+    dtype = DTYPES[options.precision]
+    problem = BatchedProblem.build(spec, options, views, len(restart_ids), device, dtype)
+    v0 = problem.initial(seed, target_ids, restart_ids)
+    trajectories: list[list[TrajectoryPoint]] = [[] for _ in views]
+    monitor = _trajectory_monitor(problem, options.log_every, trajectories) if options.log_every else None
+    iterations = int(options.iterations or 0)
+    if options.optimizer == "lbfgs":
+        v, f = lbfgs(problem.evaluate, v0, iterations, LbfgsSettings(lr=float(options.lr or 1.0)), monitor)
+    else:
+        settings = FirstOrderSettings(
+            method=str(options.optimizer),
+            lr=float(options.lr or 0.0),
+            signed=spec.signed,
+            decay_milestones=ig_milestones(iterations) if spec.lr_decay else (),
+        )
+        v, f = first_order(problem.evaluate, v0, iterations, settings, problem.project, monitor)
+    images, _ = problem.split(v)
+    labels = problem.labels_of(v)
+    finals = _finite_or_inf(f).reshape(problem.num_targets, problem.restarts).cpu()
+    recs = []
+    for t in range(problem.num_targets):
+        best = int(torch.argmin(finals[t]))
+        recs.append(
+            Reconstruction(
+                images=images[t, best].detach().to(device="cpu", dtype=torch.float32).clone(),
+                labels=labels[t, best].to(torch.int64).clone(),
+                objective=float(finals[t, best]),
+                restart_objectives=tuple(float(value) for value in finals[t]),
+                iterations=iterations,
+                seconds=0.0,
+                trajectory=tuple(trajectories[t]),
+            )
+        )
+    return recs
+
+
+def _trajectory_monitor(problem: BatchedProblem, every: int, out: list[list[TrajectoryPoint]]):
+    """Every ``every`` iterations, keep each target's best-so-far restart (by its current objective)."""
+
+    def monitor(iteration: int, v: torch.Tensor, f: torch.Tensor) -> None:
+        if iteration % every:
+            return
+        values = _finite_or_inf(f).reshape(problem.num_targets, problem.restarts)
+        images, _ = problem.split(v)
+        for t in range(problem.num_targets):
+            best = int(torch.argmin(values[t]))
+            out[t].append(
+                TrajectoryPoint(
+                    iteration=iteration,
+                    objective=float(values[t, best]),
+                    images=images[t, best].detach().to(device="cpu", dtype=torch.float32).clone(),
+                )
+            )
+
+    return monitor
+
+
+def _finite_or_inf(f: torch.Tensor) -> torch.Tensor:
+    return torch.where(torch.isfinite(f), f, torch.full_like(f, math.inf))
+
+
+def _with_seconds(rec: Reconstruction, seconds: float) -> Reconstruction:
+    """The batched group's wall time (shared by the targets solved together)."""
+    return Reconstruction(
+        images=rec.images,
+        labels=rec.labels,
+        objective=rec.objective,
+        restart_objectives=rec.restart_objectives,
+        iterations=rec.iterations,
+        seconds=seconds,
+        trajectory=rec.trajectory,
+    )
+
+
+@contextlib.contextmanager
+def _deterministic(enabled: bool) -> Iterator[None]:
+    """``torch.use_deterministic_algorithms`` (warn-only) and deterministic cuDNN within the call, restored after.
+
+    Warn-only: an operation without a deterministic kernel warns instead of aborting a long attack, and
+    cuBLAS needs CUBLAS_WORKSPACE_CONFIG set before CUDA starts, which a library call cannot do.
+    """
+    if not enabled:
+        yield
+        return
+    previous = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+        torch.backends.cudnn.deterministic,
+        torch.backends.cudnn.benchmark,
+    )
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(previous[0], warn_only=previous[1])
+        torch.backends.cudnn.deterministic = previous[2]
+        torch.backends.cudnn.benchmark = previous[3]

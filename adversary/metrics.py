@@ -1,0 +1,196 @@
+"""Per-image leakage metrics on [0, 1] images, computed outside the attack.
+
+Every function takes ``(N, C, H, W)`` float tensors already in image space (``ChannelStats.denormalize``
+undoes the model's normalisation first) and returns one value per image, so a caller can pair, filter
+and average as it chooses. Means over images follow breaching: the mean PSNR of a batch is the mean of
+per-image PSNRs, not the PSNR of the pooled error.
+
+LPIPS needs an ImageNet-trained AlexNet. This lab never downloads: ``Lpips`` loads the backbone only
+from torchvision's file in the user's torch hub cache and otherwise reports itself unavailable (its
+metric is ``None``, with one warning per process). A score from a randomly initialised trunk would look
+like a perceptual distance and mean nothing, so it is never produced unless a test asks for it.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from skimage.metrics import structural_similarity
+
+DATA_RANGE = 1.0  # images are scored in [0, 1]
+ALEXNET_CHECKPOINT = "alexnet-owt-7be5be79.pth"  # torchvision's AlexNet_Weights.IMAGENET1K_V1 file name
+LPIPS_MIN_SIDE = 32  # AlexNet's conv/pool stack needs >= 31 px; smaller images are upsampled to 32
+
+# AlexNet ``features`` index -> LPIPS slice holding it (lpips.pretrained_networks.alexnet splits
+# features[0:2], [2:5], [5:8], [8:10], [10:12] into slice1..slice5 and keeps the module indices).
+_ALEX_SLICE_BOUNDS = ((0, 2), (2, 5), (5, 8), (8, 10), (10, 12))
+
+_lpips_warned = False  # one "LPIPS unavailable" warning per process, however often it is asked
+
+
+class LpipsUnavailableWarning(UserWarning):
+    """LPIPS cannot be computed here (no cached AlexNet weights); its metric is reported as None."""
+
+
+def _check_pair(a: torch.Tensor, b: torch.Tensor) -> None:
+    if a.ndim != 4 or a.shape != b.shape:
+        raise ValueError(f"metrics need two (N, C, H, W) tensors of one shape, got {tuple(a.shape)} and {tuple(b.shape)}")
+
+
+def mse(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Mean squared error per image, (N,) float64.
+
+    Float64 so that near-perfect reconstructions keep their PSNR instead of losing it to float32 rounding.
+    """
+    _check_pair(a, b)
+    diff = a.detach().cpu().double() - b.detach().cpu().double()
+    return diff.pow(2).flatten(1).mean(dim=1)
+
+
+def psnr(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Peak signal-to-noise ratio per image in dB for data range 1, (N,) float64.
+
+    An exact reconstruction (MSE 0) has PSNR ``+inf``. It is kept, not capped: a cap would invent a
+    number; averaging code decides (``adversary.scoring`` averages the finite values and counts the exact ones).
+    """
+    return 10.0 * torch.log10(DATA_RANGE**2 / mse(a, b))  # torch: x / 0 -> inf, no warning
+
+
+def ssim_window(height: int, width: int) -> int:
+    """skimage's default 7x7 window, shrunk to the largest odd size that fits small images (8x8 digits: 7)."""
+    side = min(7, height, width)
+    side = side if side % 2 == 1 else side - 1
+    if side < 3:
+        raise ValueError(f"SSIM needs images of at least 3x3 pixels, got {height}x{width}")
+    return side
+
+
+def ssim(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Structural similarity per image, (N,) float64, via skimage (uniform window, data range 1)."""
+    _check_pair(a, b)
+    window = ssim_window(a.shape[2], a.shape[3])
+    a_np = a.detach().cpu().double().numpy()
+    b_np = b.detach().cpu().double().numpy()
+    values = [
+        structural_similarity(x, y, data_range=DATA_RANGE, channel_axis=0, win_size=window)
+        for x, y in zip(a_np, b_np)
+    ]
+    return torch.tensor(values, dtype=torch.float64)
+
+
+def label_accuracy(pred: torch.Tensor, true: torch.Tensor) -> float:
+    """Fraction of positions where the labels agree (the caller has already paired them)."""
+    pred, true = pred.detach().cpu().reshape(-1), true.detach().cpu().reshape(-1)
+    if pred.shape != true.shape or pred.numel() == 0:
+        raise ValueError(f"label_accuracy needs two equally long, non-empty label vectors, got {pred.numel()} and {true.numel()}")
+    return float((pred.long() == true.long()).double().mean())
+
+
+def alexnet_checkpoint_path() -> Path:
+    """Where torchvision keeps (and this lab looks for) ImageNet AlexNet weights; read at call time."""
+    return Path(torch.hub.get_dir()) / "checkpoints" / ALEXNET_CHECKPOINT
+
+
+def _warn_unavailable(reason: str) -> None:
+    global _lpips_warned
+    if _lpips_warned:
+        return
+    _lpips_warned = True
+    message = f"LPIPS unavailable, reported as None: {reason}"
+    warnings.warn(message, LpipsUnavailableWarning, stacklevel=3)
+
+
+def _alexnet_slices_state(alexnet_state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """torchvision's ``features.<i>.<p>`` keys renamed to lpips' ``slice<k>.<i>.<p>``; classifier dropped."""
+    renamed: dict[str, torch.Tensor] = {}
+    for key, value in alexnet_state.items():
+        parts = key.split(".")
+        if parts[0] != "features":
+            continue
+        index = int(parts[1])
+        slice_number = next(k for k, (lo, hi) in enumerate(_ALEX_SLICE_BOUNDS, start=1) if lo <= index < hi)
+        renamed[f"slice{slice_number}.{index}.{'.'.join(parts[2:])}"] = value
+    return renamed
+
+
+def _build_lpips_model() -> torch.nn.Module:
+    """lpips' AlexNet LPIPS with calibrated linear heads (shipped in the wheel) and a random trunk.
+
+    ``pnet_rand=True`` makes lpips call ``torchvision.models.alexnet(pretrained=False)``, which builds
+    the architecture without touching the network; the deprecation warning that call raises is muted.
+    """
+    import lpips  # deferred: importing it is slow and scoring without LPIPS should not pay for it
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = lpips.LPIPS(net="alex", pretrained=True, pnet_rand=True, verbose=False)
+    return model.eval()
+
+
+class Lpips:
+    """LPIPS (AlexNet, v0.1) per image, or ``None`` when the ImageNet backbone is not cached.
+
+    Inputs are [0, 1] images; they are mapped to [-1, 1] (what LPIPS was calibrated on), grayscale is
+    repeated to three channels, and images whose smaller side is under ``LPIPS_MIN_SIDE`` are upsampled
+    bilinearly so that side becomes 32 px: AlexNet's stride-4 conv and two stride-2 pools leave no
+    spatial extent below 31 px. Upsampling 8x8 digits this way is a convention, so LPIPS on tiny images
+    compares interpolated images and is less meaningful than on CIFAR-sized ones.
+
+    ``random_weights_for_tests=True`` keeps the random trunk so tests can exercise the plumbing; its
+    numbers are not LPIPS and must never be reported.
+    """
+
+    def __init__(self, *, random_weights_for_tests: bool = False) -> None:
+        self.random_weights = random_weights_for_tests
+        self._model: torch.nn.Module | None = None
+        self.unavailable_reason: str | None = None
+        if random_weights_for_tests:
+            self._model = _build_lpips_model()
+            return
+        checkpoint = alexnet_checkpoint_path()
+        if not checkpoint.is_file():
+            self.unavailable_reason = f"no ImageNet AlexNet weights at {checkpoint} (this lab never downloads them)"
+            _warn_unavailable(self.unavailable_reason)
+            return
+        try:
+            state = torch.load(checkpoint, map_location="cpu", weights_only=True)
+            model = _build_lpips_model()
+            model.net.load_state_dict(_alexnet_slices_state(state), strict=True)
+        except Exception as error:  # a truncated or foreign file: unavailable, never random weights
+            self.unavailable_reason = f"cannot load AlexNet weights from {checkpoint}: {error}"
+            _warn_unavailable(self.unavailable_reason)
+            return
+        self._model = model
+
+    @property
+    def available(self) -> bool:
+        return self._model is not None
+
+    def __call__(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor | None:
+        """LPIPS distance per image, (N,) float64 (0 for identical images), or None when unavailable."""
+        _check_pair(a, b)
+        if self._model is None:
+            return None
+        with torch.no_grad():
+            distances = self._model(_lpips_input(a), _lpips_input(b))
+        return distances.reshape(-1).double()
+
+
+def _lpips_input(x: torch.Tensor) -> torch.Tensor:
+    """[0, 1] (N, C, H, W) -> [-1, 1] three-channel float32 CPU images of at least 32 px on the short side."""
+    x = x.detach().cpu().float()
+    if x.shape[1] == 1:
+        x = x.repeat(1, 3, 1, 1)
+    elif x.shape[1] != 3:
+        raise ValueError(f"LPIPS needs 1- or 3-channel images, got {x.shape[1]} channels")
+    height, width = x.shape[2], x.shape[3]
+    short = min(height, width)
+    if short < LPIPS_MIN_SIDE:
+        scale = LPIPS_MIN_SIDE / short
+        size = (max(LPIPS_MIN_SIDE, math.ceil(height * scale)), max(LPIPS_MIN_SIDE, math.ceil(width * scale)))
+        x = F.interpolate(x, size=size, mode="bilinear", align_corners=False)
+    return x * 2.0 - 1.0

@@ -1,0 +1,159 @@
+"""From tapped updates to attacker views, under what ``adversary.knows`` grants.
+
+This is the only place where the threat model is decided: which updates become targets
+(per client, aggregate), how many samples the attacker assumes, and which hyperparameters or
+labels it is given. Labels are granted through a callable the caller provides only when the
+config says the attacker knows them; nothing here can reach the ground-truth store otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+import torch
+from torch import nn
+
+from adversary.view import AttackerView, LocalTraining
+from fedsim.config import AdversaryConfig
+from strategies.taps import AGGREGATE, TappedUpdate
+
+# (round, client, number of samples) -> their labels, in training order; only when labels are granted.
+LabelGrant = Callable[[int, int, int], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """What every participant knows about the model and its inputs (the server distributes both)."""
+
+    model: nn.Module
+    input_shape: tuple[int, int, int]
+    num_classes: int
+    input_bounds: tuple[torch.Tensor, torch.Tensor] | None  # valid inputs, from the public normalisation
+
+
+@dataclass(frozen=True)
+class TrainingHyperparameters:
+    """The clients' configured local training; granted when adversary.knows.local_training."""
+
+    lr: float
+    batch_size: int
+    local_steps: int | None  # None when clients train for epochs (steps follow from their sample count)
+    local_epochs: int | None
+
+
+def _client_id(update: TappedUpdate) -> int:
+    return int(update.source.split(":", 1)[1])
+
+
+def _steps(update: TappedUpdate, training: TrainingHyperparameters) -> int:
+    if update.local_steps is not None:
+        return update.local_steps
+    if training.local_steps is not None:
+        return training.local_steps
+    per_epoch = -(-update.num_examples // training.batch_size)
+    return per_epoch * (training.local_epochs or 1)
+
+
+def samples_behind(update: TappedUpdate, config: AdversaryConfig, training: TrainingHyperparameters) -> int:
+    """How many distinct samples the attacker reconstructs for one client's update."""
+    knows = config.knows
+    if knows.num_samples and knows.local_training:
+        return min(update.num_examples, training.batch_size * _steps(update, training))
+    if knows.num_samples:
+        return update.num_examples
+    if knows.local_training:
+        return training.batch_size
+    return 1
+
+
+def weighted_average(updates: list[TappedUpdate]) -> dict[str, torch.Tensor]:
+    """FedAvg of client updates: a wire tap knows the protocol, so it can form the aggregate itself."""
+    total = sum(u.num_examples for u in updates)
+    names = updates[0].observed_state.keys()
+    return {
+        name: sum(u.observed_state[name].double() * (u.num_examples / total) for u in updates).to(
+            updates[0].observed_state[name].dtype
+        )
+        for name in names
+    }
+
+
+def build_views(
+    updates: list[TappedUpdate],
+    config: AdversaryConfig,
+    architecture: Architecture,
+    training: TrainingHyperparameters,
+    grant_labels: LabelGrant | None,
+) -> list[AttackerView]:
+    """The attack targets of one round, as the configured threat model sees them."""
+    clients = sorted((u for u in updates if u.source != AGGREGATE), key=_client_id)
+    views: list[AttackerView] = []
+
+    def view(target: str, global_state, observed_state, num_samples, local_training, labels) -> AttackerView:
+        return AttackerView(
+            round=updates[0].round,
+            tap=config.tap,
+            target=target,
+            model=architecture.model,
+            global_state=global_state,
+            observed_state=observed_state,
+            input_shape=architecture.input_shape,
+            num_classes=architecture.num_classes,
+            num_samples=num_samples,
+            local_training=local_training,
+            labels=labels,
+            input_bounds=architecture.input_bounds,
+            bn_statistics=config.knows.bn_statistics,
+        )
+
+    def known_training(update: TappedUpdate) -> LocalTraining | None:
+        if not config.knows.local_training:
+            return None
+        return LocalTraining(lr=training.lr, local_steps=_steps(update, training), batch_size=training.batch_size)
+
+    if config.targets in ("per-client", "both"):
+        for update in clients:
+            client = _client_id(update)
+            if not config.attacks_client(client):
+                continue
+            count = samples_behind(update, config, training)
+            labels = grant_labels(update.round, client, count) if grant_labels else None
+            views.append(
+                view(update.source, update.global_state, update.observed_state, count,
+                     known_training(update), labels)
+            )
+
+    if config.targets in ("aggregate", "both"):
+        views.extend(_aggregate_view(updates, clients, config, training, grant_labels, view))
+    return views
+
+
+def _aggregate_view(updates, clients, config, training, grant_labels, view) -> list[AttackerView]:
+    tapped = [u for u in updates if u.source == AGGREGATE]
+    if tapped:
+        aggregate = tapped[0]
+    elif clients:
+        aggregate = TappedUpdate(
+            round=clients[0].round, tap=clients[0].tap, source=AGGREGATE, global_state=clients[0].global_state,
+            observed_state=weighted_average(clients), num_examples=sum(u.num_examples for u in clients),
+            local_steps=None, contributors=tuple(_client_id(u) for u in clients),
+        )
+    else:
+        return []
+    contributors = aggregate.contributors
+    by_client = {_client_id(u): u for u in clients}
+    # Behind a secure aggregate the clients' own counts are hidden: assume an even split of the total.
+    even_share = replace(aggregate, source="client:-1", num_examples=max(1, aggregate.num_examples // len(contributors)))
+    per_client = [by_client.get(c, even_share) for c in contributors]
+    counts = [samples_behind(u, config, training) for u in per_client]
+    total = sum(counts)
+    # One local step everywhere: the aggregate delta / lr is the gradient of the mean loss over all
+    # contributors' samples, attacked as one batch. Several steps do not compose into one unrolled
+    # client, so only the update's direction is matched then.
+    one_step = config.knows.local_training and all(_steps(u, training) == 1 for u in per_client)
+    local_training = LocalTraining(lr=training.lr, local_steps=1, batch_size=total) if one_step else None
+    labels = None
+    if grant_labels is not None:
+        labels = torch.cat([grant_labels(aggregate.round, c, n) for c, n in zip(contributors, counts)])
+    return [view(AGGREGATE, aggregate.global_state, aggregate.observed_state, total, local_training, labels)]
