@@ -93,7 +93,9 @@ def save_grid(
     try:
         fig.figimage(canvas, xo=0, yo=0, origin="upper")
         if title is not None:
-            fig.text(0.5, 1.0 - (TITLE_BAND / 2) / height, title, ha="center", va="center", fontsize=10)
+            # Shrink the title to the grid's width (a glyph is about 0.6 em wide) rather than clip it.
+            fontsize = min(10.0, canvas.shape[1] * 72 / (DPI * 0.6 * max(len(title), 1)))
+            fig.text(0.5, 1.0 - (TITLE_BAND / 2) / height, title, ha="center", va="center", fontsize=fontsize)
         fig.savefig(path, dpi=DPI, facecolor="white")
     finally:
         plt.close(fig)

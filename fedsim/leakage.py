@@ -119,7 +119,8 @@ class LeakageScorer:
         stem = f"round_{view.round:04d}_{re.sub(r'[^A-Za-z0-9-]', '-', view.target)}_{options.name}"
         truth_index, rec_index = list(score.truth_index), list(score.rec_index)
         reconstructed = image_space(reconstruction.images, truth.to_image_space)
-        title = f"round {view.round}, {view.target}, {options.name}: PSNR {score.psnr_mean or float('inf'):.1f} dB"
+        psnr_text = f"{score.psnr_mean:.1f} dB" if score.psnr_mean is not None else "exact"
+        title = f"round {view.round} {view.target} {options.name}: {psnr_text}"
         save_grid(self.image_dir / f"{stem}.png", truth.images[truth_index], reconstructed[rec_index], title)
         if trajectory:
             plot_trajectory(self.image_dir / f"{stem}_trajectory.png", trajectory, title)

@@ -4,6 +4,9 @@ Dummy images and dummy label logits are optimised jointly with L-BFGS so that th
 cross-entropy with the soft labels softmax(logits) matches the observed gradient in squared L2 (eq. 4 of
 the paper). Defaults follow DLG: 300 iterations, L-BFGS step 1, N(0, 1) init, no prior. Paper 003's setting
 for aggregated gradients (init_scale 0.05, tv_weight 1e-3, restarts 3) is reachable through the options.
+One "iteration" here is one L-BFGS update with its line search (torch.optim.LBFGS's ``step`` in DLG's code
+runs up to 20 of them), so on hard problems (CIFAR-size images) raise ``iterations`` to the thousands.
+Labels granted by the threat model (``view.labels``) are used as they are instead of being optimised.
 """
 
 from __future__ import annotations

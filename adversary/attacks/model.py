@@ -57,7 +57,9 @@ class AttackerModel:
                 module.get_submodule(name).register_forward_pre_hook(model._record)
         return model
 
-    def parameters_from(self, state: dict[str, torch.Tensor], device: torch.device, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    def parameters_from(
+        self, state: dict[str, torch.Tensor], device: torch.device, dtype: torch.dtype
+    ) -> dict[str, torch.Tensor]:
         return {name: state[name].detach().to(device=device, dtype=dtype) for name in self.names}
 
     def _record(self, _module: nn.Module, inputs: tuple[torch.Tensor, ...]) -> None:
@@ -103,7 +105,9 @@ def victim_batch_statistics(view: AttackerView, device: torch.device, dtype: tor
         if module.momentum is None:
             tracked = view.observed_state.get(f"{name}.num_batches_tracked")
             if tracked is None:
-                raise ValueError(f"gradinversion: BatchNorm layer '{name}' averages cumulatively but num_batches_tracked is missing")
+                raise ValueError(
+                    f"gradinversion: BatchNorm layer '{name}' averages cumulatively but num_batches_tracked is missing"
+                )
             momentum = 1.0 / float(tracked)
         else:
             momentum = float(module.momentum)

@@ -67,7 +67,7 @@ def total_variation(x: torch.Tensor) -> torch.Tensor:
 def batchnorm_prior(
     dummy: Sequence[tuple[torch.Tensor, torch.Tensor]], victim: Sequence[tuple[torch.Tensor, torch.Tensor]]
 ) -> torch.Tensor:
-    """GradInversion's R_BN (Yin et al. 2021, eq. 5) with squared norms: sum over BN layers of ||mu - mu*||^2 + ||var - var*||^2.
+    """GradInversion's R_BN (Yin et al. 2021, eq. 5) with squared norms: sum_l ||mu_l - mu*_l||^2 + ||var_l - var*_l||^2.
 
     Squared, unlike eq. 5: under Inverting Gradients' signed steps a plain norm keeps a unit-size gradient
     at its minimum and then decides the sign of the total gradient on its own, freezing the gradient-matching
@@ -84,5 +84,5 @@ def batchnorm_prior(
 
 
 def soft_cross_entropy(logits: torch.Tensor, target_probs: torch.Tensor) -> torch.Tensor:
-    """Mean over the batch of -sum_k q_k log softmax(z)_k: nn.CrossEntropyLoss for one-hot q, DLG's soft label loss otherwise."""
+    """Batch mean of -sum_k q_k log softmax(z)_k: nn.CrossEntropyLoss for one-hot q, DLG's soft-label loss otherwise."""
     return -(target_probs * torch.log_softmax(logits, dim=-1)).sum(dim=-1).mean()

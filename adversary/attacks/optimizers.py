@@ -54,10 +54,16 @@ def lbfgs(
     done = torch.zeros(problems, dtype=torch.bool, device=v.device)
     for iteration in range(1, iterations + 1):
         done |= g.abs().amax(dim=1) <= grad_floor
+        if bool(done.all()):
+            # Every problem has finished: the remaining iterations would not move anything.
+            if monitor is not None:
+                for later in range(iteration, iterations + 1):
+                    monitor(later, v, f)
+            break
         d = -memory.inverse_hessian_times(g)
         slope = (g * d).sum(dim=1)
         # A problem whose direction does not descend (numerical trouble) restarts from steepest descent.
-        bad = ~(slope < 0)
+        bad = ~(slope < 0) & ~done
         if bad.any():
             memory.forget(bad)
             fresh |= bad
@@ -172,25 +178,30 @@ class _History:
         count = min(self.pushed, self.size)
         if count == 0:
             return self.gamma[:, None] * g
-        # Chronological order of the filled slots; only the small (m x m) matrices are reordered, the
-        # (m x D) memories are used in slot order with the coefficients scattered back.
-        order = torch.tensor([(self.pushed - count + i) % self.size for i in range(count)], device=g.device)
-        s, y = self.s[:, :count], self.y[:, :count]  # the first `count` slots are the filled ones
-        slot_to_pos = torch.argsort(order)
-        sy = self.sy.index_select(1, order).index_select(2, order)
-        yy = self.yy.index_select(1, order).index_select(2, order)
-        valid = self.valid[:, order]
+        # The filled slots are 0..count-1; chronologically they are a rotation of that range by `oldest`.
+        # Only the small (count x count) matrices are put in chronological order, the (count x D) memories
+        # are used in slot order with the coefficients rotated back.
+        oldest = self.pushed % self.size if self.pushed >= self.size else 0
+        s, y = self.s[:, :count], self.y[:, :count]
+        sy = _chronological(self.sy[:, :count, :count], oldest)
+        yy = _chronological(self.yy[:, :count, :count], oldest)
+        valid = torch.roll(self.valid[:, :count], -oldest, dims=1)
         # Rejected slots are all-zero: a unit diagonal keeps R invertible and leaves the valid part untouched.
         r = torch.triu(sy) + torch.diag_embed((~valid).to(g.dtype))
         diag = torch.diagonal(sy, dim1=1, dim2=2)
         gamma = self.gamma[:, None]
-        a = _row_times(g, s)[:, order]
-        b = _row_times(g, y)[:, order]
+        a = torch.roll(_row_times(g, s), -oldest, dims=1)
+        b = torch.roll(_row_times(g, y), -oldest, dims=1)
         u = torch.linalg.solve_triangular(r, a[..., None], upper=True)[..., 0]
-        w = diag * u + gamma * torch.einsum("pij,pj->pi", yy, u) - gamma * b
+        w = diag * u + gamma * torch.bmm(yy, u[..., None])[..., 0] - gamma * b
         p1 = torch.linalg.solve_triangular(r.transpose(1, 2), w[..., None], upper=False)[..., 0]
-        coefficient_s, coefficient_y = p1[:, slot_to_pos], (gamma * u)[:, slot_to_pos]
+        coefficient_s = torch.roll(p1, oldest, dims=1)
+        coefficient_y = torch.roll(gamma * u, oldest, dims=1)
         return gamma * g + _combine(coefficient_s, s) - _combine(coefficient_y, y)
+
+
+def _chronological(matrix: torch.Tensor, oldest: int) -> torch.Tensor:
+    return torch.roll(matrix, shifts=(-oldest, -oldest), dims=(1, 2)) if oldest else matrix
 
 
 # Row-vector forms of the (P, m, D) products: on the CPU, MKL's batched (1 x D)(D x m) is about ten times

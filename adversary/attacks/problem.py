@@ -88,6 +88,7 @@ class BatchedProblem:
     x_shape: tuple[int, ...]  # (N, C, H, W)
     z_shape: tuple[int, ...] | None  # (N, K) with joint labels
     bounds: tuple[torch.Tensor, torch.Tensor] | None  # (C, 1, 1) low and high, for the box constraint
+    schedule: tuple[torch.Tensor, ...]  # unrolled views: dummy-sample indices of each local step, (R, batch) each
     restarts: int
     dtype: torch.dtype
     device: torch.device
@@ -98,14 +99,15 @@ class BatchedProblem:
         spec: AttackSpec,
         options: AttackOptions,
         views: Sequence[AttackerView],
-        restarts: int,
+        restart_ids: Sequence[int],
         device: torch.device,
         dtype: torch.dtype,
     ) -> BatchedProblem:
         first = views[0]
-        use_bn = spec.bn_prior and (options.bn_weight or 0.0) > 0
-        if use_bn:
+        match = match_spec(first)
+        if spec.bn_prior:
             _check_bn_prior(first)
+        use_bn = spec.bn_prior and (options.bn_weight or 0.0) > 0
         model = AttackerModel.from_view(first, device, dtype, record_bn=use_bn)
         joint = spec.joint_labels and first.labels is None
         n, k = first.num_samples, first.num_classes
@@ -127,9 +129,16 @@ class BatchedProblem:
         if spec.box and first.input_bounds is not None:
             low, high = (b.detach().to(device=device, dtype=dtype).reshape(-1, 1, 1) for b in first.input_bounds)
             bounds = (low, high)
+        schedule: tuple[torch.Tensor, ...] = ()
+        if match.unrolled:
+            per_restart = [match.schedule(r) for r in restart_ids]
+            schedule = tuple(
+                torch.tensor([steps[step] for steps in per_restart], dtype=torch.int64, device=device)
+                for step in range(match.steps)
+            )
         return cls(
             options=options,
-            match=match_spec(first),
+            match=match,
             model=model,
             params=model.parameters_from(first.global_state, device, dtype),
             targets=targets,
@@ -139,7 +148,8 @@ class BatchedProblem:
             x_shape=(n, *first.input_shape),
             z_shape=(n, k) if joint else None,
             bounds=bounds,
-            restarts=restarts,
+            schedule=schedule,
+            restarts=len(restart_ids),
             dtype=dtype,
             device=device,
         )
@@ -208,12 +218,13 @@ class BatchedProblem:
         target: list[torch.Tensor],
         probs: torch.Tensor,
         bn_target: tuple[tuple[torch.Tensor, torch.Tensor], ...],
+        schedule: tuple[torch.Tensor, ...],
     ) -> torch.Tensor:
         """One problem's objective: gradient distance + tv_weight * TV + bn_weight * R_BN."""
         x = variables[0]
         q = torch.softmax(variables[1], dim=-1) if self.z_shape is not None else probs
         update, stats = simulated_update(
-            self.match, self.model.forward, soft_cross_entropy, self.params, x, q, self.model.names
+            self.match, self.model.forward, soft_cross_entropy, self.params, x, q, self.model.names, schedule
         )
         value = gradient_distance(update, target, str(self.options.loss), self.match.scale_free)
         if self.options.tv_weight:
@@ -227,9 +238,9 @@ class BatchedProblem:
         x, z = self.split(v)
         variables = (x,) if z is None else (x, z)
         per_problem = grad_and_value(self.objective)
-        over_restarts = vmap(per_problem, in_dims=(0, None, None, None))
-        over_targets = vmap(over_restarts, in_dims=(0, 0, 0, 0))
-        grads, values = over_targets(variables, self.targets, self.probs, self.bn_targets)
+        over_restarts = vmap(per_problem, in_dims=(0, None, None, None, 0))
+        over_targets = vmap(over_restarts, in_dims=(0, 0, 0, 0, None))
+        grads, values = over_targets(variables, self.targets, self.probs, self.bn_targets, self.schedule)
         rows = v.shape[0]
         flat = torch.cat([g.reshape(rows, -1) for g in grads], dim=1)
         return values.reshape(rows), flat

@@ -8,6 +8,7 @@ reconstruction is the restart with the lowest final objective of the attack's ow
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import time
 from collections.abc import Iterator, Sequence
@@ -48,7 +49,8 @@ def invert(
 
     ``restart_ids`` (default ``range(options.restarts)``) selects which restarts to run: restart r of
     target t always starts from ``init_seed(seed, t, r)``, so running restarts one at a time gives the same
-    results as batching them. ``options`` must be resolved (no ``None``; see ``run.resolve_options``).
+    results as batching them. ``None`` options take the attack's defaults. ``Reconstruction.seconds`` is
+    the wall time of the batched group the view was solved in.
     """
     options = spec.resolve(options)
     restart_ids = list(range(options.restarts)) if restart_ids is None else list(restart_ids)
@@ -61,7 +63,7 @@ def invert(
             recs = _invert_group(spec, options, [views[i] for i in group], group, restart_ids, seed, device)
             seconds = time.perf_counter() - start
             for index, rec in zip(group, recs, strict=True):
-                results[index] = _with_seconds(rec, seconds)
+                results[index] = dataclasses.replace(rec, seconds=seconds)
     return [results[i] for i in range(len(views))]
 
 
@@ -75,7 +77,7 @@ def _invert_group(
     device: torch.device,
 ) -> list[Reconstruction]:
     dtype = DTYPES[options.precision]
-    problem = BatchedProblem.build(spec, options, views, len(restart_ids), device, dtype)
+    problem = BatchedProblem.build(spec, options, views, restart_ids, device, dtype)
     v0 = problem.initial(seed, target_ids, restart_ids)
     trajectories: list[list[TrajectoryPoint]] = [[] for _ in views]
     monitor = _trajectory_monitor(problem, options.log_every, trajectories) if options.log_every else None
@@ -133,19 +135,6 @@ def _trajectory_monitor(problem: BatchedProblem, every: int, out: list[list[Traj
 
 def _finite_or_inf(f: torch.Tensor) -> torch.Tensor:
     return torch.where(torch.isfinite(f), f, torch.full_like(f, math.inf))
-
-
-def _with_seconds(rec: Reconstruction, seconds: float) -> Reconstruction:
-    """The batched group's wall time (shared by the targets solved together)."""
-    return Reconstruction(
-        images=rec.images,
-        labels=rec.labels,
-        objective=rec.objective,
-        restart_objectives=rec.restart_objectives,
-        iterations=rec.iterations,
-        seconds=seconds,
-        trajectory=rec.trajectory,
-    )
 
 
 @contextlib.contextmanager

@@ -10,9 +10,11 @@ L2 weight means the same thing in each:
 * several local steps (FedAvg, Inverting Gradients section 5, Geiping et al. 2020): the dummy side
   unrolls the client's plain SGD (``clients.training.train_locally``: CrossEntropy with mean reduction,
   ``batch_schedule``) on the dummy batch and returns ``(w_0 - w_K) / lr``, matched against the observed
-  delta over lr. The client shuffles every epoch; that permutation is unknown, so the dummy batch is
-  walked in a fixed order (dummy sample identities are arbitrary, so within the first epoch this loses
-  nothing; later epochs are an approximation, as in Geiping et al.'s ``loss_steps``).
+  delta over lr. The client draws a fresh permutation every epoch and the attacker does not know it;
+  since each dummy sample carries a recovered label, the order matters (which label trains first). Restart
+  r walks the dummy batch in the r-th order of an enumeration of the per-epoch permutations (restart 0:
+  the identity, as Geiping et al.'s ``loss_steps``), so ``restarts`` >= (N!)^epochs tries every order and
+  the lowest objective picks one, without ground truth.
 * unknown local training (``view.local_training is None``): one step with an unknown learning rate is
   assumed; the delta itself is the target and the distance is made scale-free
   (``objective.gradient_distance(scale_free=True)``).
@@ -23,7 +25,7 @@ Momentum, weight decay and Adam on the client are not simulated (``LocalTraining
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -38,7 +40,9 @@ class MatchSpec:
     """How every target of one batched group is matched (the group shares it by construction)."""
 
     lr: float | None  # the client's learning rate; None = unknown (scale-free matching)
-    batches: tuple[tuple[int, int], ...]  # [start, stop) of the dummy batch used by each local step
+    num_samples: int
+    batch_size: int  # the client's, capped at num_samples
+    steps: int  # local steps; 1 = one gradient of all num_samples samples
 
     @property
     def scale_free(self) -> bool:
@@ -47,7 +51,30 @@ class MatchSpec:
     @property
     def unrolled(self) -> bool:
         """More than one step: the update is not a single gradient and must be simulated."""
-        return len(self.batches) > 1
+        return self.steps > 1
+
+    def schedule(self, restart: int) -> list[list[int]]:
+        """Dummy-sample indices of every local step for ``restart`` (``clients.training.batch_schedule`` with
+        the epoch permutations taken from the enumeration described in the module docstring)."""
+        n, size = self.num_samples, self.batch_size
+        per_epoch = math.ceil(n / size)
+        epochs = math.ceil(self.steps / per_epoch)
+        orders = math.factorial(n)
+        steps: list[list[int]] = []
+        for epoch in range(epochs):
+            order = nth_permutation(n, (restart // orders**epoch) % orders)
+            steps.extend(order[i : i + size] for i in range(0, n, size))
+        return steps[: self.steps]
+
+
+def nth_permutation(n: int, index: int) -> list[int]:
+    """The ``index``-th permutation of range(n) in lexicographic order (factorial number system)."""
+    pool = list(range(n))
+    out = []
+    for place in range(n, 0, -1):
+        digit, index = divmod(index, math.factorial(place - 1))
+        out.append(pool.pop(digit))
+    return out
 
 
 def match_spec(view: AttackerView) -> MatchSpec:
@@ -55,16 +82,8 @@ def match_spec(view: AttackerView) -> MatchSpec:
     training = view.local_training
     if training is None or training.local_steps == 1:
         # One step: every one of the num_samples samples is behind the gradient.
-        return MatchSpec(lr=None if training is None else training.lr, batches=((0, n),))
-    return MatchSpec(lr=training.lr, batches=fixed_order_batches(n, training.batch_size, training.local_steps))
-
-
-def fixed_order_batches(num_samples: int, batch_size: int, steps: int) -> tuple[tuple[int, int], ...]:
-    """``clients.training.batch_schedule`` with the identity in place of each epoch's permutation."""
-    batch_size = min(batch_size, num_samples)
-    per_epoch = math.ceil(num_samples / batch_size)
-    epoch = [(start, min(start + batch_size, num_samples)) for start in range(0, num_samples, batch_size)]
-    return tuple(epoch[step % per_epoch] for step in range(steps))
+        return MatchSpec(lr=None if training is None else training.lr, num_samples=n, batch_size=n, steps=1)
+    return MatchSpec(lr=training.lr, num_samples=n, batch_size=min(training.batch_size, n), steps=training.local_steps)
 
 
 def observed_target(view: AttackerView, names: list[str], device: torch.device, dtype: torch.dtype) -> list[torch.Tensor]:
@@ -95,11 +114,13 @@ def simulated_update(
     x: torch.Tensor,
     probs: torch.Tensor,
     names: list[str],
+    schedule: Sequence[torch.Tensor] = (),
 ) -> tuple[list[torch.Tensor], tuple]:
     """The dummy batch's update in gradient units, and the BN statistics of its first forward.
 
     ``forward(params, x) -> (logits, bn_stats)``; ``loss(logits, probs)`` is the client's loss with the
-    (soft or one-hot) dummy labels ``probs``. Written with ``torch.func.grad`` so that it is
+    (soft or one-hot) dummy labels ``probs``; ``schedule`` holds the dummy-sample indices of every step
+    when unrolling (``MatchSpec.schedule`` as tensors). Written with ``torch.func.grad`` so that it is
     differentiable w.r.t. ``x`` and ``probs`` and vmappable over problems.
     """
 
@@ -115,8 +136,8 @@ def simulated_update(
     assert lr is not None  # unrolled views always carry their local training
     current = dict(params)
     first_stats: tuple = ()
-    for index, (start, stop) in enumerate(spec.batches):
-        grads, stats = step_grad(current, x[start:stop], probs[start:stop])
+    for index, batch in enumerate(schedule):
+        grads, stats = step_grad(current, x.index_select(0, batch), probs.index_select(0, batch))
         if index == 0:
             first_stats = stats
         current = {name: current[name] - lr * grads[name] for name in names}
