@@ -77,3 +77,34 @@ def test_the_attackers_input_holds_only_what_a_threat_model_exposes():
     annotations = " ".join(str(field.type) for field in dataclasses.fields(AttackerView))
     for forbidden in ("GroundTruth", "RunStore", "ImageDataset", "Federation", "Path"):
         assert forbidden not in annotations
+
+
+def test_an_attack_runs_with_the_ground_truth_and_the_data_locked_away(monkeypatch):
+    """Every route to the truth raises while the attack runs; it still reconstructs."""
+    from adversary.attacks import run_attack
+    from adversary.view import LocalTraining
+    from fedsim import data as data_package
+    from fedsim.config import AttackOptions
+    from fedsim.ground_truth import GroundTruthStore
+
+    def locked(*args, **kwargs):
+        raise AssertionError("the attacker touched the ground truth")
+
+    for name in ("__init__", "read", "clients"):
+        monkeypatch.setattr(GroundTruthStore, name, locked)
+    monkeypatch.setattr(data_package, "load_dataset", locked)
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 3))
+    global_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    secret = torch.rand(1, 1, 4, 4)  # the victim trains on it; the attacker only sees the update
+    loss = torch.nn.functional.cross_entropy(model(secret), torch.tensor([2]))
+    grads = torch.autograd.grad(loss, list(model.parameters()))
+    observed = {name: global_state[name] - 0.1 * g for (name, _), g in zip(model.named_parameters(), grads)}
+    view = AttackerView(
+        round=1, tap="mitm", target="client:0", model=model, global_state=global_state, observed_state=observed,
+        input_shape=(1, 4, 4), num_classes=3, num_samples=1, local_training=LocalTraining(0.1, 1, 1),
+    )
+    (reconstruction,) = run_attack(AttackOptions(name="idlg", iterations=50), [view], seed=0, device=torch.device("cpu"))
+    assert reconstruction.labels.tolist() == [2]
+    assert torch.nn.functional.mse_loss(reconstruction.images, secret) < 1e-3
