@@ -29,14 +29,6 @@ ResultSink = Callable[[AttackerView, AttackOptions, Reconstruction], None]
 FailureSink = Callable[[AttackerView, AttackOptions, BaseException], None]
 
 
-def batch_groups(views: list[AttackerView]) -> list[list[AttackerView]]:
-    """Views that can run as one batched problem: same global model, sample count and local training."""
-    groups: dict[tuple, list[AttackerView]] = defaultdict(list)
-    for view in views:
-        groups[(view.num_samples, view.local_training, view.labels is None, id(view.global_state))].append(view)
-    return list(groups.values())
-
-
 class Adversary:
     def __init__(
         self,
@@ -75,14 +67,13 @@ class Adversary:
         if not updates:
             return 0
         views = build_views(updates, self.config, self.architecture, self.training, self.grant_labels)
-        queued = 0
+        if not views:
+            return 0
+        # One job per attack: run_attack batches the round's compatible views (and restarts) itself.
         for index, options in enumerate(self.config.attacks):
-            resolved = resolve_options(options)
-            for group in batch_groups(views):
-                seed = derive_seed(self.seed, "attack", server_round, index, queued)
-                self._jobs.append(self._pool.submit(self._attack, resolved, group, seed))
-                queued += 1
-        return queued
+            seed = derive_seed(self.seed, "attack", server_round, index)
+            self._jobs.append(self._pool.submit(self._attack, resolve_options(options), views, seed))
+        return len(self.config.attacks)
 
     def _attack(self, options: AttackOptions, views: list[AttackerView], seed: int) -> None:
         try:
