@@ -26,6 +26,7 @@ from adversary.threat_models import Architecture, LabelGrant, TrainingHyperparam
 from adversary.view import AttackerView, Reconstruction
 from fedsim.config import AttackOptions, ExperimentConfig
 from fedsim.devices import resolve_device
+from fedsim.federation import Federation
 from fedsim.ground_truth import GroundTruthStore
 from fedsim.models import build_model
 from fedsim.results import RunStore
@@ -46,7 +47,7 @@ class Truth:
 class LeakageScorer:
     """Scores every finished attack against the ground truth and records it (rows, grids, trajectories)."""
 
-    def __init__(self, store: RunStore, federation, save_images: bool) -> None:  # federation: fedsim.runner.Federation
+    def __init__(self, store: RunStore, federation: Federation, save_images: bool) -> None:
         self.store = store
         self.federation = federation
         self.truth_store = GroundTruthStore(store.run_dir)
@@ -135,7 +136,7 @@ class AdversaryWiring:
     wrap_strategy: Callable[[object], object]
 
 
-def attach_adversary(config: ExperimentConfig, federation, store: RunStore, model_seed: int) -> AdversaryWiring:
+def attach_adversary(config: ExperimentConfig, federation: Federation, store: RunStore, model_seed: int) -> AdversaryWiring:
     """Build the configured adversary with its tap, its knowledge and the scorer behind it."""
     dataset = federation.dataset
     stats = federation.test_stats  # the federation's public normalisation

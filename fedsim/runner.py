@@ -121,8 +121,7 @@ def run_experiment(
         initial_state = store.load_checkpoint(last_round)
     else:
         assert config is not None, "a config or a run to resume is required"
-        device = resolve_device(config.device)
-        store = RunStore.create(config, str(device), run_dir)
+        store = RunStore.create(config, str(resolve_device(config.device)), run_dir)
         last_round, initial_state = 0, None
     device = resolve_device(config.device)
     federation = prepare_federation(config)
