@@ -54,6 +54,12 @@ class PathologicalPartition(Section):
     classes_per_client: int = Field(2, ge=1, description="number of distinct classes per client")
 
 
+PARTITIONS: dict[str, type[Section]] = {
+    "iid": IidPartition,
+    "dirichlet": DirichletPartition,
+    "pathological": PathologicalPartition,
+}
+
 Partition = Annotated[
     Union[IidPartition, DirichletPartition, PathologicalPartition], Field(discriminator="name")
 ]
@@ -346,7 +352,7 @@ def _format_path(loc: tuple[Any, ...]) -> str:
     for item in loc:
         if isinstance(item, int):
             parts.append(f"[{item}]")
-        elif item in ("iid", "dirichlet", "pathological") and parts and parts[-1].endswith("partition"):
+        elif item in PARTITIONS and parts and parts[-1].endswith("partition"):
             continue  # discriminated-union tag, not a key the user wrote
         else:
             parts.append(("." if parts else "") + str(item))
@@ -359,8 +365,8 @@ def _fields_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
     for item in loc[:-1]:
         if isinstance(item, int) or current is None:
             continue
-        if item in ("iid", "dirichlet", "pathological"):
-            current = {"iid": IidPartition, "dirichlet": DirichletPartition, "pathological": PathologicalPartition}[item]
+        if item in PARTITIONS:
+            current = PARTITIONS[item]
             continue
         field = current.model_fields.get(item) if hasattr(current, "model_fields") else None
         if field is None:
@@ -392,7 +398,7 @@ def _one_line(error: ValidationError) -> str:
         return f"unknown key '{path}'{hint}; allowed here: {', '.join(allowed)}"
     message = first["msg"].removeprefix("Value error, ")
     if first["type"] == "union_tag_invalid":
-        return f"{path}.name = {first['ctx'].get('tag')!r}: unknown partition; allowed: iid, dirichlet, pathological"
+        return f"{path}.name = {first['ctx'].get('tag')!r}: unknown partition; allowed: {', '.join(PARTITIONS)}"
     if isinstance(value, dict) and re.match(r"[\w.\[\]]+ = ", message):
         # a section-level check that already names its key, e.g. "path = null: ..."
         return f"{path}.{message}" if path else message
@@ -490,8 +496,8 @@ def schema_rows(model: type[BaseModel] = ExperimentConfig, prefix: str = "") -> 
     for name, field in model.model_fields.items():
         path = f"{prefix}{name}"
         if name == "partition":
-            rows.append((path, "iid | dirichlet | pathological", "iid", field.description or ""))
-            for variant in (DirichletPartition, PathologicalPartition):
+            rows.append((path, " | ".join(PARTITIONS), "iid", field.description or ""))
+            for variant in PARTITIONS.values():
                 tag = variant.model_fields["name"].default
                 for sub, sub_field in variant.model_fields.items():
                     if sub != "name":

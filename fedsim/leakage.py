@@ -164,6 +164,7 @@ def attach_adversary(config: ExperimentConfig, federation: Federation, store: Ru
         on_failure=scorer.on_failure,
         grant_labels=grant,
     )
+    wants = config.adversary.attacks_round
     if config.adversary.tap == "mitm":
-        return AdversaryWiring(adversary, lambda grid: WireTap(grid, adversary.observe), lambda s: s)
-    return AdversaryWiring(adversary, None, lambda strategy: StrategyTap(strategy, adversary.observe))
+        return AdversaryWiring(adversary, lambda grid: WireTap(grid, adversary.observe, wants), lambda s: s)
+    return AdversaryWiring(adversary, None, lambda strategy: StrategyTap(strategy, adversary.observe, wants))

@@ -37,6 +37,11 @@ class TappedUpdate:
 
 
 Sink = Callable[[TappedUpdate], None]
+RoundFilter = Callable[[int], bool]  # copying whole models is only worth it in rounds someone attacks
+
+
+def every_round(server_round: int) -> bool:
+    return True
 
 
 def _reply_metrics(reply: Message) -> MetricRecord:
@@ -66,9 +71,10 @@ def client_update(tap: str, server_round: int, global_state: dict[str, torch.Ten
 class WireTap(Grid):
     """A Grid that forwards everything and copies train traffic to the sink (man-in-the-middle)."""
 
-    def __init__(self, grid: Grid, sink: Sink) -> None:
+    def __init__(self, grid: Grid, sink: Sink, wants: RoundFilter = every_round) -> None:
         self._grid = grid
         self._sink = sink
+        self._wants = wants
         self._lock = threading.Lock()
         self._sent: dict[str, tuple[int, dict[str, torch.Tensor]]] = {}  # message id -> (round, global state)
 
@@ -102,10 +108,12 @@ class WireTap(Grid):
                 if message.metadata.message_type != MessageType.TRAIN:
                     continue
                 content = message.content
+                server_round = int(content["config"]["server-round"])
+                if not self._wants(server_round):
+                    continue
                 payload = content["arrays"]
                 if id(payload) not in states:
                     states[id(payload)] = _state(payload)
-                server_round = int(content["config"]["server-round"])
                 self._sent[message_id] = (server_round, states[id(payload)])
         return ids
 
@@ -127,19 +135,23 @@ class WireTap(Grid):
 class StrategyTap:
     """Wraps a strategy: sees the replies it aggregates and the aggregate (honest-but-curious server)."""
 
-    def __init__(self, strategy, sink: Sink) -> None:
+    def __init__(self, strategy, sink: Sink, wants: RoundFilter = every_round) -> None:
         self._strategy = strategy
         self._sink = sink
+        self._wants = wants
         self._global: dict[int, dict[str, torch.Tensor]] = {}
 
     def __getattr__(self, name: str):
         return getattr(self._strategy, name)
 
     def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid):
-        self._global[server_round] = _state(arrays)
+        if self._wants(server_round):
+            self._global[server_round] = _state(arrays)
         return self._strategy.configure_train(server_round, arrays, config, grid)
 
     def aggregate_train(self, server_round: int, replies: Iterable[Message]):
+        if server_round not in self._global:
+            return self._strategy.aggregate_train(server_round, replies)
         replies = list(replies)
         global_state = self._global.pop(server_round)
         succeeded = [reply for reply in replies if not reply.has_error()]
