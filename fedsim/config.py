@@ -182,6 +182,86 @@ class FederationConfig(Section):
 # ------------------------------------------------------------------------------------------- client
 
 
+# Defenses: one model per mechanism, discriminated by `name`; the implementations live in
+# clients/defenses (registry DEFENSES). Training-level defenses change how the client trains;
+# update-level ones transform what it sends, in the order listed.
+
+
+class DpsgdDefense(Section):
+    name: Literal["dpsgd"] = Field("dpsgd", description="DP-SGD (Opacus): per-sample clipping and Gaussian noise")
+    max_grad_norm: float = Field(1.0, gt=0, description="per-sample gradient clipping bound C")
+    noise_multiplier: float | None = Field(None, ge=0, description="noise std / C (exclusive with target_epsilon)")
+    target_epsilon: float | None = Field(None, gt=0, description="epsilon to reach after the planned rounds")
+    delta: float | None = Field(None, gt=0, lt=1, description="delta (null = 1 / client data set size)")
+    accountant: Literal["rdp", "prv"] = Field("rdp", description="Opacus privacy accountant")
+    poisson_sampling: bool = Field(True, description="Poisson-sampled batches (what the accountant assumes)")
+    fix_model: bool = Field(False, description="replace layers Opacus cannot handle (BatchNorm -> GroupNorm)")
+
+    @model_validator(mode="after")
+    def _one_noise_source(self) -> "DpsgdDefense":
+        if (self.noise_multiplier is None) == (self.target_epsilon is None):
+            raise ValueError(
+                f"noise_multiplier = {self.noise_multiplier} and target_epsilon = {self.target_epsilon}: "
+                "set exactly one of them"
+            )
+        return self
+
+
+class PdpsgdDefense(Section):
+    name: Literal["pdpsgd"] = Field("pdpsgd", description="PDP-SGD (paper 000, eq. 12): L + kappa sum theta^2 x^2")
+    sigma: float = Field(0.1, gt=0, description="noise parameter; kappa = lr^2 sigma^2 (paper 000: 0.1)")
+    kappa: float | None = Field(None, ge=0, description="regularisation constant (null = lr^2 sigma^2)")
+
+
+class NoiseDefense(Section):
+    name: Literal["noise"] = Field("noise", description="additive noise on the update")
+    sigma: float = Field(..., gt=0, description="noise scale (std for gaussian, b for laplace)")
+    distribution: Literal["gaussian", "laplace"] = Field("gaussian", description="noise distribution")
+
+
+class ClipDefense(Section):
+    name: Literal["clip"] = Field("clip", description="clip the update's L2 norm")
+    max_norm: float = Field(..., gt=0, description="largest L2 norm sent")
+    scope: Literal["global", "per-tensor"] = Field("global", description="one norm over all tensors, or one each")
+
+
+class PruneDefense(Section):
+    name: Literal["prune"] = Field("prune", description="zero the smallest-magnitude update entries")
+    ratio: float = Field(..., gt=0, lt=1, description="fraction of entries set to zero")
+    scope: Literal["global", "per-tensor"] = Field("global", description="rank entries over all tensors, or per tensor")
+
+
+class GradientDropoutDefense(Section):
+    name: Literal["gradient_dropout"] = Field("gradient_dropout", description="paper 004, Algorithm 1")
+    p: float = Field(..., gt=0, le=1, description="retention probability; kept entries are scaled by 1/p")
+    sigma: float = Field(..., ge=0, description="std of the Gaussian noise replacing dropped entries")
+
+
+class SoteriaDefense(Section):
+    name: Literal["soteria"] = Field("soteria", description="Soteria (Sun et al. 2021): prune the representation layer")
+    ratio: float = Field(0.8, gt=0, lt=1, description="fraction of representation units whose columns are zeroed")
+    layer: str | None = Field(None, description="the Linear layer fed by the representation (null = the first one)")
+
+
+DEFENSE_CONFIGS: dict[str, type[Section]] = {
+    "dpsgd": DpsgdDefense,
+    "pdpsgd": PdpsgdDefense,
+    "noise": NoiseDefense,
+    "clip": ClipDefense,
+    "prune": PruneDefense,
+    "gradient_dropout": GradientDropoutDefense,
+    "soteria": SoteriaDefense,
+}
+TRAINING_DEFENSES = ("dpsgd", "pdpsgd")
+
+Defense = Annotated[
+    Union[
+        DpsgdDefense, PdpsgdDefense, NoiseDefense, ClipDefense, PruneDefense, GradientDropoutDefense, SoteriaDefense
+    ],
+    Field(discriminator="name"),
+]
+
+
 class ClientConfig(Section):
     optimizer: Literal["sgd", "adam"] = Field("sgd", description="local optimizer")
     lr: float = Field(0.1, gt=0, description="local learning rate")
@@ -190,6 +270,25 @@ class ClientConfig(Section):
     batch_size: int = Field(32, ge=1, description="local mini-batch size")
     local_steps: int | None = Field(None, ge=1, description="local optimizer steps per round (exclusive with local_epochs)")
     local_epochs: int | None = Field(None, ge=1, description="local epochs per round (default 1 when local_steps is unset)")
+    defenses: list[Defense] = Field(
+        default_factory=list, description="defenses applied by every client, in order (see `fedsim list`)"
+    )
+
+    @field_validator("defenses", mode="before")
+    @classmethod
+    def _defense_shorthand(cls, value: Any) -> Any:
+        # `defenses: [soteria]` is shorthand for `defenses: [{name: soteria}]`
+        return [{"name": item} if isinstance(item, str) else item for item in value] if isinstance(value, list) else value
+
+    @field_validator("defenses")
+    @classmethod
+    def _training_defenses_once(cls, value: list[Any]) -> list[Any]:
+        for name in TRAINING_DEFENSES:
+            if sum(defense.name == name for defense in value) > 1:
+                raise ValueError(f"'{name}' is listed twice; a client trains with it at most once")
+        if {"dpsgd", "pdpsgd"} <= {defense.name for defense in value}:
+            raise ValueError("'dpsgd' and 'pdpsgd' both change the local training; list only one of them")
+        return value
 
     @model_validator(mode="after")
     def _steps_or_epochs(self) -> "ClientConfig":
@@ -347,32 +446,40 @@ class ExperimentConfig(Section):
 # ------------------------------------------------------------------------------------------ loading
 
 
+# Discriminated unions: the field holding them -> their variants by tag. Pydantic puts the tag into
+# error locations; it is not a key the user wrote.
+_TAGGED_FIELDS: dict[str, dict[str, type[Section]]] = {"partition": PARTITIONS, "defenses": DEFENSE_CONFIGS}
+
+
 def _format_path(loc: tuple[Any, ...]) -> str:
     parts: list[str] = []
+    field = None
     for item in loc:
         if isinstance(item, int):
             parts.append(f"[{item}]")
-        elif item in PARTITIONS and parts and parts[-1].endswith("partition"):
-            continue  # discriminated-union tag, not a key the user wrote
-        else:
-            parts.append(("." if parts else "") + str(item))
+            continue
+        if field in _TAGGED_FIELDS and item in _TAGGED_FIELDS[field]:
+            field = None
+            continue
+        parts.append(("." if parts else "") + str(item))
+        field = item
     return "".join(parts)
 
 
 def _fields_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
     """Field names allowed at the parent of ``loc`` (for "did you mean" hints)."""
     current: Any = model
+    field = None
     for item in loc[:-1]:
         if isinstance(item, int) or current is None:
             continue
-        if item in PARTITIONS:
-            current = PARTITIONS[item]
+        if field in _TAGGED_FIELDS and item in _TAGGED_FIELDS[field]:
+            current, field = _TAGGED_FIELDS[field][item], None
             continue
-        field = current.model_fields.get(item) if hasattr(current, "model_fields") else None
-        if field is None:
+        info = current.model_fields.get(item) if hasattr(current, "model_fields") else None
+        if info is None:
             return []
-        annotation = field.annotation
-        current = _first_model(annotation)
+        current, field = _first_model(info.annotation), item
     return list(current.model_fields) if current is not None and hasattr(current, "model_fields") else []
 
 
@@ -398,7 +505,8 @@ def _one_line(error: ValidationError) -> str:
         return f"unknown key '{path}'{hint}; allowed here: {', '.join(allowed)}"
     message = first["msg"].removeprefix("Value error, ")
     if first["type"] == "union_tag_invalid":
-        return f"{path}.name = {first['ctx'].get('tag')!r}: unknown partition; allowed: {', '.join(PARTITIONS)}"
+        kind, allowed = ("defense", DEFENSE_CONFIGS) if "defenses" in loc else ("partition", PARTITIONS)
+        return f"{path}.name = {first['ctx'].get('tag')!r}: unknown {kind}; allowed: {', '.join(allowed)}"
     if isinstance(value, dict) and re.match(r"[\w.\[\]]+ = ", message):
         # a section-level check that already names its key, e.g. "path = null: ..."
         return f"{path}.{message}" if path else message
