@@ -29,7 +29,7 @@ Monitor = Callable[[int, torch.Tensor, torch.Tensor], None]
 @dataclass(frozen=True)
 class LbfgsSettings:
     lr: float = 1.0  # trial step of the line search (torch.optim.LBFGS's lr)
-    history: int = 300  # most pairs (s, y) kept per problem (capped by memory, see ``history_length``)
+    history: int = 600  # most pairs (s, y) kept per problem (capped by memory, see ``history_length``)
     armijo: float = 1e-4  # sufficient-decrease constant c1
     shrink: float = 0.5  # backtracking factor
     max_trials: int = 12  # function evaluations per line search
@@ -88,7 +88,7 @@ def lbfgs(
 
 
 #: Memory per problem for the (s, y) pairs. The history length depends on the problem's size only (never on how
-#: many problems are batched, so that batching does not change results): 300 pairs up to ~28k float32 unknowns.
+#: many problems are batched, so that batching does not change results): 600 pairs up to ~14k float32 unknowns.
 HISTORY_BYTES_PER_PROBLEM = 64 * 2**20
 
 
