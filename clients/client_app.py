@@ -8,6 +8,7 @@ run's ground-truth store, never into the reply.
 
 from __future__ import annotations
 
+import copy
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +19,8 @@ from flwr.app import ArrayRecord, Context, Error, Message, MetricRecord, RecordD
 from flwr.clientapp import ClientApp
 from torch import nn
 
+from clients.defenses import DefenseContext
+from clients.defenses.pipeline import apply_update_defenses, pseudo_gradient, update_level, weights_to_send
 from clients.training import NonFiniteLossError, train_locally
 from fedsim.config import ExperimentConfig
 from fedsim.data import ChannelStats, load_dataset
@@ -55,6 +58,7 @@ class _LocalState:
     model: nn.Module
     device: torch.device
     data: dict[int, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)
+    reference: nn.Module | None = None  # the global model of the round, for defenses that need it (Soteria)
 
 
 # One entry per run per actor process: data set and model are built once, not every round.
@@ -93,6 +97,39 @@ def _load_global(state: _LocalState, message: Message) -> None:
     state.model.load_state_dict(weights)
 
 
+def _defend_update(
+    spec: ClientSpec,
+    state: _LocalState,
+    global_params: dict[str, torch.Tensor],
+    trained_on: tuple[torch.Tensor, torch.Tensor],
+    server_round: int,
+    partition: int,
+) -> tuple[dict[str, torch.Tensor], dict[str, float]]:
+    """The weights to send: global + the update as shaped by the update-level defenses, with their records."""
+    weights = {name: value.detach().clone() for name, value in state.model.state_dict().items()}
+    defenses = spec.config.client.defenses
+    if not update_level(defenses):  # sent as trained, bit for bit
+        return weights, {}
+    if state.reference is None:
+        state.reference = copy.deepcopy(state.model)
+    state.reference.load_state_dict({**weights, **global_params})
+    state.reference.train()
+
+    def context_for(position: int) -> DefenseContext:
+        seed = derive_seed(spec.config.seed, "defense", server_round, partition, position)
+        return DefenseContext(
+            model=state.reference,
+            x=trained_on[0],
+            y=trained_on[1],
+            lr=spec.config.client.lr,
+            generator=torch.Generator().manual_seed(seed),
+        )
+
+    lr = spec.config.client.lr
+    defended, records = apply_update_defenses(defenses, pseudo_gradient(global_params, weights, lr), context_for)
+    return weights | weights_to_send(global_params, defended, lr), records
+
+
 def _failure(spec: ClientSpec, message: Message, error: BaseException, where: str) -> Message:
     """An error reply with a one-line reason; the full traceback goes to the run's client log."""
     with open(spec.run_dir / CLIENT_ERROR_LOG, "a") as log:
@@ -121,6 +158,7 @@ def train_step(spec: ClientSpec, message: Message, context: Context) -> Message:
         state = _local_state(spec)
         _load_global(state, message)
         x, y = _client_data(spec, state, partition)
+        global_params = {name: value.detach().clone() for name, value in state.model.named_parameters()}
         injected = _injected_kind(spec, server_round, partition)
         if injected == "exception":
             raise InjectedFailure(f"client {partition} was told to fail in round {server_round}")
@@ -134,6 +172,8 @@ def train_step(spec: ClientSpec, message: Message, context: Context) -> Message:
             spec.config.client,
             seed=derive_seed(spec.config.seed, "train", server_round, partition),
         )
+        used = _positions(spec.partitions[partition], result.batches)
+        weights, defense_records = _defend_update(spec, state, global_params, (x[used], y[used]), server_round, partition)
     except Exception as error:  # a failing client must not take the federation down
         return _failure(spec, message, error, f"round {server_round}, client {partition}, train")
     if spec.config.output.ground_truth:
@@ -144,10 +184,18 @@ def train_step(spec: ClientSpec, message: Message, context: Context) -> Message:
             "train-loss": result.train_loss,
             "local-steps": result.steps,
             "partition-id": partition,
+            **defense_records,
         }
     )
-    content = RecordDict({"arrays": ArrayRecord(state.model.state_dict()), "metrics": metrics})
+    content = RecordDict({"arrays": ArrayRecord(weights), "metrics": metrics})
     return Message(content, reply_to=message)
+
+
+def _positions(partition_ids: np.ndarray, batches: list[list[int]]) -> torch.Tensor:
+    """Rows of the client's data behind the sample ids it trained on this round (each once, in id order)."""
+    used = np.unique(np.concatenate([np.asarray(batch, dtype=np.int64) for batch in batches]))
+    order = np.argsort(partition_ids)
+    return torch.from_numpy(order[np.searchsorted(partition_ids, used, sorter=order)])
 
 
 def evaluate_step(spec: ClientSpec, message: Message, context: Context) -> Message:

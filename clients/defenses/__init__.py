@@ -4,3 +4,6 @@ from clients.defenses.base import DefenseContext, DefenseEntry, DefenseOutcome, 
 from clients.defenses.registry import DEFENSES
 
 __all__ = ["DEFENSES", "DefenseContext", "DefenseEntry", "DefenseOutcome", "Update", "global_norm"]
+
+# Each module registers its defense in DEFENSES on import.
+from clients.defenses import clip, gradient_dropout, noise, prune, soteria  # noqa: E402, F401

@@ -1,0 +1,81 @@
+"""A client's DP-SGD history across rounds, kept on disk, and the epsilon Opacus' accountants give for it.
+
+Flower may run a client on a different Ray actor every round, so an accountant in process memory would
+forget earlier rounds. The ledger is a small JSON file per client (``<state_dir>/privacy.json``) with
+one entry per round it trained in; Opacus' accountants are rebuilt from it every round. Entries are
+keyed by round: recording round ``r`` first drops every entry of round ``r`` or later, so a round that
+ran before a kill and runs again after ``fedsim run --resume`` is counted once, and the resumed run
+reports the same epsilon as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from opacus.accountants import create_accountant
+
+LEDGER_FILE = "privacy.json"
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    """One round of DP-SGD: ``steps`` noisy steps at this noise multiplier and sampling rate."""
+
+    round: int
+    noise_multiplier: float
+    sample_rate: float
+    steps: int
+
+
+class PrivacyLedger:
+    """The rounds a client trained under DP-SGD; in memory only when ``state_dir`` is None."""
+
+    def __init__(self, state_dir: Path | None) -> None:
+        self.path = None if state_dir is None else Path(state_dir) / LEDGER_FILE
+        self.entries: list[LedgerEntry] = self._load()
+
+    def _load(self) -> list[LedgerEntry]:
+        if self.path is None or not self.path.exists():
+            return []
+        return [LedgerEntry(**entry) for entry in json.loads(self.path.read_text())["rounds"]]
+
+    def record(self, entry: LedgerEntry) -> list[LedgerEntry]:
+        """Replace whatever was recorded for ``entry.round`` and later by ``entry``; return the history."""
+        self.entries = [kept for kept in self.entries if kept.round < entry.round] + [entry]
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_name(self.path.name + ".tmp")
+            tmp.write_text(json.dumps({"rounds": [asdict(kept) for kept in self.entries]}, indent=1))
+            os.replace(tmp, self.path)  # a kill mid-write leaves the previous ledger, never half of one
+        return self.entries
+
+
+def accountant_history(entries: list[LedgerEntry]) -> list[tuple[float, float, int]]:
+    """Opacus' ``(noise_multiplier, sample_rate, steps)`` history, merging runs of equal settings as its own
+    accountants do when stepped one step at a time (so PRV discretises exactly what Opacus would)."""
+    history: list[tuple[float, float, int]] = []
+    for entry in entries:
+        if history and history[-1][:2] == (entry.noise_multiplier, entry.sample_rate):
+            history[-1] = (entry.noise_multiplier, entry.sample_rate, history[-1][2] + entry.steps)
+        else:
+            history.append((entry.noise_multiplier, entry.sample_rate, entry.steps))
+    return history
+
+
+def epsilon(entries: list[LedgerEntry], delta: float, accountant: str) -> float:
+    """The (epsilon, delta) guarantee of all ``entries`` together, from Opacus' ``rdp`` or ``prv`` accountant.
+
+    Without noise there is no guarantee: epsilon is infinite.
+    """
+    if any(entry.noise_multiplier == 0 for entry in entries):
+        return math.inf
+    history = accountant_history(entries)
+    if not history:
+        return 0.0
+    mechanism = create_accountant(mechanism=accountant)
+    mechanism.history = history
+    return float(mechanism.get_epsilon(delta=delta))
