@@ -21,6 +21,7 @@ from torch import nn
 
 from clients.defenses import DefenseContext
 from clients.defenses.pipeline import apply_update_defenses, pseudo_gradient, update_level, weights_to_send
+from clients.defenses.base import TrainingContext
 from clients.training import NonFiniteLossError, train_locally
 from fedsim.config import ExperimentConfig
 from fedsim.data import ChannelStats, load_dataset
@@ -29,11 +30,14 @@ from fedsim.evaluation import evaluate
 from fedsim.ground_truth import GroundTruthStore
 from fedsim.models import build_model
 from fedsim.seeding import derive_seed
+from strategies.dp import client_mods
 
 # Error codes carried in failed replies (Flower's Error.code is a free integer).
 CLIENT_EXCEPTION = 1001
 CLIENT_NON_FINITE_LOSS = 1002
 CLIENT_ERROR_LOG = "client_errors.log"
+# Per-client state that outlives a round and its Ray actor (the dpsgd privacy ledger): RUN_DIR/clients/<partition>/
+CLIENT_STATE_DIR = "clients"
 
 
 @dataclass(frozen=True)
@@ -78,7 +82,10 @@ def _local_state(spec: ClientSpec) -> _LocalState:
         device = client_device(spec.config)
         # Weights arrive from the server every round; the local copy only needs the architecture.
         model_cfg = spec.config.model.model_copy(update={"checkpoint": None, "pretrained": False})
-        model = build_model(model_cfg, spec.channels, spec.num_classes, spec.image_size, seed=0).to(device)
+        model = build_model(
+            model_cfg, spec.channels, spec.num_classes, spec.image_size, seed=0,
+            dp_compatible=spec.config.client.dp_compatible_model,
+        ).to(device)
         state = _STATE[spec.cache_key] = _LocalState(model=model, device=device)
     return state
 
@@ -171,6 +178,9 @@ def train_step(spec: ClientSpec, message: Message, context: Context) -> Message:
             spec.partitions[partition],
             spec.config.client,
             seed=derive_seed(spec.config.seed, "train", server_round, partition),
+            context=TrainingContext(
+                server_round, spec.config.federation.rounds, spec.run_dir / CLIENT_STATE_DIR / str(partition)
+            ),
         )
         used = _positions(spec.partitions[partition], result.batches)
         weights, defense_records = _defend_update(spec, state, global_params, (x[used], y[used]), server_round, partition)
@@ -184,6 +194,7 @@ def train_step(spec: ClientSpec, message: Message, context: Context) -> Message:
             "train-loss": result.train_loss,
             "local-steps": result.steps,
             "partition-id": partition,
+            **result.defense_records,
             **defense_records,
         }
     )
@@ -222,7 +233,8 @@ def identify(message: Message, context: Context) -> Message:
 
 def build_client_app(spec: ClientSpec) -> ClientApp:
     app = ClientApp()
-    app.train()(lambda message, context: train_step(spec, message, context))
+    # strategy.dp with client-side clipping: Flower's clipping mod wraps training, so it clips what is sent.
+    app.train(mods=client_mods(spec.config))(lambda message, context: train_step(spec, message, context))
     app.evaluate()(lambda message, context: evaluate_step(spec, message, context))
     app.query()(identify)
     return app

@@ -1,14 +1,23 @@
-"""Local training of one client for one round: a function of tensors, no Flower, no files."""
+"""Local training of one client for one round: a function of tensors, no Flower.
+
+A training-level defense of ``cfg.defenses`` (``dpsgd``, ``pdpsgd``) trains through a ``TrainingSession``
+(its model, optimizer, batches and loss term); without one the session is the plain model and optimizer.
+The only file a round may touch is the defense's own per-client state (``TrainingContext.state_dir``).
+"""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
+from clients.defenses import DEFENSES
+from clients.defenses.base import TrainingContext, TrainingPlan, TrainingSession
+from clients.defenses.pipeline import record_keys
 from fedsim.config import ClientConfig
 
 OPTIMIZERS = {
@@ -29,6 +38,14 @@ class LocalTrainingResult:
     steps: int
     batches: list[list[int]]  # sample ids of every step, in the order used (ground truth, never sent)
     labels: list[list[int]]  # their labels, in the same order
+    # What the training-level defense did, as reply metrics: "defense.<name>.<key>" -> plain float
+    defense_records: dict[str, float] = field(default_factory=dict)
+
+
+def planned_steps(num_samples: int, batch_size: int, cfg: ClientConfig) -> int:
+    """Optimizer steps of one round: ``local_steps``, or ``local_epochs`` passes of ceil(N / batch) batches."""
+    per_epoch = math.ceil(num_samples / min(batch_size, num_samples))
+    return cfg.local_steps if cfg.local_steps is not None else per_epoch * cfg.local_epochs
 
 
 def batch_schedule(
@@ -39,9 +56,8 @@ def batch_schedule(
     Each epoch is a fresh permutation; `local_steps` walks through consecutive epochs, so a client
     with fewer samples than one batch still trains on all of them.
     """
+    steps = planned_steps(num_samples, batch_size, cfg)
     batch_size = min(batch_size, num_samples)
-    per_epoch = math.ceil(num_samples / batch_size)
-    steps = cfg.local_steps if cfg.local_steps is not None else per_epoch * cfg.local_epochs
     schedule: list[np.ndarray] = []
     while len(schedule) < steps:
         order = rng.permutation(num_samples)
@@ -56,29 +72,75 @@ def train_locally(
     sample_ids: np.ndarray,
     cfg: ClientConfig,
     seed: int,
+    context: TrainingContext | None = None,
 ) -> LocalTrainingResult:
-    """Train ``model`` in place on (x, y) as configured; ``sample_ids`` are the global ids of the rows."""
+    """Train ``model`` in place on (x, y) as configured; ``sample_ids`` are the global ids of the rows.
+
+    ``context`` places the round in the federation for a training-level defense (default: a lone round
+    whose state is not kept).
+    """
     torch.manual_seed(seed)  # dropout masks and any other in-model randomness
     rng = np.random.default_rng(seed)
-    schedule = batch_schedule(len(x), cfg.batch_size, cfg, rng)
     device = next(model.parameters()).device
     optimizer = OPTIMIZERS[cfg.optimizer](model.parameters(), cfg)
     loss_fn = nn.CrossEntropyLoss()
     model.train()
+    plan = TrainingPlan(
+        model=model,
+        optimizer=optimizer,
+        num_samples=len(x),
+        batch_size=min(cfg.batch_size, len(x)),
+        steps=planned_steps(len(x), cfg.batch_size, cfg),
+        lr=cfg.lr,
+        rng=rng,
+        seed=seed,
+        context=context or TrainingContext(server_round=1, planned_rounds=1),
+    )
+    session, prefix = open_session(plan, cfg)
     losses = []
-    for positions in schedule:
-        index = torch.from_numpy(positions)
-        inputs, targets = x[index].to(device), y[index].to(device)
-        optimizer.zero_grad(set_to_none=True)
-        loss = loss_fn(model(inputs), targets)
-        if not torch.isfinite(loss):
-            raise NonFiniteLossError(f"local loss is {loss.item()} at step {len(losses) + 1}")
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
+    with session:
+        schedule = session.schedule
+        if schedule is None:
+            schedule = batch_schedule(len(x), cfg.batch_size, cfg, rng)
+        for step, positions in enumerate(schedule, start=1):
+            index = torch.from_numpy(positions)
+            inputs, targets = x[index].to(device), y[index].to(device)
+            session.optimizer.zero_grad(set_to_none=True)
+            outputs = session.model(inputs)
+            # An empty (Poisson) batch has no loss; its step, and the noise DP-SGD adds to it, still happen.
+            empty = len(positions) == 0
+            loss = outputs.sum() if empty else loss_fn(outputs, targets)
+            penalty = session.penalty()
+            objective = loss if penalty is None else loss + penalty
+            if not torch.isfinite(objective):
+                raise NonFiniteLossError(f"local loss is {objective.item()} at step {step}")
+            objective.backward()
+            session.optimizer.step()
+            if not empty:
+                losses.append(loss.item())
+        record = session.finish()
     return LocalTrainingResult(
-        train_loss=float(np.mean(losses)),
+        train_loss=float(np.mean(losses)) if losses else math.nan,
         steps=len(schedule),
         batches=[sample_ids[p].tolist() for p in schedule],
         labels=[y[torch.from_numpy(p)].tolist() for p in schedule],
+        defense_records={f"{prefix}.{key}": float(value) for key, value in record.items()},
     )
+
+
+def open_session(plan: TrainingPlan, cfg: ClientConfig) -> tuple[TrainingSession, str]:
+    """The session of the training-level defense in ``cfg.defenses`` (at most one), with its record prefix;
+    a plain session (model and optimizer as they are) when there is none."""
+    for defense, prefix in zip(cfg.defenses, record_keys(cfg.defenses), strict=True):
+        train = DEFENSES.get(defense.name).train
+        if train is not None:
+            return train(defense, plan), prefix
+    return TrainingSession(plan.model, plan.optimizer), ""
+
+
+def check_training_defenses(model: nn.Module, defenses: list[Any]) -> None:
+    """Raise the one-line ModelError of a training-level defense that cannot train ``model`` (before a run)."""
+    for defense in defenses:
+        check = DEFENSES.get(defense.name).check_model
+        if check is not None:
+            check(model, defense)

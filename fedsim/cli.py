@@ -69,17 +69,30 @@ def _cmd_config_schema(args: argparse.Namespace) -> int:
 
 def _cmd_list(args: argparse.Namespace) -> int:
     from adversary import ATTACKS
+    from clients.defenses import DEFENSES
     from fedsim.data import DATASETS
     from fedsim.models import MODELS
     from strategies import STRATEGIES
+    from strategies.dp import DP_MECHANISMS
 
     console = Console(width=160)
-    for title, registry in (("data sets", DATASETS), ("models", MODELS), ("strategies", STRATEGIES), ("attacks", ATTACKS)):
+    registries = (
+        ("data sets", DATASETS),
+        ("models", MODELS),
+        ("strategies", STRATEGIES),
+        ("differential privacy (strategy.dp.kind)", DP_MECHANISMS),
+        ("defenses (client.defenses)", DEFENSES),
+        ("attacks", ATTACKS),
+    )
+    for title, registry in registries:
         table = Table("name", "description", title=title, title_justify="left", box=None)
         for name, help_text in registry.describe().items():
             table.add_row(name, help_text)
         if title == "models":
             table.add_row("tv:<name>", "any torchvision classifier, adapted to channels, classes and image size")
+        if registry is DEFENSES:  # defenses that are plain configuration, listed so that users find them
+            table.add_row("(client.local_steps)", "several local steps before sending (paper 001's local aggregation)")
+            table.add_row("(model.dropout)", "dropout in the model during local training")
         if not registry.names():
             table.add_row("(none yet)", "")
         console.print(table)

@@ -191,7 +191,9 @@ class DpsgdDefense(Section):
     name: Literal["dpsgd"] = Field("dpsgd", description="DP-SGD (Opacus): per-sample clipping and Gaussian noise")
     max_grad_norm: float = Field(1.0, gt=0, description="per-sample gradient clipping bound C")
     noise_multiplier: float | None = Field(None, ge=0, description="noise std / C (exclusive with target_epsilon)")
-    target_epsilon: float | None = Field(None, gt=0, description="epsilon to reach after the planned rounds")
+    target_epsilon: float | None = Field(
+        None, gt=0, description="epsilon to reach after all federation.rounds (assumes the client trains every round)"
+    )
     delta: float | None = Field(None, gt=0, lt=1, description="delta (null = 1 / client data set size)")
     accountant: Literal["rdp", "prv"] = Field("rdp", description="Opacus privacy accountant")
     poisson_sampling: bool = Field(True, description="Poisson-sampled batches (what the accountant assumes)")
@@ -210,7 +212,7 @@ class DpsgdDefense(Section):
 class PdpsgdDefense(Section):
     name: Literal["pdpsgd"] = Field("pdpsgd", description="PDP-SGD (paper 000, eq. 12): L + kappa sum theta^2 x^2")
     sigma: float = Field(0.1, gt=0, description="noise parameter; kappa = lr^2 sigma^2 (paper 000: 0.1)")
-    kappa: float | None = Field(None, ge=0, description="regularisation constant (null = lr^2 sigma^2)")
+    kappa: float | None = Field(None, ge=0, description="regularisation constant; overrides sigma (null = lr^2 sigma^2)")
 
 
 class NoiseDefense(Section):
@@ -301,12 +303,101 @@ class ClientConfig(Section):
             self.__dict__["local_epochs"] = 1
         return self
 
+    @property
+    def dp_compatible_model(self) -> bool:
+        """Whether the model is built with Opacus' layer replacements (dpsgd with fix_model: true), everywhere."""
+        return any(defense.name == "dpsgd" and defense.fix_model for defense in self.defenses)
+
 
 # ----------------------------------------------------------------------------------------- strategy
 
 
+_ADAPTIVE_ONLY = ("target_clipped_quantile", "clip_norm_lr", "clipped_count_stddev")
+
+
+class DpConfig(Section):
+    """Central DP by Flower's strategy wrappers: clip every client's update, add Gaussian noise to the aggregate."""
+
+    kind: str = Field(
+        "server-fixed",
+        description="clipping: server-fixed, client-fixed, server-adaptive, client-adaptive (see `fedsim list`)",
+    )
+    noise_multiplier: float = Field(
+        1.0, ge=0, description="noise std / clipping norm on the sum of updates (0 = clip only, epsilon infinite)"
+    )
+    clipping_norm: float = Field(1.0, gt=0, description="L2 bound on each client's update (adaptive: the initial bound)")
+    num_sampled_clients: int | None = Field(
+        None, ge=1, description="clients the noise is calibrated for (null = those FedAvg samples per round)"
+    )
+    target_clipped_quantile: float | None = Field(
+        None, ge=0, le=1, description="(adaptive) share of updates the bound should clip (null = 0.5)"
+    )
+    clip_norm_lr: float | None = Field(None, gt=0, description="(adaptive) learning rate of the bound (null = 0.2)")
+    clipped_count_stddev: float | None = Field(
+        None, ge=0, description="(adaptive) noise std of the clipped count (null = num_sampled_clients / 20)"
+    )
+    delta: float | None = Field(None, gt=0, lt=1, description="delta of the reported epsilon (null = 1 / num_clients)")
+    amplification: bool = Field(
+        True,
+        description="credit amplification by client sampling in epsilon (as Poisson, rate sampled/num_clients); "
+        "false = each round a full Gaussian release",
+    )
+
+    @field_validator("kind")
+    @classmethod
+    def _known_kind(cls, value: str) -> str:
+        from strategies.dp import DP_MECHANISMS
+
+        if value not in DP_MECHANISMS:
+            raise ValueError(DP_MECHANISMS.unknown_message(value))
+        return value
+
+    @model_validator(mode="after")
+    def _adaptive_options(self) -> "DpConfig":
+        from strategies.dp import DP_MECHANISMS
+
+        if not DP_MECHANISMS.get(self.kind).adaptive:
+            for key in _ADAPTIVE_ONLY:
+                if getattr(self, key) is not None:
+                    raise ValueError(
+                        f"{key} = {getattr(self, key)!r}: only adaptive kinds (server-adaptive, client-adaptive) "
+                        f"use it; kind is '{self.kind}'"
+                    )
+        return self
+
+    def sampled_clients(self, federation: "FederationConfig") -> int:
+        """Clients the noise is calibrated for: as configured, or as many as FedAvg samples per round."""
+        from strategies.fedavg import sample_size
+
+        if self.num_sampled_clients is not None:
+            return self.num_sampled_clients
+        return sample_size(federation.num_clients, federation.fraction_fit, federation.min_fit_clients)
+
+    def check_federation(self, federation: "FederationConfig") -> None:
+        """What only the federation can tell (a one-line ValueError naming the key)."""
+        if self.num_sampled_clients is not None and self.num_sampled_clients > federation.num_clients:
+            raise ValueError(
+                f"strategy.dp.num_sampled_clients = {self.num_sampled_clients}: must be <= "
+                f"federation.num_clients ({federation.num_clients})"
+            )
+        from strategies.dp import DP_MECHANISMS
+
+        if DP_MECHANISMS.get(self.kind).adaptive and self.noise_multiplier > 0:
+            sampled = self.sampled_clients(federation)
+            stddev = self.clipped_count_stddev if self.clipped_count_stddev is not None else sampled / 20
+            origin = "" if self.clipped_count_stddev is not None else f" = num_sampled_clients / 20 = {sampled}/20"
+            if self.noise_multiplier >= 2 * stddev:  # Flower's own precondition, checked before anything runs
+                raise ValueError(
+                    f"strategy.dp.noise_multiplier = {self.noise_multiplier}: adaptive clipping needs it "
+                    f"< 2 * clipped_count_stddev ({stddev:g}{origin}); raise strategy.dp.clipped_count_stddev"
+                )
+
+
 class StrategyConfig(Section):
     name: str = Field("fedavg", description="server strategy (see `fedsim list`)")
+    dp: DpConfig | None = Field(
+        None, description="central differential privacy (Flower's DP wrappers) around the strategy; null = off"
+    )
 
     @field_validator("name")
     @classmethod
@@ -441,6 +532,12 @@ class ExperimentConfig(Section):
     @classmethod
     def _device(cls, value: str) -> str:
         return _check_device(value)
+
+    @model_validator(mode="after")
+    def _dp_fits_federation(self) -> "ExperimentConfig":
+        if self.strategy.dp is not None:
+            self.strategy.dp.check_federation(self.federation)
+        return self
 
 
 # ------------------------------------------------------------------------------------------ loading

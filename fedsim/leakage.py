@@ -145,6 +145,7 @@ def attach_adversary(config: ExperimentConfig, federation: Federation, store: Ru
         model=build_model(
             config.model.model_copy(update={"checkpoint": None, "pretrained": False}),
             dataset.channels, dataset.num_classes, dataset.image_size, seed=model_seed,
+            dp_compatible=config.client.dp_compatible_model,  # the architecture the clients train and send
         ),
         input_shape=(dataset.channels, dataset.image_size, dataset.image_size),
         num_classes=dataset.num_classes,

@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from clients.client_app import CLIENT_ERROR_LOG, ClientSpec, build_client_app
+from clients.training import check_training_defenses
 from fedsim.config import ExperimentConfig
 from fedsim.devices import resolve_device
 from fedsim.evaluation import evaluate
@@ -21,7 +22,7 @@ from fedsim.progress import LogProgress, RichProgress
 from fedsim.results import SUMMARY_FILE, RunStore
 from fedsim.seeding import derive_seed
 from fedsim.server_app import ServerSpec, build_server_app
-from strategies import STRATEGIES
+from strategies import build_strategy
 
 logger = logging.getLogger("fedsim")
 
@@ -34,6 +35,7 @@ class CentralEvaluator:
         self.model = build_model(
             config.model.model_copy(update={"checkpoint": None, "pretrained": False}),
             dataset.channels, dataset.num_classes, dataset.image_size, seed=0,
+            dp_compatible=config.client.dp_compatible_model,
         ).to(device)
         self.x = federation.test_stats.normalize(torch.from_numpy(dataset.x_test))
         self.y = torch.from_numpy(dataset.y_test)
@@ -129,7 +131,11 @@ def run_experiment(
     dataset = federation.dataset
     model_seed = derive_seed(config.seed, "model")
     if initial_state is None:
-        model = build_model(config.model, dataset.channels, dataset.num_classes, dataset.image_size, seed=model_seed)
+        model = build_model(
+            config.model, dataset.channels, dataset.num_classes, dataset.image_size, seed=model_seed,
+            dp_compatible=config.client.dp_compatible_model,
+        )
+        check_training_defenses(model, config.client.defenses)  # e.g. BatchNorm under dpsgd: one line, no round run
         initial_state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
 
     client_spec = ClientSpec(
@@ -141,7 +147,7 @@ def run_experiment(
         channels=dataset.channels,
         image_size=dataset.image_size,
     )
-    strategy = STRATEGIES.get(config.strategy.name)(config.federation, config.seed)
+    strategy = build_strategy(config, history=store.rows() if resume is not None else ())
     wiring = attach_adversary(config, federation, store, model_seed) if config.adversary.attacks else None
     progress = LogProgress() if quiet else RichProgress()
     server_spec = ServerSpec(

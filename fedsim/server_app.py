@@ -142,6 +142,7 @@ def run_rounds(spec: ServerSpec, grid: Grid) -> None:
                 "round": server_round,
                 "event": "eval",
                 **scores,
+                **strategy.round_metrics(server_round),  # e.g. strategy.dp: noise, clipping norm, epsilon
                 "clients_ok": recorder.ok,
                 "clients_failed": recorder.failed,
                 "model_updated": aggregated is not None,

@@ -1,5 +1,6 @@
-"""Server strategies (FedAvg, later SecAgg+) and the taps that observe them."""
+"""Server strategies (FedAvg, later SecAgg+), Flower's central-DP wrappers, and the taps that observe them."""
 
+from strategies.factory import build_strategy
 from strategies.registry import STRATEGIES
 
-__all__ = ["STRATEGIES"]
+__all__ = ["STRATEGIES", "build_strategy"]

@@ -24,6 +24,15 @@ from strategies.registry import STRATEGIES
 logger = logging.getLogger("fedsim")
 
 
+def sample_size(population: int, fraction: float, minimum: int) -> int:
+    """Clients a round samples: ``fraction`` of the population, at least ``minimum``, at most everyone.
+
+    One definition for the sampler and for whoever must know the sample size in advance (the DP
+    wrapper calibrates its noise to it).
+    """
+    return min(population, max(minimum, math.floor(population * fraction)))
+
+
 def partition_of(reply: Message) -> int:
     """The partition id a client reports in its reply's metrics."""
     return int(next(iter(reply.content.metric_records.values()))["partition-id"])
@@ -48,7 +57,7 @@ class FedAvg(FlowerFedAvg):
 
     def sample_partitions(self, server_round: int, fraction: float, minimum: int, purpose: str) -> list[int]:
         partitions = sorted(self.node_of_partition)
-        count = min(len(partitions), max(minimum, math.floor(len(partitions) * fraction)))
+        count = sample_size(len(partitions), fraction, minimum)
         chosen = rng(self.seed, purpose, server_round).choice(partitions, size=count, replace=False)
         return sorted(int(p) for p in chosen)
 
@@ -95,3 +104,7 @@ class FedAvg(FlowerFedAvg):
     def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> MetricRecord | None:
         ordered = sorted((r for r in replies if not r.has_error()), key=partition_of)
         return super().aggregate_evaluate(server_round, ordered)
+
+    def round_metrics(self, server_round: int) -> dict[str, float | int | str | None]:
+        """Extra fields for the round's `eval` row; wrappers with something to report (DP) override it."""
+        return {}

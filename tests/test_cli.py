@@ -59,6 +59,14 @@ def test_list_shows_registered_data_sets_and_models(capsys):
         assert name in out
 
 
+def test_list_shows_every_defense_including_the_configuration_level_ones(capsys):
+    code, out, _ = run_cli(capsys, "list")
+    assert code == 0
+    for name in ("dpsgd", "pdpsgd", "noise", "clip", "prune", "gradient_dropout", "soteria",
+                 "client.local_steps", "model.dropout"):  # fmt: skip
+        assert name in out
+
+
 def test_report_writes_a_plot_and_tables(capsys, tmp_path):
     from fedsim.config import parse_config
 

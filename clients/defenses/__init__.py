@@ -7,3 +7,4 @@ __all__ = ["DEFENSES", "DefenseContext", "DefenseEntry", "DefenseOutcome", "Upda
 
 # Each module registers its defense in DEFENSES on import.
 from clients.defenses import clip, gradient_dropout, noise, prune, soteria  # noqa: E402, F401
+from clients.defenses import dpsgd, pdpsgd  # noqa: E402, F401  (training-level)

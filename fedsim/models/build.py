@@ -28,11 +28,18 @@ def check_model_name(name: str) -> None:
     raise ModelError(f"{MODELS.unknown_message(name)}, {TV_PREFIX}<torchvision classifier>")
 
 
-def build_model(cfg: ModelConfig, in_channels: int, num_classes: int, image_size: int, seed: int) -> nn.Module:
+def build_model(
+    cfg: ModelConfig, in_channels: int, num_classes: int, image_size: int, seed: int, *, dp_compatible: bool = False
+) -> nn.Module:
     """Build ``cfg.name`` for the data set's shape; the same seed always gives the same initial weights.
 
-    Order: seed torch, construct (pretrained weights included), apply ``cfg.init``, then load
-    ``cfg.checkpoint`` over everything, so a checkpoint always wins.
+    Order: seed torch, construct (pretrained weights included), make it DP-compatible if asked, apply
+    ``cfg.init``, then load ``cfg.checkpoint`` over everything, so a checkpoint always wins.
+
+    ``dp_compatible`` (``client.defenses`` dpsgd with ``fix_model: true``, see
+    ``ClientConfig.dp_compatible_model``) swaps the layers Opacus cannot train for its replacements
+    (``ModuleValidator.fix``: BatchNorm -> GroupNorm). That changes the state_dict, so the server, every
+    client and the adversary must all build the model with the same flag.
     """
     check_model_name(cfg.name)
     for field, value in (("in_channels", in_channels), ("num_classes", num_classes), ("image_size", image_size)):
@@ -49,6 +56,10 @@ def build_model(cfg: ModelConfig, in_channels: int, num_classes: int, image_size
     torch.manual_seed(seed)
     builder = build_torchvision_model if is_torchvision else MODELS.get(cfg.name)
     model = builder(cfg, in_channels, num_classes, image_size)
+    if dp_compatible:
+        from opacus.validators import ModuleValidator  # fedsim.models needs Opacus for this alone
+
+        model = ModuleValidator.fix(model)
     if cfg.init == "uniform":
         uniform_init_(model)
     if cfg.checkpoint is not None:

@@ -1,0 +1,161 @@
+"""``dpsgd``: DP-SGD (Abadi et al. 2016; paper 000, Algorithm 2) on a client's local training, with Opacus.
+
+Opacus does the work: ``GradSampleModule`` computes per-sample gradients, ``DPOptimizer`` clips each to
+``max_grad_norm`` (C), sums them, adds N(0, (noise_multiplier * C)^2) and divides by the expected batch
+size, and the ``rdp`` / ``prv`` accountants turn the history of (noise multiplier, sampling rate, steps)
+into epsilon. What fedsim adds is the federated bookkeeping:
+
+* Batches: with ``poisson_sampling`` every sample joins each step's batch independently with
+  probability q = batch_size / N (what the accountants assume), drawn from the round's seeded generator
+  rather than Opacus' DataLoader, so the ground-truth store records exactly the sample ids of every
+  step. A batch can come out empty; its step still happens and still adds noise (Opacus' own empty-batch
+  path: zero clipped sum plus noise). Without ``poisson_sampling`` the usual shuffled batches are used
+  and q = batch_size / N is the customary approximation of their privacy.
+* Accounting across rounds: the client's history lives in ``privacy_ledger`` (a file per client in the
+  run directory), so epsilon grows round by round whichever Ray actor runs the client, and a resumed run
+  reports what an uninterrupted one would.
+* ``target_epsilon``: the noise multiplier (Opacus' ``get_noise_multiplier``) that reaches it with
+  ``delta`` after ``federation.rounds`` x local steps per round. That assumes the client trains in every
+  round; a client sampled less often ends below the target, and its ledger reports what it really spent.
+* ``delta`` defaults to 1 / N, N being the client's own data set size (the data set DP protects here).
+
+BatchNorm mixes the samples of a batch, so per-sample gradients do not exist for it: such models fail
+with one line before the run starts, unless ``fix_model: true`` has them built with Opacus' replacements
+(``ModuleValidator.fix``: BatchNorm -> GroupNorm) on the server, every client and the adversary alike.
+"""
+
+from __future__ import annotations
+
+import warnings
+from functools import lru_cache
+
+import numpy as np
+import torch
+from opacus import GradSampleModule
+from opacus.accountants.utils import get_noise_multiplier
+from opacus.optimizers import DPOptimizer
+from opacus.utils.module_utils import trainable_modules
+from opacus.validators import ModuleValidator
+from torch import nn
+
+from clients.defenses.base import DefenseEntry, TrainingPlan, TrainingSession
+from clients.defenses.privacy_ledger import LedgerEntry, PrivacyLedger, epsilon
+from clients.defenses.registry import DEFENSES
+from fedsim.config import DpsgdDefense
+from fedsim.models import ModelError
+from fedsim.seeding import derive_seed
+
+# Opacus' backward hook on the first layer sees an input that needs no gradient (the data), and PyTorch
+# says so on every step; the per-sample gradients of the layer's own weights are unaffected.
+warnings.filterwarnings("ignore", message="Full backward hook is firing when gradients", category=UserWarning)
+
+
+def unsupported_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
+    """Trainable layers Opacus cannot give per-sample gradients for: those with buffers (BatchNorm's running
+    statistics, which mix the samples of a batch) or failing one of Opacus' ``ModuleValidator`` checks."""
+    return [
+        (name, layer)
+        for name, layer in trainable_modules(model)
+        if any(True for _ in layer.buffers(recurse=False))
+        or (type(layer) in ModuleValidator.VALIDATORS and ModuleValidator.VALIDATORS[type(layer)](layer))
+    ]
+
+
+def check_model(model: nn.Module, config: DpsgdDefense) -> None:
+    """One-line ModelError naming the first layer DP-SGD cannot train, and the way out."""
+    unsupported = unsupported_layers(model)
+    if unsupported:
+        name, layer = unsupported[0]
+        more = f" (and {len(unsupported) - 1} more)" if len(unsupported) > 1 else ""
+        way_out = (
+            "fix_model: true did not replace it (Opacus has no replacement, or the model was not built with "
+            "dp_compatible=True); use a model without such layers"
+            if config.fix_model
+            else "set fix_model: true on the dpsgd defense to build the model with Opacus' replacements "
+            "(BatchNorm -> GroupNorm), or use model.norm: group"
+        )
+        raise ModelError(
+            f"dpsgd: layer '{name}' ({type(layer).__name__}){more} is not supported by Opacus: it has no "
+            f"per-sample gradients; {way_out}"
+        )
+
+
+def poisson_schedule(num_samples: int, sample_rate: float, steps: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """Positions of every step's batch: each sample joins each batch independently with ``sample_rate``."""
+    return [np.flatnonzero(rng.random(num_samples) < sample_rate) for _ in range(steps)]
+
+
+@lru_cache(maxsize=64)
+def noise_for_budget(target_epsilon: float, delta: float, sample_rate: float, steps: int, accountant: str) -> float:
+    """The noise multiplier that spends at most ``target_epsilon`` over ``steps`` steps (Opacus' binary search)."""
+    return float(
+        get_noise_multiplier(
+            target_epsilon=target_epsilon,
+            target_delta=delta,
+            sample_rate=sample_rate,
+            steps=steps,
+            accountant=accountant,
+        )
+    )
+
+
+class DpsgdSession(TrainingSession):
+    """One round under DP-SGD: the model wrapped in a GradSampleModule, the optimizer in a DPOptimizer."""
+
+    def __init__(self, config: DpsgdDefense, plan: TrainingPlan) -> None:
+        check_model(plan.model, config)
+        self.config = config
+        self.context = plan.context
+        self.steps = plan.steps
+        self.sample_rate = plan.batch_size / plan.num_samples
+        self.delta = config.delta if config.delta is not None else 1.0 / plan.num_samples
+        if config.noise_multiplier is not None:
+            self.noise_multiplier = config.noise_multiplier
+        else:
+            assert config.target_epsilon is not None  # the config allows exactly one of the two
+            planned = plan.steps * plan.context.planned_rounds
+            self.noise_multiplier = noise_for_budget(
+                config.target_epsilon, self.delta, self.sample_rate, planned, config.accountant
+            )
+        schedule = (
+            poisson_schedule(plan.num_samples, self.sample_rate, plan.steps, plan.rng)
+            if config.poisson_sampling
+            else None
+        )
+        device = next(plan.model.parameters()).device
+        noise = torch.Generator(device=device).manual_seed(derive_seed(plan.seed, "dpsgd-noise"))
+        optimizer = DPOptimizer(
+            plan.optimizer,
+            noise_multiplier=self.noise_multiplier,
+            max_grad_norm=config.max_grad_norm,
+            expected_batch_size=plan.batch_size,
+            loss_reduction="mean",
+            generator=noise,
+        )
+        self._plain = plan.model
+        # Wrapped last: nothing above may fail with hooks left on the client's cached model.
+        self._wrapped = GradSampleModule(plan.model, loss_reduction="mean")
+        super().__init__(self._wrapped, optimizer, schedule)
+
+    def finish(self) -> dict[str, float]:
+        entry = LedgerEntry(self.context.server_round, self.noise_multiplier, self.sample_rate, self.steps)
+        history = PrivacyLedger(self.context.state_dir).record(entry)
+        return {
+            "epsilon": epsilon(history, self.delta, self.config.accountant),
+            "delta": self.delta,
+            "noise_multiplier": self.noise_multiplier,
+            "sample_rate": self.sample_rate,
+            "steps": float(self.steps),
+            "total_steps": float(sum(kept.steps for kept in history)),
+        }
+
+    def close(self) -> None:
+        self._wrapped.to_standard_module()  # removes Opacus' hooks and per-sample gradients
+        for parameter in self._plain.parameters():
+            if hasattr(parameter, "summed_grad"):  # DPOptimizer's clipped sum, on every parameter
+                del parameter.summed_grad
+
+
+DEFENSES.register("dpsgd", help="DP-SGD (Opacus): per-sample clipping, Gaussian noise, RDP/PRV epsilon across rounds")(
+    DefenseEntry(kind="training", train=DpsgdSession, check_model=check_model)
+)

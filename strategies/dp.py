@@ -1,0 +1,251 @@
+"""`strategy.dp`: Flower's central differential privacy wrapped around a registered strategy.
+
+Each mechanism is one of Flower's own wrappers (``flwr.serverapp.strategy.DifferentialPrivacy*``):
+every client's update is clipped to an L2 norm (on the server, or on the client by Flower's
+``fixedclipping_mod`` / ``adaptiveclipping_mod``) and the aggregate gets Gaussian noise of std
+``noise_multiplier * clipping_norm / num_sampled_clients``. Clipping and noise are Flower's code;
+this module adds what a fedsim run needs on top of it, in a mixin shared by all four wrappers:
+
+* the wrapped FedAvg's own methods (``bind``, ``sample_partitions``, ...) stay reachable, because
+  ``server_app.run_rounds`` calls them and Flower's wrappers only forward the Strategy interface;
+* the noise is drawn from a seed derived from (experiment seed, round), so that a run repeats and
+  ``--resume`` reproduces it (Flower draws from numpy's global generator, which is seeded for the
+  call and restored afterwards; the attacker is never given the seed);
+* every round reports its clipping norm, the noise it added and the cumulative epsilon (see
+  ``strategies.privacy``) for the round's `eval` row, and a resumed run replays them.
+
+Wrapping order: the adversary's server tap wraps the result (``StrategyTap(DP(FedAvg))``), so it sees
+the replies as the server receives them (clipped by the clients under client-side clipping, raw under
+server-side clipping) and the aggregate after the noise, which is what an honest-but-curious server sees.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
+from flwr.clientapp.mod import adaptiveclipping_mod, fixedclipping_mod
+from flwr.clientapp.typing import Mod
+from flwr.serverapp import Grid
+from flwr.serverapp.strategy import (
+    DifferentialPrivacyClientSideAdaptiveClipping,
+    DifferentialPrivacyClientSideFixedClipping,
+    DifferentialPrivacyServerSideAdaptiveClipping,
+    DifferentialPrivacyServerSideFixedClipping,
+)
+from flwr.supercore.differential_privacy import compute_stdv
+
+from fedsim.config import DpConfig, ExperimentConfig
+from fedsim.registry import Registry
+from fedsim.seeding import derive_seed
+from strategies.privacy import ACCOUNTANT, PrivacyLedger
+
+Row = dict[str, float | int | str | None]
+
+
+@contextmanager
+def seeded_numpy(seed: int) -> Iterator[None]:
+    """Seed numpy's global generator (where Flower draws DP noise) for one call, then restore it."""
+    saved = np.random.get_state()
+    np.random.seed(seed)
+    try:
+        yield
+    finally:
+        np.random.set_state(saved)
+
+
+def effective_noise_multiplier(
+    noise_std: float, clipping_norm: float, weights: Sequence[float], count_noise_std: float | None = None
+) -> float:
+    """Noise std over the most one client can move the released aggregate; what the accountant needs.
+
+    Flower calibrates the noise to an unweighted mean of ``num_sampled_clients`` updates
+    (std = z * C / m). FedAvg weights by num-examples, so one client can move the aggregate by up to
+    ``C * its share``, and fewer replies than ``m`` raise every share: the effective multiplier is
+    ``std / (C * largest share)``, equal to ``z`` exactly when m equal-weight replies arrive. (The
+    shares are treated as public: the adversary is told sample counts.) Adaptive clipping also
+    releases the noisy count of clipped updates, a second Gaussian on the same clients with
+    sensitivity 1 (Flower counts unshifted bits); both compose into one Gaussian, (z1^-2 + z2^-2)^-1/2.
+    """
+    if not weights or noise_std <= 0:
+        return 0.0
+    share = max(weights) / sum(weights)
+    multiplier = noise_std / (clipping_norm * share)
+    if count_noise_std is None:
+        return multiplier
+    if count_noise_std <= 0:
+        return 0.0
+    return (multiplier**-2 + count_noise_std**-2) ** -0.5
+
+
+class FedsimDp:
+    """Mixin in front of a Flower DP wrapper: forwarding, seeded noise, per-round privacy record."""
+
+    adaptive = False  # adaptive wrappers also noise (and release) the count of clipped updates
+
+    # Provided by the Flower wrapper this mixin is combined with.
+    strategy: Any
+    noise_multiplier: float
+    clipping_norm: float
+    num_sampled_clients: int
+
+    def __init__(
+        self, strategy: Any, *, mechanism: str, seed: int, population: int, settings: DpConfig, **flower: Any
+    ) -> None:
+        super().__init__(strategy, **flower)  # type: ignore[call-arg]
+        self.mechanism = mechanism
+        self.seed = seed
+        self.population = population
+        self.amplification = settings.amplification
+        self.ledger = PrivacyLedger(settings.delta if settings.delta is not None else 1 / population)
+        self._sampled: dict[int, int] = {}
+        self._rows: dict[int, Row] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for what the Flower wrapper lacks: the wrapped strategy's own methods.
+        strategy = self.__dict__.get("strategy")
+        if strategy is None:
+            raise AttributeError(name)
+        return getattr(strategy, name)
+
+    def configure_train(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        messages = list(super().configure_train(server_round, arrays, config, grid))  # type: ignore[misc]
+        self._sampled[server_round] = len(messages)
+        return messages
+
+    def aggregate_train(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        replies = list(replies)
+        clipped_at = self.clipping_norm  # adaptive wrappers move it during aggregation
+        with seeded_numpy(derive_seed(self.seed, "dp-noise", server_round)):
+            aggregated, metrics = super().aggregate_train(server_round, replies)  # type: ignore[misc]
+        row: Row = {"dp_mechanism": self.mechanism, "dp_clipping_norm": clipped_at}
+        if aggregated is None:  # nothing released (a failed client, too few replies): nothing spent
+            row |= {"dp_noise_std": 0.0, "dp_noise_multiplier": None, "dp_sample_rate": None}
+        else:
+            noise_std = compute_stdv(self.noise_multiplier, self.clipping_norm, self.num_sampled_clients)
+            weights = [self._weight(reply) for reply in replies if not reply.has_error()]
+            count_noise = self.clipped_count_stddev if self.adaptive else None
+            multiplier = effective_noise_multiplier(noise_std, clipped_at, weights, count_noise)
+            rate = self._sampled.get(server_round, len(weights)) / self.population if self.amplification else 1.0
+            self.ledger.release(multiplier, rate)
+            row |= {"dp_noise_std": noise_std, "dp_noise_multiplier": multiplier, "dp_sample_rate": rate}
+        if self.adaptive:
+            row["dp_next_clipping_norm"] = self.clipping_norm
+        self._rows[server_round] = row
+        return aggregated, metrics
+
+    def _weight(self, reply: Message) -> float:
+        return float(next(iter(reply.content.metric_records.values()))[self.strategy.weighted_by_key])
+
+    def round_metrics(self, server_round: int) -> Row:
+        """The round's DP fields for its `eval` row, with the cumulative epsilon so far."""
+        row = self._rows.pop(server_round, {"dp_mechanism": self.mechanism, "dp_clipping_norm": self.clipping_norm})
+        return {**row, "dp_epsilon": self.ledger.epsilon(), "dp_delta": self.ledger.delta, "dp_accountant": ACCOUNTANT}
+
+    def restore(self, history: Iterable[Mapping[str, Any]]) -> None:
+        """Continue a resumed run: replay the releases (and the adaptive norm) recorded in its `eval` rows."""
+        for row in sorted((r for r in history if r.get("event") == "eval" and "dp_mechanism" in r), key=lambda r: r["round"]):
+            if row.get("dp_noise_multiplier") is not None:
+                self.ledger.release(float(row["dp_noise_multiplier"]), float(row["dp_sample_rate"]))
+            if self.adaptive and row.get("dp_next_clipping_norm") is not None:
+                self.clipping_norm = float(row["dp_next_clipping_norm"])
+
+
+class ServerSideFixed(FedsimDp, DifferentialPrivacyServerSideFixedClipping):
+    """Flower's server-side fixed clipping: the server clips each reply, then noises the aggregate."""
+
+
+class ClientSideFixed(FedsimDp, DifferentialPrivacyClientSideFixedClipping):
+    """Flower's client-side fixed clipping: clients clip (fixedclipping_mod), the server noises."""
+
+
+class ServerSideAdaptive(FedsimDp, DifferentialPrivacyServerSideAdaptiveClipping):
+    """Flower's server-side adaptive clipping (Andrew et al. 2019)."""
+
+    adaptive = True
+
+
+class ClientSideAdaptive(FedsimDp, DifferentialPrivacyClientSideAdaptiveClipping):
+    """Flower's client-side adaptive clipping (Andrew et al. 2019, adaptiveclipping_mod on the clients)."""
+
+    adaptive = True
+
+
+def _fixed_arguments(settings: DpConfig, num_sampled: int) -> dict[str, Any]:
+    return {
+        "noise_multiplier": settings.noise_multiplier,
+        "clipping_norm": settings.clipping_norm,
+        "num_sampled_clients": num_sampled,
+    }
+
+
+def _adaptive_arguments(settings: DpConfig, num_sampled: int) -> dict[str, Any]:
+    optional = {
+        "target_clipped_quantile": settings.target_clipped_quantile,
+        "clip_norm_lr": settings.clip_norm_lr,
+        "clipped_count_stddev": settings.clipped_count_stddev,
+    }
+    return {
+        "noise_multiplier": settings.noise_multiplier,
+        "num_sampled_clients": num_sampled,
+        "initial_clipping_norm": settings.clipping_norm,
+        **{key: value for key, value in optional.items() if value is not None},  # null: Flower's default
+    }
+
+
+@dataclass(frozen=True)
+class DpMechanism:
+    """A `strategy.dp.kind`: the server wrapper, its Flower arguments, and the client mod it needs."""
+
+    wrapper: type[FedsimDp]
+    arguments: Callable[[DpConfig, int], dict[str, Any]]
+    client_mod: Mod | None
+
+    @property
+    def adaptive(self) -> bool:
+        return self.wrapper.adaptive
+
+
+DP_MECHANISMS: Registry[DpMechanism] = Registry("dp mechanism")
+for _name, _mechanism in {
+    "server-fixed": DpMechanism(ServerSideFixed, _fixed_arguments, None),
+    "client-fixed": DpMechanism(ClientSideFixed, _fixed_arguments, fixedclipping_mod),
+    "server-adaptive": DpMechanism(ServerSideAdaptive, _adaptive_arguments, None),
+    "client-adaptive": DpMechanism(ClientSideAdaptive, _adaptive_arguments, adaptiveclipping_mod),
+}.items():
+    DP_MECHANISMS.register(_name, help=(_mechanism.wrapper.__doc__ or "").rstrip("."))(_mechanism)
+
+
+def wrap_dp(strategy: Any, config: ExperimentConfig, history: Iterable[Mapping[str, Any]] = ()) -> FedsimDp:
+    """Wrap ``strategy`` in the configured mechanism; ``history`` (a resumed run's rows) restores its state."""
+    settings = config.strategy.dp
+    assert settings is not None, "strategy.dp is not set"
+    mechanism = DP_MECHANISMS.get(settings.kind)
+    num_sampled = settings.sampled_clients(config.federation)
+    wrapped = mechanism.wrapper(
+        strategy,
+        mechanism=settings.kind,
+        seed=config.seed,
+        population=config.federation.num_clients,
+        settings=settings,
+        **mechanism.arguments(settings, num_sampled),
+    )
+    wrapped.restore(history)
+    return wrapped
+
+
+def client_mods(config: ExperimentConfig) -> list[Mod]:
+    """Mods the ClientApp's train handler needs: Flower's clipping mod under client-side clipping, else none."""
+    settings = config.strategy.dp
+    if settings is None:
+        return []
+    mod = DP_MECHANISMS.get(settings.kind).client_mod
+    return [mod] if mod is not None else []

@@ -1,0 +1,361 @@
+"""`strategy.dp`: Flower's central-DP wrappers around FedAvg, the client clipping mod, taps and epsilon."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
+from flwr.clientapp.mod import fixedclipping_mod
+from flwr.supercore.task_identity import TaskIdentity
+
+from fedsim.config import ConfigError, parse_config
+from strategies import build_strategy
+from strategies.dp import DP_MECHANISMS, client_mods, effective_noise_multiplier
+from strategies.taps import AGGREGATE, StrategyTap
+
+NUM_CLIENTS = 4
+GLOBAL = {"w": torch.linspace(-1.0, 1.0, 6).reshape(2, 3), "b": torch.tensor([0.5, -0.5])}
+
+
+@pytest.fixture(autouse=True)
+def task_identity(monkeypatch):
+    """Messages are stamped with the run and node of the process; outside a Flower run there is none."""
+    monkeypatch.setattr(TaskIdentity, "_run_id", 1)
+    monkeypatch.setattr(TaskIdentity, "_node_id", 1)
+    monkeypatch.setattr(TaskIdentity, "_task_id", 1)
+
+
+def dp_config(num_clients: int = NUM_CLIENTS, fraction_fit: float = 1.0, **dp):
+    return parse_config({"seed": 5, "federation": {"num_clients": num_clients, "fraction_fit": fraction_fit}, "strategy": {"dp": dp}})
+
+
+def bound(config, tap=None):
+    strategy = build_strategy(config)
+    if tap is not None:
+        strategy = StrategyTap(strategy, tap)
+    strategy.bind({partition: 100 + partition for partition in range(config.federation.num_clients)})
+    return strategy
+
+
+def reply(message: Message, state: dict[str, torch.Tensor], partition: int, num_examples: int = 10) -> Message:
+    metrics = MetricRecord({"num-examples": num_examples, "partition-id": partition})
+    return Message(RecordDict({"arrays": ArrayRecord(state), "metrics": metrics}), reply_to=message)
+
+
+def shifted(shift: dict[str, torch.Tensor], scale: float) -> dict[str, torch.Tensor]:
+    return {name: GLOBAL[name] + scale * shift[name] for name in GLOBAL}
+
+
+def small_step() -> dict[str, torch.Tensor]:
+    """A client's update well inside every clipping ball used here (norm 0.008); never zero, see noise_of."""
+    return shifted({name: torch.ones_like(value) for name, value in GLOBAL.items()}, 0.001)
+
+
+def flat_norm(update: dict[str, torch.Tensor]) -> float:
+    return float(torch.sqrt(sum((value.double() ** 2).sum() for value in update.values())))
+
+
+def run_round(strategy, server_round: int, states: list[dict[str, torch.Tensor]], weights=None, start=GLOBAL):
+    messages = list(strategy.configure_train(server_round, ArrayRecord(start), ConfigRecord(), None))
+    assert len(messages) == len(states)
+    weights = weights or [10] * len(states)
+    replies = [reply(m, s, p, w) for p, (m, s, w) in enumerate(zip(messages, states, weights))]
+    aggregated, _ = strategy.aggregate_train(server_round, replies)
+    return messages, aggregated.to_torch_state_dict() if aggregated is not None else None
+
+
+# ------------------------------------------------------------------------------------------ config
+
+
+@pytest.mark.parametrize(
+    ("dp", "starts"),
+    [
+        ({"noise_multiplier": -0.5}, "strategy.dp.noise_multiplier = -0.5: "),
+        ({"noise_multiplier": "lots"}, "strategy.dp.noise_multiplier = 'lots': "),
+        ({"clipping_norm": 0}, "strategy.dp.clipping_norm = 0: "),
+        ({"clipping_norm": -1.0}, "strategy.dp.clipping_norm = -1.0: "),
+        ({"kind": "client-fixd"}, "strategy.dp.kind = 'client-fixd': unknown dp mechanism 'client-fixd' (did you mean 'client-fixed'?)"),
+        ({"num_sampled_clients": 9}, "strategy.dp.num_sampled_clients = 9: must be <= federation.num_clients (4)"),
+        ({"delta": 1.0}, "strategy.dp.delta = 1.0: "),
+        ({"kind": "server-fixed", "clip_norm_lr": 0.1}, "strategy.dp.clip_norm_lr = 0.1: only adaptive kinds"),
+        ({"kind": "client-adaptive", "noise_multiplier": 1.0}, "strategy.dp.noise_multiplier = 1.0: adaptive clipping needs it < 2 * clipped_count_stddev"),
+    ],
+)
+def test_bad_dp_settings_fail_in_one_line_naming_the_key(dp, starts):
+    with pytest.raises(ConfigError) as error:
+        dp_config(**dp)
+    message = str(error.value)
+    assert message.startswith(starts) and "\n" not in message
+
+
+def test_allowed_ranges_are_named():
+    with pytest.raises(ConfigError, match=r"noise_multiplier = -1: .*greater than or equal to 0"):
+        dp_config(noise_multiplier=-1)
+    with pytest.raises(ConfigError, match=r"allowed: client-adaptive, client-fixed, server-adaptive, server-fixed"):
+        dp_config(kind="gaussian")
+
+
+def test_dp_is_off_unless_configured_and_the_sample_size_is_derived():
+    assert parse_config({}).strategy.dp is None
+    assert build_strategy(parse_config({})).round_metrics(1) == {}
+    config = dp_config(num_clients=10, fraction_fit=0.3)
+    assert config.strategy.dp.sampled_clients(config.federation) == 3
+    assert bound(config).num_sampled_clients == 3
+    config = parse_config({"federation": {"num_clients": 10, "fraction_fit": 0.1, "min_fit_clients": 4}, "strategy": {"dp": {}}})
+    assert bound(config).num_sampled_clients == 4
+
+
+def test_every_kind_is_registered_with_the_client_mod_it_needs():
+    assert DP_MECHANISMS.names() == ["client-adaptive", "client-fixed", "server-adaptive", "server-fixed"]
+    assert client_mods(parse_config({})) == []
+    assert client_mods(dp_config(kind="server-fixed")) == []
+    assert client_mods(dp_config(kind="client-fixed")) == [fixedclipping_mod]
+
+
+def test_fedsim_list_shows_the_mechanisms(capsys):
+    from fedsim.cli import main
+
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert "strategy.dp.kind" in out and "client-fixed" in out and "server-adaptive" in out
+
+
+# -------------------------------------------------------------------------------- server clipping
+
+
+def test_the_wrapper_keeps_fedavgs_own_methods():
+    strategy = bound(dp_config(num_clients=10, fraction_fit=0.3))
+    assert strategy.node_of_partition[3] == 103  # bind reached the wrapped FedAvg
+    assert strategy.sample_partitions(2, 0.3, 1, "sample-train") == strategy.strategy.sample_partitions(2, 0.3, 1, "sample-train")
+
+
+def test_server_side_clipping_without_noise_averages_the_clipped_updates():
+    strategy = bound(dp_config(kind="server-fixed", noise_multiplier=0.0, clipping_norm=1.0))
+    generator = torch.Generator().manual_seed(0)
+    directions = [{name: torch.randn(v.shape, generator=generator) for name, v in GLOBAL.items()} for _ in range(4)]
+    scales = [0.05, 0.5, 3.0, 20.0]  # the first updates are inside the ball, the last ones far outside
+    _, aggregate = run_round(strategy, 1, [shifted(d, s) for d, s in zip(directions, scales)])
+
+    expected = {name: torch.zeros_like(value) for name, value in GLOBAL.items()}
+    for direction, scale in zip(directions, scales):
+        update = {name: scale * direction[name] for name in GLOBAL}
+        factor = min(1.0, 1.0 / flat_norm(update))  # one norm over all arrays
+        for name in GLOBAL:
+            expected[name] += factor * update[name] / 4
+    for name in GLOBAL:
+        assert torch.allclose(aggregate[name], GLOBAL[name] + expected[name], atol=1e-6)
+    row = strategy.round_metrics(1)
+    assert row["dp_noise_std"] == 0.0 and row["dp_epsilon"] == math.inf
+
+
+LARGE = {"w": torch.zeros(200, 200)}
+
+
+def noise_of(strategy, server_round: int) -> np.ndarray:
+    """The noise on an aggregate of equal small updates (norm 0.02, inside the clipping ball).
+
+    Not zero updates: Flower's clipping divides by the update's norm (ZeroDivisionError in flwr 1.41).
+    """
+    states = [{"w": LARGE["w"] + 1e-4} for _ in range(NUM_CLIENTS)]
+    _, aggregate = run_round(strategy, server_round, states, start=LARGE)
+    return (aggregate["w"] - LARGE["w"] - 1e-4).numpy().ravel()
+
+
+def test_the_noise_std_is_sigma_times_clip_over_the_sampled_clients():
+    strategy = bound(dp_config(kind="server-fixed", noise_multiplier=2.0, clipping_norm=0.5))
+    noise = noise_of(strategy, 1)
+    expected = 2.0 * 0.5 / NUM_CLIENTS  # 0.25; sigma*clip would be 1.0, sigma*clip/m^2 0.0625
+    assert abs(noise.std() - expected) < 0.03 * expected  # 40,000 draws: the std's own error is ~0.4%
+    assert abs(noise.mean()) < 0.01
+    assert strategy.round_metrics(1)["dp_noise_std"] == pytest.approx(expected)
+    again = bound(dp_config(kind="server-fixed", noise_multiplier=2.0, clipping_norm=0.5))
+    assert np.array_equal(noise_of(again, 1), noise)  # seeded by (seed, round): a resumed run repeats it
+    assert not np.array_equal(noise_of(again, 2), noise)
+
+
+# -------------------------------------------------------------------------------- client clipping
+
+
+def test_the_client_mod_clips_what_a_client_sends(tmp_path):
+    from clients.client_app import ClientSpec, build_client_app
+    from fedsim.federation import prepare_federation
+    from fedsim.models import build_model
+
+    def client_reply(dp):
+        raw = {
+            "seed": 2, "device": "cpu",
+            "data": {"dataset": "digits", "max_train_samples": 200},
+            "model": {"name": "lenet", "activation": "relu"},
+            "federation": {"num_clients": 2},
+            "client": {"lr": 0.1, "batch_size": 8, "local_steps": 2},
+            "output": {"ground_truth": False},
+        }
+        if dp:
+            raw["strategy"] = {"dp": dp}
+        config = parse_config(raw)
+        federation = prepare_federation(config)
+        dataset = federation.dataset
+        spec = ClientSpec(
+            config=config, run_dir=tmp_path / str(bool(dp)), partitions=federation.partitions,
+            stats=federation.client_stats, num_classes=dataset.num_classes, channels=dataset.channels,
+            image_size=dataset.image_size,
+        )
+        spec.run_dir.mkdir()
+        model = build_model(config.model, dataset.channels, dataset.num_classes, dataset.image_size, seed=0)
+        start = {name: value.detach().clone() for name, value in model.state_dict().items()}
+        strategy = build_strategy(config)
+        strategy.bind({0: 100, 1: 101})
+        message = list(strategy.configure_train(1, ArrayRecord(start), ConfigRecord(), None))[0]
+        context = Context(run_id=1, node_id=100, node_config={"partition-id": 0}, state=RecordDict(), run_config={})
+        sent = build_client_app(spec)(message, context)
+        assert not sent.has_error(), sent.error if sent.has_error() else None
+        state = sent.content["arrays"].to_torch_state_dict()
+        return {name: state[name] - start[name] for name in start}
+
+    free = client_reply(None)
+    clipped = client_reply({"kind": "client-fixed", "clipping_norm": 1e-3})
+    assert flat_norm(free) > 1e-2
+    assert flat_norm(clipped) == pytest.approx(1e-3, rel=1e-3)
+    for name in free:  # the same update, scaled down onto the ball
+        assert torch.allclose(clipped[name], free[name] * (1e-3 / flat_norm(free)), atol=1e-7)
+
+
+# ------------------------------------------------------------------------------------------- taps
+
+
+def clipping_client(update: dict[str, torch.Tensor], partition: int):
+    """A client behind Flower's fixedclipping_mod that always sends ``global + update``."""
+
+    def train(message: Message, context: Context) -> Message:
+        received = message.content["arrays"].to_torch_state_dict()
+        return reply(message, {name: received[name] + update[name] for name in received}, partition)
+
+    context = Context(run_id=1, node_id=100 + partition, node_config={}, state=RecordDict(), run_config={})
+    return lambda message: fixedclipping_mod(message, context, train)
+
+
+def test_the_server_tap_sees_clipped_replies_then_the_noised_aggregate():
+    seen = []
+    strategy = bound(dp_config(kind="client-fixed", noise_multiplier=1.0, clipping_norm=0.5), tap=seen.append)
+    generator = torch.Generator().manual_seed(1)
+    updates = [{name: 3.0 * torch.randn(v.shape, generator=generator) for name, v in GLOBAL.items()} for _ in range(4)]
+    messages = list(strategy.configure_train(1, ArrayRecord(GLOBAL), ConfigRecord(), None))
+    replies = [clipping_client(updates[p], p)(message) for p, message in enumerate(messages)]
+    sent = [r.content["arrays"].to_torch_state_dict() for r in replies]
+    aggregated, _ = strategy.aggregate_train(1, replies)
+
+    assert [u.source for u in seen] == ["client:0", "client:1", "client:2", "client:3", AGGREGATE]
+    assert all(u.tap == "server" and u.round == 1 for u in seen)
+    for update, state in zip(seen[:4], sent):  # as received: clipped by the clients, no noise
+        assert all(torch.equal(update.observed_state[name], state[name]) for name in GLOBAL)
+        assert flat_norm({n: update.observed_state[n] - GLOBAL[n] for n in GLOBAL}) == pytest.approx(0.5, rel=1e-5)
+    released = aggregated.to_torch_state_dict()
+    mean = {name: sum(state[name] for state in sent) / 4 for name in GLOBAL}
+    assert all(torch.equal(seen[-1].observed_state[name], released[name]) for name in GLOBAL)  # after the noise
+    assert not torch.allclose(released["w"], mean["w"], atol=1e-3)  # std 1.0 * 0.5 / 4
+
+
+def test_under_server_side_clipping_the_server_tap_sees_the_raw_replies():
+    seen = []
+    strategy = bound(dp_config(kind="server-fixed", noise_multiplier=0.0, clipping_norm=0.5), tap=seen.append)
+    states = [shifted({n: torch.ones_like(v) for n, v in GLOBAL.items()}, 10.0) for _ in range(4)]
+    run_round(strategy, 1, states)
+    assert torch.equal(seen[0].observed_state["w"], states[0]["w"])  # unclipped: what the server received
+    assert flat_norm({n: seen[-1].observed_state[n] - GLOBAL[n] for n in GLOBAL}) == pytest.approx(0.5, rel=1e-5)
+
+
+def test_round_metrics_pass_through_the_tap():
+    strategy = bound(dp_config(kind="server-fixed", noise_multiplier=1.0), tap=lambda update: None)
+    run_round(strategy, 1, [small_step() for _ in range(4)])
+    assert strategy.round_metrics(1)["dp_mechanism"] == "server-fixed"
+
+
+# ---------------------------------------------------------------------------------------- epsilon
+
+
+def test_effective_noise_multiplier_accounts_for_weights_and_count_noise():
+    assert effective_noise_multiplier(0.25, 1.0, [1, 1, 1, 1]) == pytest.approx(1.0)
+    assert effective_noise_multiplier(0.25, 1.0, [1, 1, 1, 3]) == pytest.approx(0.25 / 0.5)  # one client holds half
+    assert effective_noise_multiplier(0.25, 1.0, [1, 1]) == pytest.approx(0.5)  # two of four replied
+    assert effective_noise_multiplier(0.25, 1.0, [1, 1, 1, 1], count_noise_std=1.0) == pytest.approx(2**-0.5)
+    assert effective_noise_multiplier(0.0, 1.0, [1, 1]) == 0.0
+
+
+def test_epsilon_grows_per_release_and_matches_opacus():
+    from opacus.accountants import RDPAccountant
+
+    config = dp_config(num_clients=8, fraction_fit=0.5, kind="server-fixed", noise_multiplier=1.2, delta=1e-3)
+    strategy = bound(config)
+    epsilons = []
+    for server_round in (1, 2, 3):
+        run_round(strategy, server_round, [small_step() for _ in range(4)])
+        row = strategy.round_metrics(server_round)
+        assert row["dp_noise_multiplier"] == pytest.approx(1.2) and row["dp_sample_rate"] == 0.5
+        assert row["dp_delta"] == 1e-3 and row["dp_accountant"] == "opacus-rdp"
+        epsilons.append(row["dp_epsilon"])
+    reference = RDPAccountant()
+    for _ in range(3):
+        reference.step(noise_multiplier=1.2, sample_rate=0.5)
+    assert 0 < epsilons[0] < epsilons[1] < epsilons[2] == pytest.approx(reference.get_epsilon(1e-3))
+    without = bound(dp_config(num_clients=8, fraction_fit=0.5, noise_multiplier=1.2, delta=1e-3, amplification=False))
+    run_round(without, 1, [small_step() for _ in range(4)])
+    assert without.round_metrics(1)["dp_epsilon"] > epsilons[0]
+    assert bound(dp_config()).ledger.delta == 1 / NUM_CLIENTS
+
+
+def test_unequal_weights_lower_the_accounted_noise():
+    strategy = bound(dp_config(kind="server-fixed", noise_multiplier=1.0))
+    run_round(strategy, 1, [small_step() for _ in range(4)], weights=[10, 10, 10, 30])
+    assert strategy.round_metrics(1)["dp_noise_multiplier"] == pytest.approx(1.0 / (4 * 0.5))
+
+
+def test_a_resumed_run_continues_the_epsilon_and_the_adaptive_norm():
+    def config():
+        return dp_config(num_clients=20, fraction_fit=1.0, kind="server-adaptive", noise_multiplier=0.5, clipping_norm=0.2)
+
+    states = [shifted({n: torch.ones_like(v) for n, v in GLOBAL.items()}, 0.1 * (p + 1)) for p in range(20)]
+    whole = bound(config())
+    rows = []
+    for server_round in (1, 2, 3):
+        _, aggregate = run_round(whole, server_round, states)
+        rows.append({"event": "eval", "round": server_round, **whole.round_metrics(server_round)})
+    resumed = build_strategy(config(), history=rows[:2])
+    resumed.bind({partition: 100 + partition for partition in range(20)})
+    _, again = run_round(resumed, 3, states)
+    continued = resumed.round_metrics(3)
+    for key in ("dp_clipping_norm", "dp_next_clipping_norm", "dp_noise_std", "dp_noise_multiplier", "dp_epsilon"):
+        assert continued[key] == pytest.approx(rows[2][key], rel=1e-9), key
+    assert rows[0]["dp_next_clipping_norm"] != 0.2  # the bound moved, and the resumed run took it over
+    assert torch.equal(again["w"], aggregate["w"])
+
+
+# ------------------------------------------------------------------------------------- simulation
+
+
+@pytest.mark.simulation
+def test_a_federation_under_client_side_dp_records_noise_and_epsilon(tmp_path):
+    from fedsim.results import RunStore
+    from fedsim.runner import run_experiment
+
+    raw = {
+        "name": "dp", "seed": 3, "device": "cpu",
+        "data": {"dataset": "digits", "partition": {"name": "dirichlet", "alpha": 1.0}},
+        "model": {"name": "lenet", "activation": "relu"},
+        "federation": {"num_clients": 3, "rounds": 2},
+        "client": {"lr": 0.05, "momentum": 0.9, "batch_size": 16, "local_steps": 5},
+        "strategy": {"dp": {"kind": "client-fixed", "noise_multiplier": 0.5, "clipping_norm": 2.0, "delta": 1e-3}},
+        "output": {"dir": str(tmp_path), "run_name": "dp"},
+    }
+    rows = RunStore(run_experiment(parse_config(raw), quiet=True)).rows()
+    fits = [row for row in rows if row["event"] == "fit"]
+    assert len(fits) == 6 and all(row["status"] == "ok" for row in fits)  # the clipping mod let every reply through
+    evals = [row for row in rows if row["event"] == "eval"]
+    assert [row["round"] for row in evals] == [0, 1, 2] and "dp_epsilon" not in evals[0]
+    for row in evals[1:]:
+        assert row["model_updated"] and row["dp_mechanism"] == "client-fixed" and row["dp_accountant"] == "opacus-rdp"
+        assert row["dp_clipping_norm"] == 2.0 and row["dp_noise_std"] == pytest.approx(0.5 * 2.0 / 3)
+        assert row["dp_delta"] == 1e-3 and row["dp_sample_rate"] == 1.0
+        assert 0 < row["dp_noise_multiplier"] <= 0.5  # Dirichlet partitions: unequal weights, less than sigma
+        assert np.isfinite(row["accuracy"])
+    assert 0 < evals[1]["dp_epsilon"] < evals[2]["dp_epsilon"] < math.inf
