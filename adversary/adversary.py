@@ -4,6 +4,9 @@ Taps hand over ``TappedUpdate`` records as messages flow; when the server closes
 round's views are built and submitted as attack jobs to a worker pool, so training never waits
 for an attack. Finished reconstructions go to ``on_result`` (the scoring side, outside the
 adversary) as they complete; ``finish`` waits for the stragglers at the end of the run.
+
+With a backlog, a round's tapped updates stay on disk until all its jobs have reported, and ``resume``
+re-attacks what a killed run left unfinished.
 """
 
 from __future__ import annotations
@@ -11,7 +14,9 @@ from __future__ import annotations
 import logging
 import threading
 from collections import defaultdict
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import torch
@@ -29,6 +34,32 @@ ResultSink = Callable[[AttackerView, AttackOptions, Reconstruction], None]
 FailureSink = Callable[[AttackerView, AttackOptions, BaseException], None]
 
 
+class Backlog(Protocol):
+    """Where a round's tapped updates wait until its attacks are done (fedsim.attack_backlog)."""
+
+    def save(self, server_round: int, updates: list[TappedUpdate]) -> None: ...
+    def load(self, server_round: int) -> list[TappedUpdate]: ...
+    def rounds(self) -> list[int]: ...
+    def discard(self, server_round: int) -> None: ...
+
+
+def recorded_attacks(rows: Sequence[dict[str, Any]], server_round: int, attacks: Sequence[AttackOptions]) -> set[tuple[int, str]]:
+    """(attack index, target) pairs of ``attacks`` that already have a row for ``server_round``.
+
+    Rows name the attack, not its position in the config: the j-th attack of a name counts as done for a
+    target once j rows of that name and target exist.
+    """
+    counts = Counter(
+        (row["attack"], row["target"]) for row in rows if row.get("event") == "attack" and row.get("round") == server_round
+    )
+    seen: Counter[str] = Counter()
+    done = set()
+    for index, options in enumerate(attacks):
+        seen[options.name] += 1
+        done |= {(index, target) for (name, target), count in counts.items() if name == options.name and count >= seen[options.name]}
+    return done
+
+
 class Adversary:
     def __init__(
         self,
@@ -40,6 +71,7 @@ class Adversary:
         on_result: ResultSink,
         on_failure: FailureSink,
         grant_labels: LabelGrant | None = None,
+        backlog: Backlog | None = None,
     ) -> None:
         self.config = config
         self.architecture = architecture
@@ -49,6 +81,8 @@ class Adversary:
         self.on_result = on_result
         self.on_failure = on_failure
         self.grant_labels = grant_labels
+        self.backlog = backlog
+        self._open_jobs: dict[int, int] = {}  # round -> attack jobs not yet reported
         self._updates: dict[int, list[TappedUpdate]] = defaultdict(list)
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="fedsim-attack")
@@ -61,30 +95,67 @@ class Adversary:
                 self._updates[update.round].append(update)
 
     def round_finished(self, server_round: int) -> int:
-        """Submit the round's attacks; returns how many attack jobs were queued."""
+        """Submit the round's attacks (before the round is committed); returns how many jobs were queued."""
         with self._lock:
             updates = self._updates.pop(server_round, [])
         if not updates:
             return 0
-        views = build_views(updates, self.config, self.architecture, self.training, self.grant_labels)
-        if not views:
-            return 0
-        # One job per attack: run_attack batches the round's compatible views (and restarts) itself.
-        for index, options in enumerate(self.config.attacks):
-            seed = derive_seed(self.seed, "attack", server_round, index)
-            self._jobs.append(self._pool.submit(self._attack, resolve_options(options), views, seed))
-        return len(self.config.attacks)
+        if self.backlog is not None:
+            self.backlog.save(server_round, updates)
+        return self._submit(server_round, updates, done=set())
 
-    def _attack(self, options: AttackOptions, views: list[AttackerView], seed: int) -> None:
+    def resume(self, rows: Sequence[dict[str, Any]], last_round: int) -> int:
+        """Re-attack the committed rounds whose attacks a killed run left unfinished; returns jobs queued."""
+        if self.backlog is None:
+            return 0
+        queued = 0
+        for server_round in self.backlog.rounds():
+            if server_round > last_round:  # not committed: the round itself runs again
+                self.backlog.discard(server_round)
+                continue
+            done = recorded_attacks(rows, server_round, self.config.attacks)
+            queued += self._submit(server_round, self.backlog.load(server_round), done)
+        return queued
+
+    def _submit(self, server_round: int, updates: list[TappedUpdate], done: set[tuple[int, str]]) -> int:
+        views = build_views(updates, self.config, self.architecture, self.training, self.grant_labels)
+        # One job per attack: run_attack batches the round's compatible views (and restarts) itself.
+        jobs = []
+        for index, options in enumerate(self.config.attacks):
+            todo = [view for view in views if (index, view.target) not in done]
+            if todo:
+                jobs.append((index, options, todo))
+        if not jobs:
+            self._round_done(server_round)
+            return 0
+        with self._lock:
+            self._open_jobs[server_round] = len(jobs)
+        for index, options, todo in jobs:
+            seed = derive_seed(self.seed, "attack", server_round, index)
+            self._jobs.append(self._pool.submit(self._attack, server_round, resolve_options(options), todo, seed))
+        return len(jobs)
+
+    def _attack(self, server_round: int, options: AttackOptions, views: list[AttackerView], seed: int) -> None:
         try:
             reconstructions = run_attack(options, views, seed, self.device)
         except Exception as error:  # one failed attack must not end the run or the other attacks
-            logger.exception("attack %s on round %d failed", options.name, views[0].round)
+            logger.exception("attack %s on round %d failed", options.name, server_round)
             for view in views:
                 self.on_failure(view, options, error)
-            return
-        for view, reconstruction in zip(views, reconstructions):
-            self.on_result(view, options, reconstruction)
+        else:
+            for view, reconstruction in zip(views, reconstructions):
+                self.on_result(view, options, reconstruction)
+        with self._lock:
+            self._open_jobs[server_round] -= 1
+            finished = self._open_jobs[server_round] == 0
+        if finished:
+            self._round_done(server_round)
+
+    def _round_done(self, server_round: int) -> None:
+        with self._lock:
+            self._open_jobs.pop(server_round, None)
+        if self.backlog is not None:
+            self.backlog.discard(server_round)
 
     def pending(self) -> int:
         return sum(not job.done() for job in self._jobs)

@@ -24,6 +24,7 @@ from adversary.metrics import Lpips
 from adversary.scoring import image_space, score_reconstruction, score_trajectory
 from adversary.threat_models import Architecture, LabelGrant, TrainingHyperparameters
 from adversary.view import AttackerView, Reconstruction
+from fedsim.attack_backlog import AttackBacklog
 from fedsim.config import AttackOptions, ExperimentConfig
 from fedsim.devices import resolve_device
 from fedsim.federation import Federation
@@ -164,6 +165,7 @@ def attach_adversary(config: ExperimentConfig, federation: Federation, store: Ru
         on_result=scorer.on_result,
         on_failure=scorer.on_failure,
         grant_labels=grant,
+        backlog=AttackBacklog(store.run_dir),
     )
     wants = config.adversary.attacks_round
     if config.adversary.tap == "mitm":

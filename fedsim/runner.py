@@ -149,6 +149,10 @@ def run_experiment(
     )
     strategy = build_strategy(config, history=store.rows() if resume is not None else ())
     wiring = attach_adversary(config, federation, store, model_seed) if config.adversary.attacks else None
+    if wiring and resume is not None:
+        queued = wiring.adversary.resume(store.rows(), last_round)
+        if queued:
+            logger.info("re-running %d attack job(s) that the killed run left unfinished", queued)
     progress = LogProgress() if quiet else RichProgress()
     server_spec = ServerSpec(
         config=config,

@@ -63,7 +63,7 @@ class ServerSpec:
     evaluate: Evaluator
     progress: LogProgress
     wrap_grid: Callable[[Grid], Grid] | None = None  # e.g. a man-in-the-middle tap on the wire
-    round_hooks: tuple[Callable[[int], object], ...] = ()  # called once a round is committed
+    round_hooks: tuple[Callable[[int], object], ...] = ()  # called as a round ends, just before it is committed
 
 
 class RoundRecorder:
@@ -149,12 +149,12 @@ def run_rounds(spec: ServerSpec, grid: Grid) -> None:
                 "seconds": round(time.perf_counter() - started, 4),
             }
         )
+        for hook in spec.round_hooks:  # before the commit: what they persist belongs to the round
+            hook(server_round)
         store.save_checkpoint(server_round, state)  # commits the round
         if not config.output.save_checkpoints:
             store.prune_checkpoints(keep=server_round)
         progress.round_finished(server_round, scores.get("accuracy"))
-        for hook in spec.round_hooks:
-            hook(server_round)
 
 
 def build_server_app(spec: ServerSpec) -> ServerApp:
