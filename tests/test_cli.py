@@ -82,6 +82,27 @@ def test_report_writes_a_plot_and_tables(capsys, tmp_path):
     assert (store.run_dir / "report" / "rounds.csv").read_text().count("\n") == 4
 
 
+def test_report_lists_the_defenses_and_the_epsilon_spent_per_round(capsys, tmp_path):
+    from fedsim.config import parse_config
+
+    config = parse_config({"client": {"local_steps": 3, "defenses": [
+        {"name": "dpsgd", "noise_multiplier": 1.0}, {"name": "prune", "ratio": 0.5}]}})  # fmt: skip
+    store = RunStore.create(config, "cpu", tmp_path / "run")
+    for server_round in (0, 1, 2):
+        store.append({"round": server_round, "event": "eval", "loss": 1.0, "accuracy": 0.5})
+        for client, epsilon in enumerate([0.4, 0.9]):
+            if server_round:
+                store.append({"round": server_round, "event": "fit", "client": client,
+                              "defense.dpsgd.epsilon": epsilon * server_round})  # fmt: skip
+    run_cli(capsys, "report", str(store.run_dir))
+    summary = (store.run_dir / "report" / "summary.md").read_text()
+    assert "- `dpsgd`: max_grad_norm=1.0, noise_multiplier=1.0" in summary
+    assert "- `prune`: ratio=0.5, scope=global" in summary
+    assert "- local training: 3 step(s) per round" in summary and "- model dropout: 0.0" in summary
+    rounds = (store.run_dir / "report" / "rounds.csv").read_text().splitlines()
+    assert [line.rsplit(",", 1)[1] for line in rounds] == ["epsilon", "", "0.9", "1.8"]  # the largest client's
+
+
 def test_report_of_a_folder_without_metrics_is_one_line(capsys, tmp_path):
     code, _, err = run_cli(capsys, "report", str(tmp_path))
     assert code == 2 and "no metrics.jsonl" in err
