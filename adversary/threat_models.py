@@ -143,9 +143,14 @@ def _aggregate_view(updates, clients, config, training, grant_labels, view) -> l
         return []
     contributors = aggregate.contributors
     by_client = {_client_id(u): u for u in clients}
-    # Behind a secure aggregate the clients' own counts are hidden: assume an even split of the total.
-    even_share = replace(aggregate, source="client:-1", num_examples=max(1, aggregate.num_examples // len(contributors)))
-    per_client = [by_client.get(c, even_share) for c in contributors]
+    # Behind a secure aggregate the clients' updates are hidden; their sample counts are known when the
+    # protocol sends them in clear (SecAgg+ does), else assume an even split of the total.
+    counts_in_clear = dict(zip(contributors, aggregate.contributor_examples))
+    even = max(1, aggregate.num_examples // len(contributors))
+    per_client = [
+        by_client.get(c) or replace(aggregate, source="client:-1", num_examples=counts_in_clear.get(c, even))
+        for c in contributors
+    ]
     counts = [samples_behind(u, config, training) for u in per_client]
     total = sum(counts)
     # One local step everywhere: the aggregate delta / lr is the gradient of the mean loss over all

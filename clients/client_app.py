@@ -22,6 +22,7 @@ from torch import nn
 from clients.defenses import DefenseContext
 from clients.defenses.pipeline import apply_update_defenses, pseudo_gradient, update_level, weights_to_send
 from clients.defenses.base import TrainingContext
+from clients.failures import fail, injected_kind
 from clients.training import NonFiniteLossError, train_locally
 from fedsim.config import ExperimentConfig
 from fedsim.data import ChannelStats, load_dataset
@@ -137,24 +138,65 @@ def _defend_update(
     return weights | weights_to_send(global_params, defended, lr), records
 
 
-def _failure(spec: ClientSpec, message: Message, error: BaseException, where: str) -> Message:
-    """An error reply with a one-line reason; the full traceback goes to the run's client log."""
+def failure_reply(spec: ClientSpec, message: Message, error: BaseException, where: str) -> Message:
+    """An error reply with a one-line reason; the full traceback goes to the run's client log (any protocol)."""
     with open(spec.run_dir / CLIENT_ERROR_LOG, "a") as log:
         log.write(f"--- {where}\n")
         log.write(traceback.format_exc())
     code = CLIENT_NON_FINITE_LOSS if isinstance(error, NonFiniteLossError) else CLIENT_EXCEPTION
     return Message(Error(code=code, reason=f"{type(error).__name__}: {error}"), reply_to=message)
 
+@dataclass(frozen=True)
+class LocalFit:
+    """One client's round: the weights it sends (defenses applied) and the metrics it reports with them."""
 
-class InjectedFailure(RuntimeError):
-    """A failure the config asked for (federation.failures)."""
+    weights: dict[str, torch.Tensor]
+    metrics: dict[str, int | float]  # num-examples, train-loss, local-steps, partition-id, defense.<name>.<key>
 
 
-def _injected_kind(spec: ClientSpec, server_round: int, partition: int) -> str | None:
-    for failure in spec.config.federation.failures:
-        if failure.round == server_round and failure.client == partition:
-            return failure.kind
-    return None
+def fit_locally(
+    spec: ClientSpec, partition: int, server_round: int, global_state: dict[str, torch.Tensor], stage: str | None = None
+) -> LocalFit:
+    """Train on the client's partition from the global state and shape the update with its defenses.
+
+    The one training path of every protocol: the Message-API handler below and the legacy SecAgg+
+    client (``clients.legacy_client``, which masks what this returns) both call it. ``stage`` is the
+    protocol stage it runs in, for injected failures. Raises on failure; the caller turns that into
+    its protocol's error reply.
+    """
+    state = _local_state(spec)
+    state.model.load_state_dict(global_state)
+    x, y = _client_data(spec, state, partition)
+    global_params = {name: value.detach().clone() for name, value in state.model.named_parameters()}
+    injected = injected_kind(spec.config, server_round, partition, stage)
+    if injected == "nan":
+        x = torch.full_like(x, float("nan"))  # goes through the real non-finite-loss check
+    elif injected is not None:
+        fail(injected, spec.config, server_round, partition, stage)
+    result = train_locally(
+        state.model,
+        x,
+        y,
+        spec.partitions[partition],
+        spec.config.client,
+        seed=derive_seed(spec.config.seed, "train", server_round, partition),
+        context=TrainingContext(
+            server_round, spec.config.federation.rounds, spec.run_dir / CLIENT_STATE_DIR / str(partition)
+        ),
+    )
+    used = _positions(spec.partitions[partition], result.batches)
+    weights, defense_records = _defend_update(spec, state, global_params, (x[used], y[used]), server_round, partition)
+    if spec.config.output.ground_truth:
+        GroundTruthStore(spec.run_dir).write(server_round, partition, result.batches, result.labels)
+    metrics = {
+        "num-examples": len(x),
+        "train-loss": result.train_loss,
+        "local-steps": result.steps,
+        "partition-id": partition,
+        **result.defense_records,
+        **defense_records,
+    }
+    return LocalFit(weights, metrics)
 
 
 def train_step(spec: ClientSpec, message: Message, context: Context) -> Message:
@@ -162,43 +204,10 @@ def train_step(spec: ClientSpec, message: Message, context: Context) -> Message:
     partition = int(context.node_config["partition-id"])
     server_round = int(message.content["config"]["server-round"])
     try:
-        state = _local_state(spec)
-        _load_global(state, message)
-        x, y = _client_data(spec, state, partition)
-        global_params = {name: value.detach().clone() for name, value in state.model.named_parameters()}
-        injected = _injected_kind(spec, server_round, partition)
-        if injected == "exception":
-            raise InjectedFailure(f"client {partition} was told to fail in round {server_round}")
-        if injected == "nan":
-            x = torch.full_like(x, float("nan"))  # goes through the real non-finite-loss check
-        result = train_locally(
-            state.model,
-            x,
-            y,
-            spec.partitions[partition],
-            spec.config.client,
-            seed=derive_seed(spec.config.seed, "train", server_round, partition),
-            context=TrainingContext(
-                server_round, spec.config.federation.rounds, spec.run_dir / CLIENT_STATE_DIR / str(partition)
-            ),
-        )
-        used = _positions(spec.partitions[partition], result.batches)
-        weights, defense_records = _defend_update(spec, state, global_params, (x[used], y[used]), server_round, partition)
+        fit = fit_locally(spec, partition, server_round, message.content["arrays"].to_torch_state_dict())
     except Exception as error:  # a failing client must not take the federation down
-        return _failure(spec, message, error, f"round {server_round}, client {partition}, train")
-    if spec.config.output.ground_truth:
-        GroundTruthStore(spec.run_dir).write(server_round, partition, result.batches, result.labels)
-    metrics = MetricRecord(
-        {
-            "num-examples": len(x),
-            "train-loss": result.train_loss,
-            "local-steps": result.steps,
-            "partition-id": partition,
-            **result.defense_records,
-            **defense_records,
-        }
-    )
-    content = RecordDict({"arrays": ArrayRecord(weights), "metrics": metrics})
+        return failure_reply(spec, message, error, f"round {server_round}, client {partition}, train")
+    content = RecordDict({"arrays": ArrayRecord(fit.weights), "metrics": MetricRecord(fit.metrics)})
     return Message(content, reply_to=message)
 
 
@@ -218,7 +227,7 @@ def evaluate_step(spec: ClientSpec, message: Message, context: Context) -> Messa
         x, y = _client_data(spec, state, partition)
         scores = evaluate(state.model, x, y, spec.num_classes)
     except Exception as error:
-        return _failure(spec, message, error, f"client {partition}, evaluate")
+        return failure_reply(spec, message, error, f"client {partition}, evaluate")
     metrics = MetricRecord(
         {"num-examples": len(x), "loss": scores["loss"], "accuracy": scores["accuracy"], "partition-id": partition}
     )

@@ -1,4 +1,4 @@
-"""The `fedsim` command line: run, validate, config-schema, list, report."""
+"""The `fedsim` command line: run, sweep, validate, config-schema, list, report."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.logging import RichHandler
 from rich.table import Table
 
-from fedsim.config import ConfigError, load_config, schema_rows
+from fedsim.config import SWEEP_SECTION, ConfigError, load_config, read_yaml, schema_rows
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
@@ -53,10 +53,37 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
+    if SWEEP_SECTION in read_yaml(args.config):
+        from fedsim.sweep import plan_sweep
+
+        plan = plan_sweep(args.config, overrides=args.set)
+        print(f"{args.config}: valid sweep of {len(plan.points)} point(s) over "
+              f"{', '.join(axis.key for axis in plan.axes)}")  # fmt: skip
+        return 0
     config = load_config(args.config, args.set)
     print(f"{args.config}: valid ({config.federation.num_clients} clients, {config.federation.rounds} rounds, "
           f"{config.data.dataset}, {config.model.name})")
     return 0
+
+
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from fedsim.sweep import plan_sweep, run_sweep
+
+    plan = plan_sweep(args.config, overrides=args.set, grid=args.grid, out=args.out, resume=args.resume)
+    if args.dry_run:
+        for point in plan.points:
+            print(plan.sweep_dir / point.name, " ".join(f"{k}={v}" for k, v in point.labels.items()))
+        return 0
+    try:
+        outcomes = run_sweep(plan, parallel=args.parallel, cpus=args.cpus, quiet=args.quiet)
+    except KeyboardInterrupt:
+        print(f"fedsim: interrupted; resume with `fedsim sweep --resume {plan.sweep_dir}`", file=sys.stderr)
+        return 130
+    print(plan.sweep_dir)
+    failed = [outcome for outcome in outcomes if outcome.status == "failed"]
+    for outcome in failed:
+        print(f"fedsim: error: sweep point {outcome.name} failed: {outcome.error}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 def _cmd_config_schema(args: argparse.Namespace) -> int:
@@ -100,9 +127,16 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from fedsim.report import write_report
+    from fedsim.notebook import is_run_dir
+    from fedsim.reporting import write_full_report
 
-    for path in write_report(args.run_dir):
+    paths = []
+    if is_run_dir(args.run_dir):  # a single run keeps its summary.md, rounds.csv and utility.png
+        from fedsim.report import write_report
+
+        paths += write_report(args.run_dir)
+    paths += write_full_report(args.run_dir)
+    for path in paths:
         print(path)
     return 0
 
@@ -123,13 +157,32 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     validate.set_defaults(func=_cmd_validate)
 
+    sweep = sub.add_parser("sweep", help="run the cartesian product of config values, one run each, under one folder")
+    sweep.add_argument("config", nargs="?", type=Path, help="YAML config (its `sweep: {grid: ...}` section is the grid)")
+    sweep.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2",
+                       help="sweep a key over values (YAML each; commas inside [] or {} do not split)")
+    sweep.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a key of every point")
+    sweep.add_argument("--out", type=Path, metavar="SWEEP_DIR",
+                       help="sweep directory (default: output.dir/<name>-sweep-<timestamp>); finished runs in it are skipped")
+    sweep.add_argument("--resume", type=Path, metavar="SWEEP_DIR", help="continue a sweep with its saved grid")
+    sweep.add_argument("--parallel", type=int, default=1, metavar="N",
+                       help="runs at once, each in its own process with cpus/N CPUs for its Ray instance (default 1)")
+    sweep.add_argument("--cpus", type=int, default=None, metavar="C",
+                       help="CPUs the sweep may use in all (default: every CPU this process may run on)")
+    sweep.add_argument("--dry-run", action="store_true", help="validate and list the points without running them")
+    sweep.add_argument("--quiet", action="store_true", help="log lines only, no live display")
+    sweep.set_defaults(func=_cmd_sweep)
+
     sub.add_parser("config-schema", help="print every config key with type, default and description").set_defaults(
         func=_cmd_config_schema
     )
     sub.add_parser("list", help="registered data sets, models, strategies and attacks").set_defaults(func=_cmd_list)
 
-    report = sub.add_parser("report", help="plot utility over rounds and write a summary table")
-    report.add_argument("run_dir", type=Path)
+    report = sub.add_parser(
+        "report", help="HTML + Markdown + CSV report of a run, a sweep or a folder of runs: utility and leakage "
+        "over rounds, privacy-utility frontier, reconstructions, configs"
+    )
+    report.add_argument("run_dir", type=Path, metavar="RUN_DIR|SWEEP_DIR")
     report.set_defaults(func=_cmd_report)
     return parser
 

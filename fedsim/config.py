@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import logging
 import re
 from pathlib import Path, PurePath
 from types import UnionType
@@ -145,10 +146,31 @@ class ClientResources(Section):
     gpus: float = Field(0.0, ge=0, description="GPU share per simulated client (fractions allowed)")
 
 
+# The stages of Flower's SecAgg+ protocol, in order (flwr.common.secure_aggregation.secaggplus_constants.Stage).
+SECAGG_STAGES = ("setup", "share_keys", "collect_masked_vectors", "unmask")
+SECAGG_TRAINING_STAGE = "collect_masked_vectors"  # the stage in which SecAgg+ clients train and send masked vectors
+
+
 class InjectedFailure(Section):
     round: int = Field(..., ge=1, description="round in which the client fails")
     client: int = Field(..., ge=0, description="partition id of the failing client")
-    kind: Literal["exception", "nan"] = Field("exception", description="raise, or produce a NaN training loss")
+    kind: Literal["exception", "nan", "hang"] = Field(
+        "exception",
+        description="raise, produce a NaN training loss, or stop answering (the client sleeps past "
+        "federation.round_timeout, holding its Ray worker that long)",
+    )
+    stage: Literal["setup", "share_keys", "collect_masked_vectors", "unmask"] | None = Field(
+        None, description="secagg+ only: the protocol stage it fails in (null = collect_masked_vectors, where it trains)"
+    )
+
+    @model_validator(mode="after")
+    def _nan_needs_training(self) -> "InjectedFailure":
+        if self.kind == "nan" and self.stage not in (None, SECAGG_TRAINING_STAGE):
+            raise ValueError(
+                f"stage = '{self.stage}': a nan loss comes from training, which happens in stage "
+                f"'{SECAGG_TRAINING_STAGE}'; use kind exception or hang in other stages"
+            )
+        return self
 
 
 class FederationConfig(Section):
@@ -393,10 +415,75 @@ class DpConfig(Section):
                 )
 
 
+SECAGG_STRATEGY = "secagg+"
+SECAGG_MODULUS = 2**32  # Flower's modulus_range: the masked sum of every client's quantised update wraps at it
+
+
+class SecAggConfig(Section):
+    """Flower's SecAgg+ (SecAggPlusWorkflow / secaggplus_mod): masked, quantised updates; the server learns the sum."""
+
+    num_shares: int | None = Field(
+        None, ge=2, description="clients each client's secrets are shared with, itself included (null = every sampled client)"
+    )
+    reconstruction_threshold: int | None = Field(
+        None, ge=2, description="shares that rebuild a secret; num_shares - threshold drop-outs are survived "
+        "(null = a majority of num_shares)",
+    )
+    clipping_range: float = Field(
+        8.0, gt=0, description="each client's weighted parameters (num-examples / max_weight x w) are clipped to +-this"
+    )
+    quantization_range: int = Field(
+        2**22, ge=2, lt=2**31, description="integer levels the clipped range is quantised to (stochastic rounding)"
+    )
+    max_weight: float | None = Field(
+        None, gt=0, description="largest client weight (num-examples) expected; null = the largest partition"
+    )
+
+    def shares(self, sampled: int) -> int:
+        return self.num_shares if self.num_shares is not None else sampled
+
+    def threshold(self, sampled: int) -> int:
+        return self.reconstruction_threshold if self.reconstruction_threshold is not None else self.shares(sampled) // 2 + 1
+
+    def check_federation(self, federation: "FederationConfig") -> None:
+        """What only the number of sampled clients can tell (a one-line ValueError naming the key)."""
+        from strategies.fedavg import sample_size
+
+        sampled = sample_size(federation.num_clients, federation.fraction_fit, federation.min_fit_clients)
+        if sampled < 2:
+            raise ValueError(
+                f"federation.num_clients = {federation.num_clients}: secagg+ samples {sampled} client per round; "
+                "secure aggregation needs at least 2"
+            )
+        shares = self.shares(sampled)
+        if shares > sampled:
+            raise ValueError(
+                f"strategy.secagg.num_shares = {shares}: must be <= the clients sampled per round ({sampled})"
+            )
+        if shares < sampled and shares % 2 == 0:
+            raise ValueError(
+                f"strategy.secagg.num_shares = {shares}: must be odd (a client and as many neighbours on each side) "
+                f"or equal to the clients sampled per round ({sampled})"
+            )
+        threshold = self.threshold(sampled)
+        if threshold > shares:
+            raise ValueError(
+                f"strategy.secagg.reconstruction_threshold = {threshold}: must be <= num_shares ({shares})"
+            )
+        if self.quantization_range * sampled > SECAGG_MODULUS:
+            raise ValueError(
+                f"strategy.secagg.quantization_range = {self.quantization_range}: the sum of {sampled} sampled clients "
+                f"would overflow the 2^32 modulus; must be <= {SECAGG_MODULUS // sampled}"
+            )
+
+
 class StrategyConfig(Section):
     name: str = Field("fedavg", description="server strategy (see `fedsim list`)")
     dp: DpConfig | None = Field(
         None, description="central differential privacy (Flower's DP wrappers) around the strategy; null = off"
+    )
+    secagg: SecAggConfig | None = Field(
+        None, description=f"SecAgg+ parameters (strategy.name = {SECAGG_STRATEGY} only; null there = the defaults)"
     )
 
     @field_validator("name")
@@ -407,6 +494,23 @@ class StrategyConfig(Section):
         if value not in STRATEGIES:
             raise ValueError(STRATEGIES.unknown_message(value))
         return value
+
+    @model_validator(mode="after")
+    def _secagg_parameters(self) -> "StrategyConfig":
+        if self.name == SECAGG_STRATEGY:
+            if self.secagg is None:
+                self.__dict__["secagg"] = SecAggConfig()
+            if self.dp is not None:
+                raise ValueError(
+                    f"dp = {{kind: {self.dp.kind}, ...}}: Flower's central-DP wrappers wrap Message-API strategies; "
+                    f"{SECAGG_STRATEGY} runs on Flower's legacy path; set strategy.dp to null"
+                )
+        elif self.secagg is not None:
+            raise ValueError(
+                f"secagg = {self.secagg.model_dump(exclude_unset=True)}: SecAgg+ parameters need strategy.name = {SECAGG_STRATEGY} "
+                f"(name is '{self.name}')"
+            )
+        return self
 
 
 # ---------------------------------------------------------------------------------------- adversary
@@ -539,6 +643,25 @@ class ExperimentConfig(Section):
             self.strategy.dp.check_federation(self.federation)
         return self
 
+    @model_validator(mode="after")
+    def _secagg_fits_federation(self) -> "ExperimentConfig":
+        secagg = self.strategy.secagg
+        if secagg is None:
+            for index, failure in enumerate(self.federation.failures):
+                if failure.stage is not None:
+                    raise ValueError(
+                        f"federation.failures[{index}].stage = '{failure.stage}': protocol stages exist only under "
+                        f"strategy.name = {SECAGG_STRATEGY}; remove it (the client fails in training)"
+                    )
+            return self
+        secagg.check_federation(self.federation)
+        if self.federation.fraction_evaluate > 0:
+            raise ValueError(
+                f"federation.fraction_evaluate = {self.federation.fraction_evaluate}: client-side evaluation is not "
+                f"wired for {SECAGG_STRATEGY} (the global model is evaluated on the test set every round); set it to 0"
+            )
+        return self
+
 
 # ------------------------------------------------------------------------------------------ loading
 
@@ -627,19 +750,34 @@ def apply_override(raw: dict[str, Any], assignment: str) -> None:
     if "=" not in assignment:
         raise ConfigError(f"--set {assignment!r}: expected KEY.PATH=VALUE, e.g. client.lr=0.05")
     key, text = assignment.split("=", 1)
-    parts = [p for p in key.strip().split(".") if p]
-    if not parts:
+    if not [p for p in key.strip().split(".") if p]:
         raise ConfigError(f"--set {assignment!r}: empty key")
+    set_key(raw, key, parse_value(text))
+
+
+def parse_value(text: str) -> Any:
+    """A command-line value, read as YAML (``0.1``, ``[1, 2]``, ``{name: prune}``); unparsable text stays text."""
     try:
-        value = yaml.safe_load(text) if text.strip() else None
+        return yaml.safe_load(text) if text.strip() else None
     except yaml.YAMLError:
-        value = text
+        return text
+
+
+def set_key(raw: dict[str, Any], key: str, value: Any, flag: str = "--set") -> None:
+    """Set ``key.path`` (list indexes as numbers, e.g. ``client.defenses.0.sigma``) in a raw config, in place.
+
+    Missing sections are created, so that an unknown key reaches validation and gets its one-line error;
+    ``flag`` names the option the key came from in error messages.
+    """
+    parts = [p for p in key.strip().split(".") if p]
     node: Any = raw
     for i, part in enumerate(parts[:-1]):
         nxt = parts[i + 1]
         if isinstance(node, list):
-            node = _list_slot(node, part, key)
+            node = _list_slot(node, part, key, flag)
             continue
+        if not isinstance(node, dict):
+            raise ConfigError(f"{flag} {key}: '{parts[i - 1]}' is a value ({node!r}), not a section")
         if part not in node or node[part] is None or isinstance(node[part], str):
             # a string here is a shorthand (e.g. `partition: iid`) that the override expands
             node[part] = [] if nxt.isdigit() else ({"name": node[part]} if isinstance(node.get(part), str) else {})
@@ -648,21 +786,26 @@ def apply_override(raw: dict[str, Any], assignment: str) -> None:
     if isinstance(node, list):
         index = int(last) if last.isdigit() else None
         if index is None or index > len(node):
-            raise ConfigError(f"--set {key}: '{last}' is not a valid index into a list of {len(node)}")
+            raise ConfigError(f"{flag} {key}: '{last}' is not a valid index into a list of {len(node)}")
         if index == len(node):
             node.append(value)
         else:
             node[index] = value
-    else:
+    elif isinstance(node, dict):
         node[last] = value
+    else:
+        raise ConfigError(f"{flag} {key}: '{parts[-2]}' is a value ({node!r}), not a section")
 
 
-def _list_slot(node: list[Any], part: str, key: str) -> Any:
+def _list_slot(node: list[Any], part: str, key: str, flag: str = "--set") -> Any:
     if not part.isdigit() or int(part) > len(node):
-        raise ConfigError(f"--set {key}: '{part}' is not a valid index into a list of {len(node)}")
+        raise ConfigError(f"{flag} {key}: '{part}' is not a valid index into a list of {len(node)}")
     if int(part) == len(node):
         node.append({})
     return node[int(part)]
+
+
+SWEEP_SECTION = "sweep"  # top-level key of a sweep config's grid (fedsim.sweep); never part of a run's config
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
@@ -681,8 +824,17 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> ExperimentConfig:
-    """Read YAML (or start from defaults), apply ``--set`` overrides and validate."""
+    """Read YAML (or start from defaults), apply ``--set`` overrides and validate.
+
+    A ``sweep:`` section (the grid ``fedsim sweep`` runs) is not part of a run's config: it is dropped here,
+    with a warning, so that ``fedsim run`` on a sweep config runs its base point.
+    """
     raw = read_yaml(path) if path is not None else {}
+    if raw.pop(SWEEP_SECTION, None) is not None:
+        logging.getLogger("fedsim").warning(
+            "%s has a %s: section; this runs its base config only (`fedsim sweep %s` runs the grid)",
+            path, SWEEP_SECTION, path,
+        )
     for assignment in overrides or []:
         apply_override(raw, assignment)
     return parse_config(raw)

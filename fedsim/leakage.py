@@ -30,9 +30,10 @@ from fedsim.devices import resolve_device
 from fedsim.federation import Federation
 from fedsim.ground_truth import GroundTruthStore
 from fedsim.models import build_model
+from fedsim.protocols import protocol_of
 from fedsim.results import RunStore
 from fedsim.seeding import derive_seed
-from strategies.taps import AGGREGATE, StrategyTap, WireTap
+from strategies.taps import AGGREGATE
 
 logger = logging.getLogger("fedsim")
 RECONSTRUCTIONS_DIR = "reconstructions"
@@ -168,6 +169,8 @@ def attach_adversary(config: ExperimentConfig, federation: Federation, store: Ru
         backlog=AttackBacklog(store.run_dir),
     )
     wants = config.adversary.attacks_round
+    protocol = protocol_of(config)  # what each tap sees depends on how the strategy's rounds travel
+    layout = {name: tuple(value.shape) for name, value in architecture.model.state_dict().items()}
     if config.adversary.tap == "mitm":
-        return AdversaryWiring(adversary, lambda grid: WireTap(grid, adversary.observe, wants), lambda s: s)
-    return AdversaryWiring(adversary, None, lambda strategy: StrategyTap(strategy, adversary.observe, wants))
+        return AdversaryWiring(adversary, lambda grid: protocol.wire_tap(grid, adversary.observe, wants, layout), lambda s: s)
+    return AdversaryWiring(adversary, None, lambda strategy: protocol.strategy_tap(strategy, adversary.observe, wants, layout))

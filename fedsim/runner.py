@@ -5,12 +5,13 @@ from __future__ import annotations
 import logging
 import time
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from clients.client_app import CLIENT_ERROR_LOG, ClientSpec, build_client_app
+from clients.client_app import CLIENT_ERROR_LOG, ClientSpec
 from clients.training import check_training_defenses
 from fedsim.config import ExperimentConfig
 from fedsim.devices import resolve_device
@@ -21,7 +22,8 @@ from fedsim.models import build_model
 from fedsim.progress import LogProgress, RichProgress
 from fedsim.results import SUMMARY_FILE, RunStore
 from fedsim.seeding import derive_seed
-from fedsim.server_app import ServerSpec, build_server_app
+from fedsim.protocols import protocol_of
+from fedsim.server_app import ServerSpec
 from strategies import build_strategy
 
 logger = logging.getLogger("fedsim")
@@ -54,11 +56,14 @@ def _quiet_frameworks() -> None:
     logging.getLogger("flwr").setLevel(logging.ERROR)
 
 
-def _backend_config(config: ExperimentConfig) -> dict[str, Any]:
+def _backend_config(config: ExperimentConfig, ray_resources: Mapping[str, float] | None = None) -> dict[str, Any]:
+    """Flower's Ray backend settings; ``ray_resources`` (e.g. ``{"num_cpus": 1}``) caps this run's Ray instance,
+    so that runs side by side (``fedsim sweep --parallel``) share the machine instead of each claiming all of it."""
     resources = config.federation.client_resources
     return {
         "client_resources": {"num_cpus": resources.cpus, "num_gpus": resources.gpus},
-        "init_args": {"logging_level": logging.ERROR, "log_to_driver": False, "include_dashboard": False},
+        "init_args": {"logging_level": logging.ERROR, "log_to_driver": False, "include_dashboard": False,
+                      **(ray_resources or {})},
     }
 
 
@@ -112,8 +117,9 @@ def run_experiment(
     resume: Path | None = None,
     quiet: bool = False,
     run_dir: Path | None = None,
+    ray_resources: Mapping[str, float] | None = None,
 ) -> Path:
-    """Run (or resume) one experiment and return its run directory."""
+    """Run (or resume) one experiment and return its run directory (``ray_resources``: see _backend_config)."""
     from flwr.simulation import run_simulation
 
     started = time.perf_counter()
@@ -167,11 +173,12 @@ def run_experiment(
     )
     try:
         if last_round < config.federation.rounds:
+            protocol = protocol_of(config)  # Message API, or Flower's legacy path for SecAgg+
             run_simulation(
-                server_app=build_server_app(server_spec),
-                client_app=build_client_app(client_spec),
+                server_app=protocol.server_app(server_spec, federation),
+                client_app=protocol.client_app(client_spec),
                 num_supernodes=config.federation.num_clients,
-                backend_config=_backend_config(config),
+                backend_config=_backend_config(config, ray_resources),
             )
     finally:
         progress.stop()

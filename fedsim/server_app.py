@@ -108,10 +108,7 @@ def run_rounds(spec: ServerSpec, grid: Grid) -> None:
     strategy.bind(node_of_partition)
 
     state = spec.initial_state
-    if spec.start_round == 0:
-        store.append({"round": 0, "event": "eval", **spec.evaluate(state)})
-        store.save_checkpoint(0, state)
-    progress.start(federation.rounds, spec.start_round)
+    start_run(spec)
     arrays = ArrayRecord(state)
     for server_round in range(spec.start_round + 1, federation.rounds + 1):
         started = time.perf_counter()
@@ -136,25 +133,51 @@ def run_rounds(spec: ServerSpec, grid: Grid) -> None:
             eval_replies = collect_replies(grid, evaluate_messages, federation.round_timeout, client_eval)
             client_eval.record_missing(evaluate_messages, eval_replies)
 
-        scores = spec.evaluate(state)
-        store.append(
+        commit_round(
+            spec,
+            server_round,
+            state,
             {
-                "round": server_round,
-                "event": "eval",
-                **scores,
                 **strategy.round_metrics(server_round),  # e.g. strategy.dp: noise, clipping norm, epsilon
                 "clients_ok": recorder.ok,
                 "clients_failed": recorder.failed,
                 "model_updated": aggregated is not None,
-                "seconds": round(time.perf_counter() - started, 4),
-            }
+            },
+            started,
         )
-        for hook in spec.round_hooks:  # before the commit: what they persist belongs to the round
-            hook(server_round)
-        store.save_checkpoint(server_round, state)  # commits the round
-        if not config.output.save_checkpoints:
-            store.prune_checkpoints(keep=server_round)
-        progress.round_finished(server_round, scores.get("accuracy"))
+
+
+def start_run(spec: ServerSpec) -> None:
+    """Score and commit the initial model (round 0) of a new run, and start the progress display."""
+    if spec.start_round == 0 and spec.store.last_committed_round() is None:  # not a run resumed at round 0
+        spec.store.append({"round": 0, "event": "eval", **spec.evaluate(spec.initial_state)})
+        spec.store.save_checkpoint(0, spec.initial_state)
+    spec.progress.start(spec.config.federation.rounds, spec.start_round)
+
+
+def commit_round(
+    spec: ServerSpec, server_round: int, state: dict[str, torch.Tensor], outcome: dict[str, object], started: float
+) -> None:
+    """Evaluate the round's global model, write its `eval` row, run the round hooks, commit the checkpoint.
+
+    One ending for every protocol's round loop (``run_rounds`` here, ``fedsim.secagg_server``).
+    """
+    scores = spec.evaluate(state)
+    spec.store.append(
+        {
+            "round": server_round,
+            "event": "eval",
+            **scores,
+            **outcome,
+            "seconds": round(time.perf_counter() - started, 4),
+        }
+    )
+    for hook in spec.round_hooks:  # before the commit: what they persist belongs to the round
+        hook(server_round)
+    spec.store.save_checkpoint(server_round, state)  # commits the round
+    if not spec.config.output.save_checkpoints:
+        spec.store.prune_checkpoints(keep=server_round)
+    spec.progress.round_finished(server_round, scores.get("accuracy"))
 
 
 def build_server_app(spec: ServerSpec) -> ServerApp:

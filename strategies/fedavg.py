@@ -33,6 +33,16 @@ def sample_size(population: int, fraction: float, minimum: int) -> int:
     return min(population, max(minimum, math.floor(population * fraction)))
 
 
+def sample_partitions(
+    seed: int, partitions: Iterable[int], server_round: int, fraction: float, minimum: int, purpose: str
+) -> list[int]:
+    """The partitions a round samples, from a seed derived from (seed, purpose, round): the same in every run."""
+    population = sorted(partitions)
+    count = sample_size(len(population), fraction, minimum)
+    chosen = rng(seed, purpose, server_round).choice(population, size=count, replace=False)
+    return sorted(int(p) for p in chosen)
+
+
 def partition_of(reply: Message) -> int:
     """The partition id a client reports in its reply's metrics."""
     return int(next(iter(reply.content.metric_records.values()))["partition-id"])
@@ -40,6 +50,8 @@ def partition_of(reply: Message) -> int:
 
 @STRATEGIES.register("fedavg", help="Federated Averaging (McMahan et al. 2017), weighted by num-examples")
 class FedAvg(FlowerFedAvg):
+    protocol = "message"  # how it talks to clients (fedsim.protocols): Flower's Message API
+
     def __init__(self, federation: FederationConfig, seed: int) -> None:
         super().__init__(
             fraction_train=federation.fraction_fit,
@@ -56,10 +68,7 @@ class FedAvg(FlowerFedAvg):
         self.node_of_partition = dict(node_of_partition)
 
     def sample_partitions(self, server_round: int, fraction: float, minimum: int, purpose: str) -> list[int]:
-        partitions = sorted(self.node_of_partition)
-        count = sample_size(len(partitions), fraction, minimum)
-        chosen = rng(self.seed, purpose, server_round).choice(partitions, size=count, replace=False)
-        return sorted(int(p) for p in chosen)
+        return sample_partitions(self.seed, self.node_of_partition, server_round, fraction, minimum, purpose)
 
     def _messages(self, partitions: list[int], record: RecordDict, message_type: str) -> list[Message]:
         return [

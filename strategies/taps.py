@@ -34,6 +34,9 @@ class TappedUpdate:
     num_examples: int
     local_steps: int | None  # as reported in the reply's metrics, when it was
     contributors: tuple[int, ...]  # client ids behind the update
+    # Sample count of each contributor, where the protocol sends them in clear beside a secure aggregate
+    # (SecAgg+); empty when only the total is known.
+    contributor_examples: tuple[int, ...] = ()
 
 
 Sink = Callable[[TappedUpdate], None]

@@ -1,0 +1,186 @@
+"""`fedsim report RUN_DIR|SWEEP_DIR`: utility and leakage over rounds, the privacy-utility frontier,
+reconstruction grids, and the configs and versions behind them, as self-contained HTML plus the same
+content as Markdown and CSV tables, under ``<dir>/report/``.
+
+A run directory is reported as a sweep of one run; a folder that holds run directories but no
+``sweep.json`` (e.g. ``bench/defenses.py --out``) is reported as a sweep of all of them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from fedsim.notebook import Run, Sweep, is_run_dir, load_run, load_sweep
+from fedsim.reporting import figures, tables
+from fedsim.reporting.frontier import LEAKAGE_METRICS, UTILITY_LOSS, baselines, frontier_table
+from fedsim.reporting.render import Code, Image, Section, Table, Text, render_html, render_markdown
+from fedsim.results import CONFIG_FILE
+
+REPORT_DIR = "report"
+VERSION_KEYS = ("fedsim", "flwr", "ray", "torch", "torchvision", "numpy", "opacus")
+
+
+class ReportInputError(FileNotFoundError):
+    """The folder holds no run to report on."""
+
+
+def load_for_report(path: Path) -> Sweep:
+    path = Path(path)
+    if is_run_dir(path):
+        run = load_run(path)
+        return Sweep(path, {run.name: run}, {}, {run.name: "complete" if run.summary else "incomplete"})
+    try:
+        return load_sweep(path)
+    except FileNotFoundError:
+        raise ReportInputError(
+            f"report: '{path}' is not a fedsim run directory (no metrics.jsonl), a sweep or a folder of runs"
+        ) from None
+
+
+def write_full_report(path: Path) -> list[Path]:
+    """Write report.html, report.md, the CSV tables and the PNG figures under ``path/report``; returns them."""
+    sweep = load_for_report(Path(path))
+    out = Path(path) / REPORT_DIR
+    out.mkdir(exist_ok=True)
+    names = {name: _short_name(run) for name, run in sweep.runs.items()}
+
+    rounds = tables.utility_rounds(sweep)
+    attacks = tables.attack_results(sweep)
+    leakage = tables.leakage_rounds(attacks)
+    final = tables.final_utility(sweep, rounds)
+    reference = baselines({name: run.config for name, run in sweep.runs.items()})
+    frontier = frontier_table(final, attacks, reference)
+    runs = _runs_table(sweep, final)
+
+    csvs = {"runs.csv": runs, "utility_rounds.csv": rounds, "attacks.csv": attacks,
+            "leakage_rounds.csv": leakage, "frontier.csv": frontier}  # fmt: skip
+    for name, frame in csvs.items():
+        frame.to_csv(out / name, index=False)
+
+    written_figures: list[Path] = []
+    sections = [_runs_section(sweep, runs)]
+    sections.append(_utility_section(rounds, names, out, written_figures))
+    sections.append(_leakage_section(leakage, names, out, written_figures))
+    sections.append(_frontier_section(frontier, reference, names, out, written_figures))
+    sections.append(_reconstructions_section(sweep, attacks))
+    sections.append(_provenance_section(sweep))
+
+    title = f"fedsim report: {Path(path).resolve().name}"
+    markdown, page = out / "report.md", out / "report.html"
+    markdown.write_text(render_markdown(title, sections, out))
+    page.write_text(render_html(title, sections))
+    return [page, markdown, *(out / name for name in csvs), *written_figures]
+
+
+def _short_name(run: Run) -> str:
+    """A run in legends: its grid labels (``num_clients=8``), or its directory name outside a sweep."""
+    if not run.labels:
+        return run.name
+    return ", ".join(f"{key.rsplit('.', 1)[-1]}={label}" for key, label in run.labels.items())
+
+
+def _runs_table(sweep: Sweep, final: pd.DataFrame) -> pd.DataFrame:
+    rows = [
+        {"run": name, **run.labels, "defenses": tables.defense_text(run), "status": sweep.status.get(name, "")}
+        for name, run in sweep.runs.items()
+    ]
+    return pd.DataFrame(rows).merge(final, on="run", how="left")
+
+
+def _runs_section(sweep: Sweep, runs: pd.DataFrame) -> Section:
+    missing = [name for name, status in sweep.status.items() if name not in sweep.runs]
+    blocks: list = [Text(f"{len(sweep.runs)} run(s) under `{sweep.path}`"
+                         + (f"; grid over {', '.join(f'`{key}`' for key in sweep.grid)}" if sweep.grid else "")
+                         + (f"; not started yet: {', '.join(missing)}" if missing else "") + ".")]  # fmt: skip
+    blocks.append(Table(runs, "runs.csv"))
+    return Section("Runs", blocks)
+
+
+def _utility_section(rounds, names, out: Path, written: list[Path]) -> Section:
+    if rounds.empty:
+        return Section("Utility over rounds", [Text("No evaluated round yet.")])
+    png = out / "utility_rounds.png"
+    figures.utility_figure(rounds, names, png)
+    written.append(png)
+    dp = " Epsilon spent (dashed, right axis) where a DP mechanism is on." if rounds["epsilon"].notna().any() else ""
+    pivot, step = tables.accuracy_by_round(rounds, names)
+    every = "every round" if step == 1 else f"every {step} rounds and the last"
+    return Section("Utility over rounds", [
+        Image(png, "Test accuracy and loss of the global model after every round, one line per run." + dp),
+        Text(f"Test accuracy per run, {every} (all rounds, with test loss, the clients' mean training loss and "
+             "epsilon: `utility_rounds.csv`)."),
+        Table(pivot, "utility_rounds.csv"),
+    ])  # fmt: skip
+
+
+def _leakage_section(leakage, names, out: Path, written: list[Path]) -> Section:
+    if leakage.empty:
+        return Section("Leakage over rounds", [Text("No attack result: no run has an `adversary` with attacks.")])
+    png = out / "leakage_rounds.png"
+    drawn = figures.leakage_figure(leakage, names, png)
+    written.append(png)
+    blocks: list = [Image(png, "The strongest attack on each target per attacked round: mean over the attacked "
+                               "clients (solid) versus the aggregate (dashed), one colour per run.")]  # fmt: skip
+    absent = [metric.upper() for metric in LEAKAGE_METRICS if metric not in drawn]
+    if absent:
+        blocks.append(Text(f"Not recorded: {', '.join(absent)} "
+                           "(LPIPS needs torchvision's ImageNet AlexNet in the torch cache)."))  # fmt: skip
+    blocks.append(Table(leakage, "leakage_rounds.csv"))
+    blocks.append(Text("Every attack result, per target: `attacks.csv`."))
+    return Section("Leakage over rounds", blocks)
+
+
+def _frontier_section(frontier, reference, names, out: Path, written: list[Path]) -> Section:
+    title = "Privacy-utility frontier"
+    blocks: list = [Text(
+        "Per run, the strongest attack over every attack, round and target (best PSNR and SSIM, lowest LPIPS) "
+        "against its utility loss relative to the undefended run with otherwise the same config (no "
+        "`client.defenses`, no `strategy.dp`): the drop in final test accuracy and the change in final training "
+        "loss. A run is on the Pareto front (`pareto_<metric>`) when no other run leaks less at no more accuracy drop."
+    )]  # fmt: skip
+    if all(ref is None for ref in reference.values()):
+        blocks.append(Text("No undefended run (no `client.defenses` and no `strategy.dp`) with otherwise equal "
+                           "settings: utility loss and the front cannot be computed."))  # fmt: skip
+    else:
+        unmatched = [name for name, ref in reference.items() if ref is None]
+        if unmatched:
+            blocks.append(Text(f"No undefended counterpart for: {', '.join(unmatched)}."))
+    if frontier["attack_results"].sum() > 0 and frontier[UTILITY_LOSS].notna().any():
+        png = out / "frontier.png"
+        figures.frontier_figure(frontier, names, png)
+        written.append(png)
+        blocks.append(Image(png, "Strongest attack's leakage against accuracy drop; the Pareto front in red."))
+    blocks.append(Table(frontier, "frontier.csv"))
+    return Section(title, blocks)
+
+
+def _reconstructions_section(sweep: Sweep, attacks: pd.DataFrame) -> Section:
+    blocks: list = []
+    for name, run in sweep.runs.items():
+        grids = tables.best_grids(run, attacks)
+        if grids:
+            blocks.append(Text(f"`{name}` ({tables.defense_text(run)}): originals over reconstructions."))
+            blocks.extend(Image(path, caption) for caption, path in grids)
+    if not blocks:
+        blocks.append(Text("No reconstruction grid (no attack result, or `adversary.save_images: false`)."))
+    return Section("Reconstructions (strongest result per run and target kind)", blocks)
+
+
+def _provenance_section(sweep: Sweep) -> Section:
+    versions = []
+    for name, run in sweep.runs.items():
+        env = run.environment or {}
+        packages = env.get("versions") or {}
+        versions.append({"run": name, "python": env.get("python"), **{k: packages.get(k) for k in VERSION_KEYS},
+                         "device": env.get("device"), "cuda": env.get("cuda"), "platform": env.get("platform")})  # fmt: skip
+    blocks: list = [Text("Every figure and table above is computed from these runs; their resolved configs "
+                         "(`config.yaml`) and environments (`environment.json`) follow."),  # fmt: skip
+                    Table(pd.DataFrame(versions))]
+    for name, run in sweep.runs.items():
+        command = " ".join((run.environment or {}).get("command") or [])
+        if command:
+            blocks.append(Text(f"`{name}` was started by `{command}`."))
+        blocks.append(Code((run.path / CONFIG_FILE).read_text(), f"{name}/{CONFIG_FILE}", "yaml"))
+    return Section("Configs and versions", blocks)

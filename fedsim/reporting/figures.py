@@ -1,0 +1,160 @@
+"""The report's figures (matplotlib, headless): utility over rounds, leakage over rounds, the frontier.
+
+Each function draws one PNG from one table of fedsim.reporting.tables / .frontier and returns nothing
+else; which runs a figure shows is the table's ``run`` column, so the report can list their configs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # reports are written headless, from the CLI or CI
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
+
+from fedsim.reporting.frontier import LEAKAGE_METRICS, UTILITY_LOSS  # noqa: E402
+
+METRIC_TITLES = {"psnr": "PSNR (dB, higher = more leakage)", "ssim": "SSIM (higher = more leakage)",
+                 "lpips": "LPIPS (lower = more leakage)"}  # fmt: skip
+DPI = 110
+
+
+def _colors(runs: list[str]) -> dict[str, tuple[float, ...]]:
+    cmap = plt.get_cmap("tab10" if len(runs) <= 10 else "tab20")
+    return {run: cmap(i % cmap.N) for i, run in enumerate(runs)}
+
+
+def _legend_columns(labels: list[str]) -> int:
+    """As many legend columns as fit the figure's width for labels this long (1 to 3)."""
+    longest = max((len(label) for label in labels), default=1)
+    return max(1, min(3, len(labels), 110 // max(longest, 1)))
+
+
+def _legend_below(fig: plt.Figure, handles: list, labels: list[str]) -> None:
+    if handles:
+        fig.legend(handles, labels, loc="lower center", ncol=_legend_columns(labels), fontsize=7, frameon=False)
+
+
+def _legend_rows(labels: list[str]) -> int:
+    return math.ceil(len(labels) / _legend_columns(labels)) if labels else 0
+
+
+def utility_figure(rounds: pd.DataFrame, names: Mapping[str, str], path: Path) -> None:
+    """Test accuracy and test loss per round, one line per run; epsilon (dashed, right axis) where DP is on."""
+    runs = list(dict.fromkeys(rounds["run"]))
+    colors = _colors(runs)
+    with_dp = rounds["epsilon"].notna().any()
+    rows = max(_legend_rows([names[run] for run in runs]), 1)
+    fig, (acc_axis, loss_axis) = plt.subplots(1, 2, figsize=(10, 4 + 0.25 * rows), dpi=DPI)
+    eps_axis = acc_axis.twinx() if with_dp else None
+    for run in runs:
+        own = rounds[rounds["run"] == run]
+        acc_axis.plot(own["round"], own["accuracy"], marker="o", markersize=3, color=colors[run], label=names[run])
+        loss_axis.plot(own["round"], own["loss"], marker="o", markersize=3, color=colors[run])
+        if eps_axis is not None and own["epsilon"].notna().any():
+            spent = own.dropna(subset=["epsilon"])
+            eps_axis.plot(spent["round"], spent["epsilon"], linestyle="--", color=colors[run], alpha=0.8)
+    acc_axis.set(xlabel="round", ylabel="test accuracy", ylim=(0, 1), title="test accuracy")
+    loss_axis.set(xlabel="round", ylabel="test loss", title="test loss")
+    if eps_axis is not None:
+        eps_axis.set_ylabel("epsilon spent (dashed)")
+    for axis in (acc_axis, loss_axis):
+        axis.grid(alpha=0.3)
+    handles, labels = acc_axis.get_legend_handles_labels()
+    fig.tight_layout(rect=(0, min(0.05 * rows + 0.02, 0.5), 1, 1))
+    _legend_below(fig, handles, labels)
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def _round_ticks(axis: plt.Axes, rounds: pd.Series) -> None:
+    """Ticks at the attacked rounds when there are few of them (one round would get fractional ticks)."""
+    attacked = sorted(set(int(r) for r in rounds))
+    if len(attacked) <= 12:
+        axis.set_xticks(attacked)
+    else:
+        axis.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
+def _finite_cap(values: pd.Series) -> tuple[pd.Series, bool]:
+    """+inf (exact reconstructions) drawn just above the largest finite value, so it stays on the plot."""
+    infinite = values == math.inf
+    if not infinite.any():
+        return values, False
+    finite = values[~infinite & values.notna()]
+    top = (finite.max() if len(finite) else 0.0) + 10.0
+    return values.where(~infinite, top), True
+
+
+def leakage_figure(leakage: pd.DataFrame, names: Mapping[str, str], path: Path) -> list[str]:
+    """PSNR, SSIM and LPIPS per attacked round: per client (mean over attacked clients, solid) versus the
+    aggregate (dashed), one colour per run. Returns the metrics drawn (those with any value)."""
+    metrics = [m for m in LEAKAGE_METRICS if leakage[m].notna().any()]
+    runs = list(dict.fromkeys(leakage["run"]))
+    colors = _colors(runs)
+    fig, axes = plt.subplots(1, max(len(metrics), 1), figsize=(4.2 * max(len(metrics), 1), 4.2), dpi=DPI, squeeze=False)
+    handles: dict[str, object] = {}
+    for axis, metric in zip(axes[0], metrics):
+        capped_any = False
+        for run in runs:
+            for kind, style, marker in (("per-client", "-", "o"), ("aggregate", "--", "s")):
+                own = leakage[(leakage["run"] == run) & (leakage["kind"] == kind)].dropna(subset=[metric])
+                if own.empty:
+                    continue
+                values, capped = _finite_cap(own[metric])
+                capped_any |= capped
+                (line,) = axis.plot(own["round"], values, linestyle=style, marker=marker, markersize=4,
+                                    color=colors[run])  # fmt: skip
+                handles.setdefault(f"{names[run]} ({kind})", line)
+        axis.set(xlabel="round", title=METRIC_TITLES[metric] + (" (top: exact)" if capped_any else ""))
+        _round_ticks(axis, leakage["round"])
+        axis.grid(alpha=0.3)
+    if not metrics:
+        axes[0][0].text(0.5, 0.5, "no attack results", ha="center", va="center")
+        axes[0][0].set_axis_off()
+    rows = _legend_rows(list(handles))
+    fig.set_figheight(4.2 + 0.22 * rows)
+    fig.tight_layout(rect=(0, min(0.05 * rows + 0.02, 0.5), 1, 1))
+    _legend_below(fig, list(handles.values()), list(handles))
+    fig.savefig(path)
+    plt.close(fig)
+    return metrics
+
+
+def frontier_figure(frontier: pd.DataFrame, names: Mapping[str, str], path: Path) -> list[str]:
+    """Strongest attack's leakage against accuracy drop, one point per run, the Pareto front in red.
+    Returns the metrics drawn (those with a value and a baseline)."""
+    usable = frontier.dropna(subset=[UTILITY_LOSS])
+    metrics = [m for m in LEAKAGE_METRICS if usable[f"best_{m}"].notna().any()]
+    fig, axes = plt.subplots(1, max(len(metrics), 1), figsize=(4.6 * max(len(metrics), 1), 4.4), dpi=DPI, squeeze=False)
+    for axis, metric in zip(axes[0], metrics):
+        column, flag = f"best_{metric}", f"pareto_{metric}"
+        points = usable.dropna(subset=[column])
+        values, capped = _finite_cap(points[column])
+        front = points[flag].astype(bool)
+        axis.scatter(points[UTILITY_LOSS][~front], values[~front], facecolors="none", edgecolors="tab:gray", s=40,
+                     label="dominated")  # fmt: skip
+        axis.scatter(points[UTILITY_LOSS][front], values[front], color="tab:red", s=50, zorder=3, label="Pareto front")
+        order = points[UTILITY_LOSS][front].sort_values().index
+        axis.plot(points[UTILITY_LOSS][order], values[order], color="tab:red", linewidth=1, drawstyle="steps-post")
+        for index in points.index:
+            axis.annotate(names[points.at[index, "run"]], (points.at[index, UTILITY_LOSS], values[index]),
+                          fontsize=6, xytext=(3, 3), textcoords="offset points")  # fmt: skip
+        axis.set(xlabel="accuracy drop vs undefended (final round)",
+                 ylabel=f"strongest attack's {metric.upper()}",
+                 title=METRIC_TITLES[metric] + (" (top: exact)" if capped else ""))  # fmt: skip
+        axis.grid(alpha=0.3)
+        axis.legend(fontsize=7)
+    if not metrics:
+        axes[0][0].text(0.5, 0.5, "no run with both an attack result and an undefended baseline", ha="center",
+                        va="center", fontsize=8)  # fmt: skip
+        axes[0][0].set_axis_off()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return metrics

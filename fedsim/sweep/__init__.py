@@ -1,0 +1,89 @@
+"""`fedsim sweep`: the cartesian product of config values, run as separate runs under one sweep directory.
+
+    SWEEP_DIR/
+      sweep.yaml      the base config and its grid (``fedsim sweep --resume SWEEP_DIR`` re-reads it)
+      sweep.json      every point: run directory, the keys it sets, status, error
+      <point>/        one ordinary run directory per point (``fedsim report``, ``fedsim.load_run``)
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fedsim.config import SWEEP_SECTION, ConfigError, ExperimentConfig, apply_override, read_yaml
+from fedsim.sweep.execute import PointOutcome, available_cpus, run_points, schedule
+from fedsim.sweep.grid import Axis, SweepPoint, axes_from_spec, expand, merge_axes, parse_grid_arg, parse_spec
+from fedsim.sweep.manifest import SWEEP_CONFIG, SWEEP_MANIFEST, Manifest, read_manifest, write_sweep_config
+
+__all__ = [
+    "SWEEP_CONFIG", "SWEEP_MANIFEST", "SweepPlan", "SweepPoint", "PointOutcome", "plan_sweep", "run_sweep",
+    "read_manifest", "available_cpus",
+]
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    """A validated sweep: where it goes, its base config, its axes and every point's config."""
+
+    sweep_dir: Path
+    base: dict[str, Any]
+    axes: list[Axis]
+    points: list[SweepPoint]
+
+
+def plan_sweep(
+    config: Path | None = None,
+    *,
+    overrides: list[str] | None = None,
+    grid: list[str] | None = None,
+    out: Path | None = None,
+    resume: Path | None = None,
+) -> SweepPlan:
+    """Read the config (or a sweep to resume), build the grid and validate every point; nothing is written.
+
+    ``grid`` entries (``key=v1,v2``) add to the config's ``sweep.grid``, replacing the axes they overlap
+    (see grid.merge_axes).
+    """
+    if resume is not None:
+        if config is not None or overrides or grid or out is not None:
+            raise ConfigError(
+                "sweep --resume continues a sweep with its own saved grid; drop CONFIG, --set, --grid and --out"
+            )
+        if not (Path(resume) / SWEEP_CONFIG).is_file():
+            raise FileNotFoundError(f"--resume {resume}: not a sweep directory (no {SWEEP_CONFIG})")
+        config, out = Path(resume) / SWEEP_CONFIG, Path(resume)
+    if config is None:
+        raise ConfigError(
+            "sweep: give a CONFIG file with --grid KEY=V1,V2 (or a `sweep:` section), or --resume SWEEP_DIR"
+        )
+    raw = read_yaml(config)
+    spec = raw.pop(SWEEP_SECTION, None)
+    for assignment in overrides or []:
+        apply_override(raw, assignment)
+    config_axes = axes_from_spec(parse_spec(spec, str(config))) if spec is not None else []
+    axes = merge_axes(config_axes, [parse_grid_arg(entry) for entry in grid or []])
+    if out is None:
+        out = default_sweep_dir(raw)
+    return SweepPlan(Path(out), raw, axes, expand(raw, axes, Path(out)))
+
+
+def default_sweep_dir(raw: dict[str, Any]) -> Path:
+    """``output.dir/<name>-sweep-<timestamp>``, read from the raw base (which may need the grid to be valid)."""
+    output = raw.get("output") if isinstance(raw.get("output"), dict) else {}
+    parent = output.get("dir") or ExperimentConfig.model_fields["output"].default_factory().dir
+    name = raw.get("name") or ExperimentConfig.model_fields["name"].default
+    return Path(str(parent)) / f"{name}-sweep-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def run_sweep(
+    plan: SweepPlan, *, parallel: int = 1, cpus: int | None = None, quiet: bool = False
+) -> list[PointOutcome]:
+    """Run the points of a plan that are not complete yet (see fedsim.sweep.execute); returns their outcomes."""
+    decided = schedule(plan.sweep_dir, plan.points, parallel, cpus)  # may refuse; nothing written yet
+    plan.sweep_dir.mkdir(parents=True, exist_ok=True)
+    write_sweep_config(plan.sweep_dir, plan.base, plan.axes)
+    manifest = Manifest.for_points(plan.sweep_dir, plan.axes, plan.points)
+    return run_points(plan.sweep_dir, plan.points, manifest, decided, parallel=parallel, quiet=quiet)

@@ -1,0 +1,277 @@
+"""Running a sweep's points: skip finished runs, resume interrupted ones, and run several at once.
+
+Each point is a whole fedsim run (its own in-process Flower simulation and Ray instance). Ray keeps one
+instance per process, so runs side by side need processes: ``parallel`` > 1 runs points in that many
+spawned worker processes, and splits the machine between them: every worker's Ray instance is started
+with ``num_cpus = cpus // parallel``, so the clients of all runs together never reserve more CPUs than
+there are. GPUs are not split: each Ray instance sees every visible GPU, and ``client_resources.gpus``
+bounds each run on its own. Whether a run is finished is read from its directory (``summary.json``
+covering every round), never from the manifest, so a killed sweep picks up where it stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import sys
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any, Literal
+
+from fedsim.config import ConfigError, ExperimentConfig, load_config
+from fedsim.results import CONFIG_FILE, METRICS_FILE, SUMMARY_FILE, RunStore
+from fedsim.sweep.grid import SweepPoint
+from fedsim.sweep.manifest import Manifest
+
+logger = logging.getLogger("fedsim")
+
+Action = Literal["run", "resume", "restart", "skip"]
+
+
+@dataclass(frozen=True)
+class PointJob:
+    """What one worker does for one point (picklable: it crosses to a spawned process)."""
+
+    name: str
+    config: ExperimentConfig
+    run_dir: Path
+    action: Action
+    ray_resources: dict[str, float] | None
+    quiet: bool
+
+
+@dataclass(frozen=True)
+class PointOutcome:
+    name: str
+    status: Literal["complete", "failed"]
+    seconds: float
+    error: str | None = None
+
+
+def run_is_complete(run_dir: Path, config: ExperimentConfig) -> bool:
+    """A run is complete when its summary (written after the last attack reported) covers every round."""
+    path = Path(run_dir) / SUMMARY_FILE
+    if not path.is_file():
+        return False
+    try:
+        summary = json.loads(path.read_text())
+    except json.JSONDecodeError:
+        return False
+    return int(summary.get("rounds_completed", 0)) >= config.federation.rounds
+
+
+def point_action(point: SweepPoint, run_dir: Path) -> Action:
+    """What a point needs: nothing (complete), a fresh run, a resume, or a restart (killed before round 0).
+
+    A directory that holds a run of another config is an error, not something to overwrite or reuse.
+    """
+    if not (run_dir / METRICS_FILE).is_file():
+        return "run"
+    if (run_dir / CONFIG_FILE).is_file():
+        _check_same_config(point, run_dir)
+    if run_is_complete(run_dir, point.config):
+        return "skip"
+    return "restart" if RunStore(run_dir).last_committed_round() is None else "resume"
+
+
+def _check_same_config(point: SweepPoint, run_dir: Path) -> None:
+    try:
+        existing = _comparable(load_config(run_dir / CONFIG_FILE))
+    except ConfigError as error:  # e.g. written by another version of fedsim
+        raise ConfigError(f"sweep: '{run_dir / CONFIG_FILE}' no longer loads ({error}); remove that run") from None
+    wanted = _comparable(point.config)
+    if existing != wanted:
+        key = next(k for k in sorted(set(existing) | set(wanted)) if existing.get(k) != wanted.get(k))
+        raise ConfigError(
+            f"sweep: '{run_dir}' holds a run with {key} = {existing.get(key)!r}, but point {point.name} sets "
+            f"{wanted.get(key)!r}; sweep into another --out, or remove that run"
+        )
+
+
+def _comparable(config: ExperimentConfig) -> dict[str, Any]:
+    """The config flattened to dotted keys, without `output` (where a run lies does not change what it is)."""
+    flat: dict[str, Any] = {}
+
+    def walk(prefix: str, node: Any) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                walk(f"{prefix}.{key}" if prefix else key, value)
+        else:
+            flat[prefix] = node
+
+    dumped = config.model_dump(mode="json")
+    dumped.pop("output")
+    walk("", dumped)
+    return flat
+
+
+def execute_point(job: PointJob) -> PointOutcome:
+    """Run, resume or restart one point; a failure is returned as an outcome, so the other points go on."""
+    from fedsim.runner import run_experiment
+
+    _CURRENT_POINT[0] = job.name
+    started = time.perf_counter()
+    try:
+        if job.action == "restart":  # killed before round 0 was committed: nothing in it to keep
+            shutil.rmtree(job.run_dir)
+        if job.action == "resume":
+            logger.info("resuming %s", job.run_dir)
+            run_experiment(resume=job.run_dir, quiet=job.quiet, ray_resources=job.ray_resources)
+        else:
+            run_experiment(job.config, quiet=job.quiet, run_dir=job.run_dir, ray_resources=job.ray_resources)
+    except Exception as error:  # noqa: BLE001 - one point's failure must not end the sweep
+        logger.exception("sweep point %s failed", job.name)
+        return PointOutcome(job.name, "failed", time.perf_counter() - started, f"{type(error).__name__}: {error}")
+    seconds = time.perf_counter() - started
+    if not run_is_complete(job.run_dir, job.config):
+        return PointOutcome(job.name, "failed", seconds, "the run stopped before its last round (see its log)")
+    return PointOutcome(job.name, "complete", seconds)
+
+
+def available_cpus() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def ray_share(points: list[SweepPoint], parallel: int, cpus: int | None) -> dict[str, float] | None:
+    """Each worker's Ray resources (``num_cpus``), checked against what every point's clients reserve.
+
+    One run at a time with no ``cpus`` given keeps Ray's own default (the whole machine), as ``fedsim run``.
+    """
+    if parallel < 1:
+        raise ConfigError(f"--parallel {parallel}: must be >= 1")
+    if parallel == 1 and cpus is None:
+        return None
+    total = cpus if cpus is not None else available_cpus()
+    share = total // parallel
+    if share < 1:
+        raise ConfigError(f"--parallel {parallel}: {total} CPU(s) cannot give every worker at least one; "
+                          f"allowed: --parallel <= {total}")  # fmt: skip
+    for point in points:
+        need = point.config.federation.client_resources.cpus
+        if need > share:
+            raise ConfigError(
+                f"--parallel {parallel}: each run gets {share} of {total} CPU(s), but point {point.name} reserves "
+                f"federation.client_resources.cpus = {need:g} per client; lower --parallel or that reservation"
+            )
+    return {"num_cpus": share}
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """What each point needs, and the Ray resources of each run; decided before anything runs."""
+
+    actions: dict[str, Action]
+    ray_resources: dict[str, float] | None
+
+
+def schedule(sweep_dir: Path, points: list[SweepPoint], parallel: int = 1, cpus: int | None = None) -> Schedule:
+    """Check every existing run's config and the resources up front (ConfigError in one line)."""
+    actions = {point.name: point_action(point, sweep_dir / point.name) for point in points}
+    todo = [point for point in points if actions[point.name] != "skip"]
+    return Schedule(actions, ray_share(todo, parallel, cpus))
+
+
+def run_points(
+    sweep_dir: Path,
+    points: list[SweepPoint],
+    manifest: Manifest,
+    plan: Schedule,
+    *,
+    parallel: int = 1,
+    quiet: bool = False,
+) -> list[PointOutcome]:
+    """Run every point that is not complete; returns the outcome of each point that ran."""
+    todo = [point for point in points if plan.actions[point.name] != "skip"]
+    for record in manifest.points:
+        record.status = "complete" if plan.actions[record.name] == "skip" else "pending"
+    manifest.save()
+    resumed = sum(plan.actions[p.name] == "resume" for p in todo)
+    logger.info(
+        "sweep %s: %d point(s), %d complete (skipped), %d to run (%d resumed), %d at a time",
+        sweep_dir, len(points), len(points) - len(todo), len(todo), resumed, min(parallel, max(len(todo), 1)),
+    )
+    jobs = [
+        PointJob(p.name, p.config, sweep_dir / p.name, plan.actions[p.name], plan.ray_resources, quiet or parallel > 1)
+        for p in todo
+    ]
+    if parallel == 1 or len(jobs) <= 1:
+        return [_run_here(job, manifest) for job in jobs]
+    threads = max(1, int(plan.ray_resources["num_cpus"])) if plan.ray_resources else 1
+    return _run_in_workers(jobs, manifest, parallel, threads)
+
+
+def _run_here(job: PointJob, manifest: Manifest) -> PointOutcome:
+    manifest.record(job.name, "running")
+    outcome = execute_point(job)
+    manifest.record(job.name, outcome.status, outcome.error, outcome.seconds)
+    _log_outcome(outcome)
+    return outcome
+
+
+def _run_in_workers(jobs: list[PointJob], manifest: Manifest, parallel: int, threads: int) -> list[PointOutcome]:
+    outcomes: list[PointOutcome] = []
+    context = get_context("spawn")  # a fresh interpreter per worker: no forked torch, Ray or thread state
+    with ProcessPoolExecutor(max_workers=min(parallel, len(jobs)), mp_context=context,
+                             initializer=_init_worker, initargs=(threads,)) as pool:  # fmt: skip
+        pending: dict[Future[PointOutcome], PointJob] = {}
+        queued = list(jobs)  # the pool starts jobs in submission order, one per free worker
+        try:
+            for job in jobs:
+                pending[pool.submit(execute_point, job)] = job
+            for job in queued[:parallel]:
+                manifest.record(job.name, "running")
+            del queued[:parallel]
+            while pending:
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for future in done:
+                    job = pending.pop(future)
+                    if queued:
+                        manifest.record(queued.pop(0).name, "running")
+                    error = future.exception()
+                    outcome = (
+                        future.result() if error is None
+                        else PointOutcome(job.name, "failed", 0.0, f"worker died: {type(error).__name__}: {error}")
+                    )
+                    manifest.record(job.name, outcome.status, outcome.error, outcome.seconds)
+                    _log_outcome(outcome)
+                    outcomes.append(outcome)
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+    return outcomes
+
+
+def _log_outcome(outcome: PointOutcome) -> None:
+    if outcome.status == "complete":
+        logger.info("sweep point %s complete (%.0fs)", outcome.name, outcome.seconds)
+    else:
+        logger.error("sweep point %s failed: %s", outcome.name, outcome.error)
+
+
+# The point a worker is running, for its log lines (one point at a time per process).
+_CURRENT_POINT: list[str] = ["-"]
+
+
+class _PointFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.point = _CURRENT_POINT[0]
+        return True
+
+
+def _init_worker(threads: int) -> None:
+    """A spawned worker: torch threads within its CPU share, and log lines that name the point."""
+    import torch
+
+    torch.set_num_threads(threads)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.addFilter(_PointFilter())
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s [%(point)s] %(message)s"))
+    fedsim_logger = logging.getLogger("fedsim")
+    fedsim_logger.handlers[:] = [handler]
+    fedsim_logger.setLevel(logging.INFO)
+    fedsim_logger.propagate = False

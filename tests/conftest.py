@@ -1,0 +1,33 @@
+"""Fixtures shared by test files: one tiny real sweep, run once per session (Ray simulations are slow)."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+TINY_SWEEP = {
+    "name": "tiny",
+    "seed": 1,
+    "device": "cpu",
+    "data": {"dataset": "digits", "max_train_samples": 40, "max_test_samples": 60, "normalize": "none"},
+    "model": {"name": "lenet", "init": "uniform"},
+    "federation": {"num_clients": 2, "rounds": 1},
+    "client": {"lr": 0.1, "batch_size": 1, "local_steps": 1},
+    "adversary": {"targets": "both", "attacks": [{"name": "dlg", "iterations": 10, "restarts": 1}]},
+    "sweep": {"grid": {"client.defenses": {"none": [], "noise": [{"name": "noise", "sigma": 0.1}]}}},
+}
+
+
+@pytest.fixture(scope="session")
+def tiny_sweep(tmp_path_factory) -> Path:
+    """Two one-round runs (no defense, noise) on 2 clients of digits, attacked per client and as the
+    aggregate by a short DLG, run two at a time in worker processes. Returns the sweep directory."""
+    from fedsim.sweep import plan_sweep, run_sweep
+
+    root = tmp_path_factory.mktemp("sweep")
+    config = root / "tiny.yaml"
+    config.write_text(yaml.safe_dump(TINY_SWEEP, sort_keys=False))
+    plan = plan_sweep(config, out=root / "tiny-sweep")
+    outcomes = run_sweep(plan, parallel=2, cpus=2, quiet=True)
+    assert [outcome.status for outcome in outcomes] == ["complete", "complete"], outcomes
+    return plan.sweep_dir
