@@ -141,15 +141,6 @@ class MaskedWireTap(WireTap):
                     self._sent[message_id] = (server_round, self._globals[server_round])
         return ids
 
-    def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
-        replies = list(self._grid.pull_messages(message_ids))
-        for reply in replies:
-            with self._lock:
-                sent = self._sent.pop(reply.metadata.reply_to_message_id, None)
-            if sent is not None and not reply.has_error():
-                self._sink(self._update(*sent, reply))
-        return replies
-
     def _update(self, server_round: int, global_state: dict[str, torch.Tensor], reply: Message) -> TappedUpdate:
         content = reply.content
         metrics = content.config_records[FIT_METRICS]

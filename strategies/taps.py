@@ -126,9 +126,12 @@ class WireTap(Grid):
             with self._lock:
                 sent = self._sent.pop(reply.metadata.reply_to_message_id, None)
             if sent is not None and not reply.has_error():
-                server_round, global_state = sent
-                self._sink(client_update("mitm", server_round, global_state, reply))
+                self._sink(self._update(*sent, reply))
         return replies
+
+    def _update(self, server_round: int, global_state: dict[str, torch.Tensor], reply: Message) -> TappedUpdate:
+        """What the tap makes of one client's reply (a subclass decodes other protocols' payloads)."""
+        return client_update("mitm", server_round, global_state, reply)
 
     def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None) -> Iterable[Message]:
         # Built on our push/pull, so that nothing bypasses the tap.
