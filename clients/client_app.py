@@ -122,6 +122,7 @@ def _defend_update(
         state.reference = copy.deepcopy(state.model)
     state.reference.load_state_dict({**weights, **global_params})
     state.reference.train()
+    lr = spec.config.client.lr
 
     def context_for(position: int) -> DefenseContext:
         seed = derive_seed(spec.config.seed, "defense", server_round, partition, position)
@@ -129,11 +130,10 @@ def _defend_update(
             model=state.reference,
             x=trained_on[0],
             y=trained_on[1],
-            lr=spec.config.client.lr,
+            lr=lr,
             generator=torch.Generator().manual_seed(seed),
         )
 
-    lr = spec.config.client.lr
     defended, records = apply_update_defenses(defenses, pseudo_gradient(global_params, weights, lr), context_for)
     return weights | weights_to_send(global_params, defended, lr), records
 
@@ -145,6 +145,7 @@ def failure_reply(spec: ClientSpec, message: Message, error: BaseException, wher
         log.write(traceback.format_exc())
     code = CLIENT_NON_FINITE_LOSS if isinstance(error, NonFiniteLossError) else CLIENT_EXCEPTION
     return Message(Error(code=code, reason=f"{type(error).__name__}: {error}"), reply_to=message)
+
 
 @dataclass(frozen=True)
 class LocalFit:
