@@ -22,6 +22,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import torch
 
 from adversary.attacks import resolve_options, run_attack
+from adversary.attacks.problem import group_views
 from adversary.threat_models import Architecture, LabelGrant, TrainingHyperparameters, build_views
 from adversary.view import AttackerView, Reconstruction
 from fedsim.config import AdversaryConfig, AttackOptions
@@ -47,17 +48,30 @@ def recorded_attacks(rows: Sequence[dict[str, Any]], server_round: int, attacks:
     """(attack index, target) pairs of ``attacks`` that already have a row for ``server_round``.
 
     Rows name the attack, not its position in the config: the j-th attack of a name counts as done for a
-    target once j rows of that name and target exist.
+    target once j rows of that name and target exist (counting only the attacks that run on that target).
     """
     counts = Counter(
         (row["attack"], row["target"]) for row in rows if row.get("event") == "attack" and row.get("round") == server_round
     )
-    seen: Counter[str] = Counter()
     done = set()
-    for index, options in enumerate(attacks):
-        seen[options.name] += 1
-        done |= {(index, target) for (name, target), count in counts.items() if name == options.name and count >= seen[options.name]}
+    for (name, target), count in counts.items():
+        runs_on_target = [i for i, options in enumerate(attacks) if options.name == name and options.applies_to(target)]
+        done |= {(index, target) for index in runs_on_target[:count]}
     return done
+
+
+def share_cpu_threads(workers: int) -> int:
+    """Give each of ``workers`` concurrent CPU attacks its share of torch's intra-op threads; returns the share.
+
+    An attack is a long chain of small kernels: workers that each spread every kernel over all cores mostly
+    wait on each other (bench/attacks.py: per-client and aggregate side by side on 2 cores take 60 s with
+    2 threads each, 46 s with 1). The setting is process-wide, so it also applies to the server's evaluation.
+    """
+    share = max(1, torch.get_num_threads() // workers)
+    if share != torch.get_num_threads():
+        logger.info("attack workers: %d on CPU, torch intra-op threads %d -> %d", workers, torch.get_num_threads(), share)
+        torch.set_num_threads(share)
+    return share
 
 
 class Adversary:
@@ -85,6 +99,8 @@ class Adversary:
         self._open_jobs: dict[int, int] = {}  # round -> attack jobs not yet reported
         self._updates: dict[int, list[TappedUpdate]] = defaultdict(list)
         self._lock = threading.Lock()
+        if device.type == "cpu" and config.workers > 1:
+            share_cpu_threads(config.workers)
         self._pool = ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="fedsim-attack")
         self._jobs: list[Future] = []
 
@@ -119,12 +135,12 @@ class Adversary:
 
     def _submit(self, server_round: int, updates: list[TappedUpdate], done: set[tuple[int, str]]) -> int:
         views = build_views(updates, self.config, self.architecture, self.training, self.grant_labels)
-        # One job per attack: run_attack batches the round's compatible views (and restarts) itself.
+        # One job per attack and group of compatible views (run_attack batches a group and its restarts
+        # itself): per-client targets and the aggregate are different problems, so they run side by side.
         jobs = []
         for index, options in enumerate(self.config.attacks):
-            todo = [view for view in views if (index, view.target) not in done]
-            if todo:
-                jobs.append((index, options, todo))
+            todo = [view for view in views if options.applies_to(view.target) and (index, view.target) not in done]
+            jobs.extend((index, options, [todo[i] for i in group]) for group in group_views(todo))
         if not jobs:
             self._round_done(server_round)
             return 0

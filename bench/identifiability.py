@@ -11,7 +11,12 @@ representations plus the 8,136 entries of the convolution gradients, against B x
 Prints, for B = 1, 2, 3: the Jacobian's size, its numerical rank (singular values above 1e-10 x the largest,
 float64) and the dimension of the null space. Takes a few minutes on 2 cores for B = 3.
 
-    .venv/bin/python bench/identifiability.py [--data ../shared/data/cifar10_subset.npz] [--max-batch 3]
+``--oracle`` (about 8 more minutes): what the best smoothness prior could recover for the largest B. Among the
+images the gradient cannot tell from the truth (to first order: truth + null space), it takes the one with the
+least squared finite differences, a quadratic stand-in for the TV prior, and prints its PSNR per image. An
+attack that lands exactly on the truth's fibre and minimises smoothness there could reach this, not more.
+
+    .venv/bin/python bench/identifiability.py [--data ../shared/data/cifar10_subset.npz] [--max-batch 3] [--oracle]
 """
 
 from __future__ import annotations
@@ -59,6 +64,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, default=REPO / ".." / "shared" / "data" / "cifar10_subset.npz")
     parser.add_argument("--max-batch", type=int, default=3)
+    parser.add_argument("--oracle", action="store_true", help="the smoothest gradient-equivalent images (largest B)")
     args = parser.parse_args()
     if not args.data.is_file():
         raise SystemExit(f"--data {args.data}: no such file (CIFAR-10 subset npz with x_test, y_test)")
@@ -82,6 +88,29 @@ def main() -> None:
         else:
             print(f"{head}, full rank (smallest singular value {singular[-1] / singular[0]:.1e} x the largest) "
                   f"[{seconds:.0f} s]")  # fmt: skip
+    if args.oracle:
+        start = time.perf_counter()
+        estimate = smoothest_equivalent(jacobian, images)
+        mse = ((estimate.clamp(0, 1) - images) ** 2).flatten(1).mean(dim=1)
+        psnr = (10 * torch.log10(1.0 / mse)).tolist()
+        print(f"oracle B={args.max_batch}: smoothest gradient-equivalent images, PSNR {' '.join(f'{v:.2f}' for v in psnr)} dB, "
+              f"mean {sum(psnr) / len(psnr):.2f} dB [{time.perf_counter() - start:.0f} s]")  # fmt: skip
+
+
+def smoothest_equivalent(jacobian: torch.Tensor, images: torch.Tensor) -> torch.Tensor:
+    """argmin ||D x||^2 over x = truth + null(J), D the horizontal and vertical finite differences per channel."""
+    _, singular, vh = torch.linalg.svd(jacobian, full_matrices=False)
+    rank = int((singular > singular[0] * RELATIVE_TOLERANCE).sum())
+    null = vh[rank:].T  # (B*C*H*W, k)
+
+    def differences(batch: torch.Tensor) -> torch.Tensor:  # (..., B*C*H*W) -> (..., number of differences)
+        x = batch.reshape(*batch.shape[:-1], *images.shape)
+        dx, dy = x[..., :, 1:] - x[..., :, :-1], x[..., 1:, :] - x[..., :-1, :]
+        return torch.cat([dx.flatten(-4), dy.flatten(-4)], dim=-1)
+
+    truth = images.reshape(-1)
+    coefficients = torch.linalg.lstsq(differences(null.T).T, differences(truth)[:, None]).solution
+    return (truth - (null @ coefficients)[:, 0]).reshape(images.shape)
 
 if __name__ == "__main__":
     main()

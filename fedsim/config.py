@@ -532,6 +532,13 @@ class AttackOptions(Section):
     precision: Literal["float32", "float64"] = Field("float32", description="arithmetic of the attack")
     deterministic: bool = Field(False, description="use deterministic kernels (slower on GPU)")
     log_every: int = Field(0, ge=0, description="keep a trajectory point every N iterations (0 = none)")
+    inverts: Literal["both", "per-client", "aggregate"] = Field(
+        "both", description="which of adversary.targets this attack inverts (priors that suit one kind only)"
+    )
+
+    def applies_to(self, target: str) -> bool:
+        """Whether this attack inverts ``target`` (``client:<id>`` or ``aggregate``)."""
+        return self.inverts == "both" or (self.inverts == "aggregate") == (target == "aggregate")
 
     @field_validator("name")
     @classmethod
@@ -563,7 +570,9 @@ class AdversaryConfig(Section):
     knows: AdversaryKnowledge = Field(default_factory=AdversaryKnowledge, description="the threat model's knowledge")
     attacks: list[AttackOptions] = Field(default_factory=list, description="attacks to run (empty = no adversary)")
     device: str = Field("auto", description="where attacks run: `auto`, `cpu`, `cuda`, `cuda:N`")
-    workers: int = Field(1, ge=1, description="attacks running at once, beside the training")
+    workers: int = Field(
+        1, ge=1, description="attacks running at once, beside the training (on CPU they share the cores)"
+    )
     save_images: bool = Field(True, description="write original-over-reconstruction PNG grids per round and target")
 
     @field_validator("attacks", mode="before")
@@ -585,6 +594,16 @@ class AdversaryConfig(Section):
     @classmethod
     def _device(cls, value: str) -> str:
         return _check_device(value)
+
+    @model_validator(mode="after")
+    def _attacks_have_targets(self) -> "AdversaryConfig":
+        for index, attack in enumerate(self.attacks):
+            if attack.inverts != "both" and self.targets not in ("both", attack.inverts):
+                raise ValueError(
+                    f"attacks.{index}.inverts = {attack.inverts}: this attack would never run, targets is '{self.targets}'; "
+                    f"allowed: both or {self.targets}"
+                )
+        return self
 
     def attacks_round(self, server_round: int) -> bool:
         if not self.attacks:

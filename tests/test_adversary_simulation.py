@@ -45,3 +45,25 @@ def test_a_wire_tap_attacks_each_client_and_the_aggregate(tmp_path):
 def test_an_honest_but_curious_server_sees_what_the_strategy_sees(tmp_path):
     rows = attacked_run(tmp_path, tap="server", targets="aggregate", clients="all")
     assert [(row["tap"], row["target"], row["batch_size"]) for row in rows] == [("server", "aggregate", 2)]
+
+
+def test_attacks_limited_to_one_kind_of_target_run_as_separate_jobs_side_by_side(tmp_path, monkeypatch):
+    import adversary.adversary as adversary_module
+
+    calls = []
+    real_run_attack = adversary_module.run_attack
+
+    def recording_run_attack(options, views, seed, device):
+        calls.append((options.name, sorted(view.target for view in views)))
+        return real_run_attack(options, views, seed, device)
+
+    monkeypatch.setattr(adversary_module, "run_attack", recording_run_attack)
+    attacks = [
+        {"name": "dlg", "iterations": 20, "inverts": "per-client"},
+        {"name": "ig", "iterations": 20, "tv_weight": 0.03, "inverts": "aggregate"},
+    ]
+    rows = attacked_run(tmp_path, tap="mitm", targets="both", attacks=attacks, workers=2)
+    assert sorted((row["attack"], row["target"]) for row in rows) == [
+        ("dlg", "client:0"), ("dlg", "client:1"), ("ig", "aggregate")
+    ]  # fmt: skip
+    assert sorted(calls) == [("dlg", ["client:0", "client:1"]), ("ig", ["aggregate"])]
