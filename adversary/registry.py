@@ -1,5 +1,5 @@
 """Registry of gradient-inversion attacks: name -> attack (see adversary.attacks)."""
 
-from fedsim.registry import Registry
+from fedsim.base import Registry
 
 ATTACKS: Registry = Registry("attack")

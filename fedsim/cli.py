@@ -9,9 +9,10 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.logging import RichHandler
+from rich.markup import escape
 from rich.table import Table
 
-from fedsim.config import SWEEP_SECTION, ConfigError, load_config, read_yaml, schema_rows
+from fedsim.config import SWEEP_SECTION, ConfigError, load_config, plugin_schema, read_yaml, schema_markdown, schema_rows
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
@@ -87,9 +88,13 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def _cmd_config_schema(args: argparse.Namespace) -> int:
+    rows = plugin_schema(args.key) if args.key else schema_rows()
+    if args.markdown:
+        print(schema_markdown(rows), end="")
+        return 0
     table = Table("key", "type", "default", "description", box=None, show_lines=False)
-    for key, kind, default, description in schema_rows():
-        table.add_row(key, kind, default, description)
+    for row in rows:  # keys hold brackets, which rich would read as markup
+        table.add_row(*(escape(cell) for cell in row))
     Console(width=200).print(table)
     return 0
 
@@ -173,9 +178,13 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--quiet", action="store_true", help="log lines only, no live display")
     sweep.set_defaults(func=_cmd_sweep)
 
-    sub.add_parser("config-schema", help="print every config key with type, default and description").set_defaults(
-        func=_cmd_config_schema
+    schema = sub.add_parser(
+        "config-schema", help="print every config key (every registered plugin's too) with type, default and description"
     )
+    schema.add_argument("key", nargs="?", metavar="SECTION|PLUGIN",
+                        help="only this section or plugin, e.g. client.defenses.gradient_dropout or adversary.attacks[ig]")
+    schema.add_argument("--markdown", action="store_true", help="Markdown tables (the README's config reference)")
+    schema.set_defaults(func=_cmd_config_schema)
     sub.add_parser("list", help="registered data sets, models, strategies and attacks").set_defaults(func=_cmd_list)
 
     report = sub.add_parser(

@@ -1,9 +1,14 @@
-"""Typed, validated experiment configuration.
+"""Typed, validated experiment configuration: the sections, and the checks that span sections.
 
 A config is YAML with fixed top-level sections (``name``, ``seed``, ``device``, ``data``, ``model``,
 ``federation``, ``client``, ``strategy``, ``adversary``, ``output``). Every field has a default and a
 one-line description (``fedsim config-schema`` prints them). Validation errors are turned into one
 line naming the key path, the offending value and what is allowed.
+
+The plugins (defenses, attacks and their regularizers, strategies, DP modes, partition schemes, models,
+data sets) declare their own config models beside their code and register them; this module loads them
+(``fedsim.plugins``) and composes the discriminated unions of ``client.defenses[]``,
+``adversary.attacks[]`` and ``data.partition`` from the registries. Plugins never import this module.
 """
 
 from __future__ import annotations
@@ -17,53 +22,53 @@ from types import UnionType
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticUndefined
 
+from adversary.attacks.options import AttackOptions
+from adversary.attacks.regularizers import REGULARIZERS
+from adversary.registry import ATTACKS
+from clients.defenses.registry import DEFENSES
+from fedsim.base import ConfigError, Registry, Section, check_device, upgrade_keys
+from fedsim.data.loaders import DATASETS, PATH_DATASETS
+from fedsim.data.partition import PARTITIONS, IidPartition
+from fedsim.models import check_model_name
+from fedsim.plugins import load_plugins
+from strategies.dp import DP_MECHANISMS, DpConfig
+from strategies.secagg import (
+    SECAGG_MODULUS,
+    SECAGG_STAGES,
+    SECAGG_STRATEGY,
+    SECAGG_TRAINING_STAGE,
+    SecAggConfig,
+)
+from strategies.registry import STRATEGIES
 
-class ConfigError(ValueError):
-    """A configuration problem, already phrased as one line for the user."""
+__all__ = [
+    "SECAGG_MODULUS", "SECAGG_STAGES", "SECAGG_STRATEGY", "SECAGG_TRAINING_STAGE", "SWEEP_SECTION", "SCHEMA_VERSION",
+    "AdversaryConfig", "AttackOptions", "ClientConfig", "ConfigError", "DataConfig", "DpConfig", "ExperimentConfig",
+    "FederationConfig", "ModelConfig", "OutputConfig", "SecAggConfig", "Section", "StrategyConfig",
+    "apply_override", "dump_config", "load_config", "parse_config", "parse_value", "read_yaml", "schema_rows",
+    "set_key",
+]  # fmt: skip
+
+#: version of the config and metrics-row layout a run writes (``schema_version`` in config.yaml, ``schema``
+#: in metrics rows); files without one were written before versions existed (version 1)
+SCHEMA_VERSION = 2
+SCHEMA_KEY = "schema_version"
+
+load_plugins()
 
 
-def _check_device(value: str) -> str:
-    if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", value):
-        raise ValueError(f"'{value}' is not a device; allowed: auto, cpu, cuda, cuda:N")
-    return value
-
-
-class Section(BaseModel):
-    """Base of every config section: unknown keys are errors, assignments are re-validated."""
-
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False)
+def _union(registry: Registry[Any]) -> Any:
+    """The discriminated union (on ``name``) of every config model ``registry`` holds."""
+    variants = tuple(registry.configs().values())
+    return Annotated[Union[variants], Field(discriminator="name")] if len(variants) > 1 else variants[0]
 
 
 # --------------------------------------------------------------------------------------------- data
 
-
-class IidPartition(Section):
-    name: Literal["iid"] = Field("iid", description="every client gets a uniformly random, equal share")
-
-
-class DirichletPartition(Section):
-    name: Literal["dirichlet"] = Field("dirichlet", description="label skew drawn from Dirichlet(alpha)")
-    alpha: float = Field(0.5, gt=0, description="concentration; small alpha = strong label skew")
-    min_partition_size: int = Field(1, ge=0, description="redraw until every client has this many samples")
-
-
-class PathologicalPartition(Section):
-    name: Literal["pathological"] = Field("pathological", description="each client holds only a few classes")
-    classes_per_client: int = Field(2, ge=1, description="number of distinct classes per client")
-
-
-PARTITIONS: dict[str, type[Section]] = {
-    "iid": IidPartition,
-    "dirichlet": DirichletPartition,
-    "pathological": PathologicalPartition,
-}
-
-Partition = Annotated[
-    Union[IidPartition, DirichletPartition, PathologicalPartition], Field(discriminator="name")
-]
+Partition = _union(PARTITIONS)
 
 
 class DataConfig(Section):
@@ -94,16 +99,12 @@ class DataConfig(Section):
     @field_validator("dataset")
     @classmethod
     def _known_dataset(cls, value: str) -> str:
-        from fedsim.data import DATASETS
-
         if value not in DATASETS:
             raise ValueError(DATASETS.unknown_message(value))
         return value
 
     @model_validator(mode="after")
     def _path_when_needed(self) -> "DataConfig":
-        from fedsim.data.loaders import PATH_DATASETS
-
         if self.dataset in PATH_DATASETS:
             if self.path is None:
                 raise ValueError(f"path = null: data set '{self.dataset}' reads its files from data.path; set it")
@@ -132,8 +133,6 @@ class ModelConfig(Section):
     @field_validator("name")
     @classmethod
     def _known_model(cls, value: str) -> str:
-        from fedsim.models import check_model_name
-
         check_model_name(value)
         return value
 
@@ -144,11 +143,6 @@ class ModelConfig(Section):
 class ClientResources(Section):
     cpus: float = Field(1.0, gt=0, description="CPU cores reserved per simulated client")
     gpus: float = Field(0.0, ge=0, description="GPU share per simulated client (fractions allowed)")
-
-
-# The stages of Flower's SecAgg+ protocol, in order (flwr.common.secure_aggregation.secaggplus_constants.Stage).
-SECAGG_STAGES = ("setup", "share_keys", "collect_masked_vectors", "unmask")
-SECAGG_TRAINING_STAGE = "collect_masked_vectors"  # the stage in which SecAgg+ clients train and send masked vectors
 
 
 class InjectedFailure(Section):
@@ -204,86 +198,14 @@ class FederationConfig(Section):
 # ------------------------------------------------------------------------------------------- client
 
 
-# Defenses: one model per mechanism, discriminated by `name`; the implementations live in
-# clients/defenses (registry DEFENSES). Training-level defenses change how the client trains;
-# update-level ones transform what it sends, in the order listed.
+# Defenses: one model per mechanism, discriminated by `name`, each declared and registered beside its
+# implementation in clients/defenses. Training-level defenses change how the client trains; update-level
+# ones transform what it sends, in the order listed.
+Defense = _union(DEFENSES)
 
 
-class DpsgdDefense(Section):
-    name: Literal["dpsgd"] = Field("dpsgd", description="DP-SGD (Opacus): per-sample clipping and Gaussian noise")
-    max_grad_norm: float = Field(1.0, gt=0, description="per-sample gradient clipping bound C")
-    noise_multiplier: float | None = Field(None, ge=0, description="noise std / C (exclusive with target_epsilon)")
-    target_epsilon: float | None = Field(
-        None, gt=0, description="epsilon to reach after all federation.rounds (assumes the client trains every round)"
-    )
-    delta: float | None = Field(None, gt=0, lt=1, description="delta (null = 1 / client data set size)")
-    accountant: Literal["rdp", "prv"] = Field("rdp", description="Opacus privacy accountant")
-    poisson_sampling: bool = Field(True, description="Poisson-sampled batches (what the accountant assumes)")
-    fix_model: bool = Field(False, description="replace layers Opacus cannot handle (BatchNorm -> GroupNorm)")
-
-    @model_validator(mode="after")
-    def _one_noise_source(self) -> "DpsgdDefense":
-        if (self.noise_multiplier is None) == (self.target_epsilon is None):
-            raise ValueError(
-                f"noise_multiplier = {self.noise_multiplier} and target_epsilon = {self.target_epsilon}: "
-                "set exactly one of them"
-            )
-        return self
-
-
-class PdpsgdDefense(Section):
-    name: Literal["pdpsgd"] = Field("pdpsgd", description="PDP-SGD (paper 000, eq. 12): L + kappa sum theta^2 x^2")
-    sigma: float = Field(0.1, gt=0, description="noise parameter; kappa = lr^2 sigma^2 (paper 000: 0.1)")
-    kappa: float | None = Field(None, ge=0, description="regularisation constant; overrides sigma (null = lr^2 sigma^2)")
-
-
-class NoiseDefense(Section):
-    name: Literal["noise"] = Field("noise", description="additive noise on the update")
-    sigma: float = Field(..., gt=0, description="noise scale (std for gaussian, b for laplace)")
-    distribution: Literal["gaussian", "laplace"] = Field("gaussian", description="noise distribution")
-
-
-class ClipDefense(Section):
-    name: Literal["clip"] = Field("clip", description="clip the update's L2 norm")
-    max_norm: float = Field(..., gt=0, description="largest L2 norm sent")
-    scope: Literal["global", "per-tensor"] = Field("global", description="one norm over all tensors, or one each")
-
-
-class PruneDefense(Section):
-    name: Literal["prune"] = Field("prune", description="zero the smallest-magnitude update entries")
-    ratio: float = Field(..., gt=0, lt=1, description="fraction of entries set to zero")
-    scope: Literal["global", "per-tensor"] = Field("global", description="rank entries over all tensors, or per tensor")
-
-
-class GradientDropoutDefense(Section):
-    name: Literal["gradient_dropout"] = Field("gradient_dropout", description="paper 004, Algorithm 1")
-    p: float = Field(..., gt=0, le=1, description="retention probability; kept entries are scaled by 1/p")
-    sigma: float = Field(..., ge=0, description="std of the Gaussian noise replacing dropped entries")
-
-
-class SoteriaDefense(Section):
-    name: Literal["soteria"] = Field("soteria", description="Soteria (Sun et al. 2021): prune the representation layer")
-    ratio: float = Field(0.8, gt=0, lt=1, description="fraction of representation units whose columns are zeroed")
-    layer: str | None = Field(None, description="the Linear layer fed by the representation (null = the first one)")
-
-
-DEFENSE_CONFIGS: dict[str, type[Section]] = {
-    "dpsgd": DpsgdDefense,
-    "pdpsgd": PdpsgdDefense,
-    "noise": NoiseDefense,
-    "clip": ClipDefense,
-    "prune": PruneDefense,
-    "gradient_dropout": GradientDropoutDefense,
-    "soteria": SoteriaDefense,
-}
-TRAINING_DEFENSES = ("dpsgd", "pdpsgd")
-
-Defense = Annotated[
-    Union[
-        DpsgdDefense, PdpsgdDefense, NoiseDefense, ClipDefense, PruneDefense, GradientDropoutDefense, SoteriaDefense
-    ],
-    Field(discriminator="name"),
-]
+def _training_defenses() -> list[str]:
+    return [name for name in DEFENSES if DEFENSES.get(name).kind == "training"]
 
 
 class ClientConfig(Section):
@@ -307,11 +229,14 @@ class ClientConfig(Section):
     @field_validator("defenses")
     @classmethod
     def _training_defenses_once(cls, value: list[Any]) -> list[Any]:
-        for name in TRAINING_DEFENSES:
+        training = _training_defenses()
+        for name in training:
             if sum(defense.name == name for defense in value) > 1:
                 raise ValueError(f"'{name}' is listed twice; a client trains with it at most once")
-        if {"dpsgd", "pdpsgd"} <= {defense.name for defense in value}:
-            raise ValueError("'dpsgd' and 'pdpsgd' both change the local training; list only one of them")
+        listed = [name for name in training if name in {defense.name for defense in value}]
+        if len(listed) > 1:
+            raise ValueError(f"{' and '.join(repr(name) for name in listed)} both change the local training; "
+                             "list only one of them")  # fmt: skip
         return value
 
     @model_validator(mode="after")
@@ -328,153 +253,10 @@ class ClientConfig(Section):
     @property
     def dp_compatible_model(self) -> bool:
         """Whether the model is built with Opacus' layer replacements (dpsgd with fix_model: true), everywhere."""
-        return any(defense.name == "dpsgd" and defense.fix_model for defense in self.defenses)
+        return any(defense.builds_dp_compatible_model for defense in self.defenses)
 
 
 # ----------------------------------------------------------------------------------------- strategy
-
-
-_ADAPTIVE_ONLY = ("target_clipped_quantile", "clip_norm_lr", "clipped_count_stddev")
-
-
-class DpConfig(Section):
-    """Central DP by Flower's strategy wrappers: clip every client's update, add Gaussian noise to the aggregate."""
-
-    kind: str = Field(
-        "server-fixed",
-        description="clipping: server-fixed, client-fixed, server-adaptive, client-adaptive (see `fedsim list`)",
-    )
-    noise_multiplier: float = Field(
-        1.0, ge=0, description="noise std / clipping norm on the sum of updates (0 = clip only, epsilon infinite)"
-    )
-    clipping_norm: float = Field(1.0, gt=0, description="L2 bound on each client's update (adaptive: the initial bound)")
-    num_sampled_clients: int | None = Field(
-        None, ge=1, description="clients the noise is calibrated for (null = those FedAvg samples per round)"
-    )
-    target_clipped_quantile: float | None = Field(
-        None, ge=0, le=1, description="(adaptive) share of updates the bound should clip (null = 0.5)"
-    )
-    clip_norm_lr: float | None = Field(None, gt=0, description="(adaptive) learning rate of the bound (null = 0.2)")
-    clipped_count_stddev: float | None = Field(
-        None, ge=0, description="(adaptive) noise std of the clipped count (null = num_sampled_clients / 20)"
-    )
-    delta: float | None = Field(None, gt=0, lt=1, description="delta of the reported epsilon (null = 1 / num_clients)")
-    amplification: bool = Field(
-        True,
-        description="credit amplification by client sampling in epsilon (as Poisson, rate sampled/num_clients); "
-        "false = each round a full Gaussian release",
-    )
-
-    @field_validator("kind")
-    @classmethod
-    def _known_kind(cls, value: str) -> str:
-        from strategies.dp import DP_MECHANISMS
-
-        if value not in DP_MECHANISMS:
-            raise ValueError(DP_MECHANISMS.unknown_message(value))
-        return value
-
-    @model_validator(mode="after")
-    def _adaptive_options(self) -> "DpConfig":
-        from strategies.dp import DP_MECHANISMS
-
-        if not DP_MECHANISMS.get(self.kind).adaptive:
-            for key in _ADAPTIVE_ONLY:
-                if getattr(self, key) is not None:
-                    raise ValueError(
-                        f"{key} = {getattr(self, key)!r}: only adaptive kinds (server-adaptive, client-adaptive) "
-                        f"use it; kind is '{self.kind}'"
-                    )
-        return self
-
-    def sampled_clients(self, federation: "FederationConfig") -> int:
-        """Clients the noise is calibrated for: as configured, or as many as FedAvg samples per round."""
-        from strategies.fedavg import sample_size
-
-        if self.num_sampled_clients is not None:
-            return self.num_sampled_clients
-        return sample_size(federation.num_clients, federation.fraction_fit, federation.min_fit_clients)
-
-    def check_federation(self, federation: "FederationConfig") -> None:
-        """What only the federation can tell (a one-line ValueError naming the key)."""
-        if self.num_sampled_clients is not None and self.num_sampled_clients > federation.num_clients:
-            raise ValueError(
-                f"strategy.dp.num_sampled_clients = {self.num_sampled_clients}: must be <= "
-                f"federation.num_clients ({federation.num_clients})"
-            )
-        from strategies.dp import DP_MECHANISMS
-
-        if DP_MECHANISMS.get(self.kind).adaptive and self.noise_multiplier > 0:
-            sampled = self.sampled_clients(federation)
-            stddev = self.clipped_count_stddev if self.clipped_count_stddev is not None else sampled / 20
-            origin = "" if self.clipped_count_stddev is not None else f" = num_sampled_clients / 20 = {sampled}/20"
-            if self.noise_multiplier >= 2 * stddev:  # Flower's own precondition, checked before anything runs
-                raise ValueError(
-                    f"strategy.dp.noise_multiplier = {self.noise_multiplier}: adaptive clipping needs it "
-                    f"< 2 * clipped_count_stddev ({stddev:g}{origin}); raise strategy.dp.clipped_count_stddev"
-                )
-
-
-SECAGG_STRATEGY = "secagg+"
-SECAGG_MODULUS = 2**32  # Flower's modulus_range: the masked sum of every client's quantised update wraps at it
-
-
-class SecAggConfig(Section):
-    """Flower's SecAgg+ (SecAggPlusWorkflow / secaggplus_mod): masked, quantised updates; the server learns the sum."""
-
-    num_shares: int | None = Field(
-        None, ge=2, description="clients each client's secrets are shared with, itself included (null = every sampled client)"
-    )
-    reconstruction_threshold: int | None = Field(
-        None, ge=2, description="shares that rebuild a secret; num_shares - threshold drop-outs are survived "
-        "(null = a majority of num_shares)",
-    )
-    clipping_range: float = Field(
-        8.0, gt=0, description="each client's weighted parameters (num-examples / max_weight x w) are clipped to +-this"
-    )
-    quantization_range: int = Field(
-        2**22, ge=2, lt=2**31, description="integer levels the clipped range is quantised to (stochastic rounding)"
-    )
-    max_weight: float | None = Field(
-        None, gt=0, description="largest client weight (num-examples) expected; null = the largest partition"
-    )
-
-    def shares(self, sampled: int) -> int:
-        return self.num_shares if self.num_shares is not None else sampled
-
-    def threshold(self, sampled: int) -> int:
-        return self.reconstruction_threshold if self.reconstruction_threshold is not None else self.shares(sampled) // 2 + 1
-
-    def check_federation(self, federation: "FederationConfig") -> None:
-        """What only the number of sampled clients can tell (a one-line ValueError naming the key)."""
-        from strategies.fedavg import sample_size
-
-        sampled = sample_size(federation.num_clients, federation.fraction_fit, federation.min_fit_clients)
-        if sampled < 2:
-            raise ValueError(
-                f"federation.num_clients = {federation.num_clients}: secagg+ samples {sampled} client per round; "
-                "secure aggregation needs at least 2"
-            )
-        shares = self.shares(sampled)
-        if shares > sampled:
-            raise ValueError(
-                f"strategy.secagg.num_shares = {shares}: must be <= the clients sampled per round ({sampled})"
-            )
-        if shares < sampled and shares % 2 == 0:
-            raise ValueError(
-                f"strategy.secagg.num_shares = {shares}: must be odd (a client and as many neighbours on each side) "
-                f"or equal to the clients sampled per round ({sampled})"
-            )
-        threshold = self.threshold(sampled)
-        if threshold > shares:
-            raise ValueError(
-                f"strategy.secagg.reconstruction_threshold = {threshold}: must be <= num_shares ({shares})"
-            )
-        if self.quantization_range * sampled > SECAGG_MODULUS:
-            raise ValueError(
-                f"strategy.secagg.quantization_range = {self.quantization_range}: the sum of {sampled} sampled clients "
-                f"would overflow the 2^32 modulus; must be <= {SECAGG_MODULUS // sampled}"
-            )
 
 
 class StrategyConfig(Section):
@@ -489,8 +271,6 @@ class StrategyConfig(Section):
     @field_validator("name")
     @classmethod
     def _known_strategy(cls, value: str) -> str:
-        from strategies import STRATEGIES
-
         if value not in STRATEGIES:
             raise ValueError(STRATEGIES.unknown_message(value))
         return value
@@ -516,38 +296,9 @@ class StrategyConfig(Section):
 # ---------------------------------------------------------------------------------------- adversary
 
 
-class AttackOptions(Section):
-    """One attack and its options; null options take the attack's own defaults (see `fedsim list`)."""
-
-    name: str = Field(..., description="attack name (see `fedsim list`)")
-    iterations: int | None = Field(None, ge=1, description="optimisation steps per restart")
-    restarts: int = Field(1, ge=1, description="independent random starts, batched; the lowest objective wins")
-    init: Literal["randn", "uniform", "zeros"] | None = Field(None, description="dummy image initialisation")
-    init_scale: float | None = Field(None, gt=0, description="std (randn) or half-range (uniform) of the init")
-    tv_weight: float | None = Field(None, ge=0, description="total-variation prior weight")
-    loss: Literal["l2", "cosine", "l1"] | None = Field(None, description="gradient-matching distance")
-    optimizer: Literal["lbfgs", "adam", "sgd"] | None = Field(None, description="optimizer of the dummy data")
-    lr: float | None = Field(None, gt=0, description="optimizer step size")
-    bn_weight: float | None = Field(None, ge=0, description="BatchNorm-statistics prior weight (gradinversion)")
-    precision: Literal["float32", "float64"] = Field("float32", description="arithmetic of the attack")
-    deterministic: bool = Field(False, description="use deterministic kernels (slower on GPU)")
-    log_every: int = Field(0, ge=0, description="keep a trajectory point every N iterations (0 = none)")
-    inverts: Literal["both", "per-client", "aggregate"] = Field(
-        "both", description="which of adversary.targets this attack inverts (priors that suit one kind only)"
-    )
-
-    def applies_to(self, target: str) -> bool:
-        """Whether this attack inverts ``target`` (``client:<id>`` or ``aggregate``)."""
-        return self.inverts == "both" or (self.inverts == "aggregate") == (target == "aggregate")
-
-    @field_validator("name")
-    @classmethod
-    def _known_attack(cls, value: str) -> str:
-        from adversary import ATTACKS
-
-        if value not in ATTACKS:
-            raise ValueError(ATTACKS.unknown_message(value))
-        return value
+# Attacks: one options model per attack, discriminated by `name`, each declared and registered beside
+# the attack in adversary/attacks (``AttackOptions(name=...)`` builds the one of that name).
+Attack = _union(ATTACKS)
 
 
 class AdversaryKnowledge(Section):
@@ -568,7 +319,7 @@ class AdversaryConfig(Section):
     rounds: RoundSpec = Field("all", description="rounds to attack: `all`, a list [1, 3], or an interval `2-5`")
     clients: Literal["all"] | list[int] = Field("all", description="victims attacked per client: `all` or a list")
     knows: AdversaryKnowledge = Field(default_factory=AdversaryKnowledge, description="the threat model's knowledge")
-    attacks: list[AttackOptions] = Field(default_factory=list, description="attacks to run (empty = no adversary)")
+    attacks: list[Attack] = Field(default_factory=list, description="attacks to run (empty = no adversary)")
     device: str = Field("auto", description="where attacks run: `auto`, `cpu`, `cuda`, `cuda:N`")
     workers: int = Field(
         1, ge=1, description="attacks running at once, beside the training (on CPU they share the cores)"
@@ -593,7 +344,7 @@ class AdversaryConfig(Section):
     @field_validator("device")
     @classmethod
     def _device(cls, value: str) -> str:
-        return _check_device(value)
+        return check_device(value)
 
     @model_validator(mode="after")
     def _attacks_have_targets(self) -> "AdversaryConfig":
@@ -654,7 +405,7 @@ class ExperimentConfig(Section):
     @field_validator("device")
     @classmethod
     def _device(cls, value: str) -> str:
-        return _check_device(value)
+        return check_device(value)
 
     @model_validator(mode="after")
     def _dp_fits_federation(self) -> "ExperimentConfig":
@@ -685,19 +436,21 @@ class ExperimentConfig(Section):
 # ------------------------------------------------------------------------------------------ loading
 
 
-# Discriminated unions: the field holding them -> their variants by tag. Pydantic puts the tag into
-# error locations; it is not a key the user wrote.
-_TAGGED_FIELDS: dict[str, dict[str, type[Section]]] = {"partition": PARTITIONS, "defenses": DEFENSE_CONFIGS}
+def _tagged_fields() -> dict[str, Registry[Any]]:
+    """Fields that hold a discriminated union -> the registry of its variants. Pydantic puts the tag into
+    error locations; it is not a key the user wrote."""
+    return {"partition": PARTITIONS, "defenses": DEFENSES, "attacks": ATTACKS, "regularizers": REGULARIZERS}
 
 
 def _format_path(loc: tuple[Any, ...]) -> str:
     parts: list[str] = []
     field = None
+    tagged = _tagged_fields()
     for item in loc:
         if isinstance(item, int):
             parts.append(f"[{item}]")
             continue
-        if field in _TAGGED_FIELDS and item in _TAGGED_FIELDS[field]:
+        if field in tagged and item in tagged[field]:
             field = None
             continue
         parts.append(("." if parts else "") + str(item))
@@ -705,20 +458,28 @@ def _format_path(loc: tuple[Any, ...]) -> str:
     return "".join(parts)
 
 
-def _fields_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
-    """Field names allowed at the parent of ``loc`` (for "did you mean" hints)."""
+def _walk(model: type[BaseModel], loc: tuple[Any, ...]) -> tuple[Any, tuple[str, str] | None]:
+    """The model at ``loc`` (None when unknown), and (kind, tag) when the last step chose a tagged variant."""
     current: Any = model
     field = None
-    for item in loc[:-1]:
+    chosen = None
+    tagged = _tagged_fields()
+    for item in loc:
         if isinstance(item, int) or current is None:
             continue
-        if field in _TAGGED_FIELDS and item in _TAGGED_FIELDS[field]:
-            current, field = _TAGGED_FIELDS[field][item], None
+        if field in tagged and item in tagged[field]:
+            current, field, chosen = tagged[field].config(item), None, (tagged[field].kind, item)
             continue
         info = current.model_fields.get(item) if hasattr(current, "model_fields") else None
         if info is None:
-            return []
-        current, field = _first_model(info.annotation), item
+            return None, None
+        current, field, chosen = _first_model(info.annotation), item, None
+    return current, chosen
+
+
+def _fields_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    """Field names allowed at the parent of ``loc`` (for "did you mean" hints)."""
+    current, _ = _walk(model, loc[:-1])
     return list(current.model_fields) if current is not None and hasattr(current, "model_fields") else []
 
 
@@ -732,20 +493,25 @@ def _first_model(annotation: Any) -> Any:
     return None
 
 
-def _one_line(error: ValidationError) -> str:
+def _one_line(error: ValidationError, root: type[BaseModel] | None = None) -> str:
     first = error.errors()[0]
     loc = tuple(first["loc"])
     path = _format_path(loc)
     value = first.get("input")
     if first["type"] == "extra_forbidden":
-        allowed = _fields_at(ExperimentConfig, loc)
+        allowed = _fields_at(root or ExperimentConfig, loc)
         close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
         hint = f" (did you mean '{close[0]}'?)" if close else ""
-        return f"unknown key '{path}'{hint}; allowed here: {', '.join(allowed)}"
+        _, chosen = _walk(root or ExperimentConfig, loc[:-1])
+        owner = f" for {chosen[0]} '{chosen[1]}'" if chosen else ""
+        return f"unknown key '{path}'{owner}{hint}; allowed here: {', '.join(allowed)}"
     message = first["msg"].removeprefix("Value error, ")
     if first["type"] == "union_tag_invalid":
-        kind, allowed = ("defense", DEFENSE_CONFIGS) if "defenses" in loc else ("partition", PARTITIONS)
-        return f"{path}.name = {first['ctx'].get('tag')!r}: unknown {kind}; allowed: {', '.join(allowed)}"
+        registry = _tagged_fields().get(next((item for item in reversed(loc) if isinstance(item, str)), ""))
+        tag = first["ctx"].get("tag")
+        if registry is not None:
+            return f"{path}.name = {tag!r}: {registry.unknown_message(str(tag))}"
+        return f"{path}.name = {tag!r}: {message}"
     if isinstance(value, dict) and re.match(r"[\w.\[\]]+ = ", message):
         # a section-level check that already names its key, e.g. "path = null: ..."
         return f"{path}.{message}" if path else message
@@ -754,12 +520,62 @@ def _one_line(error: ValidationError) -> str:
     return f"{path} = {value!r}: {message}"
 
 
+def upgrade(raw: dict[str, Any]) -> dict[str, Any]:
+    """``raw`` with every renamed key in its current shape (one deprecation line each, naming the key path).
+
+    Walks the sections as the models nest them, choosing each tagged variant by its ``name``; what cannot
+    be walked (wrong types, unknown names) is left for validation to report.
+    """
+    version = raw.get(SCHEMA_KEY)
+    if version is not None and (not isinstance(version, int) or version > SCHEMA_VERSION):
+        raise ConfigError(f"{SCHEMA_KEY} = {version!r}: this fedsim reads versions up to {SCHEMA_VERSION}; "
+                          "upgrade fedsim to read it")  # fmt: skip
+    raw = {key: value for key, value in raw.items() if key != SCHEMA_KEY}
+    return _upgrade(ExperimentConfig, raw, "")
+
+
+def _upgrade(model: type[BaseModel], raw: dict[str, Any], path: str) -> dict[str, Any]:
+    try:
+        raw = upgrade_keys(model, raw, path or "config")
+    except ValueError as error:
+        raise ConfigError(f"{path}: {error}" if path else str(error)) from None
+    tagged = _tagged_fields()
+    out = dict(raw)
+    for name, info in model.model_fields.items():
+        if name not in raw:
+            continue
+        where = f"{path}.{name}" if path else name
+        if name in tagged and isinstance(raw[name], list):
+            out[name] = [
+                _upgrade(tagged[name].config(item["name"]), item, f"{where}[{index}]")
+                if isinstance(item, dict) and item.get("name") in tagged[name] and tagged[name].config(item["name"])
+                else item
+                for index, item in enumerate(raw[name])
+            ]
+        elif name in tagged and isinstance(raw[name], dict):
+            item = raw[name]
+            if item.get("name") in tagged[name] and tagged[name].config(item["name"]) is not None:
+                out[name] = _upgrade(tagged[name].config(item["name"]), item, where)
+        else:
+            nested = _first_model(info.annotation)
+            if nested is not None and isinstance(raw[name], dict):
+                out[name] = _upgrade(nested, raw[name], where)
+            elif nested is not None and isinstance(raw[name], list):
+                out[name] = [_upgrade(nested, item, f"{where}[{i}]") if isinstance(item, dict) else item
+                             for i, item in enumerate(raw[name])]  # fmt: skip
+    return out
+
+
 def parse_config(raw: dict[str, Any]) -> ExperimentConfig:
-    """Validate a plain dict into an ExperimentConfig, raising ConfigError with one line."""
+    """Validate a plain dict into an ExperimentConfig, raising ConfigError with one line.
+
+    Renamed keys of older configs are accepted (one deprecation line each); ``schema_version`` is checked
+    and dropped (it describes the file, not the experiment).
+    """
     if not isinstance(raw, dict):
         raise ConfigError(f"config must be a mapping of sections, got {type(raw).__name__}")
     try:
-        return ExperimentConfig.model_validate(raw)
+        return ExperimentConfig.model_validate(upgrade(raw))
     except ValidationError as error:
         raise ConfigError(_one_line(error)) from None
 
@@ -860,25 +676,48 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
 
 
 def dump_config(config: ExperimentConfig) -> str:
-    return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
+    """The resolved config as YAML, headed by the schema version it is written in."""
+    return yaml.safe_dump({SCHEMA_KEY: SCHEMA_VERSION, **config.model_dump(mode="json")}, sort_keys=False)
+
+
+def refresh_plugins() -> None:
+    """Load plugins registered since this module was imported (entry points) and recompose the unions."""
+    load_plugins()
+    global Partition, Defense, Attack
+    Partition, Defense, Attack = _union(PARTITIONS), _union(DEFENSES), _union(ATTACKS)
+    DataConfig.model_fields["partition"].annotation = Partition
+    ClientConfig.model_fields["defenses"].annotation = list[Defense]
+    AdversaryConfig.model_fields["attacks"].annotation = list[Attack]
+    for model in (DataConfig, ClientConfig, AdversaryConfig, ExperimentConfig):
+        model.model_rebuild(force=True)
 
 
 # ------------------------------------------------------------------------------------------- schema
 
+Row = tuple[str, str, str, str]
 
-def schema_rows(model: type[BaseModel] = ExperimentConfig, prefix: str = "") -> list[tuple[str, str, str, str]]:
-    """(key path, type, default, description) for every field, nested sections flattened."""
-    rows: list[tuple[str, str, str, str]] = []
+
+def schema_rows(model: type[BaseModel] | None = None, prefix: str = "") -> list[Row]:
+    """(key path, type, default, description) for every field, nested sections flattened.
+
+    Every registered plugin gets its own rows: ``client.defenses[gradient_dropout].p``,
+    ``adversary.attacks[ig].regularizers[tv].weight``, ``data.partition[dirichlet].alpha``; a renamed key gets
+    a row saying what replaced it.
+    """
+    model = model or ExperimentConfig
+    rows: list[Row] = []
+    tagged = _tagged_fields()
     for name, field in model.model_fields.items():
         path = f"{prefix}{name}"
-        if name == "partition":
-            rows.append((path, " | ".join(PARTITIONS), "iid", field.description or ""))
-            for variant in PARTITIONS.values():
-                tag = variant.model_fields["name"].default
-                for sub, sub_field in variant.model_fields.items():
-                    if sub != "name":
-                        rows.append((f"{path}.{sub}", _type_name(sub_field.annotation),
-                                     _default_text(sub_field.default), f"({tag}) {sub_field.description}"))
+        if name in tagged:
+            registry = tagged[name]
+            is_list = get_origin(field.annotation) is list
+            default = _default_text(field.default_factory() if field.default_factory is not None else field.default)
+            kind = f"list of {registry.kind}" if is_list else registry.kind
+            rows.append((path, kind, default, f"{field.description or ''} (one of: {', '.join(registry)})"))
+            helps = registry.describe()
+            for tag, variant in registry.configs().items():
+                rows.extend(plugin_rows(variant, f"{path}[{tag}]", helps[tag]))
             continue
         nested = _first_model(field.annotation)
         if nested is not None:
@@ -892,10 +731,71 @@ def schema_rows(model: type[BaseModel] = ExperimentConfig, prefix: str = "") -> 
     return rows
 
 
+def plugin_rows(variant: type[BaseModel], path: str, help_text: str = "") -> list[Row]:
+    """The rows of one plugin's config model at ``path`` (e.g. ``client.defenses[noise]``)."""
+    name_field = variant.model_fields.get("name")
+    described = help_text or (name_field.description if name_field else None) or variant.__doc__ or path
+    rows: list[Row] = [(path, "plugin", "", described)]
+    rows.extend(row for row in schema_rows(variant, f"{path}.") if row[0] != f"{path}.name")
+    for renamed in getattr(variant, "renamed_keys", ()):
+        rows.append((f"{path}.{renamed.old}", "deprecated", "", f"renamed: use {renamed.new}"))
+    return rows
+
+
+def plugin_schema(selector: str) -> list[Row]:
+    """The rows of one plugin: ``client.defenses.gradient_dropout`` or ``client.defenses[gradient_dropout]``."""
+    match = re.fullmatch(r"(.+?)(?:\[(\w[\w+-]*)\]|\.([\w+-]+))", selector.strip())
+    rows = schema_rows()
+    if match is not None:
+        where, tag = match.group(1), match.group(2) or match.group(3)
+        wanted = f"{where}[{tag}]"
+        if any(row[0] == wanted for row in rows):
+            return [row for row in rows if row[0] == wanted or row[0].startswith(wanted + ".") or row[0].startswith(wanted + "[")]
+    keys = sorted({row[0] for row in rows if row[1] == "plugin" and row[0].count("[") == 1})
+    close = difflib.get_close_matches(selector, keys, n=1)
+    hint = f" (did you mean '{close[0]}'?)" if close else ""
+    if any(row[0] == selector or row[0].startswith(selector + ".") for row in rows):
+        return [row for row in rows if row[0] == selector or row[0].startswith(selector + ".") or row[0].startswith(selector + "[")]
+    raise ConfigError(f"config-schema {selector}: no such plugin or section{hint}; plugins: {', '.join(keys)}")
+
+
+def schema_markdown(rows: list[Row] | None = None) -> str:
+    """The rows as Markdown tables, one per section or plugin (the README's config tables)."""
+    rows = schema_rows() if rows is None else rows
+    lines: list[str] = []
+    table: list[Row] = []
+
+    def flush() -> None:
+        if table:
+            lines.extend(["| key | type | default | meaning |", "|---|---|---|---|"])
+            lines.extend(f"| `{key}` | {_md(kind)} | {_md(default, code=True)} | {_md(text)} |" for key, kind, default, text in table)
+            lines.append("")
+            table.clear()
+
+    for row in rows:
+        if row[1] in ("section", "plugin") or (row[1] == "list" and not row[0].endswith("]")):
+            flush()
+            lines.append(f"**`{row[0]}`**" + (f" — {row[3]}" if row[3] else ""))
+            lines.append("")
+            continue
+        table.append(row)
+    flush()
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _md(text: str, code: bool = False) -> str:
+    text = text.replace("|", "\\|")
+    return f"`{text}`" if code and text else text
+
+
 def _default_text(value: Any) -> str:
     if value is PydanticUndefined:
         return "(required)"
-    return json.dumps(value.model_dump(mode="json") if isinstance(value, BaseModel) else value, default=str)
+
+    def plain(item: Any) -> Any:
+        return item.model_dump(mode="json") if isinstance(item, BaseModel) else str(item)
+
+    return json.dumps(value.model_dump(mode="json") if isinstance(value, BaseModel) else value, default=plain)
 
 
 def _type_name(annotation: Any) -> str:

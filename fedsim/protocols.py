@@ -20,7 +20,7 @@ from clients.client_app import ClientSpec, build_client_app
 from clients.legacy_client import build_legacy_client_app
 from fedsim.config import SECAGG_STRATEGY, ExperimentConfig
 from fedsim.federation import Federation
-from fedsim.registry import Registry
+from fedsim.base import Registry
 from fedsim.secagg_server import build_secagg_server_app
 from fedsim.server_app import ServerSpec, build_server_app
 from strategies import STRATEGIES

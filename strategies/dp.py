@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
@@ -39,12 +39,90 @@ from flwr.serverapp.strategy import (
 )
 from flwr.supercore.differential_privacy import compute_stdv
 
-from fedsim.config import DpConfig, ExperimentConfig
-from fedsim.registry import Registry
+from pydantic import Field, field_validator, model_validator
+
+from fedsim.base import Registry, Section
 from fedsim.seeding import derive_seed
+from strategies.fedavg import sample_size
 from strategies.privacy import ACCOUNTANT, PrivacyLedger
 
+if TYPE_CHECKING:
+    from fedsim.config import ExperimentConfig, FederationConfig
+
 Row = dict[str, float | int | str | None]
+
+
+_ADAPTIVE_ONLY = ("target_clipped_quantile", "clip_norm_lr", "clipped_count_stddev")
+
+
+class DpConfig(Section):
+    """Central DP by Flower's strategy wrappers: clip every client's update, add Gaussian noise to the aggregate."""
+
+    kind: str = Field(
+        "server-fixed",
+        description="clipping: server-fixed, client-fixed, server-adaptive, client-adaptive (see `fedsim list`)",
+    )
+    noise_multiplier: float = Field(
+        1.0, ge=0, description="noise std / clipping norm on the sum of updates (0 = clip only, epsilon infinite)"
+    )
+    clipping_norm: float = Field(1.0, gt=0, description="L2 bound on each client's update (adaptive: the initial bound)")
+    num_sampled_clients: int | None = Field(
+        None, ge=1, description="clients the noise is calibrated for (null = those FedAvg samples per round)"
+    )
+    target_clipped_quantile: float | None = Field(
+        None, ge=0, le=1, description="(adaptive) share of updates the bound should clip (null = 0.5)"
+    )
+    clip_norm_lr: float | None = Field(None, gt=0, description="(adaptive) learning rate of the bound (null = 0.2)")
+    clipped_count_stddev: float | None = Field(
+        None, ge=0, description="(adaptive) noise std of the clipped count (null = num_sampled_clients / 20)"
+    )
+    delta: float | None = Field(None, gt=0, lt=1, description="delta of the reported epsilon (null = 1 / num_clients)")
+    amplification: bool = Field(
+        True,
+        description="credit amplification by client sampling in epsilon (as Poisson, rate sampled/num_clients); "
+        "false = each round a full Gaussian release",
+    )
+
+    @field_validator("kind")
+    @classmethod
+    def _known_kind(cls, value: str) -> str:
+        if value not in DP_MECHANISMS:
+            raise ValueError(DP_MECHANISMS.unknown_message(value))
+        return value
+
+    @model_validator(mode="after")
+    def _adaptive_options(self) -> "DpConfig":
+        if not DP_MECHANISMS.get(self.kind).adaptive:
+            for key in _ADAPTIVE_ONLY:
+                if getattr(self, key) is not None:
+                    raise ValueError(
+                        f"{key} = {getattr(self, key)!r}: only adaptive kinds (server-adaptive, client-adaptive) "
+                        f"use it; kind is '{self.kind}'"
+                    )
+        return self
+
+    def sampled_clients(self, federation: "FederationConfig") -> int:
+        """Clients the noise is calibrated for: as configured, or as many as FedAvg samples per round."""
+        if self.num_sampled_clients is not None:
+            return self.num_sampled_clients
+        return sample_size(federation.num_clients, federation.fraction_fit, federation.min_fit_clients)
+
+    def check_federation(self, federation: "FederationConfig") -> None:
+        """What only the federation can tell (a one-line ValueError naming the key)."""
+        if self.num_sampled_clients is not None and self.num_sampled_clients > federation.num_clients:
+            raise ValueError(
+                f"strategy.dp.num_sampled_clients = {self.num_sampled_clients}: must be <= "
+                f"federation.num_clients ({federation.num_clients})"
+            )
+        if DP_MECHANISMS.get(self.kind).adaptive and self.noise_multiplier > 0:
+            sampled = self.sampled_clients(federation)
+            stddev = self.clipped_count_stddev if self.clipped_count_stddev is not None else sampled / 20
+            origin = "" if self.clipped_count_stddev is not None else f" = num_sampled_clients / 20 = {sampled}/20"
+            if self.noise_multiplier >= 2 * stddev:  # Flower's own precondition, checked before anything runs
+                raise ValueError(
+                    f"strategy.dp.noise_multiplier = {self.noise_multiplier}: adaptive clipping needs it "
+                    f"< 2 * clipped_count_stddev ({stddev:g}{origin}); raise strategy.dp.clipped_count_stddev"
+                )
 
 
 @contextmanager
@@ -221,7 +299,7 @@ for _name, _mechanism in {
     "server-adaptive": DpMechanism(ServerSideAdaptive, _adaptive_arguments, None),
     "client-adaptive": DpMechanism(ClientSideAdaptive, _adaptive_arguments, adaptiveclipping_mod),
 }.items():
-    DP_MECHANISMS.register(_name, help=(_mechanism.wrapper.__doc__ or "").rstrip("."))(_mechanism)
+    DP_MECHANISMS.register(_name, help=(_mechanism.wrapper.__doc__ or "").rstrip("."), config=DpConfig)(_mechanism)
 
 
 def wrap_dp(strategy: Any, config: ExperimentConfig, history: Iterable[Mapping[str, Any]] = ()) -> FedsimDp:

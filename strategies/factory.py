@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fedsim.config import ExperimentConfig
 from strategies.dp import wrap_dp
 from strategies.registry import STRATEGIES
+
+if TYPE_CHECKING:
+    from fedsim.config import ExperimentConfig
 
 
 def build_strategy(config: ExperimentConfig, history: Iterable[Mapping[str, Any]] = ()) -> Any:

@@ -12,14 +12,17 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg as FlowerFedAvg
 
-from fedsim.config import FederationConfig
 from fedsim.seeding import rng
 from strategies.registry import STRATEGIES
+
+if TYPE_CHECKING:
+    from fedsim.config import FederationConfig
 
 logger = logging.getLogger("fedsim")
 

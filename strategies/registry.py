@@ -1,9 +1,8 @@
-"""Registry of server strategies: name -> class built from (FederationConfig, seed)."""
+"""Registry of server strategies: name -> class built from (FederationConfig, seed), with its config model.
 
-from fedsim.registry import Registry
+The strategy modules register themselves when ``strategies`` imports them.
+"""
+
+from fedsim.base import Registry
 
 STRATEGIES: Registry = Registry("strategy")
-
-# Importing the modules registers their strategies.
-from strategies import fedavg  # noqa: E402,F401
-from strategies import secagg  # noqa: E402,F401

@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -35,21 +35,93 @@ from flwr.server.client_proxy import ClientProxy
 from flwr.server.strategy import FedAvg as LegacyFedAvg
 from flwr.server.workflow import SecAggPlusWorkflow
 from flwr.server.workflow.secure_aggregation.secaggplus_workflow import WorkflowState
+from pydantic import Field
 
-from fedsim.config import SECAGG_STAGES, SECAGG_STRATEGY, ExperimentConfig, FederationConfig
+from fedsim.base import Section
 from strategies.fedavg import sample_partitions, sample_size
 from strategies.registry import STRATEGIES
 
+if TYPE_CHECKING:
+    from fedsim.config import ExperimentConfig, FederationConfig
+
 logger = logging.getLogger("fedsim")
+
+# The stages of Flower's SecAgg+ protocol, in order (flwr.common.secure_aggregation.secaggplus_constants.Stage).
+SECAGG_STAGES = ("setup", "share_keys", "collect_masked_vectors", "unmask")
+SECAGG_TRAINING_STAGE = "collect_masked_vectors"  # the stage in which SecAgg+ clients train and send masked vectors
+
+SECAGG_STRATEGY = "secagg+"
+SECAGG_MODULUS = 2**32  # Flower's modulus_range: the masked sum of every client's quantised update wraps at it
+
+
+class SecAggConfig(Section):
+    """Flower's SecAgg+ (SecAggPlusWorkflow / secaggplus_mod): masked, quantised updates; the server learns the sum."""
+
+    num_shares: int | None = Field(
+        None, ge=2, description="clients each client's secrets are shared with, itself included (null = every sampled client)"
+    )
+    reconstruction_threshold: int | None = Field(
+        None, ge=2, description="shares that rebuild a secret; num_shares - threshold drop-outs are survived "
+        "(null = a majority of num_shares)",
+    )
+    clipping_range: float = Field(
+        8.0, gt=0, description="each client's weighted parameters (num-examples / max_weight x w) are clipped to +-this"
+    )
+    quantization_range: int = Field(
+        2**22, ge=2, lt=2**31, description="integer levels the clipped range is quantised to (stochastic rounding)"
+    )
+    max_weight: float | None = Field(
+        None, gt=0, description="largest client weight (num-examples) expected; null = the largest partition"
+    )
+
+    def shares(self, sampled: int) -> int:
+        return self.num_shares if self.num_shares is not None else sampled
+
+    def threshold(self, sampled: int) -> int:
+        return self.reconstruction_threshold if self.reconstruction_threshold is not None else self.shares(sampled) // 2 + 1
+
+    def check_federation(self, federation: "FederationConfig") -> None:
+        """What only the number of sampled clients can tell (a one-line ValueError naming the key)."""
+        sampled = sample_size(federation.num_clients, federation.fraction_fit, federation.min_fit_clients)
+        if sampled < 2:
+            raise ValueError(
+                f"federation.num_clients = {federation.num_clients}: secagg+ samples {sampled} client per round; "
+                "secure aggregation needs at least 2"
+            )
+        shares = self.shares(sampled)
+        if shares > sampled:
+            raise ValueError(
+                f"strategy.secagg.num_shares = {shares}: must be <= the clients sampled per round ({sampled})"
+            )
+        if shares < sampled and shares % 2 == 0:
+            raise ValueError(
+                f"strategy.secagg.num_shares = {shares}: must be odd (a client and as many neighbours on each side) "
+                f"or equal to the clients sampled per round ({sampled})"
+            )
+        threshold = self.threshold(sampled)
+        if threshold > shares:
+            raise ValueError(
+                f"strategy.secagg.reconstruction_threshold = {threshold}: must be <= num_shares ({shares})"
+            )
+        if self.quantization_range * sampled > SECAGG_MODULUS:
+            raise ValueError(
+                f"strategy.secagg.quantization_range = {self.quantization_range}: the sum of {sampled} sampled clients "
+                f"would overflow the 2^32 modulus; must be <= {SECAGG_MODULUS // sampled}"
+            )
+
 
 # fedsim's config names the stages as Flower's protocol does; a Flower upgrade that renames one must fail here.
 if tuple(Stage.all()) != SECAGG_STAGES:
-    raise ImportError(f"Flower's SecAgg+ stages are {Stage.all()}; fedsim.config.SECAGG_STAGES expects {SECAGG_STAGES}")
+    raise ImportError(f"Flower's SecAgg+ stages are {Stage.all()}; strategies.secagg.SECAGG_STAGES expects {SECAGG_STAGES}")
 
 SERVER_ROUND_KEY = "server-round"  # in every FitIns config, as in the Message-API train messages
 
 
-@STRATEGIES.register(SECAGG_STRATEGY, help="FedAvg over Flower's SecAgg+: clients send masked updates, the server sees only the sum")
+@STRATEGIES.register(
+    SECAGG_STRATEGY,
+    help="FedAvg over Flower's SecAgg+: clients send masked updates, the server sees only the sum",
+    config=SecAggConfig,
+)
 class SecAggPlusFedAvg(LegacyFedAvg):
     protocol = SECAGG_STRATEGY  # how it talks to clients (fedsim.protocols): Flower's legacy path with SecAgg+
 

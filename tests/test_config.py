@@ -54,7 +54,7 @@ def test_out_of_range_value_says_what_is_allowed():
 def test_bad_partition_name_lists_the_schemes():
     message = error_of({"data": {"partition": "zipf"}})
     assert "data.partition" in message and "'zipf'" in message
-    assert "iid, dirichlet, pathological" in message
+    assert "allowed: dirichlet, iid, pathological" in message
 
 
 def test_bad_partition_parameter():
@@ -146,8 +146,8 @@ def test_schema_documents_every_field():
     rows = schema_rows()
     keys = {key for key, *_ in rows}
     for required in (
-        "data.dataset", "data.path", "data.image_size", "data.partition", "data.partition.alpha",
-        "data.partition.classes_per_client", "model.name", "model.activation", "federation.num_clients",
+        "data.dataset", "data.path", "data.image_size", "data.partition", "data.partition[dirichlet].alpha",
+        "data.partition[pathological].classes_per_client", "model.name", "model.activation", "federation.num_clients",
         "federation.rounds", "federation.fraction_fit", "federation.client_resources.cpus",
         "federation.client_resources.gpus", "client.optimizer", "client.lr", "client.batch_size",
         "client.local_steps", "client.local_epochs", "strategy.name", "output.dir",

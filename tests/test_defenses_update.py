@@ -199,7 +199,7 @@ def test_the_sent_weights_are_global_minus_lr_times_the_defended_pseudo_gradient
         ({"name": "clip", "max_norm": 0}, "client.defenses[0].max_norm = 0"),
         ({"name": "soteria", "ratio": 0}, "client.defenses[0].ratio = 0"),
         ({"name": "noise", "sigma": 0.1, "distribution": "cauchy"}, "client.defenses[0].distribution = 'cauchy'"),
-        ({"name": "gradient_dropot"}, "unknown defense; allowed: dpsgd, pdpsgd, noise"),
+        ({"name": "gradient_dropot"}, "unknown defense 'gradient_dropot' (did you mean 'gradient_dropout'?); allowed: clip, dpsgd"),
     ],
 )
 def test_bad_defense_parameters_are_one_line_errors_naming_the_field(entry, field):

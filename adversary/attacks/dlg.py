@@ -2,25 +2,35 @@
 
 Dummy images and dummy label logits are optimised jointly with L-BFGS so that the gradient of the
 cross-entropy with the soft labels softmax(logits) matches the observed gradient in squared L2 (eq. 4 of
-the paper). Defaults follow DLG: 300 iterations, L-BFGS step 1, N(0, 1) init, no prior. Paper 003's setting
-for aggregated gradients (init_scale 0.05, tv_weight 1e-3, restarts 3) is reachable through the options.
-One "iteration" here is one L-BFGS update with its line search (torch.optim.LBFGS's ``step`` in DLG's code
-runs up to 20 of them), so on hard problems (CIFAR-size images) raise ``iterations`` to the thousands.
-Labels granted by the threat model (``view.labels``) are used as they are instead of being optimised.
+the paper). Defaults follow DLG: 300 iterations, L-BFGS step 1, N(0, 1) init, no regularizer. Paper 003's
+setting for aggregated gradients (init_scale 0.05, regularizers [{name: tv, weight: 1e-3}], restarts 3) is
+reachable through the options. One "iteration" here is one L-BFGS update with its line search
+(torch.optim.LBFGS's ``step`` in DLG's code runs up to 20 of them), so on hard problems (CIFAR-size
+images) raise ``iterations`` to the thousands. Labels granted by the threat model (``view.labels``) are
+used as they are instead of being optimised.
 """
 
 from __future__ import annotations
 
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field
+
+from adversary.attacks.options import OptimizationOptions
 from adversary.attacks.solver import Attack
 from adversary.attacks.spec import AttackSpec
 from adversary.registry import ATTACKS
 
-SPEC = AttackSpec(
-    name="dlg",
-    defaults=dict(
-        iterations=300, init="randn", init_scale=1.0, tv_weight=0.0, loss="l2", optimizer="lbfgs", lr=1.0, bn_weight=0.0
-    ),
-    joint_labels=True,
-)
 
-ATTACKS.register("dlg", help="DLG (Zhu et al. 2019): L2 gradient matching, L-BFGS on images and soft labels")(Attack(SPEC))
+class DlgOptions(OptimizationOptions):
+    name: Literal["dlg"] = Field("dlg", description="DLG (Zhu et al. 2019)")
+    field_defaults: ClassVar[dict[str, Any]] = dict(
+        iterations=300, init="randn", init_scale=1.0, loss="l2", optimizer="lbfgs", lr=1.0, regularizers=[]
+    )
+
+
+SPEC = AttackSpec(name="dlg", joint_labels=True)
+
+ATTACKS.register(
+    "dlg", help="DLG (Zhu et al. 2019): L2 gradient matching, L-BFGS on images and soft labels", config=DlgOptions
+)(Attack(SPEC))

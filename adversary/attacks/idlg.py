@@ -7,17 +7,27 @@ gradient matching and L-BFGS. Defaults as DLG's.
 
 from __future__ import annotations
 
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field
+
+from adversary.attacks.options import OptimizationOptions
 from adversary.attacks.solver import Attack
 from adversary.attacks.spec import AttackSpec
 from adversary.registry import ATTACKS
 
-SPEC = AttackSpec(
-    name="idlg",
-    defaults=dict(
-        iterations=300, init="randn", init_scale=1.0, tv_weight=0.0, loss="l2", optimizer="lbfgs", lr=1.0, bn_weight=0.0
-    ),
-)
 
-ATTACKS.register("idlg", help="iDLG (Zhao et al. 2020): labels from the last layer's gradient, then DLG on images")(
-    Attack(SPEC)
-)
+class IdlgOptions(OptimizationOptions):
+    name: Literal["idlg"] = Field("idlg", description="iDLG (Zhao et al. 2020)")
+    field_defaults: ClassVar[dict[str, Any]] = dict(
+        iterations=300, init="randn", init_scale=1.0, loss="l2", optimizer="lbfgs", lr=1.0, regularizers=[]
+    )
+
+
+SPEC = AttackSpec(name="idlg")
+
+ATTACKS.register(
+    "idlg",
+    help="iDLG (Zhao et al. 2020): labels from the last layer's gradient, then DLG on images",
+    config=IdlgOptions,
+)(Attack(SPEC))

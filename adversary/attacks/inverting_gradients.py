@@ -1,10 +1,10 @@
 """Inverting Gradients (Geiping, Bauermeister, Droege & Moeller, NeurIPS 2020).
 
 Labels are recovered first; the dummy images minimise one minus the cosine similarity between the dummy's
-and the observed update over all layers, plus a total-variation prior (eq. 4), with Adam on the *sign* of
-the gradient, step decay x0.1 at 3/8, 5/8 and 7/8 of the iterations, and a box constraint (images clamped
-to the valid input range after every step). Several local steps are inverted by unrolling the client's
-SGD (section 5, see ``targets``).
+and the observed update over all layers, plus a total-variation regularizer (eq. 4), with Adam on the
+*sign* of the gradient, step decay x0.1 at 3/8, 5/8 and 7/8 of the iterations, and a box constraint (images
+clamped to the valid input range after every step). Several local steps are inverted by unrolling the
+client's SGD (section 5, see ``targets``).
 
 Defaults: lr 0.1, N(0, 1) init as in the paper's code; 1000 iterations instead of the paper's
 4800 (CIFAR) / 24000 (ImageNet) so that an attack per round stays affordable on a CPU; raise
@@ -15,16 +15,33 @@ the model and data; on digits at 16 px, 1e-2 costs ~25 dB against 1e-4 (sharp st
 
 from __future__ import annotations
 
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field
+
+from adversary.attacks.options import OptimizationOptions
 from adversary.attacks.solver import Attack
 from adversary.attacks.spec import AttackSpec
 from adversary.registry import ATTACKS
 
-DEFAULTS = dict(
-    iterations=1000, init="randn", init_scale=1.0, tv_weight=1e-4, loss="cosine", optimizer="adam", lr=0.1, bn_weight=0.0
+DEFAULTS: dict[str, Any] = dict(
+    iterations=1000,
+    init="randn",
+    init_scale=1.0,
+    loss="cosine",
+    optimizer="adam",
+    lr=0.1,
+    regularizers=[{"name": "tv", "weight": 1e-4}],
 )
 
-SPEC = AttackSpec(name="ig", defaults=DEFAULTS, signed=True, box=True, lr_decay=True)
 
-ATTACKS.register("ig", help="Inverting Gradients (Geiping et al. 2020): cosine matching, TV, signed Adam, box")(
-    Attack(SPEC)
-)
+class IgOptions(OptimizationOptions):
+    name: Literal["ig"] = Field("ig", description="Inverting Gradients (Geiping et al. 2020)")
+    field_defaults: ClassVar[dict[str, Any]] = DEFAULTS
+
+
+SPEC = AttackSpec(name="ig", signed=True, box=True, lr_decay=True)
+
+ATTACKS.register(
+    "ig", help="Inverting Gradients (Geiping et al. 2020): cosine matching, TV, signed Adam, box", config=IgOptions
+)(Attack(SPEC))

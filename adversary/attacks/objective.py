@@ -4,8 +4,10 @@
   ``l2`` (DLG, Zhu et al. 2019, eq. 4: sum over layers of squared differences),
   ``cosine`` (Inverting Gradients, Geiping et al. 2020, eq. 4: one minus the cosine similarity of the
   concatenation of all layers), ``l1``;
-* the total-variation image prior (Geiping et al. 2020, eq. 4);
-* the BatchNorm-statistics prior (GradInversion, Yin et al. 2021, eq. 5).
+* the soft-label cross-entropy of the simulated client.
+
+The regularizers added to the distance (total variation, BatchNorm statistics, ...) are terms of their own,
+one module each, in ``adversary.attacks.regularizers``.
 
 Every function here is a pure function of tensors without data-dependent control flow, so that
 ``torch.func.vmap`` and ``torch.func.grad`` compose with it.
@@ -51,36 +53,6 @@ def gradient_distance(
 
 def _norm(v: torch.Tensor) -> torch.Tensor:
     return torch.sqrt((v * v).sum() + _SQRT_EPS)
-
-
-def total_variation(x: torch.Tensor) -> torch.Tensor:
-    """Anisotropic TV of a batch (N, C, H, W): mean absolute difference of horizontal plus vertical neighbours.
-
-    As in Inverting Gradients' code (``inversefed.metrics.total_variation``); means, not sums, so the
-    weight does not depend on the image size.
-    """
-    dx = (x[..., :, 1:] - x[..., :, :-1]).abs().mean()
-    dy = (x[..., 1:, :] - x[..., :-1, :]).abs().mean()
-    return dx + dy
-
-
-def batchnorm_prior(
-    dummy: Sequence[tuple[torch.Tensor, torch.Tensor]], victim: Sequence[tuple[torch.Tensor, torch.Tensor]]
-) -> torch.Tensor:
-    """GradInversion's R_BN (Yin et al. 2021, eq. 5) with squared norms: sum_l ||mu_l - mu*_l||^2 + ||var_l - var*_l||^2.
-
-    Squared, unlike eq. 5: under Inverting Gradients' signed steps a plain norm keeps a unit-size gradient
-    at its minimum and then decides the sign of the total gradient on its own, freezing the gradient-matching
-    term (on the sigmoid test model the squared prior gains ~10 dB over ``ig``, the plain norm loses ~15 dB).
-
-    Pairs are (batch mean, unbiased batch variance) per channel, of the dummy batch and of the victim's
-    batch (see ``adversary.attacks.model.victim_batch_statistics``).
-    """
-    total = torch.zeros((), dtype=dummy[0][0].dtype, device=dummy[0][0].device) if dummy else torch.zeros(())
-    for (mean, var), (mean_v, var_v) in zip(dummy, victim, strict=True):
-        total = total + ((mean - mean_v) ** 2).sum()
-        total = total + ((var - var_v) ** 2).sum()
-    return total
 
 
 def soft_cross_entropy(logits: torch.Tensor, target_probs: torch.Tensor) -> torch.Tensor:

@@ -19,11 +19,12 @@ from torch.func import grad_and_value, vmap
 
 from adversary.attacks.labels import recover_labels
 from adversary.attacks.model import AttackerModel, batchnorm_names, victim_batch_statistics
-from adversary.attacks.objective import batchnorm_prior, gradient_distance, soft_cross_entropy, total_variation
+from adversary.attacks.objective import gradient_distance, soft_cross_entropy
+from adversary.attacks.options import OptimizationOptions
+from adversary.attacks.regularizers import REGULARIZERS, Regularizer, RegularizerContext
 from adversary.attacks.spec import AttackSpec
 from adversary.attacks.targets import MatchSpec, match_spec, observed_target, simulated_update
 from adversary.view import AttackerView
-from fedsim.config import AttackOptions
 
 
 def group_views(views: Sequence[AttackerView]) -> list[list[int]]:
@@ -77,7 +78,7 @@ def init_seed(seed: int, target: int, restart: int) -> int:
 class BatchedProblem:
     """The objective of every (target, restart) row of a group, and the layout of its variables."""
 
-    options: AttackOptions  # resolved
+    options: OptimizationOptions
     match: MatchSpec
     model: AttackerModel
     params: dict[str, torch.Tensor]
@@ -85,6 +86,7 @@ class BatchedProblem:
     probs: torch.Tensor  # (T, N, K) one-hot labels (unused with joint labels)
     labels: torch.Tensor | None  # (T, N) int64 on CPU, None with joint labels
     bn_targets: tuple[tuple[torch.Tensor, torch.Tensor], ...]  # victim (mean, var) per BN layer, (T, C) each
+    terms: tuple[tuple[float, Regularizer], ...]  # (weight, term) of every regularizer in force, in order
     x_shape: tuple[int, ...]  # (N, C, H, W)
     z_shape: tuple[int, ...] | None  # (N, K) with joint labels
     bounds: tuple[torch.Tensor, torch.Tensor] | None  # (C, 1, 1) low and high, for the box constraint
@@ -97,7 +99,7 @@ class BatchedProblem:
     def build(
         cls,
         spec: AttackSpec,
-        options: AttackOptions,
+        options: OptimizationOptions,
         views: Sequence[AttackerView],
         restart_ids: Sequence[int],
         device: torch.device,
@@ -105,9 +107,13 @@ class BatchedProblem:
     ) -> BatchedProblem:
         first = views[0]
         match = match_spec(first)
-        if spec.bn_prior:
-            _check_bn_prior(first)
-        use_bn = spec.bn_prior and (options.bn_weight or 0.0) > 0
+        # a term of weight 0 is off (its statistics are not even recorded)
+        terms = tuple(
+            (float(entry.weight), REGULARIZERS.get(entry.name)) for entry in options.regularizers if entry.weight > 0
+        )
+        use_bn = any(term.needs_bn_statistics for _, term in terms)
+        if spec.bn_prior or use_bn:
+            _check_bn_prior(first, spec.name)
         model = AttackerModel.from_view(first, device, dtype, record_bn=use_bn)
         joint = spec.joint_labels and first.labels is None
         n, k = first.num_samples, first.num_classes
@@ -145,6 +151,7 @@ class BatchedProblem:
             probs=probs,
             labels=labels,
             bn_targets=bn_targets,
+            terms=terms,
             x_shape=(n, *first.input_shape),
             z_shape=(n, k) if joint else None,
             bounds=bounds,
@@ -220,17 +227,16 @@ class BatchedProblem:
         bn_target: tuple[tuple[torch.Tensor, torch.Tensor], ...],
         schedule: tuple[torch.Tensor, ...],
     ) -> torch.Tensor:
-        """One problem's objective: gradient distance + tv_weight * TV + bn_weight * R_BN."""
+        """One problem's objective: gradient distance + the weighted regularizers, in the order listed."""
         x = variables[0]
         q = torch.softmax(variables[1], dim=-1) if self.z_shape is not None else probs
         update, stats = simulated_update(
             self.match, self.model.forward, soft_cross_entropy, self.params, x, q, self.model.names, schedule
         )
         value = gradient_distance(update, target, str(self.options.loss), self.match.scale_free)
-        if self.options.tv_weight:
-            value = value + self.options.tv_weight * total_variation(x)
-        if bn_target:
-            value = value + float(self.options.bn_weight or 0.0) * batchnorm_prior(stats, bn_target)
+        context = RegularizerContext(dummy_bn=stats, victim_bn=bn_target)
+        for weight, regularizer in self.terms:
+            value = value + weight * regularizer.term(x, context)
         return value
 
     def evaluate(self, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -263,8 +269,8 @@ class BatchedProblem:
         return values.reshape(rows), flat
 
 
-def _check_bn_prior(view: AttackerView) -> None:
+def _check_bn_prior(view: AttackerView, attack: str) -> None:
     if not view.bn_statistics:
-        raise ValueError("gradinversion needs adversary.knows.bn_statistics: true")
+        raise ValueError(f"{attack} needs adversary.knows.bn_statistics: true")
     if not batchnorm_names(view.model):
-        raise ValueError("gradinversion needs a model with BatchNorm layers (its prior matches their batch statistics)")
+        raise ValueError(f"{attack} needs a model with BatchNorm layers (its prior matches their batch statistics)")

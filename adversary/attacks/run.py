@@ -1,4 +1,4 @@
-"""Entry points: resolve an attack's options and run it on a round's views."""
+"""Entry points: run an attack on a round's views."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ from collections.abc import Sequence
 
 import torch
 
+from adversary.attacks.options import AttackOptions
 from adversary.attacks.solver import Attack
 from adversary.registry import ATTACKS
 from adversary.view import AttackerView, Reconstruction
-from fedsim.config import AttackOptions
 
 
 def _attack(name: str) -> Attack:
@@ -20,8 +20,10 @@ def _attack(name: str) -> Attack:
 
 
 def resolve_options(options: AttackOptions) -> AttackOptions:
-    """``options`` with every ``None`` replaced by the named attack's default (a new object)."""
-    return _attack(options.name).spec.resolve(options)
+    """``options`` as the attack runs them: every option has its attack's default as a real field default
+    already (older configs' nulls are filled when they are read), so this is ``options`` itself."""
+    _attack(options.name)
+    return options
 
 
 def run_attack(
@@ -33,4 +35,4 @@ def run_attack(
     are solved together with all restarts as one batched problem on ``device``.
     """
     attack = _attack(options.name)
-    return attack(list(views), attack.spec.resolve(options), seed, torch.device(device))
+    return attack(list(views), options, seed, torch.device(device))

@@ -16,23 +16,23 @@ from dataclasses import dataclass
 
 import torch
 
+from adversary.attacks.options import OptimizationOptions
 from adversary.attacks.optimizers import FirstOrderSettings, LbfgsSettings, first_order, ig_milestones, lbfgs
 from adversary.attacks.problem import BatchedProblem, group_views
 from adversary.attacks.spec import AttackSpec
 from adversary.view import AttackerView, Reconstruction, TrajectoryPoint
-from fedsim.config import AttackOptions
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
 @dataclass(frozen=True)
 class Attack:
-    """A registered attack: ``attack(views, resolved_options, seed, device)`` -> one Reconstruction per view."""
+    """A registered attack: ``attack(views, options, seed, device)`` -> one Reconstruction per view."""
 
     spec: AttackSpec
 
     def __call__(
-        self, views: Sequence[AttackerView], options: AttackOptions, seed: int, device: torch.device
+        self, views: Sequence[AttackerView], options: OptimizationOptions, seed: int, device: torch.device
     ) -> list[Reconstruction]:
         return invert(self.spec, views, options, seed, device)
 
@@ -40,7 +40,7 @@ class Attack:
 def invert(
     spec: AttackSpec,
     views: Sequence[AttackerView],
-    options: AttackOptions,
+    options: OptimizationOptions,
     seed: int,
     device: torch.device,
     restart_ids: Sequence[int] | None = None,
@@ -49,10 +49,9 @@ def invert(
 
     ``restart_ids`` (default ``range(options.restarts)``) selects which restarts to run: restart r of
     target t always starts from ``init_seed(seed, t, r)``, so running restarts one at a time gives the same
-    results as batching them. ``None`` options take the attack's defaults. ``Reconstruction.seconds`` is
+    results as batching them. ``Reconstruction.seconds`` is
     the wall time of the batched group the view was solved in.
     """
-    options = spec.resolve(options)
     restart_ids = list(range(options.restarts)) if restart_ids is None else list(restart_ids)
     if not restart_ids:
         raise ValueError("invert: at least one restart is needed")
@@ -69,7 +68,7 @@ def invert(
 
 def _invert_group(
     spec: AttackSpec,
-    options: AttackOptions,
+    options: OptimizationOptions,
     views: list[AttackerView],
     target_ids: list[int],
     restart_ids: list[int],

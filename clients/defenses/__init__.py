@@ -1,10 +1,13 @@
-"""Client-side defenses: a registry of training-level and update-level mechanisms (see ``base``)."""
+"""Client-side defenses: a registry of training-level and update-level mechanisms (see ``base``).
 
-from clients.defenses.base import DefenseContext, DefenseEntry, DefenseOutcome, Update, global_norm
+Every module of this package is imported here, and each defense module registers its defense and its
+config model in ``DEFENSES``: a new defense is one new file.
+"""
+
+from clients.defenses.base import DefenseConfig, DefenseContext, DefenseEntry, DefenseOutcome, Update, global_norm
 from clients.defenses.registry import DEFENSES
+from fedsim.base import import_submodules
 
-__all__ = ["DEFENSES", "DefenseContext", "DefenseEntry", "DefenseOutcome", "Update", "global_norm"]
+__all__ = ["DEFENSES", "DefenseConfig", "DefenseContext", "DefenseEntry", "DefenseOutcome", "Update", "global_norm"]
 
-# Each module registers its defense in DEFENSES on import.
-from clients.defenses import clip, gradient_dropout, noise, prune, soteria  # noqa: E402, F401
-from clients.defenses import dpsgd, pdpsgd  # noqa: E402, F401  (training-level)
+import_submodules(__name__, __path__)

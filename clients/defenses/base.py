@@ -29,6 +29,20 @@ import numpy as np
 import torch
 from torch import nn
 
+from fedsim.base import Section
+
+class DefenseConfig(Section):
+    """Base of every defense's config model: ``name`` (a ``Literal`` of the registered name) tags it in
+    ``client.defenses``; the defense's own keys follow."""
+
+    name: str
+
+    @property
+    def builds_dp_compatible_model(self) -> bool:
+        """Whether every party must build the model with Opacus' layer replacements (dpsgd's fix_model)."""
+        return False
+
+
 #: parameter name -> (global - local) / lr of that trainable parameter: the pseudo-gradient
 Update = dict[str, torch.Tensor]
 

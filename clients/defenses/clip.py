@@ -2,9 +2,26 @@
 
 from __future__ import annotations
 
-from clients.defenses.base import DefenseContext, DefenseEntry, DefenseOutcome, Update, global_norm, norm_record
+from typing import Literal
+
+from pydantic import Field
+
+from clients.defenses.base import (
+    DefenseConfig,
+    DefenseContext,
+    DefenseEntry,
+    DefenseOutcome,
+    Update,
+    global_norm,
+    norm_record,
+)
 from clients.defenses.registry import DEFENSES
-from fedsim.config import ClipDefense
+
+
+class ClipDefense(DefenseConfig):
+    name: Literal["clip"] = Field("clip", description="clip the update's L2 norm")
+    max_norm: float = Field(..., gt=0, description="largest L2 norm sent")
+    scope: Literal["global", "per-tensor"] = Field("global", description="one norm over all tensors, or one each")
 
 
 def _scale(norm: float, max_norm: float) -> float:
@@ -24,6 +41,10 @@ def clip_update(update: Update, config: ClipDefense, context: DefenseContext) ->
     return DefenseOutcome(clipped, record)
 
 
-DEFENSES.register("clip", help="clip the update's L2 norm to max_norm (global or per tensor)")(
+DEFENSES.register(
+    "clip",
+    help="clip the update's L2 norm to max_norm (global or per tensor)",
+    config=ClipDefense,
+)(
     DefenseEntry(kind="update", apply=clip_update)
 )

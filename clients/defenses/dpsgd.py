@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import warnings
 from functools import lru_cache
+from typing import Literal
 
 import numpy as np
 import torch
@@ -36,18 +37,44 @@ from opacus.accountants.utils import get_noise_multiplier
 from opacus.optimizers import DPOptimizer
 from opacus.utils.module_utils import trainable_modules
 from opacus.validators import ModuleValidator
+from pydantic import Field, model_validator
 from torch import nn
 
-from clients.defenses.base import DefenseEntry, TrainingPlan, TrainingSession
+from clients.defenses.base import DefenseConfig, DefenseEntry, TrainingPlan, TrainingSession
 from clients.defenses.privacy_ledger import LedgerEntry, PrivacyLedger, epsilon
 from clients.defenses.registry import DEFENSES
-from fedsim.config import DpsgdDefense
 from fedsim.models import ModelError
 from fedsim.seeding import derive_seed
 
 # Opacus' backward hook on the first layer sees an input that needs no gradient (the data), and PyTorch
 # says so on every step; the per-sample gradients of the layer's own weights are unaffected.
 warnings.filterwarnings("ignore", message="Full backward hook is firing when gradients", category=UserWarning)
+
+
+class DpsgdDefense(DefenseConfig):
+    name: Literal["dpsgd"] = Field("dpsgd", description="DP-SGD (Opacus): per-sample clipping and Gaussian noise")
+    max_grad_norm: float = Field(1.0, gt=0, description="per-sample gradient clipping bound C")
+    noise_multiplier: float | None = Field(None, ge=0, description="noise std / C (exclusive with target_epsilon)")
+    target_epsilon: float | None = Field(
+        None, gt=0, description="epsilon to reach after all federation.rounds (assumes the client trains every round)"
+    )
+    delta: float | None = Field(None, gt=0, lt=1, description="delta (null = 1 / client data set size)")
+    accountant: Literal["rdp", "prv"] = Field("rdp", description="Opacus privacy accountant")
+    poisson_sampling: bool = Field(True, description="Poisson-sampled batches (what the accountant assumes)")
+    fix_model: bool = Field(False, description="replace layers Opacus cannot handle (BatchNorm -> GroupNorm)")
+
+    @model_validator(mode="after")
+    def _one_noise_source(self) -> "DpsgdDefense":
+        if (self.noise_multiplier is None) == (self.target_epsilon is None):
+            raise ValueError(
+                f"noise_multiplier = {self.noise_multiplier} and target_epsilon = {self.target_epsilon}: "
+                "set exactly one of them"
+            )
+        return self
+
+    @property
+    def builds_dp_compatible_model(self) -> bool:
+        return self.fix_model
 
 
 def unsupported_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
@@ -156,6 +183,10 @@ class DpsgdSession(TrainingSession):
                 del parameter.summed_grad
 
 
-DEFENSES.register("dpsgd", help="DP-SGD (Opacus): per-sample clipping, Gaussian noise, RDP/PRV epsilon across rounds")(
+DEFENSES.register(
+    "dpsgd",
+    help="DP-SGD (Opacus): per-sample clipping, Gaussian noise, RDP/PRV epsilon across rounds",
+    config=DpsgdDefense,
+)(
     DefenseEntry(kind="training", train=DpsgdSession, check_model=check_model)
 )

@@ -7,11 +7,19 @@ the others are replaced by fresh N(0, sigma^2) draws. Masks come from the client
 
 from __future__ import annotations
 
+from typing import Literal
+
+from pydantic import Field
 import torch
 
-from clients.defenses.base import DefenseContext, DefenseEntry, DefenseOutcome, Update, norm_record
+from clients.defenses.base import DefenseConfig, DefenseContext, DefenseEntry, DefenseOutcome, Update, norm_record
 from clients.defenses.registry import DEFENSES
-from fedsim.config import GradientDropoutDefense
+
+
+class GradientDropoutDefense(DefenseConfig):
+    name: Literal["gradient_dropout"] = Field("gradient_dropout", description="paper 004, Algorithm 1")
+    p: float = Field(..., gt=0, le=1, description="retention probability; kept entries are scaled by 1/p")
+    sigma: float = Field(..., ge=0, description="std of the Gaussian noise replacing dropped entries")
 
 
 def gradient_dropout(update: Update, config: GradientDropoutDefense, context: DefenseContext) -> DefenseOutcome:
@@ -28,6 +36,10 @@ def gradient_dropout(update: Update, config: GradientDropoutDefense, context: De
     return DefenseOutcome(protected, norm_record(update, protected) | {"fraction_kept": kept / total})
 
 
-DEFENSES.register("gradient_dropout", help="paper 004: keep entries w.p. p (scaled 1/p), replace the rest by N(0, sigma^2)")(
+DEFENSES.register(
+    "gradient_dropout",
+    help="paper 004: keep entries w.p. p (scaled 1/p), replace the rest by N(0, sigma^2)",
+    config=GradientDropoutDefense,
+)(
     DefenseEntry(kind="update", apply=gradient_dropout)
 )

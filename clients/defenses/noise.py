@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Literal
 
 import torch
+from pydantic import Field
 
-from clients.defenses.base import DefenseContext, DefenseEntry, DefenseOutcome, Update, norm_record
+from clients.defenses.base import DefenseConfig, DefenseContext, DefenseEntry, DefenseOutcome, Update, norm_record
 from clients.defenses.registry import DEFENSES
-from fedsim.config import NoiseDefense
 
 Sampler = Callable[[torch.Size, float, torch.Generator], torch.Tensor]
+
+
+class NoiseDefense(DefenseConfig):
+    name: Literal["noise"] = Field("noise", description="additive noise on the update")
+    sigma: float = Field(..., gt=0, description="noise scale (std for gaussian, b for laplace)")
+    distribution: Literal["gaussian", "laplace"] = Field("gaussian", description="noise distribution")
 
 
 def _gaussian(shape: torch.Size, sigma: float, generator: torch.Generator) -> torch.Tensor:
@@ -35,6 +42,10 @@ def add_noise(update: Update, config: NoiseDefense, context: DefenseContext) -> 
     return DefenseOutcome(noisy, norm_record(update, noisy))
 
 
-DEFENSES.register("noise", help="additive Gaussian or Laplacian noise of scale sigma on the update")(
+DEFENSES.register(
+    "noise",
+    help="additive Gaussian or Laplacian noise of scale sigma on the update",
+    config=NoiseDefense,
+)(
     DefenseEntry(kind="update", apply=add_noise)
 )

@@ -6,9 +6,13 @@ entries share a magnitude, e.g. an update that is already sparse.
 
 from __future__ import annotations
 
+from typing import Literal
+
+from pydantic import Field
 import torch
 
 from clients.defenses.base import (
+    DefenseConfig,
     DefenseContext,
     DefenseEntry,
     DefenseOutcome,
@@ -18,7 +22,12 @@ from clients.defenses.base import (
     unflatten,
 )
 from clients.defenses.registry import DEFENSES
-from fedsim.config import PruneDefense
+
+
+class PruneDefense(DefenseConfig):
+    name: Literal["prune"] = Field("prune", description="zero the smallest-magnitude update entries")
+    ratio: float = Field(..., gt=0, lt=1, description="fraction of entries set to zero")
+    scope: Literal["global", "per-tensor"] = Field("global", description="rank entries over all tensors, or per tensor")
 
 
 def zero_smallest(values: torch.Tensor, ratio: float) -> torch.Tensor:
@@ -40,6 +49,10 @@ def prune_update(update: Update, config: PruneDefense, context: DefenseContext) 
     return DefenseOutcome(pruned, record)
 
 
-DEFENSES.register("prune", help="zero the fraction ratio of smallest-magnitude update entries")(
+DEFENSES.register(
+    "prune",
+    help="zero the fraction ratio of smallest-magnitude update entries",
+    config=PruneDefense,
+)(
     DefenseEntry(kind="update", apply=prune_update)
 )

@@ -16,14 +16,22 @@ samples: each ``dr_b/dx_b`` is one sample's), for chunks of units at once with b
 
 from __future__ import annotations
 
+from typing import Literal
+
+from pydantic import Field
 import torch
 from torch import nn
 
-from clients.defenses.base import DefenseContext, DefenseEntry, DefenseOutcome, Update, norm_record
+from clients.defenses.base import DefenseConfig, DefenseContext, DefenseEntry, DefenseOutcome, Update, norm_record
 from clients.defenses.registry import DEFENSES
-from fedsim.config import SoteriaDefense
 
 UNITS_PER_PASS = 64  # representation units whose input gradients one batched backward pass computes
+
+
+class SoteriaDefense(DefenseConfig):
+    name: Literal["soteria"] = Field("soteria", description="Soteria (Sun et al. 2021): prune the representation layer")
+    ratio: float = Field(0.8, gt=0, lt=1, description="fraction of representation units whose columns are zeroed")
+    layer: str | None = Field(None, description="the Linear layer fed by the representation (null = the first one)")
 
 
 def representation_layer(model: nn.Module, name: str | None) -> tuple[str, nn.Linear]:
@@ -83,6 +91,10 @@ def soteria(update: Update, config: SoteriaDefense, context: DefenseContext) -> 
     return DefenseOutcome(defended, record)
 
 
-DEFENSES.register("soteria", help="Soteria (Sun et al. 2021): zero the representation layer's most revealing columns")(
+DEFENSES.register(
+    "soteria",
+    help="Soteria (Sun et al. 2021): zero the representation layer's most revealing columns",
+    config=SoteriaDefense,
+)(
     DefenseEntry(kind="update", apply=soteria)
 )

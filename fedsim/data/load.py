@@ -7,14 +7,17 @@ from __future__ import annotations
 
 import dataclasses
 from collections import OrderedDict
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from fedsim.config import DataConfig
 from fedsim.data.base import DataError, ImageDataset
 from fedsim.data.loaders import DATASETS
+
+if TYPE_CHECKING:
+    from fedsim.config import DataConfig
 
 # Images resized per chunk, so that upsampling a large data set does not hold two float copies of it at once.
 _RESIZE_CHUNK = 2048

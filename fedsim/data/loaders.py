@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fedsim.data.base import DataError, ImageDataset
-from fedsim.registry import Registry
+from fedsim.base import Registry
 
 if TYPE_CHECKING:
     from PIL.Image import Image as PilImage

@@ -4,14 +4,42 @@ from __future__ import annotations
 
 import logging
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
 import numpy as np
+from pydantic import Field
 
-from fedsim.config import DataConfig, DirichletPartition, IidPartition, Partition, PathologicalPartition
+from fedsim.base import Registry, Section
 from fedsim.data.base import DataError
 
+if TYPE_CHECKING:
+    from fedsim.config import DataConfig
+
 logger = logging.getLogger("fedsim")
+
+
+class IidPartition(Section):
+    name: Literal["iid"] = Field("iid", description="every client gets a uniformly random, equal share")
+
+
+class DirichletPartition(Section):
+    name: Literal["dirichlet"] = Field("dirichlet", description="label skew drawn from Dirichlet(alpha)")
+    alpha: float = Field(0.5, gt=0, description="concentration; small alpha = strong label skew")
+    min_partition_size: int = Field(1, ge=0, description="redraw until every client has this many samples")
+
+
+class PathologicalPartition(Section):
+    name: Literal["pathological"] = Field("pathological", description="each client holds only a few classes")
+    classes_per_client: int = Field(2, ge=1, description="number of distinct classes per client")
+
+
+#: `data.partition.name` -> its config model (flwr-datasets' partitioner is chosen by ``_partitioner``)
+PARTITIONS: Registry[type[Section]] = Registry("partition")
+for _scheme in (IidPartition, DirichletPartition, PathologicalPartition):
+    _name = _scheme.model_fields["name"].default
+    PARTITIONS.register(_name, help=_scheme.model_fields["name"].description or "", config=_scheme)(_scheme)
+
+Partition = Annotated[Union[IidPartition, DirichletPartition, PathologicalPartition], Field(discriminator="name")]
 
 
 def partition_indices(labels: np.ndarray, cfg: DataConfig, num_clients: int, seed: int) -> list[np.ndarray]:

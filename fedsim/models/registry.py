@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from torch import nn
 
-from fedsim.registry import Registry
+from fedsim.base import Registry
 
 if TYPE_CHECKING:  # only for annotations: fedsim.config imports this package lazily, keep it that way
     from fedsim.config import ModelConfig
