@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from fedsim.config import ExperimentConfig, dump_config, load_config
+from fedsim.config import SCHEMA_VERSION, ExperimentConfig, dump_config, load_config
 
 CONFIG_FILE = "config.yaml"
 ENVIRONMENT_FILE = "environment.json"
@@ -108,10 +108,13 @@ class RunStore:
 
     # ------------------------------------------------------------------------------- metrics
     def append(self, row: dict[str, Any]) -> None:
-        """Append one metrics row and make it durable before returning."""
+        """Append one metrics row, stamped with the schema version and the time, and make it durable.
+
+        Rows written before versions existed have no ``schema``: they read as version 1.
+        """
         if "round" not in row or "event" not in row:
             raise ValueError("every metrics row needs 'round' and 'event'")
-        line = json.dumps({**row, "time": round(time.time(), 3)}, allow_nan=True)
+        line = json.dumps({**row, "schema": SCHEMA_VERSION, "time": round(time.time(), 3)}, allow_nan=True)
         with self._append_lock, open(self.metrics_path, "a") as handle:
             handle.write(line + "\n")
             handle.flush()

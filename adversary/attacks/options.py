@@ -135,6 +135,7 @@ class OptimizationOptions(AttackOptions):
             field = copy.copy(cls.model_fields[key])
             if isinstance(value, list):
                 field.default, field.default_factory = PydanticUndefined, (lambda value=value: copy.deepcopy(value))
+                field.validate_default = True  # entries given as plain mappings become their config models
             else:
                 field.default = value
             cls.__pydantic_fields__[key] = field

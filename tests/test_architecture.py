@@ -1,0 +1,157 @@
+"""Imports run one way: no import cycle among the modules of fedsim/, clients/, strategies/ and adversary/.
+
+The graph counts every import statement, at module level and inside functions (a deferred import is still
+a dependency), but not the implicit import of parent packages, and not imports under
+``if TYPE_CHECKING:`` (they exist only for type checkers). A cycle is a strongly connected component of
+more than one module.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("fedsim", "clients", "strategies", "adversary")
+
+
+def project_modules(root: Path = ROOT) -> dict[str, Path]:
+    """Dotted module name -> file, for every module of the packages (a package is its ``__init__``)."""
+    modules = {}
+    for package in PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            name = ".".join(path.relative_to(root).with_suffix("").parts)
+            modules[name.removesuffix(".__init__")] = path
+    return modules
+
+
+def _typing_only(tree: ast.AST) -> set[int]:
+    """Ids of the nodes under ``if TYPE_CHECKING:`` (or ``typing.TYPE_CHECKING``)."""
+    nodes: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            nodes.update(id(inner) for branch in node.body for inner in ast.walk(branch))
+    return nodes
+
+
+def _imported(module: str, path: Path, node: ast.Import | ast.ImportFrom, modules: dict[str, Path]) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    base = node.module or ""
+    if node.level:  # relative: from the module's package, up level - 1 more
+        parts = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+        parts = parts[: len(parts) - node.level + 1]
+        base = ".".join([*parts, base] if base else parts)
+    return [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names]
+
+
+def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """module -> the project modules it imports."""
+    modules = project_modules(root)
+    graph: dict[str, set[str]] = {}
+    for module, path in modules.items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        skipped = _typing_only(tree)
+        targets = set()
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) not in skipped:
+                for target in _imported(module, path, node, modules):
+                    while target and target not in modules:  # `import a.b.c` where only a.b is ours
+                        target = target.rpartition(".")[0]
+                    if target and target != module:
+                        targets.add(target)
+        graph[module] = targets
+    return graph
+
+
+def strongly_connected_components(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's algorithm, iteratively (the graph is a few hundred modules deep at most)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, successors = work[-1]
+            advanced = False
+            for successor in successors:
+                if successor not in index:
+                    index[successor] = low[successor] = len(index)
+                    stack.append(successor)
+                    on_stack.add(successor)
+                    work.append((successor, iter(sorted(graph[successor]))))
+                    advanced = True
+                    break
+                if successor in on_stack:
+                    low[node] = min(low[node], index[successor])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                components.append(sorted(component))
+    return components
+
+
+def describe_cycle(component: list[str], graph: dict[str, set[str]]) -> str:
+    """One loop through the component, e.g. ``fedsim.config -> strategies.dp -> fedsim.config``."""
+    members = set(component)
+    path = [component[0]]
+    while True:
+        step = sorted(graph[path[-1]] & members)
+        nxt = next((m for m in step if m in path), None) or step[0]
+        if nxt in path:
+            return " -> ".join(path[path.index(nxt) :] + [nxt])
+        path.append(nxt)
+
+
+def test_the_graph_sees_imports_inside_functions_and_skips_type_checking_ones(tmp_path):
+    package = tmp_path / "fedsim"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("def f():\n    from fedsim import b\n")
+    (package / "b.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from fedsim.a import f\n")
+    (package / "c.py").write_text("from . import a\nimport fedsim.b.missing\n")
+    graph = import_graph(tmp_path)
+    assert graph["fedsim.a"] == {"fedsim.b"} and graph["fedsim.b"] == set()
+    assert graph["fedsim.c"] == {"fedsim.a", "fedsim.b"}
+    (package / "b.py").write_text("import fedsim.a\n")
+    cycles = [c for c in strongly_connected_components(import_graph(tmp_path)) if len(c) > 1]
+    assert cycles == [["fedsim.a", "fedsim.b"]]
+    assert describe_cycle(cycles[0], import_graph(tmp_path)) == "fedsim.a -> fedsim.b -> fedsim.a"
+
+
+def test_no_import_cycle_among_the_packages():
+    graph = import_graph()
+    assert "fedsim.config" in graph and graph["fedsim.config"]  # the walk found the project
+    cycles = [component for component in strongly_connected_components(graph) if len(component) > 1]
+    assert not cycles, "import cycles: " + "; ".join(
+        f"{len(component)} modules: {describe_cycle(component, graph)}" for component in cycles
+    )
+
+
+def test_plugins_never_import_the_config():
+    """Plugins import fedsim.base; fedsim.config imports them (type hints go under TYPE_CHECKING)."""
+    graph = import_graph()
+    plugin_packages = ("clients.defenses", "adversary.attacks", "strategies", "fedsim.data", "fedsim.models")
+    offenders = sorted(
+        module for module, targets in graph.items()
+        if module.startswith(plugin_packages) and "fedsim.config" in targets
+    )  # fmt: skip
+    assert not offenders, f"plugins importing fedsim.config: {', '.join(offenders)}"
+    assert graph["fedsim.base"] == set(), "fedsim.base imports nothing of the project"
