@@ -164,6 +164,12 @@ class Registry(Generic[T]):
 
         return decorator
 
+    def unregister(self, name: str) -> None:
+        """Forget ``name`` (tests that register a plugin of their own clean up with it)."""
+        self.get(name)
+        del self._entries[name], self._help[name]
+        self._configs.pop(name, None)
+
     def get(self, name: str) -> T:
         try:
             return self._entries[name]

@@ -637,6 +637,8 @@ def _list_slot(node: list[Any], part: str, key: str, flag: str = "--set") -> Any
         raise ConfigError(f"{flag} {key}: '{part}' is not a valid index into a list of {len(node)}")
     if int(part) == len(node):
         node.append({})
+    if isinstance(node[int(part)], str):  # a shorthand entry (`attacks: [ig]`) that the override expands
+        node[int(part)] = {"name": node[int(part)]}
     return node[int(part)]
 
 

@@ -1,0 +1,156 @@
+"""Plugins own their config: each registers its name, help and config model; fedsim.config composes them.
+
+A defense shipped by another package (entry-point group ``fedsim.plugins``) validates in a config, shows
+in ``fedsim config-schema`` and runs in the client's defense pipeline like a built-in one.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from clients.defenses import DEFENSES
+from fedsim import plugins
+from fedsim.cli import main
+from fedsim.config import ConfigError, parse_config, plugin_schema, refresh_plugins, schema_rows
+
+EXTRA_DEFENSE = '''
+"""A defense from outside fedsim: scale the update."""
+
+from typing import Literal
+
+from pydantic import Field
+
+from clients.defenses import DEFENSES, DefenseConfig, DefenseEntry, DefenseOutcome
+
+
+class ScaleDefense(DefenseConfig):
+    name: Literal["scale"] = "scale"
+    factor: float = Field(..., gt=0, description="multiply every update entry by this")
+
+
+def scale(update, config, context):
+    return DefenseOutcome({key: value * config.factor for key, value in update.items()}, {"factor": config.factor})
+
+
+DEFENSES.register("scale", help="scale the update by a constant", config=ScaleDefense)(
+    DefenseEntry(kind="update", apply=scale)
+)
+'''
+
+
+@pytest.fixture
+def extra_defense(tmp_path, monkeypatch):
+    """The module above, installed as if by a package that names it in its `fedsim.plugins` entry points."""
+    (tmp_path / "fedsim_extra_defense.py").write_text(textwrap.dedent(EXTRA_DEFENSE))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    entry_point = importlib.metadata.EntryPoint(name="scale", value="fedsim_extra_defense", group=plugins.ENTRY_POINT_GROUP)
+
+    def entry_points(**selection):
+        return [entry_point] if selection.get("group") == plugins.ENTRY_POINT_GROUP else []
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", entry_points)
+    refresh_plugins()
+    yield
+    DEFENSES.unregister("scale")
+    plugins._loaded.discard("fedsim_extra_defense")
+    sys.modules.pop("fedsim_extra_defense", None)
+    monkeypatch.undo()
+    refresh_plugins()
+
+
+def test_a_defense_from_an_entry_point_validates_shows_in_the_schema_and_runs(extra_defense, capsys):
+    from clients.defenses.pipeline import apply_update_defenses
+
+    config = parse_config({"client": {"defenses": [{"name": "scale", "factor": 2.0}, {"name": "clip", "max_norm": 1}]}})
+    scale = config.client.defenses[0]
+    assert type(scale).__name__ == "ScaleDefense" and scale.factor == 2.0
+
+    with pytest.raises(ConfigError, match=r"client.defenses\[0\].factor = -1: Input should be greater than 0"):
+        parse_config({"client": {"defenses": [{"name": "scale", "factor": -1}]}})
+    with pytest.raises(ConfigError, match="unknown key 'client.defenses\\[0\\].sigma' for defense 'scale'; allowed here: name, factor"):
+        parse_config({"client": {"defenses": [{"name": "scale", "factor": 1, "sigma": 1}]}})
+
+    assert ("client.defenses[scale].factor", "float", "(required)", "multiply every update entry by this") in schema_rows()
+    assert main(["config-schema", "client.defenses.scale"]) == 0
+    assert "client.defenses[scale].factor" in capsys.readouterr().out
+
+    update, records = apply_update_defenses(config.client.defenses[:1], {"w": torch.ones(3)}, lambda position: None)
+    assert torch.equal(update["w"], torch.full((3,), 2.0)) and records == {"defense.scale.factor": 2.0}
+
+
+def test_the_extra_defense_is_gone_after_the_test():
+    with pytest.raises(ConfigError, match="unknown defense 'scale'"):
+        parse_config({"client": {"defenses": [{"name": "scale", "factor": 2.0}]}})
+
+
+def test_a_plugin_that_fails_to_import_is_a_one_line_error(monkeypatch):
+    broken = importlib.metadata.EntryPoint(name="broken", value="no_such_fedsim_plugin", group=plugins.ENTRY_POINT_GROUP)
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda **selection: [broken])
+    with pytest.raises(ConfigError, match="plugin 'broken' .* failed to load: ModuleNotFoundError"):
+        plugins.load_plugins()
+    plugins._loaded.discard("no_such_fedsim_plugin")
+
+
+@pytest.mark.parametrize("selector", ["client.defenses.gradient_dropout", "client.defenses[gradient_dropout]"])
+def test_config_schema_prints_one_plugin(selector):
+    keys = [row[0] for row in plugin_schema(selector)]
+    assert keys == ["client.defenses[gradient_dropout]", "client.defenses[gradient_dropout].p",
+                    "client.defenses[gradient_dropout].sigma"]  # fmt: skip
+
+
+def test_every_registered_defense_and_attack_has_its_keys_in_the_schema():
+    from adversary import ATTACKS
+
+    rows = {row[0]: row for row in schema_rows()}
+    for name in DEFENSES:
+        config = DEFENSES.config(name)
+        assert config is not None, f"defense {name} registered without a config model"
+        for key in set(config.model_fields) - {"name"}:
+            assert f"client.defenses[{name}].{key}" in rows
+    for name in ATTACKS:
+        for key in set(ATTACKS.config(name).model_fields) - {"name"}:
+            assert f"adversary.attacks[{name}].{key}" in rows
+    assert rows["adversary.attacks[ig].regularizers[tv].weight"][1] == "float"
+    assert rows["adversary.attacks[ig].tv_weight"][1:] == ("deprecated", "", "renamed: use regularizers[tv].weight")
+    assert rows["adversary.attacks[ig].regularizers"][2] == '[{"name": "tv", "weight": 0.0001}]'
+
+
+def test_an_option_an_attack_does_not_have_is_an_error_naming_the_attack():
+    with pytest.raises(ConfigError) as error:
+        parse_config({"adversary": {"attacks": [{"name": "dlg", "bn_weight": 5}]}})
+    message = str(error.value)
+    assert message.startswith("unknown key 'adversary.attacks[0].bn_weight' for attack 'dlg'; allowed here: name, inverts,")
+    assert "regularizers" in message and "\n" not in message
+
+
+def test_regularizers_are_named_with_their_weight_and_checked():
+    attack = parse_config({"adversary": {"attacks": [{"name": "dlg", "regularizers": [{"name": "tv", "weight": 0.03}]}]}})
+    assert attack.adversary.attacks[0].tv_weight == 0.03
+    with pytest.raises(ConfigError, match=r"adversary.attacks\[0\].regularizers\[0\].name = 'tvv': unknown regularizer 'tvv' \(did you mean 'tv'\?\)"):
+        parse_config({"adversary": {"attacks": [{"name": "ig", "regularizers": [{"name": "tvv", "weight": 1}]}]}})
+    with pytest.raises(ConfigError, match=r"adversary.attacks\[0\].regularizers\[0\].weight: Field required"):
+        parse_config({"adversary": {"attacks": [{"name": "ig", "regularizers": ["tv"]}]}})
+    with pytest.raises(ConfigError, match="tv_weight = 0.1 and regularizers \\[tv\\] both set the tv weight"):
+        parse_config({"adversary": {"attacks": [{"name": "ig", "tv_weight": 0.1, "regularizers": [{"name": "tv", "weight": 1}]}]}})
+
+
+def test_the_old_tv_weight_becomes_the_same_regularizers_as_the_new_key():
+    old = parse_config({"adversary": {"attacks": [{"name": "gradinversion", "tv_weight": 0.03}]}}).adversary.attacks[0]
+    new = parse_config({"adversary": {"attacks": [{"name": "gradinversion", "regularizers": [
+        {"name": "tv", "weight": 0.03}, {"name": "bn_statistics", "weight": 0.01}]}]}}).adversary.attacks[0]  # fmt: skip
+    assert old == new
+
+
+def test_grid_and_set_keys_reach_plugin_options():
+    from fedsim.config import apply_override
+
+    raw = {"client": {"defenses": [{"name": "noise", "sigma": 0.1}]}, "adversary": {"attacks": ["ig"]}}
+    apply_override(raw, "client.defenses.0.sigma=0.5")
+    apply_override(raw, "adversary.attacks.0.regularizers=[{name: tv, weight: 0.2}]")
+    config = parse_config(raw)
+    assert config.client.defenses[0].sigma == 0.5 and config.adversary.attacks[0].tv_weight == 0.2
