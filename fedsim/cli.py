@@ -101,6 +101,7 @@ def _cmd_config_schema(args: argparse.Namespace) -> int:
 
 def _cmd_list(args: argparse.Namespace) -> int:
     from adversary import ATTACKS
+    from adversary.attacks.regularizers import REGULARIZERS
     from clients.defenses import DEFENSES
     from fedsim.data import DATASETS
     from fedsim.models import MODELS
@@ -115,6 +116,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
         ("differential privacy (strategy.dp.kind)", DP_MECHANISMS),
         ("defenses (client.defenses)", DEFENSES),
         ("attacks", ATTACKS),
+        ("regularizers (adversary.attacks[].regularizers)", REGULARIZERS),
     )
     for title, registry in registries:
         table = Table("name", "description", title=title, title_justify="left", box=None)
