@@ -48,7 +48,8 @@ def test_resume_of_a_missing_run_is_one_line(capsys, tmp_path):
 def test_config_schema_prints_every_section(capsys):
     code, out, _ = run_cli(capsys, "config-schema")
     assert code == 0
-    for key in ("data.partition.alpha", "federation.client_resources.gpus", "client.local_steps", "output.dir"):
+    for key in ("data.partition[dirichlet].alpha", "federation.client_resources.gpus", "client.local_steps", "output.dir",
+                "client.defenses[gradient_dropout].p", "adversary.attacks[ig].regularizers[tv].weight"):  # fmt: skip
         assert key in out
 
 

@@ -20,8 +20,8 @@ from adversary.attacks.inverting_gradients import DEFAULTS as IG_DEFAULTS
 from adversary.attacks.options import BN_WEIGHT, TV_WEIGHT, OptimizationOptions
 from adversary.attacks.solver import Attack
 from adversary.attacks.spec import AttackSpec
-from fedsim.base import Renamed
 from adversary.registry import ATTACKS
+from fedsim.base import Renamed
 
 
 class GradInversionOptions(OptimizationOptions):
