@@ -12,7 +12,8 @@ from rich.logging import RichHandler
 from rich.markup import escape
 from rich.table import Table
 
-from fedsim.config import SWEEP_SECTION, ConfigError, load_config, plugin_schema, read_yaml, schema_markdown, schema_rows
+from fedsim.config import SWEEP_SECTION, ConfigError, load_config, read_yaml
+from fedsim.schema import plugin_schema, schema_markdown, schema_rows
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:

@@ -2,7 +2,7 @@
 
 A config is YAML with fixed top-level sections (``name``, ``seed``, ``device``, ``data``, ``model``,
 ``federation``, ``client``, ``strategy``, ``adversary``, ``output``). Every field has a default and a
-one-line description (``fedsim config-schema`` prints them). Validation errors are turned into one
+one-line description (``fedsim config-schema`` prints them, see ``fedsim.schema``). Validation errors are turned into one
 line naming the key path, the offending value and what is allowed.
 
 The plugins (defenses, attacks and their regularizers, strategies, DP modes, partition schemes, models,
@@ -14,16 +14,13 @@ data sets) declare their own config models beside their code and register them; 
 from __future__ import annotations
 
 import difflib
-import json
 import logging
 import re
-from pathlib import Path, PurePath
-from types import UnionType
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
 
 import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
-from pydantic_core import PydanticUndefined
 
 from adversary.attacks.options import AttackOptions
 from adversary.attacks.regularizers import REGULARIZERS
@@ -34,7 +31,8 @@ from fedsim.data.loaders import DATASETS, PATH_DATASETS
 from fedsim.data.partition import PARTITIONS, IidPartition
 from fedsim.models import check_model_name
 from fedsim.plugins import load_plugins
-from strategies.dp import DP_MECHANISMS, DpConfig
+from strategies.dp import DpConfig
+from strategies.registry import STRATEGIES
 from strategies.secagg import (
     SECAGG_MODULUS,
     SECAGG_STAGES,
@@ -42,14 +40,13 @@ from strategies.secagg import (
     SECAGG_TRAINING_STAGE,
     SecAggConfig,
 )
-from strategies.registry import STRATEGIES
 
 __all__ = [
     "SECAGG_MODULUS", "SECAGG_STAGES", "SECAGG_STRATEGY", "SECAGG_TRAINING_STAGE", "SWEEP_SECTION", "SCHEMA_VERSION",
     "AdversaryConfig", "AttackOptions", "ClientConfig", "ConfigError", "DataConfig", "DpConfig", "ExperimentConfig",
     "FederationConfig", "ModelConfig", "OutputConfig", "SecAggConfig", "Section", "StrategyConfig",
-    "apply_override", "dump_config", "load_config", "parse_config", "parse_value", "read_yaml", "schema_rows",
-    "set_key",
+    "apply_override", "dump_config", "load_config", "parse_config", "parse_value", "read_yaml", "refresh_plugins",
+    "set_key", "tagged_fields", "upgrade",
 ]  # fmt: skip
 
 #: version of the config and metrics-row layout a run writes (``schema_version`` in config.yaml, ``schema``
@@ -436,7 +433,7 @@ class ExperimentConfig(Section):
 # ------------------------------------------------------------------------------------------ loading
 
 
-def _tagged_fields() -> dict[str, Registry[Any]]:
+def tagged_fields() -> dict[str, Registry[Any]]:
     """Fields that hold a discriminated union -> the registry of its variants. Pydantic puts the tag into
     error locations; it is not a key the user wrote."""
     return {"partition": PARTITIONS, "defenses": DEFENSES, "attacks": ATTACKS, "regularizers": REGULARIZERS}
@@ -445,7 +442,7 @@ def _tagged_fields() -> dict[str, Registry[Any]]:
 def _format_path(loc: tuple[Any, ...]) -> str:
     parts: list[str] = []
     field = None
-    tagged = _tagged_fields()
+    tagged = tagged_fields()
     for item in loc:
         if isinstance(item, int):
             parts.append(f"[{item}]")
@@ -463,7 +460,7 @@ def _walk(model: type[BaseModel], loc: tuple[Any, ...]) -> tuple[Any, tuple[str,
     current: Any = model
     field = None
     chosen = None
-    tagged = _tagged_fields()
+    tagged = tagged_fields()
     for item in loc:
         if isinstance(item, int) or current is None:
             continue
@@ -473,7 +470,7 @@ def _walk(model: type[BaseModel], loc: tuple[Any, ...]) -> tuple[Any, tuple[str,
         info = current.model_fields.get(item) if hasattr(current, "model_fields") else None
         if info is None:
             return None, None
-        current, field, chosen = _first_model(info.annotation), item, None
+        current, field, chosen = first_model(info.annotation), item, None
     return current, chosen
 
 
@@ -483,11 +480,11 @@ def _fields_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
     return list(current.model_fields) if current is not None and hasattr(current, "model_fields") else []
 
 
-def _first_model(annotation: Any) -> Any:
+def first_model(annotation: Any) -> Any:
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
     for arg in getattr(annotation, "__args__", ()) or ():
-        found = _first_model(arg)
+        found = first_model(arg)
         if found is not None:
             return found
     return None
@@ -507,7 +504,7 @@ def _one_line(error: ValidationError, root: type[BaseModel] | None = None) -> st
         return f"unknown key '{path}'{owner}{hint}; allowed here: {', '.join(allowed)}"
     message = first["msg"].removeprefix("Value error, ")
     if first["type"] == "union_tag_invalid":
-        registry = _tagged_fields().get(next((item for item in reversed(loc) if isinstance(item, str)), ""))
+        registry = tagged_fields().get(next((item for item in reversed(loc) if isinstance(item, str)), ""))
         tag = first["ctx"].get("tag")
         if registry is not None:
             return f"{path}.name = {tag!r}: {registry.unknown_message(str(tag))}"
@@ -539,7 +536,7 @@ def _upgrade(model: type[BaseModel], raw: dict[str, Any], path: str) -> dict[str
         raw = upgrade_keys(model, raw, path or "config")
     except ValueError as error:
         raise ConfigError(f"{path}: {error}" if path else str(error)) from None
-    tagged = _tagged_fields()
+    tagged = tagged_fields()
     out = dict(raw)
     for name, info in model.model_fields.items():
         if name not in raw:
@@ -557,7 +554,7 @@ def _upgrade(model: type[BaseModel], raw: dict[str, Any], path: str) -> dict[str
             if item.get("name") in tagged[name] and tagged[name].config(item["name"]) is not None:
                 out[name] = _upgrade(tagged[name].config(item["name"]), item, where)
         else:
-            nested = _first_model(info.annotation)
+            nested = first_model(info.annotation)
             if nested is not None and isinstance(raw[name], dict):
                 out[name] = _upgrade(nested, raw[name], where)
             elif nested is not None and isinstance(raw[name], list):
@@ -692,125 +689,3 @@ def refresh_plugins() -> None:
     AdversaryConfig.model_fields["attacks"].annotation = list[Attack]
     for model in (DataConfig, ClientConfig, AdversaryConfig, ExperimentConfig):
         model.model_rebuild(force=True)
-
-
-# ------------------------------------------------------------------------------------------- schema
-
-Row = tuple[str, str, str, str]
-
-
-def schema_rows(model: type[BaseModel] | None = None, prefix: str = "") -> list[Row]:
-    """(key path, type, default, description) for every field, nested sections flattened.
-
-    Every registered plugin gets its own rows: ``client.defenses[gradient_dropout].p``,
-    ``adversary.attacks[ig].regularizers[tv].weight``, ``data.partition[dirichlet].alpha``; a renamed key gets
-    a row saying what replaced it.
-    """
-    model = model or ExperimentConfig
-    rows: list[Row] = []
-    tagged = _tagged_fields()
-    for name, field in model.model_fields.items():
-        path = f"{prefix}{name}"
-        if name in tagged:
-            registry = tagged[name]
-            is_list = get_origin(field.annotation) is list
-            default = _default_text(field.default_factory() if field.default_factory is not None else field.default)
-            kind = f"list of {registry.kind}" if is_list else registry.kind
-            rows.append((path, kind, default, f"{field.description or ''} (one of: {', '.join(registry)})"))
-            helps = registry.describe()
-            for tag, variant in registry.configs().items():
-                rows.extend(plugin_rows(variant, f"{path}[{tag}]", helps[tag]))
-            continue
-        nested = _first_model(field.annotation)
-        if nested is not None:
-            is_list = get_origin(field.annotation) is list
-            default = "[]" if is_list else ""
-            rows.append((path, "list" if is_list else "section", default, field.description or ""))
-            rows.extend(schema_rows(nested, f"{path}[]." if is_list else f"{path}."))
-            continue
-        default = field.default_factory() if field.default_factory is not None else field.default
-        rows.append((path, _type_name(field.annotation), _default_text(default), field.description or ""))
-    return rows
-
-
-def plugin_rows(variant: type[BaseModel], path: str, help_text: str = "") -> list[Row]:
-    """The rows of one plugin's config model at ``path`` (e.g. ``client.defenses[noise]``)."""
-    name_field = variant.model_fields.get("name")
-    described = help_text or (name_field.description if name_field else None) or variant.__doc__ or path
-    rows: list[Row] = [(path, "plugin", "", described)]
-    rows.extend(row for row in schema_rows(variant, f"{path}.") if row[0] != f"{path}.name")
-    for renamed in getattr(variant, "renamed_keys", ()):
-        rows.append((f"{path}.{renamed.old}", "deprecated", "", f"renamed: use {renamed.new}"))
-    return rows
-
-
-def plugin_schema(selector: str) -> list[Row]:
-    """The rows of one plugin: ``client.defenses.gradient_dropout`` or ``client.defenses[gradient_dropout]``."""
-    match = re.fullmatch(r"(.+?)(?:\[(\w[\w+-]*)\]|\.([\w+-]+))", selector.strip())
-    rows = schema_rows()
-    if match is not None:
-        where, tag = match.group(1), match.group(2) or match.group(3)
-        wanted = f"{where}[{tag}]"
-        if any(row[0] == wanted for row in rows):
-            return [row for row in rows if row[0] == wanted or row[0].startswith(wanted + ".") or row[0].startswith(wanted + "[")]
-    keys = sorted({row[0] for row in rows if row[1] == "plugin" and row[0].count("[") == 1})
-    close = difflib.get_close_matches(selector, keys, n=1)
-    hint = f" (did you mean '{close[0]}'?)" if close else ""
-    if any(row[0] == selector or row[0].startswith(selector + ".") for row in rows):
-        return [row for row in rows if row[0] == selector or row[0].startswith(selector + ".") or row[0].startswith(selector + "[")]
-    raise ConfigError(f"config-schema {selector}: no such plugin or section{hint}; plugins: {', '.join(keys)}")
-
-
-def schema_markdown(rows: list[Row] | None = None) -> str:
-    """The rows as Markdown tables, one per section or plugin (the README's config tables)."""
-    rows = schema_rows() if rows is None else rows
-    lines: list[str] = []
-    table: list[Row] = []
-
-    def flush() -> None:
-        if table:
-            lines.extend(["| key | type | default | meaning |", "|---|---|---|---|"])
-            lines.extend(f"| `{key}` | {_md(kind)} | {_md(default, code=True)} | {_md(text)} |" for key, kind, default, text in table)
-            lines.append("")
-            table.clear()
-
-    for row in rows:
-        if row[1] in ("section", "plugin") or (row[1] == "list" and not row[0].endswith("]")):
-            flush()
-            lines.append(f"**`{row[0]}`**" + (f" — {row[3]}" if row[3] else ""))
-            lines.append("")
-            continue
-        table.append(row)
-    flush()
-    return "\n".join(lines).rstrip() + "\n"
-
-
-def _md(text: str, code: bool = False) -> str:
-    text = text.replace("|", "\\|")
-    return f"`{text}`" if code and text else text
-
-
-def _default_text(value: Any) -> str:
-    if value is PydanticUndefined:
-        return "(required)"
-
-    def plain(item: Any) -> Any:
-        return item.model_dump(mode="json") if isinstance(item, BaseModel) else str(item)
-
-    return json.dumps(value.model_dump(mode="json") if isinstance(value, BaseModel) else value, default=plain)
-
-
-def _type_name(annotation: Any) -> str:
-    """A short, YAML-minded name: `int | null`, `one of a, b`, `list of str`."""
-    origin, args = get_origin(annotation), get_args(annotation)
-    if origin is Literal:
-        return "one of " + ", ".join(str(a) for a in args)
-    if origin in (Union, UnionType):
-        return " | ".join(_type_name(a) for a in args)
-    if origin is list:
-        return f"list of {_type_name(args[0])}" if args else "list"
-    if annotation is type(None):
-        return "null"
-    if isinstance(annotation, type) and issubclass(annotation, PurePath):
-        return "path"
-    return getattr(annotation, "__name__", str(annotation))

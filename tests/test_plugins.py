@@ -16,7 +16,8 @@ import torch
 from clients.defenses import DEFENSES
 from fedsim import plugins
 from fedsim.cli import main
-from fedsim.config import ConfigError, parse_config, plugin_schema, refresh_plugins, schema_rows
+from fedsim.config import ConfigError, parse_config, refresh_plugins
+from fedsim.schema import plugin_schema, schema_rows
 
 EXTRA_DEFENSE = '''
 """A defense from outside fedsim: scale the update."""
@@ -160,7 +161,7 @@ def test_the_readme_config_reference_is_generated_from_the_schema():
     """Regenerate with: fedsim config-schema --markdown, between the README's config-schema markers."""
     from pathlib import Path
 
-    from fedsim.config import schema_markdown
+    from fedsim.schema import schema_markdown
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     start, end = "<!-- config-schema:start -->\n", "<!-- config-schema:end -->"
