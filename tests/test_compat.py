@@ -86,7 +86,7 @@ adversary:
   dir: runs
   run_name: null
   save_checkpoints: true
-  ground_truth: false
+  ground_truth: true
 """
 
 

@@ -167,3 +167,16 @@ def test_the_readme_config_reference_is_generated_from_the_schema():
     start, end = "<!-- config-schema:start -->\n", "<!-- config-schema:end -->"
     block = readme[readme.index(start) + len(start) : readme.index(end)]
     assert block == "\n" + schema_markdown() + "\n", "README's config reference is stale: regenerate it"
+
+
+def test_attack_options_travel_as_pickles_and_plain_mappings():
+    """What a worker process receives: the options pickled, or dumped and rebuilt as the named attack's model."""
+    import pickle
+
+    from fedsim.config import AttackOptions
+
+    options = AttackOptions(name="gradinversion", iterations=5, regularizers=[{"name": "bn_statistics", "weight": 0.2}])
+    assert type(options).__name__ == "GradInversionOptions" and isinstance(options, AttackOptions)
+    assert pickle.loads(pickle.dumps(options)) == options
+    assert AttackOptions.model_validate(options.model_dump()) == options == AttackOptions(**options.model_dump())
+    assert (options.name, options.restarts, options.inverts, options.applies_to("aggregate")) == ("gradinversion", 1, "both", True)

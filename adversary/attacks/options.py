@@ -39,6 +39,15 @@ class AttackOptions(Section):
                 return super().__new__(variant)
         return super().__new__(cls)
 
+    @classmethod
+    def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> AttackOptions:
+        """As pydantic's; on ``AttackOptions`` itself, the model of the attack ``obj["name"]`` validates."""
+        if cls is AttackOptions and isinstance(obj, dict) and obj.get("name") in ATTACKS:
+            variant = ATTACKS.config(obj["name"])
+            if variant is not None:
+                return variant.model_validate(obj, *args, **kwargs)
+        return super().model_validate(obj, *args, **kwargs)
+
     def applies_to(self, target: str) -> bool:
         """Whether this attack inverts ``target`` (``client:<id>`` or ``aggregate``)."""
         return self.inverts == "both" or (self.inverts == "aggregate") == (target == "aggregate")
