@@ -23,11 +23,11 @@ import torch
 
 from adversary.attacks import resolve_options, run_attack
 from adversary.attacks.problem import group_views
+from adversary.taps import TappedUpdate
 from adversary.threat_models import Architecture, LabelGrant, TrainingHyperparameters, build_views
 from adversary.view import AttackerView, Reconstruction
 from fedsim.config import AdversaryConfig, AttackOptions
 from fedsim.seeding import derive_seed
-from strategies.taps import TappedUpdate
 
 logger = logging.getLogger("fedsim")
 

@@ -14,9 +14,9 @@ from dataclasses import dataclass, replace
 import torch
 from torch import nn
 
+from adversary.taps import AGGREGATE, TappedUpdate
 from adversary.view import AttackerView, LocalTraining
 from fedsim.config import AdversaryConfig
-from strategies.taps import AGGREGATE, TappedUpdate
 
 # (round, client, number of samples) -> their labels, in training order; only when labels are granted.
 LabelGrant = Callable[[int, int, int], torch.Tensor]

@@ -9,21 +9,22 @@ run's ground-truth store, never into the reply.
 from __future__ import annotations
 
 import copy
-import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
-from flwr.app import ArrayRecord, Context, Error, Message, MetricRecord, RecordDict
+from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 from torch import nn
 
+import fedsim.wire as wire
 from clients.defenses import DefenseContext
 from clients.defenses.pipeline import apply_update_defenses, pseudo_gradient, update_level, weights_to_send
 from clients.defenses.base import TrainingContext
-from clients.failures import fail, injected_kind
-from clients.training import NonFiniteLossError, train_locally
+from clients.failures import data_poisoned
+from clients.mods import failure_mods, partition_of
+from clients.training import train_locally
 from fedsim.config import ExperimentConfig
 from fedsim.data import ChannelStats, load_dataset
 from fedsim.devices import resolve_device
@@ -33,10 +34,6 @@ from fedsim.models import build_model
 from fedsim.seeding import derive_seed
 from strategies.dp import client_mods
 
-# Error codes carried in failed replies (Flower's Error.code is a free integer).
-CLIENT_EXCEPTION = 1001
-CLIENT_NON_FINITE_LOSS = 1002
-CLIENT_ERROR_LOG = "client_errors.log"
 # Per-client state that outlives a round and its Ray actor (the dpsgd privacy ledger): RUN_DIR/clients/<partition>/
 CLIENT_STATE_DIR = "clients"
 
@@ -101,7 +98,7 @@ def _client_data(spec: ClientSpec, state: _LocalState, partition: int) -> tuple[
 
 
 def _load_global(state: _LocalState, message: Message) -> None:
-    weights = message.content["arrays"].to_torch_state_dict()
+    weights = message.content[wire.ARRAYS].to_torch_state_dict()
     state.model.load_state_dict(weights)
 
 
@@ -138,15 +135,6 @@ def _defend_update(
     return weights | weights_to_send(global_params, defended, lr), records
 
 
-def failure_reply(spec: ClientSpec, message: Message, error: BaseException, where: str) -> Message:
-    """An error reply with a one-line reason; the full traceback goes to the run's client log (any protocol)."""
-    with open(spec.run_dir / CLIENT_ERROR_LOG, "a") as log:
-        log.write(f"--- {where}\n")
-        log.write(traceback.format_exc())
-    code = CLIENT_NON_FINITE_LOSS if isinstance(error, NonFiniteLossError) else CLIENT_EXCEPTION
-    return Message(Error(code=code, reason=f"{type(error).__name__}: {error}"), reply_to=message)
-
-
 @dataclass(frozen=True)
 class LocalFit:
     """One client's round: the weights it sends (defenses applied) and the metrics it reports with them."""
@@ -155,25 +143,19 @@ class LocalFit:
     metrics: dict[str, int | float]  # num-examples, train-loss, local-steps, partition-id, defense.<name>.<key>
 
 
-def fit_locally(
-    spec: ClientSpec, partition: int, server_round: int, global_state: dict[str, torch.Tensor], stage: str | None = None
-) -> LocalFit:
+def fit_locally(spec: ClientSpec, partition: int, server_round: int, global_state: dict[str, torch.Tensor]) -> LocalFit:
     """Train on the client's partition from the global state and shape the update with its defenses.
 
     The one training path of every protocol: the Message-API handler below and the legacy SecAgg+
-    client (``clients.legacy_client``, which masks what this returns) both call it. ``stage`` is the
-    protocol stage it runs in, for injected failures. Raises on failure; the caller turns that into
-    its protocol's error reply.
+    client (``clients.legacy_client``, which masks what this returns) both call it. Raises on
+    failure; ``clients.mods.error_reply_mod`` turns that into the protocol's error reply.
     """
     state = _local_state(spec)
     state.model.load_state_dict(global_state)
     x, y = _client_data(spec, state, partition)
     global_params = {name: value.detach().clone() for name, value in state.model.named_parameters()}
-    injected = injected_kind(spec.config, server_round, partition, stage)
-    if injected == "nan":
-        x = torch.full_like(x, float("nan"))  # goes through the real non-finite-loss check
-    elif injected is not None:
-        fail(injected, spec.config, server_round, partition, stage)
+    if data_poisoned():  # an injected `nan` failure (clients.mods): goes through the real non-finite-loss check
+        x = torch.full_like(x, float("nan"))
     result = train_locally(
         state.model,
         x,
@@ -190,10 +172,10 @@ def fit_locally(
     if spec.config.output.ground_truth:
         GroundTruthStore(spec.run_dir).write(server_round, partition, result.batches, result.labels)
     metrics = {
-        "num-examples": len(x),
-        "train-loss": result.train_loss,
-        "local-steps": result.steps,
-        "partition-id": partition,
+        wire.NUM_EXAMPLES: len(x),
+        wire.TRAIN_LOSS: result.train_loss,
+        wire.LOCAL_STEPS: result.steps,
+        wire.PARTITION_ID: partition,
         **result.defense_records,
         **defense_records,
     }
@@ -202,13 +184,9 @@ def fit_locally(
 
 def train_step(spec: ClientSpec, message: Message, context: Context) -> Message:
     """Handle one `train` message: load the global weights, train locally, reply with the new weights."""
-    partition = int(context.node_config["partition-id"])
-    server_round = int(message.content["config"]["server-round"])
-    try:
-        fit = fit_locally(spec, partition, server_round, message.content["arrays"].to_torch_state_dict())
-    except Exception as error:  # a failing client must not take the federation down
-        return failure_reply(spec, message, error, f"round {server_round}, client {partition}, train")
-    content = RecordDict({"arrays": ArrayRecord(fit.weights), "metrics": MetricRecord(fit.metrics)})
+    server_round = int(message.content[wire.CONFIG][wire.SERVER_ROUND])
+    fit = fit_locally(spec, partition_of(context), server_round, message.content[wire.ARRAYS].to_torch_state_dict())
+    content = RecordDict({wire.ARRAYS: ArrayRecord(fit.weights), wire.METRICS: MetricRecord(fit.metrics)})
     return Message(content, reply_to=message)
 
 
@@ -221,29 +199,28 @@ def _positions(partition_ids: np.ndarray, batches: list[list[int]]) -> torch.Ten
 
 def evaluate_step(spec: ClientSpec, message: Message, context: Context) -> Message:
     """Handle one `evaluate` message: score the global model on the client's own data."""
-    partition = int(context.node_config["partition-id"])
-    try:
-        state = _local_state(spec)
-        _load_global(state, message)
-        x, y = _client_data(spec, state, partition)
-        scores = evaluate(state.model, x, y, spec.num_classes)
-    except Exception as error:
-        return failure_reply(spec, message, error, f"client {partition}, evaluate")
+    partition = partition_of(context)
+    state = _local_state(spec)
+    _load_global(state, message)
+    x, y = _client_data(spec, state, partition)
+    scores = evaluate(state.model, x, y, spec.num_classes)
     metrics = MetricRecord(
-        {"num-examples": len(x), "loss": scores["loss"], "accuracy": scores["accuracy"], "partition-id": partition}
+        {wire.NUM_EXAMPLES: len(x), "loss": scores["loss"], "accuracy": scores["accuracy"], wire.PARTITION_ID: partition}
     )
-    return Message(RecordDict({"metrics": metrics}), reply_to=message)
+    return Message(RecordDict({wire.METRICS: metrics}), reply_to=message)
 
 
 def identify(message: Message, context: Context) -> Message:
     """Answer the server's roll call with this node's partition id."""
-    partition = int(context.node_config["partition-id"])
-    return Message(RecordDict({"identity": MetricRecord({"partition-id": partition})}), reply_to=message)
+    identity = MetricRecord({wire.PARTITION_ID: partition_of(context)})
+    return Message(RecordDict({wire.IDENTITY: identity}), reply_to=message)
 
 
 def build_client_app(spec: ClientSpec) -> ClientApp:
-    app = ClientApp()
-    # strategy.dp with client-side clipping: Flower's clipping mod wraps training, so it clips what is sent.
+    # Every handler runs inside the failure mods (clients.mods): errors become failed replies, and
+    # federation.failures fire. Under strategy.dp with client-side clipping, Flower's clipping mod
+    # wraps training, so it clips what is sent.
+    app = ClientApp(mods=failure_mods(spec.config, spec.run_dir))
     app.train(mods=client_mods(spec.config))(lambda message, context: train_step(spec, message, context))
     app.evaluate()(lambda message, context: evaluate_step(spec, message, context))
     app.query()(identify)

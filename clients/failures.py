@@ -3,14 +3,20 @@
 A failure fires in a round, for one client, in one stage: the Message-API clients have a single one
 (training, ``stage: null``); SecAgg+ clients have the protocol's four, and ``stage: null`` there means
 the stage in which they train (``collect_masked_vectors``). Every failure goes through the client's
-real error path, so what the server records is what a real crash or drop-out would produce.
+real error path, so what the server records is what a real crash or drop-out would produce. The
+failures fire from a client mod (``clients.mods.injected_failure_mod``) on both client paths; a ``nan``
+failure poisons the data of the training it wraps (``poisoned_data``), so that the loss really is NaN.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
-from fedsim.config import SECAGG_TRAINING_STAGE, ExperimentConfig
+from fedsim.config import ExperimentConfig
+from fedsim.wire import SECAGG_TRAINING_STAGE
 
 # A silent client wakes up this long after the server stopped waiting for it, and its late reply is dropped.
 HANG_GRACE_S = 2.0
@@ -41,3 +47,21 @@ def fail(kind: str, config: ExperimentConfig, server_round: int, partition: int,
         raise InjectedFailure(f"client {partition} was told to stop answering in {where}")
     if kind == "exception":
         raise InjectedFailure(f"client {partition} was told to fail in {where}")
+
+
+# Set while a handler runs under an injected `nan` failure; training reads it (module-level: Ray pickles it by reference).
+_POISONED: ContextVar[bool] = ContextVar("fedsim_poisoned_data", default=False)
+
+
+@contextmanager
+def poisoned_data() -> Iterator[None]:
+    """Train on NaN inputs inside this block (an injected ``nan`` failure)."""
+    token = _POISONED.set(True)
+    try:
+        yield
+    finally:
+        _POISONED.reset(token)
+
+
+def data_poisoned() -> bool:
+    return _POISONED.get()

@@ -6,10 +6,10 @@ the Message-API one (``clients.client_app``). Local training is the same functio
 exactly what a FedAvg client would have sent. The mods around ``secaggplus_mod``, outermost first:
 
 * the server's roll call (a Message-API query the legacy handler does not know) is answered here;
-* any exception, Flower's protocol checks included, becomes fedsim's one-line error reply, with the
-  traceback in the run's client log;
-* ``federation.failures`` with a protocol ``stage`` fire before the stage runs (failures in the
-  training stage fire inside ``fit_locally``, like a FedAvg client's);
+* the failure mods every client app has (``clients.mods``): any exception, Flower's protocol checks
+  included, becomes fedsim's one-line error reply, with the traceback in the run's client log, and
+  ``federation.failures`` fire before their protocol stage runs (a ``nan`` in the training stage
+  poisons the data ``fit_locally`` trains on, like a FedAvg client's);
 * numpy's global generator, which Flower's stochastic quantisation draws from, is seeded from
   (seed, round, client) for the stage that quantises, so that a SecAgg+ run repeats (and resumes)
   exactly: the random masks cancel in the sum, the rounding does not.
@@ -30,12 +30,11 @@ from flwr.clientapp import ClientApp
 from flwr.clientapp.typing import ClientAppCallable, Mod
 from flwr.common import NDArrays, Scalar
 
-from clients.client_app import ClientSpec, _local_state, failure_reply, fit_locally, identify
-from clients.failures import fail, injected_kind
-from fedsim.config import SECAGG_TRAINING_STAGE
+import fedsim.wire as wire
+from clients.client_app import ClientSpec, _local_state, fit_locally, identify
+from clients.mods import failure_mods, partition_of
 from fedsim.seeding import derive_seed
 from strategies.dp import seeded_numpy
-from strategies.secagg import SERVER_ROUND_KEY, round_of, stage_of
 
 
 class SecAggClient(NumPyClient):
@@ -48,43 +47,18 @@ class SecAggClient(NumPyClient):
     def fit(self, parameters: NDArrays, config: dict[str, Scalar]) -> tuple[NDArrays, int, dict[str, Scalar]]:
         names = list(_local_state(self.spec).model.state_dict())
         global_state = {name: torch.as_tensor(np.array(array)) for name, array in zip(names, parameters, strict=True)}
-        fit = fit_locally(self.spec, self.partition, int(config[SERVER_ROUND_KEY]), global_state, SECAGG_TRAINING_STAGE)
+        fit = fit_locally(self.spec, self.partition, int(config[wire.SERVER_ROUND]), global_state)
         # 0-d arrays travel as 1-element ones: Flower 1.41's unmask rescales the aggregate with `vec += offset`,
         # which rebinds a 0-d array instead of changing it, so a scalar (BatchNorm's num_batches_tracked)
-        # would come back un-averaged. The server restores the shapes (strategies.secagg.to_state).
+        # would come back un-averaged. The server restores the shapes (fedsim.engine.secagg_protocol.to_state).
         weights = [np.atleast_1d(fit.weights[name].detach().cpu().numpy()) for name in names]
-        return weights, int(fit.metrics["num-examples"]), dict(fit.metrics)
+        return weights, int(fit.metrics[wire.NUM_EXAMPLES]), dict(fit.metrics)
 
 
 def roll_call_mod(message: Message, context: Context, call_next: ClientAppCallable) -> Message:
     if message.metadata.message_type == MessageType.QUERY:
         return identify(message, context)
     return call_next(message, context)
-
-
-def error_reply_mod(spec: ClientSpec) -> Mod:
-    def mod(message: Message, context: Context, call_next: ClientAppCallable) -> Message:
-        stage = stage_of(message)  # read first: secaggplus_mod consumes it
-        try:
-            return call_next(message, context)
-        except Exception as error:  # a failing client must not take the federation down
-            partition = int(context.node_config["partition-id"])
-            return failure_reply(spec, message, error, f"round {message.metadata.group_id}, client {partition}, {stage}")
-
-    return mod
-
-
-def injected_failure_mod(spec: ClientSpec) -> Mod:
-    def mod(message: Message, context: Context, call_next: ClientAppCallable) -> Message:
-        stage = stage_of(message)
-        if stage is not None and stage != SECAGG_TRAINING_STAGE:
-            partition = int(context.node_config["partition-id"])
-            kind = injected_kind(spec.config, round_of(message), partition, stage)
-            if kind is not None:
-                fail(kind, spec.config, round_of(message), partition, stage)
-        return call_next(message, context)
-
-    return mod
 
 
 # numpy's generator is global to the process: clients sharing one (threads) quantise one at a time.
@@ -100,21 +74,21 @@ def _quantization_seeded(seed: int) -> Iterator[None]:
 
 def seeded_quantization_mod(spec: ClientSpec) -> Mod:
     def mod(message: Message, context: Context, call_next: ClientAppCallable) -> Message:
-        if stage_of(message) != SECAGG_TRAINING_STAGE:
+        if wire.stage_of(message) != wire.SECAGG_TRAINING_STAGE:
             return call_next(message, context)
-        partition = int(context.node_config["partition-id"])
-        with _quantization_seeded(derive_seed(spec.config.seed, "secagg-quantize", round_of(message), partition)):
+        seed = derive_seed(spec.config.seed, "secagg-quantize", wire.round_of(message), partition_of(context))
+        with _quantization_seeded(seed):
             return call_next(message, context)
 
     return mod
 
 
 def secagg_client_mods(spec: ClientSpec) -> list[Mod]:
-    return [roll_call_mod, error_reply_mod(spec), injected_failure_mod(spec), seeded_quantization_mod(spec), secaggplus_mod]
+    return [roll_call_mod, *failure_mods(spec.config, spec.run_dir), seeded_quantization_mod(spec), secaggplus_mod]
 
 
 def build_legacy_client_app(spec: ClientSpec) -> ClientApp:
     def client_fn(context: Context):  # type: ignore[no-untyped-def]
-        return SecAggClient(spec, int(context.node_config["partition-id"])).to_client()
+        return SecAggClient(spec, partition_of(context)).to_client()
 
     return ClientApp(client_fn=client_fn, mods=secagg_client_mods(spec))

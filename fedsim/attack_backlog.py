@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from strategies.taps import TappedUpdate
+from adversary.taps import TappedUpdate
 
 BACKLOG_DIR = "adversary"
 _FILE = re.compile(r"observed_round_(\d+)\.pt$")

@@ -22,18 +22,18 @@ from adversary.adversary import Adversary
 from adversary.images import plot_trajectory, save_grid
 from adversary.metrics import Lpips
 from adversary.scoring import image_space, score_reconstruction, score_trajectory
+from adversary.taps import AGGREGATE
 from adversary.threat_models import Architecture, LabelGrant, TrainingHyperparameters
 from adversary.view import AttackerView, Reconstruction
 from fedsim.attack_backlog import AttackBacklog
 from fedsim.config import AttackOptions, ExperimentConfig
 from fedsim.devices import resolve_device
+from fedsim.engine.protocols import protocol_of
 from fedsim.federation import Federation
 from fedsim.ground_truth import GroundTruthStore
 from fedsim.models import build_model
-from fedsim.protocols import protocol_of
 from fedsim.results import RunStore
 from fedsim.seeding import derive_seed
-from strategies.taps import AGGREGATE
 
 logger = logging.getLogger("fedsim")
 RECONSTRUCTIONS_DIR = "reconstructions"

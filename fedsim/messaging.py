@@ -1,9 +1,10 @@
-"""Sending messages to simulated clients and collecting the replies as they arrive."""
+"""Sending messages to simulated clients: collecting replies as they arrive, and wrapping a Grid."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from flwr.app import Message
 from flwr.serverapp import Grid
@@ -29,3 +30,43 @@ def collect_replies(
         if pending:
             time.sleep(PULL_INTERVAL_S)
     return replies
+
+
+class ForwardingGrid(Grid):
+    """A Grid that hands every call to the grid it wraps; subclasses override what they watch or change.
+
+    The one pass-through for whatever sits between the server and its grid (the adversary's wire
+    taps, the SecAgg+ protocol monitor), so that none of them forgets a method of Flower's Grid.
+    """
+
+    def __init__(self, grid: Grid) -> None:
+        self._grid = grid
+
+    @property
+    def wrapped(self) -> Grid:
+        return self._grid
+
+    def set_run(self, run: Any) -> None:
+        self._grid.set_run(run)
+
+    @property
+    def run(self) -> Any:  # type: ignore[override]
+        return self._grid.run
+
+    def create_message(self, *args: Any, **kwargs: Any) -> Message:  # type: ignore[override]
+        return self._grid.create_message(*args, **kwargs)
+
+    def get_node_ids(self) -> Iterable[int]:
+        return self._grid.get_node_ids()
+
+    def get_nodes(self) -> Iterable[Any]:
+        return self._grid.get_nodes()
+
+    def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
+        return self._grid.push_messages(messages)
+
+    def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
+        return self._grid.pull_messages(message_ids)
+
+    def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None) -> Iterable[Message]:
+        return self._grid.send_and_receive(messages, timeout=timeout)

@@ -11,10 +11,13 @@ from typing import Any
 
 import torch
 
-from clients.client_app import CLIENT_ERROR_LOG, ClientSpec
+from clients.client_app import ClientSpec
+from clients.mods import CLIENT_ERROR_LOG
 from clients.training import check_training_defenses
 from fedsim.config import ExperimentConfig
 from fedsim.devices import resolve_device
+from fedsim.engine.protocols import protocol_of
+from fedsim.engine.rounds import ServerSpec
 from fedsim.evaluation import evaluate
 from fedsim.federation import PARTITIONS_FILE, Federation, partition_record, prepare_federation
 from fedsim.leakage import attach_adversary
@@ -22,8 +25,6 @@ from fedsim.models import build_model
 from fedsim.progress import LogProgress, RichProgress
 from fedsim.results import SUMMARY_FILE, RunStore
 from fedsim.seeding import derive_seed
-from fedsim.protocols import protocol_of
-from fedsim.server_app import ServerSpec
 from strategies import build_strategy
 
 logger = logging.getLogger("fedsim")

@@ -6,8 +6,9 @@ every client's update is clipped to an L2 norm (on the server, or on the client 
 ``noise_multiplier * clipping_norm / num_sampled_clients``. Clipping and noise are Flower's code;
 this module adds what a fedsim run needs on top of it, in a mixin shared by all four wrappers:
 
-* the wrapped FedAvg's own methods (``bind``, ``sample_partitions``, ...) stay reachable, because
-  ``server_app.run_rounds`` calls them and Flower's wrappers only forward the Strategy interface;
+* the rest of fedsim's strategy contract (``strategies.base.MessageStrategy``: ``bind``,
+  ``sample_partitions``), forwarded to the wrapped strategy, because the round driver calls it and
+  Flower's wrappers only forward Flower's Strategy interface;
 * the noise is drawn from a seed derived from (experiment seed, round), so that a run repeats and
   ``--resume`` reproduces it (Flower draws from numpy's global generator, which is seeded for the
   call and restored afterwards; the attacker is never given the seed);
@@ -41,15 +42,15 @@ from flwr.supercore.differential_privacy import compute_stdv
 
 from pydantic import Field, field_validator, model_validator
 
+import fedsim.wire as wire
 from fedsim.base import Registry, Section
 from fedsim.seeding import derive_seed
+from strategies.base import SAMPLE_TRAIN, MessageStrategy, Row
 from strategies.fedavg import sample_size
 from strategies.privacy import ACCOUNTANT, PrivacyLedger
 
 if TYPE_CHECKING:
     from fedsim.config import ExperimentConfig, FederationConfig
-
-Row = dict[str, float | int | str | None]
 
 
 _ADAPTIVE_ONLY = ("target_clipped_quantile", "clip_norm_lr", "clipped_count_stddev")
@@ -166,13 +167,13 @@ class FedsimDp:
     adaptive = False  # adaptive wrappers also noise (and release) the count of clipped updates
 
     # Provided by the Flower wrapper this mixin is combined with.
-    strategy: Any
+    strategy: MessageStrategy
     noise_multiplier: float
     clipping_norm: float
     num_sampled_clients: int
 
     def __init__(
-        self, strategy: Any, *, mechanism: str, seed: int, population: int, settings: DpConfig, **flower: Any
+        self, strategy: MessageStrategy, *, mechanism: str, seed: int, population: int, settings: DpConfig, **flower: Any
     ) -> None:
         super().__init__(strategy, **flower)  # type: ignore[call-arg]
         self.mechanism = mechanism
@@ -183,12 +184,15 @@ class FedsimDp:
         self._sampled: dict[int, int] = {}
         self._rows: dict[int, Row] = {}
 
-    def __getattr__(self, name: str) -> Any:
-        # Only reached for what the Flower wrapper lacks: the wrapped strategy's own methods.
-        strategy = self.__dict__.get("strategy")
-        if strategy is None:
-            raise AttributeError(name)
-        return getattr(strategy, name)
+    @property
+    def protocol(self) -> str:
+        return self.strategy.protocol
+
+    def bind(self, node_of_partition: Mapping[int, int]) -> None:
+        self.strategy.bind(node_of_partition)
+
+    def sample_partitions(self, server_round: int, purpose: str = SAMPLE_TRAIN) -> list[int]:
+        return self.strategy.sample_partitions(server_round, purpose)
 
     def configure_train(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
@@ -221,7 +225,7 @@ class FedsimDp:
         return aggregated, metrics
 
     def _weight(self, reply: Message) -> float:
-        return float(next(iter(reply.content.metric_records.values()))[self.strategy.weighted_by_key])
+        return float(wire.reply_metrics(reply)[wire.NUM_EXAMPLES])
 
     def round_metrics(self, server_round: int) -> Row:
         """The round's DP fields for its `eval` row, with the cumulative epsilon so far."""
@@ -302,7 +306,7 @@ for _name, _mechanism in {
     DP_MECHANISMS.register(_name, help=(_mechanism.wrapper.__doc__ or "").rstrip("."), config=DpConfig)(_mechanism)
 
 
-def wrap_dp(strategy: Any, config: ExperimentConfig, history: Iterable[Mapping[str, Any]] = ()) -> FedsimDp:
+def wrap_dp(strategy: MessageStrategy, config: ExperimentConfig, history: Iterable[Mapping[str, Any]] = ()) -> FedsimDp:
     """Wrap ``strategy`` in the configured mechanism; ``history`` (a resumed run's rows) restores its state."""
     settings = config.strategy.dp
     assert settings is not None, "strategy.dp is not set"

@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg as FlowerFedAvg
 
+import fedsim.wire as wire
 from fedsim.seeding import rng
+from strategies.base import SAMPLE_EVALUATE, SAMPLE_TRAIN, Row
 from strategies.registry import STRATEGIES
 
 if TYPE_CHECKING:
@@ -36,7 +38,7 @@ def sample_size(population: int, fraction: float, minimum: int) -> int:
     return min(population, max(minimum, math.floor(population * fraction)))
 
 
-def sample_partitions(
+def draw_partitions(
     seed: int, partitions: Iterable[int], server_round: int, fraction: float, minimum: int, purpose: str
 ) -> list[int]:
     """The partitions a round samples, from a seed derived from (seed, purpose, round): the same in every run."""
@@ -48,12 +50,12 @@ def sample_partitions(
 
 def partition_of(reply: Message) -> int:
     """The partition id a client reports in its reply's metrics."""
-    return int(next(iter(reply.content.metric_records.values()))["partition-id"])
+    return int(wire.reply_metrics(reply)[wire.PARTITION_ID])
 
 
 @STRATEGIES.register("fedavg", help="Federated Averaging (McMahan et al. 2017), weighted by num-examples")
 class FedAvg(FlowerFedAvg):
-    protocol = "message"  # how it talks to clients (fedsim.protocols): Flower's Message API
+    protocol = "message"  # how it talks to clients (fedsim.engine.protocols): Flower's Message API
 
     def __init__(self, federation: FederationConfig, seed: int) -> None:
         super().__init__(
@@ -66,12 +68,16 @@ class FedAvg(FlowerFedAvg):
         self.seed = seed
         self.node_of_partition: dict[int, int] = {}
 
-    def bind(self, node_of_partition: dict[int, int]) -> None:
+    def bind(self, node_of_partition: Mapping[int, int]) -> None:
         """Tell the strategy which node holds which partition (from the server's roll call)."""
         self.node_of_partition = dict(node_of_partition)
 
-    def sample_partitions(self, server_round: int, fraction: float, minimum: int, purpose: str) -> list[int]:
-        return sample_partitions(self.seed, self.node_of_partition, server_round, fraction, minimum, purpose)
+    def sample_partitions(self, server_round: int, purpose: str = SAMPLE_TRAIN) -> list[int]:
+        if purpose == SAMPLE_EVALUATE:
+            fraction, minimum = self.fraction_evaluate, self.min_evaluate_nodes
+        else:
+            fraction, minimum = self.fraction_train, self.min_train_nodes
+        return draw_partitions(self.seed, self.node_of_partition, server_round, fraction, minimum, purpose)
 
     def _messages(self, partitions: list[int], record: RecordDict, message_type: str) -> list[Message]:
         return [
@@ -82,8 +88,8 @@ class FedAvg(FlowerFedAvg):
     def configure_train(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
-        partitions = self.sample_partitions(server_round, self.fraction_train, self.min_train_nodes, "sample-train")
-        config["server-round"] = server_round
+        partitions = self.sample_partitions(server_round, SAMPLE_TRAIN)
+        config[wire.SERVER_ROUND] = server_round
         record = RecordDict({self.arrayrecord_key: arrays, self.configrecord_key: config})
         return self._messages(partitions, record, MessageType.TRAIN)
 
@@ -92,10 +98,8 @@ class FedAvg(FlowerFedAvg):
     ) -> Iterable[Message]:
         if self.fraction_evaluate == 0.0:
             return []
-        partitions = self.sample_partitions(
-            server_round, self.fraction_evaluate, self.min_evaluate_nodes, "sample-evaluate"
-        )
-        config["server-round"] = server_round
+        partitions = self.sample_partitions(server_round, SAMPLE_EVALUATE)
+        config[wire.SERVER_ROUND] = server_round
         record = RecordDict({self.arrayrecord_key: arrays, self.configrecord_key: config})
         return self._messages(partitions, record, MessageType.EVALUATE)
 
@@ -117,6 +121,6 @@ class FedAvg(FlowerFedAvg):
         ordered = sorted((r for r in replies if not r.has_error()), key=partition_of)
         return super().aggregate_evaluate(server_round, ordered)
 
-    def round_metrics(self, server_round: int) -> dict[str, float | int | str | None]:
+    def round_metrics(self, server_round: int) -> Row:
         """Extra fields for the round's `eval` row; wrappers with something to report (DP) override it."""
         return {}

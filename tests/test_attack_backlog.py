@@ -7,11 +7,11 @@ import pytest
 import torch
 
 from adversary.adversary import recorded_attacks
+from adversary.taps import TappedUpdate
 from fedsim.attack_backlog import AttackBacklog
 from fedsim.config import AttackOptions, parse_config
 from fedsim.results import RunStore
 from fedsim.runner import run_experiment
-from strategies.taps import TappedUpdate
 
 
 def test_a_backlog_round_trips_tapped_updates_and_lists_its_rounds(tmp_path):

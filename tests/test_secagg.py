@@ -25,19 +25,17 @@ from flwr.common.serde import message_from_proto, message_to_proto
 from flwr.serverapp import Grid
 from flwr.supercore.task_identity import TaskIdentity
 
+from adversary.secagg_taps import LegacyStrategyTap, MaskedWireTap
+from adversary.taps import AGGREGATE
 from clients.client_app import ClientSpec
-from clients.failures import fail, injected_kind
 from clients.legacy_client import secagg_client_mods
-from fedsim.config import SECAGG_TRAINING_STAGE, ConfigError, parse_config
+from fedsim.config import ConfigError, parse_config
+from fedsim.engine.rounds import ServerSpec, run_rounds
+from fedsim.engine.secagg_protocol import SecAggPlusParameters, SecAggRounds
 from fedsim.messaging import collect_replies
 from fedsim.progress import LogProgress
 from fedsim.results import RunStore
-from fedsim.secagg_server import run_secagg_rounds
-from fedsim.server_app import ServerSpec
 from strategies import build_strategy
-from strategies.secagg import SecAggPlusParameters
-from strategies.secagg_taps import LegacyStrategyTap, MaskedWireTap
-from strategies.taps import AGGREGATE
 
 GLOBAL = {"w": torch.linspace(-1.0, 1.0, 400).reshape(20, 20), "b": torch.zeros(20), "steps": torch.tensor(7)}
 LAYOUT = {name: tuple(value.shape) for name, value in GLOBAL.items()}
@@ -124,16 +122,12 @@ def examples_of(partition: int) -> int:
 
 
 class FixedUpdateClient(NumPyClient):
-    """Sends global + update_of(partition), and fails where the config says, like fedsim's training does."""
+    """Sends global + update_of(partition); the failures of the config fire in fedsim's client mods around it."""
 
     def __init__(self, config, partition: int) -> None:
         self.config, self.partition = config, partition
 
     def fit(self, parameters, config):
-        server_round = int(config["server-round"])
-        kind = injected_kind(self.config, server_round, self.partition, SECAGG_TRAINING_STAGE)
-        if kind is not None:
-            fail(kind, self.config, server_round, self.partition, SECAGG_TRAINING_STAGE)
         update = update_of(self.partition)
         sent = [np.atleast_1d(array + update[name].numpy()) for name, array in zip(GLOBAL, parameters)]
         metrics = {"partition-id": self.partition, "num-examples": examples_of(self.partition), "local-steps": 1}
@@ -171,7 +165,8 @@ def run_protocol(config, tmp_path: Path, *, server_sink=None, wire_sink=None, st
     )
     parameters = SecAggPlusParameters.from_config(config, largest_partition=examples_of(num_clients - 1))
     main_grid = server.wrap_grid(grid) if server.wrap_grid else grid
-    run_secagg_rounds(server, parameters, main_grid, Context(run_id=1, node_id=0, node_config={}, state=RecordDict(), run_config={}))
+    rounds = SecAggRounds(strategy, parameters, config.seed, config.federation.rounds)
+    run_rounds(server, rounds, main_grid, Context(run_id=1, node_id=0, node_config={}, state=RecordDict(), run_config={}))
     return store, grid
 
 

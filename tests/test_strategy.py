@@ -12,7 +12,7 @@ def strategy(num_clients=10, fraction_fit=0.3, min_fit_clients=1, seed=0):
 
 
 def sampled(built, server_round):
-    return built.sample_partitions(server_round, built.fraction_train, built.min_train_nodes, "sample-train")
+    return built.sample_partitions(server_round)
 
 
 def test_sampling_is_reproducible_for_a_seed_and_round():

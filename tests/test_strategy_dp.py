@@ -9,10 +9,11 @@ from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, 
 from flwr.clientapp.mod import fixedclipping_mod
 from flwr.supercore.task_identity import TaskIdentity
 
+from adversary.taps import AGGREGATE, StrategyTap
 from fedsim.config import ConfigError, parse_config
 from strategies import build_strategy
+from strategies.base import MessageStrategy
 from strategies.dp import DP_MECHANISMS, client_mods, effective_noise_multiplier
-from strategies.taps import AGGREGATE, StrategyTap
 
 NUM_CLIENTS = 4
 GLOBAL = {"w": torch.linspace(-1.0, 1.0, 6).reshape(2, 3), "b": torch.tensor([0.5, -0.5])}
@@ -124,10 +125,12 @@ def test_fedsim_list_shows_the_mechanisms(capsys):
 # -------------------------------------------------------------------------------- server clipping
 
 
-def test_the_wrapper_keeps_fedavgs_own_methods():
+def test_the_wrapper_forwards_the_strategy_contract_to_fedavg():
     strategy = bound(dp_config(num_clients=10, fraction_fit=0.3))
-    assert strategy.node_of_partition[3] == 103  # bind reached the wrapped FedAvg
-    assert strategy.sample_partitions(2, 0.3, 1, "sample-train") == strategy.strategy.sample_partitions(2, 0.3, 1, "sample-train")
+    assert strategy.strategy.node_of_partition[3] == 103  # bind reached the wrapped FedAvg
+    assert strategy.sample_partitions(2) == strategy.strategy.sample_partitions(2)
+    assert len(strategy.sample_partitions(2)) == 3
+    assert isinstance(strategy, MessageStrategy) and strategy.protocol == "message"
 
 
 def test_server_side_clipping_without_noise_averages_the_clipped_updates():

@@ -3,9 +3,9 @@
 import torch
 from torch import nn
 
+from adversary.taps import AGGREGATE, TappedUpdate
 from adversary.threat_models import Architecture, TrainingHyperparameters, build_views, weighted_average
 from fedsim.config import AdversaryConfig
-from strategies.taps import AGGREGATE, TappedUpdate
 
 MODEL = nn.Linear(4, 3)
 GLOBAL = {name: torch.zeros_like(tensor) for name, tensor in MODEL.state_dict().items()}

@@ -4,20 +4,24 @@ Both taps copy what their position really exposes into ``TappedUpdate`` records 
 sink; they never change a message. The wire tap (`mitm`) sees every train message as sent, after
 any client-side defense, and the global model in the server's outgoing messages. The server tap
 (`server`, honest-but-curious) sees the replies the strategy is given to aggregate and the aggregate
-it returns; under a secure-aggregation strategy that is the sum alone.
+it returns; under a secure-aggregation strategy that is the sum alone. (What they see under SecAgg+:
+``adversary.secagg_taps``.)
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord
 from flwr.serverapp import Grid
 
-from fedsim.messaging import collect_replies
+import fedsim.wire as wire
+from fedsim.messaging import ForwardingGrid, collect_replies
+from strategies.base import SAMPLE_TRAIN, MessageStrategy, Row
 
 AGGREGATE = "aggregate"
 
@@ -39,6 +43,52 @@ class TappedUpdate:
     contributor_examples: tuple[int, ...] = ()
 
 
+@dataclass(frozen=True)
+class ClientReport:
+    """What a client states in clear beside its update: who it is, how many samples, how many steps."""
+
+    client: int
+    num_examples: int
+    local_steps: int | None
+
+    @classmethod
+    def from_metrics(cls, metrics: Mapping[str, Any], num_examples: int | None = None) -> ClientReport:
+        """From a reply's metrics; ``num_examples`` where the protocol carries the count elsewhere (legacy FitRes)."""
+        steps = metrics.get(wire.LOCAL_STEPS)
+        return cls(
+            client=int(metrics[wire.PARTITION_ID]),
+            num_examples=int(metrics[wire.NUM_EXAMPLES]) if num_examples is None else int(num_examples),
+            local_steps=int(steps) if steps is not None else None,
+        )
+
+
+def tapped_update(
+    tap: str,
+    server_round: int,
+    global_state: dict[str, torch.Tensor],
+    observed_state: dict[str, torch.Tensor],
+    behind: Sequence[ClientReport],
+    *,
+    aggregate: bool = False,
+    counts_in_clear: bool = False,
+) -> TappedUpdate:
+    """The one way a tap records what it saw: one client's update, or an ``aggregate`` of those ``behind`` it.
+
+    ``counts_in_clear``: the protocol sends each contributor's sample count beside the update (SecAgg+).
+    """
+    return TappedUpdate(
+        round=server_round,
+        tap=tap,
+        source=AGGREGATE if aggregate else f"client:{behind[0].client}",
+        global_state=global_state,
+        observed_state=observed_state,
+        num_examples=sum(report.num_examples for report in behind),
+        local_steps=None if aggregate else behind[0].local_steps,
+        contributors=tuple(report.client for report in behind),
+        contributor_examples=tuple(report.num_examples for report in behind) if counts_in_clear else (),
+    )
+
+
 Sink = Callable[[TappedUpdate], None]
 RoundFilter = Callable[[int], bool]  # copying whole models is only worth it in rounds someone attacks
 
@@ -47,61 +97,26 @@ def every_round(server_round: int) -> bool:
     return True
 
 
-def _reply_metrics(reply: Message) -> MetricRecord:
-    return next(iter(reply.content.metric_records.values()))
-
-
 def _state(arrays: ArrayRecord) -> dict[str, torch.Tensor]:
     return {name: tensor.clone() for name, tensor in arrays.to_torch_state_dict().items()}
 
 
 def client_update(tap: str, server_round: int, global_state: dict[str, torch.Tensor], reply: Message) -> TappedUpdate:
-    metrics = _reply_metrics(reply)
-    client = int(metrics["partition-id"])
-    steps = metrics.get("local-steps")
-    return TappedUpdate(
-        round=server_round,
-        tap=tap,
-        source=f"client:{client}",
-        global_state=global_state,
-        observed_state=_state(reply.content["arrays"]),
-        num_examples=int(metrics["num-examples"]),
-        local_steps=int(steps) if steps is not None else None,
-        contributors=(client,),
-    )
+    """One Message-API client's reply as a tap records it."""
+    report = ClientReport.from_metrics(wire.reply_metrics(reply))
+    return tapped_update(tap, server_round, global_state, _state(reply.content[wire.ARRAYS]), [report])
 
 
-class WireTap(Grid):
+class WireTap(ForwardingGrid):
     """A Grid that forwards everything and copies train traffic to the sink (man-in-the-middle)."""
 
     def __init__(self, grid: Grid, sink: Sink, wants: RoundFilter = every_round) -> None:
-        self._grid = grid
+        super().__init__(grid)
         self._sink = sink
         self._wants = wants
         self._lock = threading.Lock()
         self._sent: dict[str, tuple[int, dict[str, torch.Tensor]]] = {}  # message id -> (round, global state)
 
-    # --- pure delegation
-    def set_run(self, run) -> None:  # type: ignore[no-untyped-def]
-        self._grid.set_run(run)
-
-    @property
-    def run(self):  # type: ignore[override]
-        return self._grid.run
-
-    def create_message(self, *args, **kwargs) -> Message:  # type: ignore[override]
-        return self._grid.create_message(*args, **kwargs)
-
-    def get_node_ids(self) -> Iterable[int]:
-        return self._grid.get_node_ids()
-
-    def get_nodes(self):  # type: ignore[no-untyped-def]
-        return self._grid.get_nodes()
-
-    def __getattr__(self, name: str):
-        return getattr(self._grid, name)
-
-    # --- listening
     def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
         messages = list(messages)
         ids = list(self._grid.push_messages(messages))
@@ -111,10 +126,10 @@ class WireTap(Grid):
                 if message.metadata.message_type != MessageType.TRAIN:
                     continue
                 content = message.content
-                server_round = int(content["config"]["server-round"])
+                server_round = int(content[wire.CONFIG][wire.SERVER_ROUND])
                 if not self._wants(server_round):
                     continue
-                payload = content["arrays"]
+                payload = content[wire.ARRAYS]
                 if id(payload) not in states:
                     states[id(payload)] = _state(payload)
                 self._sent[message_id] = (server_round, states[id(payload)])
@@ -139,44 +154,57 @@ class WireTap(Grid):
 
 
 class StrategyTap:
-    """Wraps a strategy: sees the replies it aggregates and the aggregate (honest-but-curious server)."""
+    """Wraps a strategy: sees the replies it aggregates and the aggregate (honest-but-curious server).
 
-    def __init__(self, strategy, sink: Sink, wants: RoundFilter = every_round) -> None:
-        self._strategy = strategy
+    Everything else of the strategy contract is forwarded as it is.
+    """
+
+    def __init__(self, strategy: MessageStrategy, sink: Sink, wants: RoundFilter = every_round) -> None:
+        self.strategy = strategy
+        self.protocol = strategy.protocol
         self._sink = sink
         self._wants = wants
         self._global: dict[int, dict[str, torch.Tensor]] = {}
 
-    def __getattr__(self, name: str):
-        return getattr(self._strategy, name)
+    # --- forwarded
+    def bind(self, node_of_partition: Mapping[int, int]) -> None:
+        self.strategy.bind(node_of_partition)
 
-    def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid):
+    def sample_partitions(self, server_round: int, purpose: str = SAMPLE_TRAIN) -> list[int]:
+        return self.strategy.sample_partitions(server_round, purpose)
+
+    def round_metrics(self, server_round: int) -> Row:
+        return self.strategy.round_metrics(server_round)
+
+    def configure_evaluate(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        return self.strategy.configure_evaluate(server_round, arrays, config, grid)
+
+    def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> MetricRecord | None:
+        return self.strategy.aggregate_evaluate(server_round, replies)
+
+    # --- listening
+    def configure_train(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
         if self._wants(server_round):
             self._global[server_round] = _state(arrays)
-        return self._strategy.configure_train(server_round, arrays, config, grid)
+        return self.strategy.configure_train(server_round, arrays, config, grid)
 
-    def aggregate_train(self, server_round: int, replies: Iterable[Message]):
+    def aggregate_train(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
         if server_round not in self._global:
-            return self._strategy.aggregate_train(server_round, replies)
+            return self.strategy.aggregate_train(server_round, replies)
         replies = list(replies)
         global_state = self._global.pop(server_round)
         succeeded = [reply for reply in replies if not reply.has_error()]
         for reply in succeeded:
-            if "arrays" in reply.content.array_records:
+            if wire.ARRAYS in reply.content.array_records:
                 self._sink(client_update("server", server_round, global_state, reply))
-        aggregated, metrics = self._strategy.aggregate_train(server_round, replies)
+        aggregated, metrics = self.strategy.aggregate_train(server_round, replies)
         if aggregated is not None:
-            clients = tuple(sorted(int(_reply_metrics(r)["partition-id"]) for r in succeeded))
-            self._sink(
-                TappedUpdate(
-                    round=server_round,
-                    tap="server",
-                    source=AGGREGATE,
-                    global_state=global_state,
-                    observed_state=_state(aggregated),
-                    num_examples=sum(int(_reply_metrics(r)["num-examples"]) for r in succeeded),
-                    local_steps=None,
-                    contributors=clients,
-                )
-            )
+            behind = sorted((ClientReport.from_metrics(wire.reply_metrics(r)) for r in succeeded), key=lambda r: r.client)
+            self._sink(tapped_update("server", server_round, global_state, _state(aggregated), behind, aggregate=True))
         return aggregated, metrics

@@ -16,24 +16,21 @@ Both only copy; no message or result is changed.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
 import numpy as np
 import torch
 from flwr.app import Message
-from flwr.common import FitIns, FitRes, Parameters, Scalar, bytes_to_ndarray, parameters_to_ndarrays
-from flwr.common.secure_aggregation.secaggplus_constants import RECORD_KEY_CONFIGS, Key, Stage
+from flwr.common import FitIns, FitRes, NDArrays, Parameters, Scalar, bytes_to_ndarray, parameters_to_ndarrays
+from flwr.common.secure_aggregation.quantization import dequantize
+from flwr.common.secure_aggregation.secaggplus_constants import Key, Stage
 from flwr.compat.common import recorddict_compat as compat
 from flwr.server.client_manager import ClientManager
 from flwr.server.client_proxy import ClientProxy
 from flwr.serverapp import Grid
 
-from strategies.secagg import decode_masked_vector, round_of, stage_of
-from strategies.taps import AGGREGATE, RoundFilter, Sink, TappedUpdate, WireTap, every_round
-
-FIT_METRICS = "fitres.metrics"  # where Flower's legacy FitRes puts a client's metrics (in clear)
-FIT_NUM_EXAMPLES = "fitres.num_examples"
-
+import fedsim.wire as wire
+from adversary.taps import ClientReport, RoundFilter, Sink, TappedUpdate, WireTap, every_round, tapped_update
+from strategies.base import SAMPLE_TRAIN, LegacyStrategy, Row
 
 Layout = Mapping[str, Sequence[int]]  # the architecture's state_dict names and shapes, in the order arrays travel
 
@@ -45,25 +42,56 @@ def _named(arrays: Sequence[np.ndarray], layout: Layout) -> dict[str, torch.Tens
     }
 
 
-class LegacyStrategyTap:
-    """Wraps a legacy strategy: sees what SecAggPlusWorkflow gives it to aggregate, and what it releases."""
+def decode_masked_vector(
+    masked: Sequence[np.ndarray], num_examples: int, clipping_range: float, quantization_range: int, max_weight: float
+) -> NDArrays:
+    """Read a client's masked vector as one would read it unmasked: what an eavesdropper can make of it.
 
-    def __init__(self, strategy: Any, sink: Sink, layout: Layout, wants: RoundFilter = every_round) -> None:
-        self._strategy = strategy
+    A client sends ``[q(w), q(w * params)] + masks mod 2^32`` with ``w = num_examples / max_weight``
+    and ``q`` the quantiser; the first array is the masked weight factor, dropped here (the count is in
+    clear anyway). An honest ``q`` lies in ``[0, quantization_range)``, so the entries are reduced into
+    that range, dequantised and divided by ``w``. The masks are uniform mod 2^32 and the quantisation
+    range divides 2^32, so the result is uniform noise over ``+-clipping_range / w``, whatever the update.
+    """
+    ratio = round(num_examples / max_weight * quantization_range) / quantization_range
+    body = [np.asarray(array) % quantization_range for array in masked[1:]]
+    return [array / ratio for array in dequantize(body, clipping_range, quantization_range)]
+
+
+class LegacyStrategyTap:
+    """Wraps a legacy strategy: sees what SecAggPlusWorkflow gives it to aggregate, and what it releases.
+
+    Everything else of the strategy contract is forwarded as it is.
+    """
+
+    def __init__(self, strategy: LegacyStrategy, sink: Sink, layout: Layout, wants: RoundFilter = every_round) -> None:
+        self.strategy = strategy
+        self.protocol = strategy.protocol
         self._sink = sink
         self._layout = dict(layout)
         self._wants = wants
         self._global: dict[int, dict[str, torch.Tensor]] = {}
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._strategy, name)
+    # --- forwarded
+    def bind(self, node_of_partition: Mapping[int, int]) -> None:
+        self.strategy.bind(node_of_partition)
 
+    def sample_partitions(self, server_round: int, purpose: str = SAMPLE_TRAIN) -> list[int]:
+        return self.strategy.sample_partitions(server_round, purpose)
+
+    def round_metrics(self, server_round: int) -> Row:
+        return self.strategy.round_metrics(server_round)
+
+    def summed_vectors(self, server_round: int) -> int | None:
+        return self.strategy.summed_vectors(server_round)
+
+    # --- listening
     def configure_fit(
         self, server_round: int, parameters: Parameters, client_manager: ClientManager
     ) -> list[tuple[ClientProxy, FitIns]]:
         if self._wants(server_round):
             self._global[server_round] = _named(parameters_to_ndarrays(parameters), self._layout)
-        return self._strategy.configure_fit(server_round, parameters, client_manager)
+        return self.strategy.configure_fit(server_round, parameters, client_manager)
 
     def aggregate_fit(
         self,
@@ -72,38 +100,26 @@ class LegacyStrategyTap:
         failures: list[tuple[ClientProxy, FitRes] | BaseException],
     ) -> tuple[Parameters | None, dict[str, Scalar]]:
         if server_round not in self._global:
-            return self._strategy.aggregate_fit(server_round, results, failures)
+            return self.strategy.aggregate_fit(server_round, results, failures)
         global_state = self._global.pop(server_round)
-        clients = [(int(fit.metrics["partition-id"]), fit) for _, fit in results]
-        payloads: dict[tuple[bytes, ...], list[tuple[int, FitRes]]] = {}
-        for client, fit in clients:
-            payloads.setdefault(tuple(fit.parameters.tensors), []).append((client, fit))
+        reports = [(ClientReport.from_metrics(fit.metrics, fit.num_examples), fit) for _, fit in results]
+        payloads: dict[tuple[bytes, ...], list[tuple[ClientReport, FitRes]]] = {}
+        for report, fit in reports:
+            payloads.setdefault(tuple(fit.parameters.tensors), []).append((report, fit))
         if len(payloads) > 1:  # a payload of one client's own: an individual update reached the strategy
             for group in payloads.values():
                 if len(group) == 1:
-                    client, fit = group[0]
-                    self._sink(self._update(server_round, f"client:{client}", global_state, fit.parameters, [(client, fit)]))
-        aggregated, metrics = self._strategy.aggregate_fit(server_round, results, failures)
+                    report, fit = group[0]
+                    observed = _named(parameters_to_ndarrays(fit.parameters), self._layout)
+                    self._sink(tapped_update("server", server_round, global_state, observed, [report], counts_in_clear=True))
+        aggregated, metrics = self.strategy.aggregate_fit(server_round, results, failures)
         if aggregated is not None:
-            self._sink(self._update(server_round, AGGREGATE, global_state, aggregated, sorted(clients, key=lambda c: c[0])))
+            behind = sorted((report for report, _ in reports), key=lambda report: report.client)
+            observed = _named(parameters_to_ndarrays(aggregated), self._layout)
+            self._sink(
+                tapped_update("server", server_round, global_state, observed, behind, aggregate=True, counts_in_clear=True)
+            )
         return aggregated, metrics
-
-    def _update(
-        self, server_round: int, source: str, global_state: dict[str, torch.Tensor], parameters: Parameters,
-        behind: list[tuple[int, FitRes]],
-    ) -> TappedUpdate:
-        steps = behind[0][1].metrics.get("local-steps") if len(behind) == 1 else None
-        return TappedUpdate(
-            round=server_round,
-            tap="server",
-            source=source,
-            global_state=global_state,
-            observed_state=_named(parameters_to_ndarrays(parameters), self._layout),
-            num_examples=sum(fit.num_examples for _, fit in behind),
-            local_steps=int(steps) if steps is not None else None,
-            contributors=tuple(client for client, _ in behind),
-            contributor_examples=tuple(fit.num_examples for _, fit in behind),
-        )
 
 
 class MaskedWireTap(WireTap):
@@ -119,11 +135,11 @@ class MaskedWireTap(WireTap):
         messages = list(messages)
         watched: set[int] = set()  # positions of the collect-masked-vectors messages of attacked rounds
         for position, message in enumerate(messages):  # read before forwarding: clients consume the stage key
-            stage = stage_of(message)
-            if stage is None or not self._wants(server_round := round_of(message)):
+            stage = wire.stage_of(message)
+            if stage is None or not self._wants(server_round := wire.round_of(message)):
                 continue
             if stage == Stage.SETUP:
-                settings = message.content.config_records[RECORD_KEY_CONFIGS]
+                settings = message.content.config_records[wire.SECAGG_RECORD]
                 self._settings[server_round] = (
                     float(settings[Key.CLIPPING_RANGE]), int(settings[Key.TARGET_RANGE]), float(settings[Key.MAX_WEIGHT])
                 )
@@ -137,26 +153,15 @@ class MaskedWireTap(WireTap):
         with self._lock:
             for position, message_id in enumerate(ids):
                 if position in watched:
-                    server_round = round_of(messages[position])
+                    server_round = wire.round_of(messages[position])
                     self._sent[message_id] = (server_round, self._globals[server_round])
         return ids
 
     def _update(self, server_round: int, global_state: dict[str, torch.Tensor], reply: Message) -> TappedUpdate:
         content = reply.content
-        metrics = content.config_records[FIT_METRICS]
-        num_examples = int(content.metric_records[FIT_NUM_EXAMPLES]["num_examples"])
-        masked = [bytes_to_ndarray(b) for b in content.config_records[RECORD_KEY_CONFIGS][Key.MASKED_PARAMETERS]]
+        num_examples = int(content.metric_records[wire.FIT_NUM_EXAMPLES]["num_examples"])
+        report = ClientReport.from_metrics(content.config_records[wire.FIT_METRICS], num_examples)
+        masked = [bytes_to_ndarray(b) for b in content.config_records[wire.SECAGG_RECORD][Key.MASKED_PARAMETERS]]
         clipping, quantization, max_weight = self._settings[server_round]
         decoded = decode_masked_vector(masked, num_examples, clipping, quantization, max_weight)
-        client = int(metrics["partition-id"])
-        steps = metrics.get("local-steps")
-        return TappedUpdate(
-            round=server_round,
-            tap="mitm",
-            source=f"client:{client}",
-            global_state=global_state,
-            observed_state=_named(decoded, self._layout),
-            num_examples=num_examples,
-            local_steps=int(steps) if steps is not None else None,
-            contributors=(client,),
-        )
+        return tapped_update("mitm", server_round, global_state, _named(decoded, self._layout), [report])

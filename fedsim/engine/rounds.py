@@ -1,0 +1,177 @@
+"""The round driver: one loop for every protocol, recording everything as it happens.
+
+The loop is the one of ``flwr.serverapp.strategy.Strategy.start`` with what a leakage lab needs on
+top, written once for every protocol: the roll call (which node holds which partition), starting
+after round k (``--resume``), the initial model's `eval` row, a `fit` row per client as soon as it
+exists, the round's `eval` row and the checkpoint that commits it, and progress client by client.
+
+What travels in a round, and how, is the protocol's: a ``RoundProtocol`` plays one round (Message
+API: ``fedsim.engine.message_protocol``; SecAgg+ on Flower's legacy path:
+``fedsim.engine.secagg_protocol``) and returns the released model and its fields of the `eval` row.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+from flwr.app import Context, Message, MessageType, RecordDict
+from flwr.serverapp import Grid, ServerApp
+
+import fedsim.wire as wire
+from fedsim.config import ExperimentConfig
+from fedsim.messaging import PULL_INTERVAL_S
+from fedsim.progress import LogProgress
+from fedsim.results import RunStore
+from strategies.base import ServerStrategy
+
+logger = logging.getLogger("fedsim")
+
+ROLL_CALL_TIMEOUT_S = 300.0
+NO_REPLY = "no reply before federation.round_timeout"
+
+Evaluator = Callable[[dict[str, torch.Tensor]], dict[str, float]]
+State = dict[str, torch.Tensor]
+
+
+def wait_for_nodes(grid: Grid, count: int, timeout: float = ROLL_CALL_TIMEOUT_S) -> list[int]:
+    deadline = time.monotonic() + timeout
+    while len(nodes := list(grid.get_node_ids())) < count:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"only {len(nodes)} of {count} simulated clients came up in {timeout:.0f}s")
+        time.sleep(PULL_INTERVAL_S)
+    return nodes
+
+
+def roll_call(grid: Grid, count: int) -> dict[int, int]:
+    """Ask every node which partition it holds: partition id -> node id.
+
+    Simulation node ids are random per run; partitions are what the seed and the results refer to.
+    """
+    nodes = wait_for_nodes(grid, count)
+    queries = [Message(RecordDict(), message_type=MessageType.QUERY, dst_node_id=node) for node in nodes]
+    replies = list(grid.send_and_receive(queries, timeout=ROLL_CALL_TIMEOUT_S))
+    failed = [r for r in replies if r.has_error()]
+    if failed or len(replies) != count:
+        reason = failed[0].error.reason if failed else f"{len(replies)} of {count} answered"
+        raise RuntimeError(f"client roll call failed: {reason}")
+    return {int(r.content[wire.IDENTITY][wire.PARTITION_ID]): r.metadata.src_node_id for r in replies}
+
+
+def client_fields(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """A client's reported metrics as fields of its row: ``num-examples`` -> ``num_examples``, without its id."""
+    return {key.replace("-", "_"): value for key, value in metrics.items() if key != wire.PARTITION_ID}
+
+
+@dataclass
+class ServerSpec:
+    config: ExperimentConfig
+    store: RunStore
+    strategy: ServerStrategy  # a registered strategy (see strategies.STRATEGIES), perhaps wrapped (DP, a tap)
+    initial_state: State
+    start_round: int  # last completed round (0 for a new run)
+    evaluate: Evaluator
+    progress: LogProgress
+    wrap_grid: Callable[[Grid], Grid] | None = None  # e.g. a man-in-the-middle tap on the wire
+    round_hooks: tuple[Callable[[int], object], ...] = ()  # called as a round ends, just before it is committed
+
+
+@dataclass(frozen=True)
+class Round:
+    """One round, as the driver hands it to the protocol that plays it."""
+
+    number: int
+    state: State  # the global model the round starts from
+    grid: Grid
+    partition_of_node: Mapping[int, int]
+    timeout: float  # seconds to wait for replies (federation.round_timeout)
+    record: Callable[[dict[str, Any]], None]  # writes a row to the run's metrics at once
+    client_done: Callable[[bool], None]  # one sampled client is done (ok or not): progress
+
+
+@dataclass(frozen=True)
+class RoundResult:
+    state: State | None  # the global model the round released; None: unchanged
+    outcome: dict[str, Any]  # the protocol's fields of the round's `eval` row
+
+
+class RoundProtocol(Protocol):
+    """How the rounds of one protocol travel; the driver does everything else."""
+
+    def start(self, grid: Grid, context: Context, node_of_partition: Mapping[int, int]) -> None:
+        """Set up what lives across rounds, once the roll call has bound the strategy."""
+
+    def play_round(self, current: Round) -> RoundResult:
+        """Send the round's messages, record each client's row, and return what the round released."""
+
+
+def run_rounds(spec: ServerSpec, protocol: RoundProtocol, grid: Grid, context: Context) -> None:
+    """Play rounds ``start_round + 1 .. federation.rounds`` with ``protocol``, committing each one."""
+    config, strategy, progress = spec.config, spec.strategy, spec.progress
+    federation = config.federation
+    node_of_partition = roll_call(grid, federation.num_clients)
+    partition_of_node = {node: partition for partition, node in node_of_partition.items()}
+    strategy.bind(node_of_partition)
+    protocol.start(grid, context, node_of_partition)
+
+    state = spec.initial_state
+    start_run(spec)
+    for server_round in range(spec.start_round + 1, federation.rounds + 1):
+        started = time.perf_counter()
+        progress.round_started(server_round, len(strategy.sample_partitions(server_round)))
+        current = Round(
+            number=server_round,
+            state=state,
+            grid=grid,
+            partition_of_node=partition_of_node,
+            timeout=federation.round_timeout,
+            record=spec.store.append,
+            client_done=progress.client_done,
+        )
+        result = protocol.play_round(current)
+        if result.state is not None:
+            state = result.state
+        # e.g. strategy.dp: noise, clipping norm, epsilon; then the protocol's counts
+        commit_round(spec, server_round, state, {**strategy.round_metrics(server_round), **result.outcome}, started)
+
+
+def start_run(spec: ServerSpec) -> None:
+    """Score and commit the initial model (round 0) of a new run, and start the progress display."""
+    if spec.start_round == 0 and spec.store.last_committed_round() is None:  # not a run resumed at round 0
+        spec.store.append({"round": 0, "event": "eval", **spec.evaluate(spec.initial_state)})
+        spec.store.save_checkpoint(0, spec.initial_state)
+    spec.progress.start(spec.config.federation.rounds, spec.start_round)
+
+
+def commit_round(spec: ServerSpec, server_round: int, state: State, outcome: dict[str, Any], started: float) -> None:
+    """Evaluate the round's global model, write its `eval` row, run the round hooks, commit the checkpoint."""
+    scores = spec.evaluate(state)
+    spec.store.append(
+        {
+            "round": server_round,
+            "event": "eval",
+            **scores,
+            **outcome,
+            "seconds": round(time.perf_counter() - started, 4),
+        }
+    )
+    for hook in spec.round_hooks:  # before the commit: what they persist belongs to the round
+        hook(server_round)
+    spec.store.save_checkpoint(server_round, state)  # commits the round
+    if not spec.config.output.save_checkpoints:
+        spec.store.prune_checkpoints(keep=server_round)
+    spec.progress.round_finished(server_round, scores.get("accuracy"))
+
+
+def build_server_app(spec: ServerSpec, protocol: RoundProtocol) -> ServerApp:
+    app = ServerApp()
+
+    @app.main()
+    def main(grid: Grid, context: Context) -> None:
+        run_rounds(spec, protocol, spec.wrap_grid(grid) if spec.wrap_grid else grid, context)
+
+    return app
