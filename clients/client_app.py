@@ -30,7 +30,7 @@ from fedsim.data import ChannelStats, load_dataset
 from fedsim.devices import resolve_device
 from fedsim.evaluation import evaluate
 from fedsim.ground_truth import GroundTruthStore
-from fedsim.models import build_model
+from fedsim.models import build_run_model
 from fedsim.seeding import derive_seed
 from strategies.dp import client_mods
 
@@ -79,11 +79,7 @@ def _local_state(spec: ClientSpec) -> _LocalState:
     if state is None:
         device = client_device(spec.config)
         # Weights arrive from the server every round; the local copy only needs the architecture.
-        model_cfg = spec.config.model.model_copy(update={"checkpoint": None, "pretrained": False})
-        model = build_model(
-            model_cfg, spec.channels, spec.num_classes, spec.image_size, seed=0,
-            dp_compatible=spec.config.client.dp_compatible_model,
-        ).to(device)
+        model = build_run_model(spec.config, spec, seed=0, with_weights=False).to(device)
         state = _STATE[spec.cache_key] = _LocalState(model=model, device=device)
     return state
 

@@ -8,7 +8,6 @@ seeds, hence the same reconstructions). Only what the tap saw is stored: never g
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import asdict
 from pathlib import Path
@@ -16,6 +15,7 @@ from pathlib import Path
 import torch
 
 from adversary.taps import TappedUpdate
+from fedsim.atomic import save_torch_atomic
 
 BACKLOG_DIR = "adversary"
 _FILE = re.compile(r"observed_round_(\d+)\.pt$")
@@ -31,10 +31,7 @@ class AttackBacklog:
     def save(self, server_round: int, updates: list[TappedUpdate]) -> None:
         """Write the round's tapped updates atomically (a kill leaves the old file or the new one)."""
         self.dir.mkdir(parents=True, exist_ok=True)
-        target = self.path(server_round)
-        partial = target.with_suffix(".partial")
-        torch.save([asdict(update) for update in updates], partial)
-        os.replace(partial, target)
+        save_torch_atomic(self.path(server_round), [asdict(update) for update in updates])
 
     def load(self, server_round: int) -> list[TappedUpdate]:
         records = torch.load(self.path(server_round), weights_only=True)

@@ -7,9 +7,10 @@ Only scoring (outside any attack) reads it back.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
+
+from fedsim.atomic import write_json_atomic
 
 GROUND_TRUTH_DIR = "ground_truth"
 
@@ -26,9 +27,7 @@ class GroundTruthStore:
         path = self._path(server_round, client)
         path.parent.mkdir(parents=True, exist_ok=True)
         payload = {"round": server_round, "client": client, "batches": batches, "labels": labels}
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(payload))
-        os.replace(tmp, path)
+        write_json_atomic(path, payload)
 
     def read(self, server_round: int, client: int) -> dict[str, Any]:
         return json.loads(self._path(server_round, client).read_text())

@@ -31,7 +31,7 @@ from fedsim.devices import resolve_device
 from fedsim.engine.protocols import protocol_of
 from fedsim.federation import Federation
 from fedsim.ground_truth import GroundTruthStore
-from fedsim.models import build_model
+from fedsim.models import build_run_model
 from fedsim.results import RunStore
 from fedsim.seeding import derive_seed
 
@@ -144,11 +144,8 @@ def attach_adversary(config: ExperimentConfig, federation: Federation, store: Ru
     stats = federation.test_stats  # the federation's public normalisation
     mean, std = torch.tensor(stats.mean), torch.tensor(stats.std)
     architecture = Architecture(
-        model=build_model(
-            config.model.model_copy(update={"checkpoint": None, "pretrained": False}),
-            dataset.channels, dataset.num_classes, dataset.image_size, seed=model_seed,
-            dp_compatible=config.client.dp_compatible_model,  # the architecture the clients train and send
-        ),
+        # the architecture the clients train and send
+        model=build_run_model(config, dataset, seed=model_seed, with_weights=False),
         input_shape=(dataset.channels, dataset.image_size, dataset.image_size),
         num_classes=dataset.num_classes,
         input_bounds=((0 - mean) / std, (1 - mean) / std),

@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from fedsim.atomic import save_torch_atomic, write_json_atomic, write_text_atomic
 from fedsim.config import SCHEMA_VERSION, ExperimentConfig, dump_config, load_config
 
 CONFIG_FILE = "config.yaml"
@@ -49,15 +50,6 @@ def environment_info(device: str) -> dict[str, Any]:
     }
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-
-
 class RunStore:
     """Everything a run persists, in one directory (side effects live here, not in the simulation)."""
 
@@ -80,8 +72,8 @@ class RunStore:
             )
         run_dir.mkdir(parents=True, exist_ok=True)
         store = cls(run_dir)
-        _write_atomic(run_dir / CONFIG_FILE, dump_config(config).encode())
-        _write_atomic(run_dir / ENVIRONMENT_FILE, json.dumps(environment_info(device), indent=2).encode())
+        write_text_atomic(run_dir / CONFIG_FILE, dump_config(config), durable=True)
+        write_json_atomic(run_dir / ENVIRONMENT_FILE, environment_info(device), durable=True, indent=2)
         store.metrics_path.touch()
         return store
 
@@ -104,7 +96,7 @@ class RunStore:
     def _drop_rows_after(self, last_round: int) -> None:
         kept = [row for row in self.rows() if row.get("round", 0) <= last_round]
         body = "".join(json.dumps(row) + "\n" for row in kept)
-        _write_atomic(self.metrics_path, body.encode())
+        write_text_atomic(self.metrics_path, body, durable=True)
 
     # ------------------------------------------------------------------------------- metrics
     def append(self, row: dict[str, Any]) -> None:
@@ -139,9 +131,8 @@ class RunStore:
     def save_checkpoint(self, server_round: int, state_dict: dict[str, torch.Tensor]) -> None:
         self.checkpoint_dir.mkdir(exist_ok=True)
         path = self.checkpoint_path(server_round)
-        tmp = path.with_name(path.name + ".tmp")
-        torch.save({k: v.detach().cpu() for k, v in state_dict.items()}, tmp)
-        os.replace(tmp, path)
+        # durable: the checkpoint's presence commits the round (see the module docstring)
+        save_torch_atomic(path, {k: v.detach().cpu() for k, v in state_dict.items()}, durable=True)
 
     def load_checkpoint(self, server_round: int) -> dict[str, torch.Tensor]:
         return torch.load(self.checkpoint_path(server_round), map_location="cpu", weights_only=True)
@@ -161,7 +152,7 @@ class RunStore:
 
     # ------------------------------------------------------------------------------- summary
     def write_json(self, name: str, payload: dict[str, Any]) -> None:
-        _write_atomic(self.run_dir / name, json.dumps(payload, indent=2).encode())
+        write_json_atomic(self.run_dir / name, payload, durable=True, indent=2)
 
     def read_json(self, name: str) -> dict[str, Any]:
         return json.loads((self.run_dir / name).read_text())

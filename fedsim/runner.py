@@ -21,7 +21,7 @@ from fedsim.engine.rounds import ServerSpec
 from fedsim.evaluation import evaluate
 from fedsim.federation import PARTITIONS_FILE, Federation, partition_record, prepare_federation
 from fedsim.leakage import attach_adversary
-from fedsim.models import build_model
+from fedsim.models import build_run_model
 from fedsim.progress import LogProgress, RichProgress
 from fedsim.results import SUMMARY_FILE, RunStore
 from fedsim.seeding import derive_seed
@@ -35,11 +35,7 @@ class CentralEvaluator:
 
     def __init__(self, config: ExperimentConfig, federation: Federation, device: torch.device) -> None:
         dataset = federation.dataset
-        self.model = build_model(
-            config.model.model_copy(update={"checkpoint": None, "pretrained": False}),
-            dataset.channels, dataset.num_classes, dataset.image_size, seed=0,
-            dp_compatible=config.client.dp_compatible_model,
-        ).to(device)
+        self.model = build_run_model(config, dataset, seed=0, with_weights=False).to(device)
         self.x = federation.test_stats.normalize(torch.from_numpy(dataset.x_test))
         self.y = torch.from_numpy(dataset.y_test)
         self.num_classes = dataset.num_classes
@@ -138,10 +134,7 @@ def run_experiment(
     dataset = federation.dataset
     model_seed = derive_seed(config.seed, "model")
     if initial_state is None:
-        model = build_model(
-            config.model, dataset.channels, dataset.num_classes, dataset.image_size, seed=model_seed,
-            dp_compatible=config.client.dp_compatible_model,
-        )
+        model = build_run_model(config, dataset, seed=model_seed, with_weights=True)
         check_training_defenses(model, config.client.defenses)  # e.g. BatchNorm under dpsgd: one line, no round run
         initial_state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
 

@@ -47,7 +47,7 @@ from fedsim.base import Registry, Section
 from fedsim.seeding import derive_seed
 from strategies.base import SAMPLE_TRAIN, MessageStrategy, Row
 from strategies.fedavg import sample_size
-from strategies.privacy import ACCOUNTANT, PrivacyLedger
+from strategies.privacy import ACCOUNTANT, AggregatePrivacyLedger
 
 if TYPE_CHECKING:
     from fedsim.config import ExperimentConfig, FederationConfig
@@ -180,7 +180,7 @@ class FedsimDp:
         self.seed = seed
         self.population = population
         self.amplification = settings.amplification
-        self.ledger = PrivacyLedger(settings.delta if settings.delta is not None else 1 / population)
+        self.ledger = AggregatePrivacyLedger(settings.delta if settings.delta is not None else 1 / population)
         self._sampled: dict[int, int] = {}
         self._rows: dict[int, Row] = {}
 

@@ -21,7 +21,7 @@ import math
 ACCOUNTANT = "opacus-rdp"
 
 
-class PrivacyLedger:
+class AggregatePrivacyLedger:
     """Composes one sampled Gaussian release per round and reports the cumulative epsilon at ``delta``."""
 
     def __init__(self, delta: float) -> None:

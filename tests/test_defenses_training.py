@@ -13,7 +13,7 @@ from torch.nn import functional as F
 from clients.defenses.base import TrainingContext, TrainingPlan
 from clients.defenses.dpsgd import poisson_schedule
 from clients.defenses.pdpsgd import PdpsgdSession
-from clients.defenses.privacy_ledger import LedgerEntry, PrivacyLedger, epsilon
+from clients.defenses.privacy_ledger import ClientPrivacyLedger, LedgerEntry, epsilon
 from clients.training import NonFiniteLossError, check_training_defenses, train_locally
 from fedsim.config import ModelConfig, parse_config
 from fedsim.models import ModelError, build_model
@@ -93,15 +93,15 @@ def test_a_round_run_again_after_resume_is_counted_once(tmp_path):
     rounds(model, x, y, cfg, tmp_path / "b", planned=3)
     resumed = rounds(model, x, y, cfg, tmp_path / "b", planned=3, run=[2, 3])
     assert [r["defense.dpsgd.epsilon"] for r in resumed] == [r["defense.dpsgd.epsilon"] for r in uninterrupted[1:]]
-    assert [entry.round for entry in PrivacyLedger(tmp_path / "b").entries] == [1, 2, 3]
+    assert [entry.round for entry in ClientPrivacyLedger(tmp_path / "b").entries] == [1, 2, 3]
 
 
 def test_the_ledger_survives_a_new_process_and_rewriting_a_round_drops_it_and_later_ones(tmp_path):
     for server_round in (1, 2, 3):
-        PrivacyLedger(tmp_path).record(LedgerEntry(server_round, 1.0, 0.1, 5))  # a new actor every round
-    history = PrivacyLedger(tmp_path).record(LedgerEntry(2, 2.0, 0.1, 5))
+        ClientPrivacyLedger(tmp_path).record(LedgerEntry(server_round, 1.0, 0.1, 5))  # a new actor every round
+    history = ClientPrivacyLedger(tmp_path).record(LedgerEntry(2, 2.0, 0.1, 5))
     assert history == [LedgerEntry(1, 1.0, 0.1, 5), LedgerEntry(2, 2.0, 0.1, 5)]
-    assert PrivacyLedger(tmp_path).entries == history
+    assert ClientPrivacyLedger(tmp_path).entries == history
     reference = create_accountant("rdp")
     reference.history = [(1.0, 0.1, 5), (2.0, 0.1, 5)]
     assert epsilon(history, 1e-3, "rdp") == reference.get_epsilon(delta=1e-3)
@@ -258,7 +258,7 @@ def test_a_failed_round_leaves_the_cached_model_plain_and_unaccounted(tmp_path):
         nan = torch.full_like(x, float("nan"))
         train_locally(model, nan, y, IDS, cfg, seed=0, context=TrainingContext(1, 2, tmp_path))
     assert_plain(model)
-    assert PrivacyLedger(tmp_path).entries == []
+    assert ClientPrivacyLedger(tmp_path).entries == []
 
 
 def test_update_level_defenses_leave_local_training_as_it_is():
@@ -381,7 +381,7 @@ def test_dpsgd_in_a_federation_reports_growing_epsilon_per_client_and_keeps_a_le
         mine = sorted((row for row in fits if row["client"] == partition), key=lambda row: row["round"])
         assert 0 < mine[0]["defense.dpsgd.epsilon"] < mine[1]["defense.dpsgd.epsilon"] < math.inf
         assert mine[1]["defense.dpsgd.total_steps"] == 6 and "defense.clip.norm_before" in mine[1]
-        assert [entry.round for entry in PrivacyLedger(run_dir / "clients" / str(partition)).entries] == [1, 2]
+        assert [entry.round for entry in ClientPrivacyLedger(run_dir / "clients" / str(partition)).entries] == [1, 2]
         assert len(GroundTruthStore(run_dir).read(2, partition)["batches"]) == 3
     attacks = [row for row in rows if row["event"] == "attack"]
     assert {row["target"] for row in attacks} == {"client:0", "client:1"}

@@ -183,7 +183,7 @@ def test_the_noise_std_is_sigma_times_clip_over_the_sampled_clients():
 def test_the_client_mod_clips_what_a_client_sends(tmp_path):
     from clients.client_app import ClientSpec, build_client_app
     from fedsim.federation import prepare_federation
-    from fedsim.models import build_model
+    from fedsim.models import build_run_model
 
     def client_reply(dp):
         raw = {
@@ -205,7 +205,7 @@ def test_the_client_mod_clips_what_a_client_sends(tmp_path):
             image_size=dataset.image_size,
         )
         spec.run_dir.mkdir()
-        model = build_model(config.model, dataset.channels, dataset.num_classes, dataset.image_size, seed=0)
+        model = build_run_model(config, dataset, seed=0, with_weights=True)
         start = {name: value.detach().clone() for name, value in model.state_dict().items()}
         strategy = build_strategy(config)
         strategy.bind({0: 100, 1: 101})

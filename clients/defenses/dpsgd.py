@@ -41,7 +41,7 @@ from pydantic import Field, model_validator
 from torch import nn
 
 from clients.defenses.base import DefenseConfig, DefenseEntry, TrainingPlan, TrainingSession
-from clients.defenses.privacy_ledger import LedgerEntry, PrivacyLedger, epsilon
+from clients.defenses.privacy_ledger import ClientPrivacyLedger, LedgerEntry, epsilon
 from clients.defenses.registry import DEFENSES
 from fedsim.models import ModelError
 from fedsim.seeding import derive_seed
@@ -166,7 +166,7 @@ class DpsgdSession(TrainingSession):
 
     def finish(self) -> dict[str, float]:
         entry = LedgerEntry(self.context.server_round, self.noise_multiplier, self.sample_rate, self.steps)
-        history = PrivacyLedger(self.context.state_dir).record(entry)
+        history = ClientPrivacyLedger(self.context.state_dir).record(entry)
         return {
             "epsilon": epsilon(history, self.delta, self.config.accountant),
             "delta": self.delta,

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from opacus.accountants import create_accountant
+
+from fedsim.atomic import write_json_atomic
 
 LEDGER_FILE = "privacy.json"
 
@@ -31,7 +32,7 @@ class LedgerEntry:
     steps: int
 
 
-class PrivacyLedger:
+class ClientPrivacyLedger:
     """The rounds a client trained under DP-SGD; in memory only when ``state_dir`` is None."""
 
     def __init__(self, state_dir: Path | None) -> None:
@@ -48,9 +49,8 @@ class PrivacyLedger:
         self.entries = [kept for kept in self.entries if kept.round < entry.round] + [entry]
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_name(self.path.name + ".tmp")
-            tmp.write_text(json.dumps({"rounds": [asdict(kept) for kept in self.entries]}, indent=1))
-            os.replace(tmp, self.path)  # a kill mid-write leaves the previous ledger, never half of one
+            # a kill mid-write leaves the previous ledger, never half of one
+            write_json_atomic(self.path, {"rounds": [asdict(kept) for kept in self.entries]}, indent=1)
         return self.entries
 
 

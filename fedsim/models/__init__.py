@@ -1,20 +1,23 @@
 """The federated models: the attacked networks of the papers, plus any torchvision classifier as `tv:<name>`.
 
 Built-in models register themselves in ``MODELS`` when their module is imported below;
-``build_model`` is the one entry point the rest of fedsim uses.
+``build_run_model`` builds a run's model from its config (the one way the server, the clients and the
+adversary rebuild it); ``build_model`` builds one from a ``model`` section and a data shape.
 """
 
 from fedsim.models import cnn, convnet, lenet, mlp, resnet  # noqa: F401  (imported to register the models)
-from fedsim.models.build import build_model, check_model_name, count_parameters, uniform_init_
+from fedsim.models.build import DataShape, build_model, build_run_model, check_model_name, count_parameters, uniform_init_
 from fedsim.models.layers import ACTIVATIONS
 from fedsim.models.registry import MODELS, ModelBuilder, ModelError
 
 __all__ = [
     "ACTIVATIONS",
+    "DataShape",
     "MODELS",
     "ModelBuilder",
     "ModelError",
     "build_model",
+    "build_run_model",
     "check_model_name",
     "count_parameters",
     "uniform_init_",

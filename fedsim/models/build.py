@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 from torch import nn
@@ -12,7 +12,7 @@ from fedsim.models.registry import MODELS, ModelError
 from fedsim.models.torchvision_adapter import TV_PREFIX, build_torchvision_model, check_torchvision_name
 
 if TYPE_CHECKING:
-    from fedsim.config import ModelConfig
+    from fedsim.config import ExperimentConfig, ModelConfig
 
 #: DLG (Zhu et al. 2019) initialises every weight and bias from U(-0.5, 0.5); attacks succeed far more often then.
 UNIFORM_INIT_BOUND = 0.5
@@ -65,6 +65,31 @@ def build_model(
     if cfg.checkpoint is not None:
         load_checkpoint(model, cfg.checkpoint, cfg.name)
     return model
+
+
+class DataShape(Protocol):
+    """What a model needs to know of the data set (a ``Dataset``, or a client's ``ClientSpec``)."""
+
+    channels: int
+    num_classes: int
+    image_size: int
+
+
+def build_run_model(config: ExperimentConfig, shape: DataShape, seed: int, *, with_weights: bool) -> nn.Module:
+    """The run's model (``config.model``) for the data set's shape, as the server, clients and adversary share it.
+
+    ``with_weights=False`` builds the architecture only (no ``model.checkpoint``, no pretrained weights):
+    for whoever receives the weights afterwards (clients, the evaluator, the adversary). ``True`` also
+    loads them: the initial global model. Both honour ``client.dp_compatible_model``, which changes the
+    state_dict, so everyone must build through here.
+    """
+    model_config = config.model
+    if not with_weights:
+        model_config = model_config.model_copy(update={"checkpoint": None, "pretrained": False})
+    return build_model(
+        model_config, shape.channels, shape.num_classes, shape.image_size, seed=seed,
+        dp_compatible=config.client.dp_compatible_model,
+    )  # fmt: skip
 
 
 def uniform_init_(model: nn.Module, bound: float = UNIFORM_INIT_BOUND) -> nn.Module:

@@ -15,7 +15,7 @@ import pandas as pd
 from fedsim.notebook import Run, Sweep, is_run_dir, load_run, load_sweep
 from fedsim.reporting import figures, tables
 from fedsim.reporting.frontier import LEAKAGE_METRICS, UTILITY_LOSS, baselines, frontier_table
-from fedsim.reporting.render import Code, Image, Section, Table, Text, render_html, render_markdown
+from fedsim.reporting.render import Code, Image, ReportSection, Table, Text, render_html, render_markdown
 from fedsim.results import CONFIG_FILE
 
 REPORT_DIR = "report"
@@ -89,25 +89,25 @@ def _runs_table(sweep: Sweep, final: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows).merge(final, on="run", how="left")
 
 
-def _runs_section(sweep: Sweep, runs: pd.DataFrame) -> Section:
+def _runs_section(sweep: Sweep, runs: pd.DataFrame) -> ReportSection:
     missing = [name for name, status in sweep.status.items() if name not in sweep.runs]
     blocks: list = [Text(f"{len(sweep.runs)} run(s) under `{sweep.path}`"
                          + (f"; grid over {', '.join(f'`{key}`' for key in sweep.grid)}" if sweep.grid else "")
                          + (f"; not started yet: {', '.join(missing)}" if missing else "") + ".")]  # fmt: skip
     blocks.append(Table(runs, "runs.csv"))
-    return Section("Runs", blocks)
+    return ReportSection("Runs", blocks)
 
 
-def _utility_section(rounds, names, out: Path, written: list[Path]) -> Section:
+def _utility_section(rounds, names, out: Path, written: list[Path]) -> ReportSection:
     if rounds.empty:
-        return Section("Utility over rounds", [Text("No evaluated round yet.")])
+        return ReportSection("Utility over rounds", [Text("No evaluated round yet.")])
     png = out / "utility_rounds.png"
     figures.utility_figure(rounds, names, png)
     written.append(png)
     dp = " Epsilon spent (dashed, right axis) where a DP mechanism is on." if rounds["epsilon"].notna().any() else ""
     pivot, step = tables.accuracy_by_round(rounds, names)
     every = "every round" if step == 1 else f"every {step} rounds and the last"
-    return Section("Utility over rounds", [
+    return ReportSection("Utility over rounds", [
         Image(png, "Test accuracy and loss of the global model after every round, one line per run." + dp),
         Text(f"Test accuracy per run, {every} (all rounds, with test loss, the clients' mean training loss and "
              "epsilon: `utility_rounds.csv`)."),
@@ -115,9 +115,9 @@ def _utility_section(rounds, names, out: Path, written: list[Path]) -> Section:
     ])  # fmt: skip
 
 
-def _leakage_section(leakage, names, out: Path, written: list[Path]) -> Section:
+def _leakage_section(leakage, names, out: Path, written: list[Path]) -> ReportSection:
     if leakage.empty:
-        return Section("Leakage over rounds", [Text("No attack result: no run has an `adversary` with attacks.")])
+        return ReportSection("Leakage over rounds", [Text("No attack result: no run has an `adversary` with attacks.")])
     png = out / "leakage_rounds.png"
     drawn = figures.leakage_figure(leakage, names, png)
     written.append(png)
@@ -129,10 +129,10 @@ def _leakage_section(leakage, names, out: Path, written: list[Path]) -> Section:
                            "(LPIPS needs torchvision's ImageNet AlexNet in the torch cache)."))  # fmt: skip
     blocks.append(Table(leakage, "leakage_rounds.csv"))
     blocks.append(Text("Every attack result, per target: `attacks.csv`."))
-    return Section("Leakage over rounds", blocks)
+    return ReportSection("Leakage over rounds", blocks)
 
 
-def _frontier_section(frontier, reference, names, out: Path, written: list[Path]) -> Section:
+def _frontier_section(frontier, reference, names, out: Path, written: list[Path]) -> ReportSection:
     title = "Privacy-utility frontier"
     blocks: list = [Text(
         "Per run, the strongest attack over every attack, round and target (best PSNR and SSIM, lowest LPIPS) "
@@ -153,10 +153,10 @@ def _frontier_section(frontier, reference, names, out: Path, written: list[Path]
         written.append(png)
         blocks.append(Image(png, "Strongest attack's leakage against accuracy drop; the Pareto front in red."))
     blocks.append(Table(frontier, "frontier.csv"))
-    return Section(title, blocks)
+    return ReportSection(title, blocks)
 
 
-def _reconstructions_section(sweep: Sweep, attacks: pd.DataFrame) -> Section:
+def _reconstructions_section(sweep: Sweep, attacks: pd.DataFrame) -> ReportSection:
     blocks: list = []
     for name, run in sweep.runs.items():
         grids = tables.best_grids(run, attacks)
@@ -165,10 +165,10 @@ def _reconstructions_section(sweep: Sweep, attacks: pd.DataFrame) -> Section:
             blocks.extend(Image(path, caption) for caption, path in grids)
     if not blocks:
         blocks.append(Text("No reconstruction grid (no attack result, or `adversary.save_images: false`)."))
-    return Section("Reconstructions (strongest result per run and target kind)", blocks)
+    return ReportSection("Reconstructions (strongest result per run and target kind)", blocks)
 
 
-def _provenance_section(sweep: Sweep) -> Section:
+def _provenance_section(sweep: Sweep) -> ReportSection:
     versions = []
     for name, run in sweep.runs.items():
         env = run.environment or {}
@@ -183,4 +183,4 @@ def _provenance_section(sweep: Sweep) -> Section:
         if command:
             blocks.append(Text(f"`{name}` was started by `{command}`."))
         blocks.append(Code((run.path / CONFIG_FILE).read_text(), f"{name}/{CONFIG_FILE}", "yaml"))
-    return Section("Configs and versions", blocks)
+    return ReportSection("Configs and versions", blocks)

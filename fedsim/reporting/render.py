@@ -43,7 +43,7 @@ Block = Union[Text, Image, Table, Code]
 
 
 @dataclass
-class Section:
+class ReportSection:
     title: str
     blocks: list[Block] = field(default_factory=list)
     level: int = 2
@@ -71,7 +71,7 @@ def markdown_table(frame: pd.DataFrame) -> str:
     return "\n".join([head, rule, *body]) + "\n"
 
 
-def render_markdown(title: str, sections: list[Section], report_dir: Path) -> str:
+def render_markdown(title: str, sections: list[ReportSection], report_dir: Path) -> str:
     out = [f"# {title}\n"]
     for section in sections:
         out.append(f"{'#' * section.level} {section.title}\n")
@@ -87,7 +87,7 @@ def render_markdown(title: str, sections: list[Section], report_dir: Path) -> st
     return "\n".join(out)
 
 
-def render_html(title: str, sections: list[Section]) -> str:
+def render_html(title: str, sections: list[ReportSection]) -> str:
     body = []
     for section in sections:
         level = min(section.level, 6)

@@ -10,7 +10,6 @@ record for people and reports; whether a run is finished is read from the run di
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from fedsim.atomic import write_json_atomic, write_text_atomic
 from fedsim.config import SWEEP_SECTION
 from fedsim.sweep.grid import Axis, SweepPoint
 
@@ -72,13 +72,13 @@ class Manifest:
                 for p in self.points
             ],
         }
-        _write_atomic(self.sweep_dir / SWEEP_MANIFEST, json.dumps(payload, indent=2, default=str).encode())
+        write_json_atomic(self.sweep_dir / SWEEP_MANIFEST, payload, indent=2, default=str)
 
 
 def write_sweep_config(sweep_dir: Path, base: dict[str, Any], axes: list[Axis]) -> None:
     """The base config plus the grid (as label -> value mappings), enough to expand the same points again."""
     document = {**base, SWEEP_SECTION: {"grid": {axis.key: axis.as_mapping() for axis in axes}}}
-    _write_atomic(Path(sweep_dir) / SWEEP_CONFIG, yaml.safe_dump(document, sort_keys=False).encode())
+    write_text_atomic(Path(sweep_dir) / SWEEP_CONFIG, yaml.safe_dump(document, sort_keys=False))
 
 
 def read_manifest(sweep_dir: Path) -> dict[str, Any]:
@@ -87,8 +87,3 @@ def read_manifest(sweep_dir: Path) -> dict[str, Any]:
         raise FileNotFoundError(f"'{sweep_dir}' is not a sweep directory (no {SWEEP_MANIFEST})")
     return json.loads(path.read_text())
 
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
