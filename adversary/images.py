@@ -1,6 +1,6 @@
 """PNG figures of an attack: originals over their paired reconstructions, and convergence curves.
 
-Written headless with matplotlib's Agg backend, as ``fedsim.report`` does. The image grid is placed
+Written headless with matplotlib's Agg backend, as ``fedsim.reporting`` does. The image grid is placed
 pixel for pixel (``figimage``, no resampling), so its size in pixels is known in advance and tiny
 images stay sharp: each image is enlarged by an integer nearest-neighbour factor to at least
 ``MIN_TILE`` px, so 8x8 digits show as 64x64 blocks rather than a blur.

@@ -20,7 +20,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     """Errors caused by the user's input, not our bugs: shown as one line, exit code 2."""
     from fedsim.data import DataError
     from fedsim.models import ModelError
-    from fedsim.report import ReportError
+    from fedsim.reporting import ReportError
 
     return (ConfigError, DataError, ModelError, ReportError, FileNotFoundError, FileExistsError)
 
@@ -135,16 +135,9 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from fedsim.notebook import is_run_dir
-    from fedsim.reporting import write_full_report
+    from fedsim.reporting import write_report
 
-    paths = []
-    if is_run_dir(args.run_dir):  # a single run keeps its summary.md, rounds.csv and utility.png
-        from fedsim.report import write_report
-
-        paths += write_report(args.run_dir)
-    paths += write_full_report(args.run_dir)
-    for path in paths:
+    for path in write_report(args.run_dir):
         print(path)
     return 0
 

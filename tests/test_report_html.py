@@ -12,10 +12,10 @@ from PIL import Image
 import fedsim
 from fedsim.cli import main
 from fedsim.config import load_config, parse_config
-from fedsim.report import round_epsilon
 from fedsim.reporting import write_full_report
 from fedsim.reporting.frontier import baselines, frontier_table, pareto_front
 from fedsim.reporting.render import cell, markdown_table
+from fedsim.reporting.run_summary import round_table
 from fedsim.reporting.tables import attack_results, grid_file, leakage_rounds, utility_rounds
 from fedsim.results import RunStore
 
@@ -125,8 +125,8 @@ def test_tables_from_a_folder_of_runs(tmp_path):
     sweep = fedsim.load_sweep(tmp_path)
     rounds = utility_rounds(sweep).set_index(["run", "round"])
     assert rounds.loc[("dp", 2), "epsilon"] == pytest.approx(1.4) and math.isnan(rounds.loc[("dp", 0), "epsilon"])
-    rows = RunStore(tmp_path / "dp").rows()  # the same rule as the single-run report's
-    assert [rounds.loc[("dp", r), "epsilon"] for r in (1, 2)] == [round_epsilon(rows, r) for r in (1, 2)]
+    single = {row["round"]: row["epsilon"] for row in round_table(sweep.runs["dp"])}  # the single-run report's
+    assert [rounds.loc[("dp", r), "epsilon"] for r in (1, 2)] == [single[r] for r in (1, 2)]
     assert rounds.loc[("none", 2), "train_loss"] == pytest.approx(0.5)
     attacks = attack_results(sweep)
     assert len(attacks) == 6  # the failed attack is left out

@@ -2,8 +2,9 @@
 reconstruction grids, and the configs and versions behind them, as self-contained HTML plus the same
 content as Markdown and CSV tables, under ``<dir>/report/``.
 
-A run directory is reported as a sweep of one run; a folder that holds run directories but no
-``sweep.json`` (e.g. ``bench/defenses.py --out``) is reported as a sweep of all of them.
+A run directory is reported as a sweep of one run, plus its own ``utility.png``, ``summary.md`` and
+``rounds.csv`` (fedsim.reporting.run_summary, from the same tables and figure); a folder that holds run
+directories but no ``sweep.json`` (e.g. ``bench/defenses.py --out``) is reported as a sweep of all of them.
 """
 
 from __future__ import annotations
@@ -16,14 +17,16 @@ from fedsim.notebook import Run, Sweep, is_run_dir, load_run, load_sweep
 from fedsim.reporting import figures, tables
 from fedsim.reporting.frontier import LEAKAGE_METRICS, UTILITY_LOSS, baselines, frontier_table
 from fedsim.reporting.render import Code, Image, ReportSection, Table, Text, render_html, render_markdown
+from fedsim.reporting.run_summary import write_run_summary
 from fedsim.results import CONFIG_FILE
 
 REPORT_DIR = "report"
+UTILITY_ROUNDS_FIGURE = "utility_rounds.png"
 VERSION_KEYS = ("fedsim", "flwr", "ray", "torch", "torchvision", "numpy", "opacus")
 
 
-class ReportInputError(FileNotFoundError):
-    """The folder holds no run to report on."""
+class ReportError(ValueError):
+    """The folder cannot be reported on (no run in it, or a run with nothing evaluated yet)."""
 
 
 def load_for_report(path: Path) -> Sweep:
@@ -34,14 +37,30 @@ def load_for_report(path: Path) -> Sweep:
     try:
         return load_sweep(path)
     except FileNotFoundError:
-        raise ReportInputError(
+        raise ReportError(
             f"report: '{path}' is not a fedsim run directory (no metrics.jsonl), a sweep or a folder of runs"
         ) from None
 
 
-def write_full_report(path: Path) -> list[Path]:
-    """Write report.html, report.md, the CSV tables and the PNG figures under ``path/report``; returns them."""
-    sweep = load_for_report(Path(path))
+def write_report(path: Path) -> list[Path]:
+    """`fedsim report PATH`: the full report, and for a run directory also its own summary files; returns them."""
+    path = Path(path)
+    sweep = load_for_report(path)
+    if not is_run_dir(path):
+        return write_full_report(path, sweep)
+    (run,) = sweep.runs.values()
+    if run.events("eval").empty:
+        raise ReportError(f"report: '{path}' has no evaluated round yet")
+    written = write_full_report(path, sweep)
+    return write_run_summary(run, path / REPORT_DIR, path / REPORT_DIR / UTILITY_ROUNDS_FIGURE) + written
+
+
+def write_full_report(path: Path, sweep: Sweep | None = None) -> list[Path]:
+    """Write report.html, report.md, the CSV tables and the PNG figures under ``path/report``; returns them.
+
+    ``sweep``: the runs under ``path`` when already loaded.
+    """
+    sweep = sweep if sweep is not None else load_for_report(Path(path))
     out = Path(path) / REPORT_DIR
     out.mkdir(exist_ok=True)
     names = {name: _short_name(run) for name, run in sweep.runs.items()}
@@ -83,7 +102,7 @@ def _short_name(run: Run) -> str:
 
 def _runs_table(sweep: Sweep, final: pd.DataFrame) -> pd.DataFrame:
     rows = [
-        {"run": name, **run.labels, "defenses": tables.defense_text(run), "status": sweep.status.get(name, "")}
+        {"run": name, **run.labels, "defenses": tables.defense_text(run.config), "status": sweep.status.get(name, "")}
         for name, run in sweep.runs.items()
     ]
     return pd.DataFrame(rows).merge(final, on="run", how="left")
@@ -101,7 +120,7 @@ def _runs_section(sweep: Sweep, runs: pd.DataFrame) -> ReportSection:
 def _utility_section(rounds, names, out: Path, written: list[Path]) -> ReportSection:
     if rounds.empty:
         return ReportSection("Utility over rounds", [Text("No evaluated round yet.")])
-    png = out / "utility_rounds.png"
+    png = out / UTILITY_ROUNDS_FIGURE
     figures.utility_figure(rounds, names, png)
     written.append(png)
     dp = " Epsilon spent (dashed, right axis) where a DP mechanism is on." if rounds["epsilon"].notna().any() else ""
@@ -161,7 +180,7 @@ def _reconstructions_section(sweep: Sweep, attacks: pd.DataFrame) -> ReportSecti
     for name, run in sweep.runs.items():
         grids = tables.best_grids(run, attacks)
         if grids:
-            blocks.append(Text(f"`{name}` ({tables.defense_text(run)}): originals over reconstructions."))
+            blocks.append(Text(f"`{name}` ({tables.defense_text(run.config)}): originals over reconstructions."))
             blocks.extend(Image(path, caption) for caption, path in grids)
     if not blocks:
         blocks.append(Text("No reconstruction grid (no attack result, or `adversary.save_images: false`)."))

@@ -9,10 +9,14 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from fedsim.notebook import Run, Sweep
+
+if TYPE_CHECKING:
+    from fedsim.config import ExperimentConfig
 
 AGGREGATE = "aggregate"
 RECONSTRUCTIONS_DIR = "reconstructions"  # fedsim.leakage.RECONSTRUCTIONS_DIR
@@ -28,7 +32,8 @@ def numeric(frame: pd.DataFrame, column: str) -> pd.Series:
 def round_epsilons(run: Run) -> pd.Series:
     """Privacy spent by the end of each round: the largest client epsilon (dpsgd) or the aggregate's (strategy.dp).
 
-    The same rule as fedsim.report.round_epsilon; empty when no DP mechanism reports one.
+    The one epsilon rule of every report (a run's ``rounds.csv`` and a sweep's tables and figures); empty
+    when no DP mechanism reports one.
     """
     metrics = run.metrics
     if metrics.empty:
@@ -138,16 +143,24 @@ def final_utility(sweep: Sweep, rounds: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["run", "rounds", "final_accuracy", "final_loss", "final_train_loss", "epsilon"])
 
 
-def defense_text(run: Run) -> str:
+CENTRAL_DP = "central-dp"
+
+
+def defense_settings(config: ExperimentConfig) -> list[tuple[str, dict[str, object]]]:
+    """The run's defenses and their set parameters (None left out): client defenses in order, then central DP."""
+    settings = [(defense.name, defense.model_dump(exclude={"name"})) for defense in config.client.defenses]
+    if config.strategy.dp is not None:
+        settings.append((CENTRAL_DP, config.strategy.dp.model_dump()))
+    return [(name, {key: value for key, value in params.items() if value is not None}) for name, params in settings]
+
+
+def parameter_text(params: dict[str, object]) -> str:
+    return ", ".join(f"{key}={value}" for key, value in params.items())
+
+
+def defense_text(config: ExperimentConfig) -> str:
     """The run's defenses in one line: client defenses with their parameters, then central DP."""
-    parts = [
-        f"{defense.name}({', '.join(f'{k}={v}' for k, v in defense.model_dump(exclude={'name'}).items() if v is not None)})"
-        for defense in run.config.client.defenses
-    ]
-    if run.config.strategy.dp is not None:
-        dp = run.config.strategy.dp
-        parts.append(f"central-dp({dp.kind}, noise_multiplier={dp.noise_multiplier}, clipping_norm={dp.clipping_norm})")
-    return "; ".join(parts) or "none"
+    return "; ".join(f"{name}({parameter_text(params)})" for name, params in defense_settings(config)) or "none"
 
 
 def best_grids(run: Run, attacks: pd.DataFrame) -> list[tuple[str, Path]]:

@@ -1,0 +1,67 @@
+"""A single run's own files beside its full report: ``utility.png`` (the full report's utility figure),
+``rounds.csv`` (every evaluated round with the epsilon spent by then) and ``summary.md`` (the figure, the
+run's defenses, and the same table)."""
+
+from __future__ import annotations
+
+import csv
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from fedsim.notebook import Run
+from fedsim.reporting.render import markdown_table
+from fedsim.reporting.tables import CENTRAL_DP, defense_settings, parameter_text, round_epsilons
+from fedsim.results import RunStore
+
+if TYPE_CHECKING:
+    from fedsim.config import ExperimentConfig
+
+UTILITY_FIGURE, SUMMARY, ROUNDS = "utility.png", "summary.md", "rounds.csv"
+TABLE_COLUMNS = (
+    "round", "loss", "accuracy", "precision", "recall", "specificity", "f1", "mcc", "clients_ok", "clients_failed",
+    "epsilon",
+)  # fmt: skip
+
+
+def round_table(run: Run) -> list[dict[str, object]]:
+    """One row per evaluated round, its values as recorded ("" where absent), and the epsilon spent by then."""
+    spent = round_epsilons(run)
+    return [
+        {column: row.get(column, "") for column in TABLE_COLUMNS}
+        | {"epsilon": float(spent[row["round"]]) if row["round"] in spent.index else ""}
+        for row in RunStore(run.path).rows()
+        if row["event"] == "eval"
+    ]
+
+
+def defense_lines(config: ExperimentConfig) -> list[str]:
+    """The run's defenses as Markdown bullets, the configuration-level ones (local steps, dropout) included."""
+    settings = defense_settings(config)
+    lines = [f"- `{name}`: {parameter_text(params)}" for name, params in settings if name != CENTRAL_DP]
+    lines = lines or ["- no client defense"]
+    client = config.client
+    steps = f"{client.local_steps} step(s)" if client.local_steps is not None else f"{client.local_epochs} epoch(s)"
+    lines.append(f"- local training: {steps} per round (lr {client.lr}, batch {client.batch_size}, {client.optimizer})")
+    lines.append(f"- model dropout: {config.model.dropout}")
+    lines += [f"- central DP (`strategy.dp`): {parameter_text(params)}" for name, params in settings if name == CENTRAL_DP]
+    return lines
+
+
+def write_run_summary(run: Run, out: Path, utility_figure: Path) -> list[Path]:
+    """Write ``utility.png`` (a copy of ``utility_figure``), ``summary.md`` and ``rounds.csv`` under ``out``."""
+    table = round_table(run)
+    png, markdown, rounds = out / UTILITY_FIGURE, out / SUMMARY, out / ROUNDS
+    shutil.copyfile(utility_figure, png)
+    with open(rounds, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=TABLE_COLUMNS)
+        writer.writeheader()
+        writer.writerows(table)
+    defenses = "\n".join(defense_lines(run.config))
+    markdown.write_text(
+        f"# {run.name}\n\n![utility over rounds]({UTILITY_FIGURE})\n\n## Defenses\n\n{defenses}\n\n"
+        f"## Rounds\n\n{markdown_table(pd.DataFrame(table, columns=list(TABLE_COLUMNS)))}"
+    )
+    return [png, markdown, rounds]
