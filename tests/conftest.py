@@ -4,18 +4,14 @@ from pathlib import Path
 
 import pytest
 import yaml
+from tiny_configs import tiny_raw
 
-TINY_SWEEP = {
-    "name": "tiny",
-    "seed": 1,
-    "device": "cpu",
-    "data": {"dataset": "digits", "max_train_samples": 40, "max_test_samples": 60, "normalize": "none"},
-    "model": {"name": "lenet", "init": "uniform"},
-    "federation": {"num_clients": 2, "rounds": 1},
-    "client": {"lr": 0.1, "batch_size": 1, "local_steps": 1},
-    "adversary": {"targets": "both", "attacks": [{"name": "dlg", "iterations": 10, "restarts": 1}]},
-    "sweep": {"grid": {"client.defenses": {"none": [], "noise": [{"name": "noise", "sigma": 0.1}]}}},
-}
+TINY_SWEEP = tiny_raw(
+    name="tiny",
+    data={"max_train_samples": 40, "max_test_samples": 60},
+    adversary={"targets": "both", "attacks": [{"name": "dlg", "iterations": 10, "restarts": 1}]},
+    sweep={"grid": {"client.defenses": {"none": [], "noise": [{"name": "noise", "sigma": 0.1}]}}},
+)
 
 
 @pytest.fixture(scope="session")

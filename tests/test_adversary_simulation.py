@@ -4,26 +4,22 @@ import json
 
 import pytest
 
-from fedsim.config import parse_config
 from fedsim.results import RunStore
 from fedsim.runner import run_experiment
+from tiny_configs import tiny_config
 
 pytestmark = pytest.mark.simulation
 
 
 def attacked_run(tmp_path, **adversary) -> list[dict]:
-    raw = {
-        "name": "attacked",
-        "seed": 1,
-        "device": "cpu",
-        "data": {"dataset": "digits", "max_train_samples": 2, "normalize": "none"},
-        "model": {"name": "lenet", "init": "uniform"},
-        "federation": {"num_clients": 2, "rounds": 2},
-        "client": {"lr": 0.1, "batch_size": 1, "local_steps": 1},
-        "adversary": {"rounds": [2], "attacks": [{"name": "dlg", "iterations": 30, "restarts": 2}], **adversary},
-        "output": {"dir": str(tmp_path), "run_name": "run"},
-    }
-    run_dir = run_experiment(parse_config(raw), quiet=True)
+    config = tiny_config(
+        name="attacked",
+        data={"max_train_samples": 2},
+        federation={"rounds": 2},
+        adversary={"rounds": [2], "attacks": [{"name": "dlg", "iterations": 30, "restarts": 2}], **adversary},
+        output={"dir": str(tmp_path), "run_name": "run"},
+    )
+    run_dir = run_experiment(config, quiet=True)
     return [row for row in RunStore(run_dir).rows() if row["event"] == "attack"]
 
 

@@ -9,9 +9,10 @@ import torch
 from adversary.adversary import recorded_attacks
 from adversary.taps import TappedUpdate
 from fedsim.attack_backlog import AttackBacklog
-from fedsim.config import AttackOptions, parse_config
+from fedsim.config import AttackOptions
 from fedsim.results import RunStore
 from fedsim.runner import run_experiment
+from tiny_configs import tiny_config
 
 
 def test_a_backlog_round_trips_tapped_updates_and_lists_its_rounds(tmp_path):
@@ -42,20 +43,17 @@ def test_attacks_of_the_same_name_count_as_done_one_row_each():
 
 @pytest.mark.simulation
 def test_resume_reattacks_the_rounds_whose_attacks_were_lost(tmp_path, monkeypatch):
-    raw = {
-        "name": "lost-attacks",
-        "seed": 4,
-        "device": "cpu",
-        "data": {"dataset": "digits", "max_train_samples": 4, "normalize": "none"},
-        "model": {"name": "lenet", "init": "uniform"},
-        "federation": {"num_clients": 2, "rounds": 2},
-        "client": {"lr": 0.1, "batch_size": 1, "local_steps": 1},
-        "adversary": {"tap": "mitm", "rounds": "all", "attacks": [{"name": "dlg", "iterations": 20}]},
-        "output": {"dir": str(tmp_path), "run_name": "run"},
-    }
+    config = tiny_config(
+        name="lost-attacks",
+        seed=4,
+        data={"max_train_samples": 4},
+        federation={"rounds": 2},
+        adversary={"tap": "mitm", "rounds": "all", "attacks": [{"name": "dlg", "iterations": 20}]},
+        output={"dir": str(tmp_path), "run_name": "run"},
+    )
     keep = AttackBacklog.discard
     monkeypatch.setattr(AttackBacklog, "discard", lambda self, server_round: None)  # as if killed before scoring
-    run_dir = run_experiment(parse_config(raw), quiet=True)
+    run_dir = run_experiment(config, quiet=True)
     assert AttackBacklog(run_dir).rounds() == [1, 2]
     rows = RunStore(run_dir).rows()
     first_round = [row for row in rows if row["event"] == "attack" and row["round"] == 1]

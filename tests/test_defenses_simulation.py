@@ -5,9 +5,9 @@ import pytest
 import torch
 
 import adversary.adversary as adversary_module
-from fedsim.config import parse_config
 from fedsim.results import RunStore
 from fedsim.runner import run_experiment
+from tiny_configs import tiny_config
 
 pytestmark = pytest.mark.simulation
 
@@ -28,19 +28,17 @@ def test_a_chain_of_defenses_runs_two_rounds_and_the_wire_carries_its_output(tmp
         return views
 
     monkeypatch.setattr(adversary_module, "build_views", spy)  # the driver process hosts the taps
-    raw = {
-        "name": "defended",
-        "seed": 2,
-        "device": "cpu",
-        "data": {"dataset": "digits", "max_train_samples": 40, "normalize": "none"},
-        "model": {"name": "lenet", "activation": "sigmoid"},
-        "federation": {"num_clients": 2, "rounds": 2},
-        "client": {"lr": 0.1, "batch_size": 8, "local_steps": 1, "defenses": CHAIN},
-        "adversary": {"tap": "mitm", "targets": "per-client", "rounds": [2],
-                      "attacks": [{"name": "dlg", "iterations": 3}]},  # fmt: skip
-        "output": {"dir": str(tmp_path), "run_name": "run"},
-    }
-    run_dir = run_experiment(parse_config(raw), quiet=True)
+    config = tiny_config(
+        name="defended",
+        seed=2,
+        data={"max_train_samples": 40},
+        model={"activation": "sigmoid", "init": "default"},
+        federation={"rounds": 2},
+        client={"batch_size": 8, "defenses": CHAIN},
+        adversary={"tap": "mitm", "targets": "per-client", "rounds": [2], "attacks": [{"name": "dlg", "iterations": 3}]},
+        output={"dir": str(tmp_path), "run_name": "run"},
+    )
+    run_dir = run_experiment(config, quiet=True)
     rows = list(RunStore(run_dir).rows())
 
     fits = [row for row in rows if row["event"] == "fit"]

@@ -17,6 +17,7 @@ from clients.defenses.privacy_ledger import ClientPrivacyLedger, LedgerEntry, ep
 from clients.training import NonFiniteLossError, check_training_defenses, train_locally
 from fedsim.config import ModelConfig, parse_config
 from fedsim.models import ModelError, build_model
+from tiny_configs import tiny_config
 
 # Opacus' hook on the first layer, whose input needs no gradient; clients.defenses.dpsgd silences it too
 pytestmark = pytest.mark.filterwarnings("ignore:Full backward hook is firing")
@@ -223,15 +224,14 @@ def test_a_batchnorm_model_is_refused_in_one_line_naming_the_layer():
 def test_the_run_refuses_a_batchnorm_model_before_any_round(tmp_path):
     from fedsim.runner import run_experiment
 
-    raw = {
-        "data": {"dataset": "digits", "max_train_samples": 40},
-        "model": {"name": "convnet", "width": 4},
-        "federation": {"num_clients": 2, "rounds": 1},
-        "client": {"defenses": [dpsgd(noise_multiplier=1.0)]},
-        "output": {"dir": str(tmp_path), "run_name": "bn"},
-    }
+    config = tiny_config(
+        data={"max_train_samples": 40},
+        model={"name": "convnet", "width": 4, "init": "default"},
+        client={"defenses": [dpsgd(noise_multiplier=1.0)]},
+        output={"dir": str(tmp_path), "run_name": "bn"},
+    )
     with pytest.raises(ModelError, match="features.norm0"):
-        run_experiment(parse_config(raw), quiet=True)
+        run_experiment(config, quiet=True)
     assert not list((tmp_path / "bn").glob("checkpoints/*.pt"))
 
 
@@ -362,18 +362,16 @@ def test_dpsgd_in_a_federation_reports_growing_epsilon_per_client_and_keeps_a_le
     from fedsim.results import RunStore
     from fedsim.runner import run_experiment
 
-    raw = {
-        "seed": 1,
-        "device": "cpu",
-        "data": {"dataset": "digits", "max_train_samples": 60},
-        "model": {"name": "convnet", "width": 4},  # BatchNorm: built with GroupNorm by server, clients and adversary
-        "federation": {"num_clients": 2, "rounds": 2},
-        "client": {"lr": 0.1, "batch_size": 6, "local_steps": 3,
-                   "defenses": [dpsgd(noise_multiplier=1.0, fix_model=True), {"name": "clip", "max_norm": 10.0}]},
-        "adversary": {"tap": "mitm", "rounds": [2], "attacks": [{"name": "dlg", "iterations": 2}]},
-        "output": {"dir": str(tmp_path), "run_name": "run"},
-    }  # fmt: skip
-    run_dir = run_experiment(parse_config(raw), quiet=True)
+    config = tiny_config(
+        data={"max_train_samples": 60, "normalize": "global"},
+        model={"name": "convnet", "width": 4, "init": "default"},  # BatchNorm: built with GroupNorm by server, clients and adversary
+        federation={"rounds": 2},
+        client={"batch_size": 6, "local_steps": 3,
+                "defenses": [dpsgd(noise_multiplier=1.0, fix_model=True), {"name": "clip", "max_norm": 10.0}]},
+        adversary={"tap": "mitm", "rounds": [2], "attacks": [{"name": "dlg", "iterations": 2}]},
+        output={"dir": str(tmp_path), "run_name": "run"},
+    )  # fmt: skip
+    run_dir = run_experiment(config, quiet=True)
     rows = list(RunStore(run_dir).rows())
     fits = [row for row in rows if row["event"] == "fit"]
     assert len(fits) == 4 and all(row["status"] == "ok" for row in fits)

@@ -36,6 +36,7 @@ from fedsim.messaging import collect_replies
 from fedsim.progress import LogProgress
 from fedsim.results import RunStore
 from strategies import build_strategy
+from tiny_configs import TRAINING, merged, tiny_config
 
 GLOBAL = {"w": torch.linspace(-1.0, 1.0, 400).reshape(20, 20), "b": torch.zeros(20), "steps": torch.tensor(7)}
 LAYOUT = {name: tuple(value.shape) for name, value in GLOBAL.items()}
@@ -364,14 +365,12 @@ def test_the_server_tap_gets_the_sum_and_clear_counts_and_the_wire_tap_masked_no
 
 # -------------------------------------------------------------------------------------- simulation
 
-SIMULATED = {
-    "name": "secagg", "seed": 3, "device": "cpu",
-    "data": {"dataset": "digits", "partition": {"name": "dirichlet", "alpha": 1.0}},
-    "model": {"name": "lenet", "activation": "relu"},
-    "federation": {"num_clients": 5, "rounds": 2, "failures": [{"round": 2, "client": 1}]},
-    "client": {"lr": 0.05, "momentum": 0.9, "batch_size": 16, "local_steps": 5,
-               "defenses": [{"name": "noise", "sigma": 0.001}]},  # seeded per (round, client): the same in both runs
-}
+SIMULATED = merged(
+    TRAINING,
+    name="secagg",
+    federation={"num_clients": 5, "failures": [{"round": 2, "client": 1}]},
+    client={"defenses": [{"name": "noise", "sigma": 0.001}]},  # seeded per (round, client): the same in both runs
+)
 
 
 @pytest.fixture(scope="module")
@@ -429,17 +428,14 @@ def test_the_server_tap_never_gets_a_client_update_under_secagg(fedavg_and_secag
 def test_attacking_masked_vectors_on_the_wire_recovers_nothing(tmp_path):
     from fedsim.runner import run_experiment
 
-    raw = {
-        "name": "masked", "seed": 1, "device": "cpu",
-        "data": {"dataset": "digits", "max_train_samples": 2, "normalize": "none"},
-        "model": {"name": "lenet", "init": "uniform"},
-        "federation": {"num_clients": 2, "rounds": 1},
-        "client": {"lr": 0.1, "batch_size": 1, "local_steps": 1},
-        "strategy": {"name": "secagg+"},
-        "adversary": {"tap": "mitm", "targets": "per-client", "attacks": [{"name": "dlg", "iterations": 30, "restarts": 2}]},
-        "output": {"dir": str(tmp_path), "run_name": "run"},
-    }
-    attacks = rows(RunStore(run_experiment(parse_config(raw), quiet=True)), "attack")
+    config = tiny_config(
+        name="masked",
+        data={"max_train_samples": 2},
+        strategy={"name": "secagg+"},
+        adversary={"tap": "mitm", "targets": "per-client", "attacks": [{"name": "dlg", "iterations": 30, "restarts": 2}]},
+        output={"dir": str(tmp_path), "run_name": "run"},
+    )
+    attacks = rows(RunStore(run_experiment(config, quiet=True)), "attack")
     assert sorted(r["target"] for r in attacks) == ["client:0", "client:1"]
     for row in attacks:
         assert row["tap"] == "mitm" and row["status"] == "ok" and row["batch_size"] == 1

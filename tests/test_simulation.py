@@ -18,25 +18,11 @@ from fedsim.ground_truth import GroundTruthStore
 from fedsim.reporting import write_report
 from fedsim.results import RunStore
 from fedsim.runner import run_experiment
+from tiny_configs import TRAINING, merged
 
 pytestmark = pytest.mark.simulation
 
-SMALL = {
-    "name": "e2e",
-    "seed": 3,
-    "device": "cpu",
-    "data": {"dataset": "digits", "partition": {"name": "dirichlet", "alpha": 1.0}},
-    "model": {"name": "lenet", "activation": "relu"},
-    "federation": {"num_clients": 3, "rounds": 2},
-    "client": {"lr": 0.05, "momentum": 0.9, "batch_size": 16, "local_steps": 5},
-}
-
-
-def merged(base: dict, **sections: dict) -> dict:
-    out = json.loads(json.dumps(base))
-    for key, value in sections.items():
-        out[key] = {**out.get(key, {}), **value} if isinstance(value, dict) else value
-    return out
+SMALL = merged(TRAINING, name="e2e")
 
 
 def events(run_dir: Path, event: str) -> list[dict]:

@@ -14,6 +14,7 @@ from fedsim.config import ConfigError, parse_config
 from strategies import build_strategy
 from strategies.base import MessageStrategy
 from strategies.dp import DP_MECHANISMS, client_mods, effective_noise_multiplier
+from tiny_configs import TRAINING, merged, tiny_config
 
 NUM_CLIENTS = 4
 GLOBAL = {"w": torch.linspace(-1.0, 1.0, 6).reshape(2, 3), "b": torch.tensor([0.5, -0.5])}
@@ -186,17 +187,15 @@ def test_the_client_mod_clips_what_a_client_sends(tmp_path):
     from fedsim.models import build_run_model
 
     def client_reply(dp):
-        raw = {
-            "seed": 2, "device": "cpu",
-            "data": {"dataset": "digits", "max_train_samples": 200},
-            "model": {"name": "lenet", "activation": "relu"},
-            "federation": {"num_clients": 2},
-            "client": {"lr": 0.1, "batch_size": 8, "local_steps": 2},
-            "output": {"ground_truth": False},
-        }
-        if dp:
-            raw["strategy"] = {"dp": dp}
-        config = parse_config(raw)
+        config = tiny_config(
+            seed=2,
+            data={"max_train_samples": 200, "normalize": "global"},
+            model={"activation": "relu", "init": "default"},
+            federation={"rounds": 3},
+            client={"batch_size": 8, "local_steps": 2},
+            output={"ground_truth": False},
+            **({"strategy": {"dp": dp}} if dp else {}),
+        )
         federation = prepare_federation(config)
         dataset = federation.dataset
         spec = ClientSpec(
@@ -341,15 +340,12 @@ def test_a_federation_under_client_side_dp_records_noise_and_epsilon(tmp_path):
     from fedsim.results import RunStore
     from fedsim.runner import run_experiment
 
-    raw = {
-        "name": "dp", "seed": 3, "device": "cpu",
-        "data": {"dataset": "digits", "partition": {"name": "dirichlet", "alpha": 1.0}},
-        "model": {"name": "lenet", "activation": "relu"},
-        "federation": {"num_clients": 3, "rounds": 2},
-        "client": {"lr": 0.05, "momentum": 0.9, "batch_size": 16, "local_steps": 5},
-        "strategy": {"dp": {"kind": "client-fixed", "noise_multiplier": 0.5, "clipping_norm": 2.0, "delta": 1e-3}},
-        "output": {"dir": str(tmp_path), "run_name": "dp"},
-    }
+    raw = merged(
+        TRAINING,
+        name="dp",
+        strategy={"dp": {"kind": "client-fixed", "noise_multiplier": 0.5, "clipping_norm": 2.0, "delta": 1e-3}},
+        output={"dir": str(tmp_path), "run_name": "dp"},
+    )
     rows = RunStore(run_experiment(parse_config(raw), quiet=True)).rows()
     fits = [row for row in rows if row["event"] == "fit"]
     assert len(fits) == 6 and all(row["status"] == "ok" for row in fits)  # the clipping mod let every reply through

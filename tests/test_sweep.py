@@ -14,8 +14,9 @@ from fedsim.results import RunStore
 from fedsim.sweep import plan_sweep, run_sweep
 from fedsim.sweep.execute import point_action, ray_share
 from fedsim.sweep.grid import parse_grid_arg, split_top_level
+from tiny_configs import tiny_raw
 
-BASE = {"name": "g", "data": {"dataset": "digits"}, "federation": {"num_clients": 4, "rounds": 2}}
+BASE = tiny_raw(name="g", seed=0, federation={"num_clients": 4, "rounds": 2})
 
 
 def write(tmp_path: Path, raw: dict, name: str = "c.yaml") -> Path:
