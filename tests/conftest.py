@@ -1,4 +1,5 @@
-"""Fixtures shared by test files: one tiny real sweep, run once per session (Ray simulations are slow)."""
+"""Fixtures shared by test files: one tiny real sweep, run once per session (Ray simulations are slow), and a
+TaskIdentity for Flower messages built outside a Flower run. Small configs: tests/tiny_configs.py."""
 
 from pathlib import Path
 
@@ -12,6 +13,16 @@ TINY_SWEEP = tiny_raw(
     adversary={"targets": "both", "attacks": [{"name": "dlg", "iterations": 10, "restarts": 1}]},
     sweep={"grid": {"client.defenses": {"none": [], "noise": [{"name": "noise", "sigma": 0.1}]}}},
 )
+
+
+@pytest.fixture
+def task_identity(monkeypatch):
+    """Messages are stamped with the run and node of the process; outside a Flower run there is none."""
+    from flwr.supercore.task_identity import TaskIdentity
+
+    monkeypatch.setattr(TaskIdentity, "_run_id", 1)
+    monkeypatch.setattr(TaskIdentity, "_node_id", 1)
+    monkeypatch.setattr(TaskIdentity, "_task_id", 1)
 
 
 @pytest.fixture(scope="session")

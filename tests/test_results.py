@@ -1,10 +1,12 @@
 """The run store: durable rows, atomic checkpoints, and what --resume keeps."""
 
 import json
+import threading
 
 import pytest
 import torch
 
+from fedsim.atomic import save_torch_atomic, write_atomic, write_json_atomic
 from fedsim.config import parse_config
 from fedsim.ground_truth import GroundTruthStore
 from fedsim.results import RunStore
@@ -72,3 +74,40 @@ def test_ground_truth_round_trip(tmp_path):
     truth.write(3, 1, batches=[[5, 2], [9]], labels=[[0, 1], [1]])
     assert truth.read(3, 1)["batches"] == [[5, 2], [9]]
     assert truth.clients(3) == [1] and truth.clients(4) == []
+
+
+def test_an_atomic_write_that_fails_leaves_the_previous_file_and_no_temporary(tmp_path):
+    target = tmp_path / "ledger.json"
+    write_json_atomic(target, {"rounds": [1]})
+
+    def killed_half_way(handle):
+        handle.write(b'{"rounds": [1, 2')
+        raise RuntimeError("killed")
+
+    with pytest.raises(RuntimeError, match="killed"):
+        write_atomic(target, killed_half_way)
+    assert json.loads(target.read_text()) == {"rounds": [1]}
+    assert list(tmp_path.iterdir()) == [target]
+
+
+def test_concurrent_writers_of_one_file_never_share_a_temporary_file(tmp_path):
+    target = tmp_path / "observed_round_0001.pt"
+    payloads = [{"writer": torch.full((256,), float(i))} for i in range(4)]
+    errors: list[BaseException] = []
+
+    def write_many(payload):
+        try:
+            for _ in range(25):
+                save_torch_atomic(target, payload)
+        except BaseException as error:  # a shared temporary file: renamed away under another writer
+            errors.append(error)
+
+    threads = [threading.Thread(target=write_many, args=(payload,)) for payload in payloads]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    written = torch.load(target, weights_only=True)["writer"]
+    assert any(torch.equal(written, payload["writer"]) for payload in payloads)
+    assert list(tmp_path.iterdir()) == [target]

@@ -23,7 +23,6 @@ from flwr.clientapp import ClientApp
 from flwr.common.secure_aggregation.secaggplus_constants import RECORD_KEY_CONFIGS, Key, Stage
 from flwr.common.serde import message_from_proto, message_to_proto
 from flwr.serverapp import Grid
-from flwr.supercore.task_identity import TaskIdentity
 
 from adversary.secagg_taps import LegacyStrategyTap, MaskedWireTap
 from adversary.taps import AGGREGATE
@@ -43,12 +42,7 @@ LAYOUT = {name: tuple(value.shape) for name, value in GLOBAL.items()}
 FIRST_NODE = 100
 
 
-@pytest.fixture(autouse=True)
-def task_identity(monkeypatch):
-    """Messages are stamped with the run and node of the process; outside a Flower run there is none."""
-    monkeypatch.setattr(TaskIdentity, "_run_id", 1)
-    monkeypatch.setattr(TaskIdentity, "_node_id", 1)
-    monkeypatch.setattr(TaskIdentity, "_task_id", 1)
+pytestmark = pytest.mark.usefixtures("task_identity")  # messages built outside a Flower run (conftest.py)
 
 
 # ----------------------------------------------------------------------------------------- harness

@@ -7,7 +7,6 @@ import pytest
 import torch
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp.mod import fixedclipping_mod
-from flwr.supercore.task_identity import TaskIdentity
 
 from adversary.taps import AGGREGATE, StrategyTap
 from fedsim.config import ConfigError, parse_config
@@ -20,12 +19,7 @@ NUM_CLIENTS = 4
 GLOBAL = {"w": torch.linspace(-1.0, 1.0, 6).reshape(2, 3), "b": torch.tensor([0.5, -0.5])}
 
 
-@pytest.fixture(autouse=True)
-def task_identity(monkeypatch):
-    """Messages are stamped with the run and node of the process; outside a Flower run there is none."""
-    monkeypatch.setattr(TaskIdentity, "_run_id", 1)
-    monkeypatch.setattr(TaskIdentity, "_node_id", 1)
-    monkeypatch.setattr(TaskIdentity, "_task_id", 1)
+pytestmark = pytest.mark.usefixtures("task_identity")  # messages built outside a Flower run (conftest.py)
 
 
 def dp_config(num_clients: int = NUM_CLIENTS, fraction_fit: float = 1.0, **dp):
