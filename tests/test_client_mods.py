@@ -8,7 +8,6 @@ import pytest
 import torch
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MessageType, RecordDict
 from flwr.common.secure_aggregation.secaggplus_constants import RECORD_KEY_CONFIGS, Key, Stage
-from flwr.supercore.task_identity import TaskIdentity
 
 import clients.failures
 from clients.client_app import ClientSpec, build_client_app
@@ -17,16 +16,11 @@ from clients.legacy_client import build_legacy_client_app
 from clients.mods import CLIENT_ERROR_LOG, CLIENT_EXCEPTION, CLIENT_NON_FINITE_LOSS, injected_failure_mod
 from fedsim.config import parse_config
 from fedsim.federation import prepare_federation
-from fedsim.models import build_model
+from fedsim.models import build_run_model
 from strategies import build_strategy
 
 
-@pytest.fixture(autouse=True)
-def task_identity(monkeypatch):
-    """Messages are stamped with the run and node of the process; outside a Flower run there is none."""
-    monkeypatch.setattr(TaskIdentity, "_run_id", 1)
-    monkeypatch.setattr(TaskIdentity, "_node_id", 1)
-    monkeypatch.setattr(TaskIdentity, "_task_id", 1)
+pytestmark = pytest.mark.usefixtures("task_identity")  # messages built outside a Flower run (conftest.py)
 
 
 def client_config(failures=(), strategy=None, timeout: float = 30.0):
@@ -57,7 +51,7 @@ def context_of(partition: int) -> Context:
 
 
 def global_state(spec: ClientSpec) -> dict[str, torch.Tensor]:
-    model = build_model(spec.config.model, spec.channels, spec.num_classes, spec.image_size, seed=0)
+    model = build_run_model(spec.config, spec, seed=0, with_weights=True)
     return {name: value.detach().clone() for name, value in model.state_dict().items()}
 
 
