@@ -1,9 +1,10 @@
 """The adversary of a run: collects what its tap saw, and attacks it beside the training.
 
 Taps hand over ``TappedUpdate`` records as messages flow; when the server closes a round, the
-round's views are built and submitted as attack jobs to a worker pool, so training never waits
-for an attack. Finished reconstructions go to ``on_result`` (the scoring side, outside the
-adversary) as they complete; ``finish`` waits for the stragglers at the end of the run.
+round's views are built and submitted as attack jobs to the attack workers (separate processes, see
+``adversary.workers``), so training never waits for an attack. Finished reconstructions go to
+``on_result`` (the scoring side, outside the adversary) as they complete, one at a time in a thread of
+this process; ``finish`` waits for the stragglers at the end of the run.
 
 With a backlog, a round's tapped updates stay on disk until all its jobs have reported, and ``resume``
 re-attacks what a killed run left unfinished.
@@ -21,11 +22,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import torch
 
-from adversary.attacks import resolve_options, run_attack
+from adversary.attacks import resolve_options
 from adversary.attacks.problem import group_views
 from adversary.taps import TappedUpdate
 from adversary.threat_models import Architecture, LabelGrant, TrainingHyperparameters, build_views
 from adversary.view import AttackerView, Reconstruction
+from adversary.workers import AttackJob, AttackWorkers, ProcessAttackWorkers, settings_for
 from fedsim.config import AdversaryConfig, AttackOptions
 from fedsim.seeding import derive_seed
 
@@ -60,20 +62,6 @@ def recorded_attacks(rows: Sequence[dict[str, Any]], server_round: int, attacks:
     return done
 
 
-def share_cpu_threads(workers: int) -> int:
-    """Give each of ``workers`` concurrent CPU attacks its share of torch's intra-op threads; returns the share.
-
-    An attack is a long chain of small kernels: workers that each spread every kernel over all cores mostly
-    wait on each other (bench/attacks.py: per-client and aggregate side by side on 2 cores take 60 s with
-    2 threads each, 46 s with 1). The setting is process-wide, so it also applies to the server's evaluation.
-    """
-    share = max(1, torch.get_num_threads() // workers)
-    if share != torch.get_num_threads():
-        logger.info("attack workers: %d on CPU, torch intra-op threads %d -> %d", workers, torch.get_num_threads(), share)
-        torch.set_num_threads(share)
-    return share
-
-
 class Adversary:
     def __init__(
         self,
@@ -86,7 +74,10 @@ class Adversary:
         on_failure: FailureSink,
         grant_labels: LabelGrant | None = None,
         backlog: Backlog | None = None,
+        workers: AttackWorkers | None = None,
     ) -> None:
+        """``workers``: where the jobs run; by default ``adversary.workers`` spawned processes with
+        ``adversary.resources.cpus`` torch threads each, on ``device``."""
         self.config = config
         self.architecture = architecture
         self.training = training
@@ -99,10 +90,12 @@ class Adversary:
         self._open_jobs: dict[int, int] = {}  # round -> attack jobs not yet reported
         self._updates: dict[int, list[TappedUpdate]] = defaultdict(list)
         self._lock = threading.Lock()
-        if device.type == "cpu" and config.workers > 1:
-            share_cpu_threads(config.workers)
-        self._pool = ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="fedsim-attack")
+        self.workers = workers or ProcessAttackWorkers(settings_for(config.workers, config.resources.cpus, device))
+        # Results are scored one at a time, in this process: the scorer holds the truth, the workers never do.
+        self._scoring = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fedsim-scoring")
         self._jobs: list[Future] = []
+        self._reports: list[Future] = []  # one scoring task per finished job
+        self._reported = threading.Condition()
 
     def observe(self, update: TappedUpdate) -> None:
         """Sink for the tap: keep what the configured tap saw in the rounds under attack."""
@@ -148,18 +141,32 @@ class Adversary:
             self._open_jobs[server_round] = len(jobs)
         for index, options, todo in jobs:
             seed = derive_seed(self.seed, "attack", server_round, index)
-            self._jobs.append(self._pool.submit(self._attack, server_round, resolve_options(options), todo, seed))
+            resolved = resolve_options(options)
+            try:
+                job = self.workers.submit(AttackJob(resolved, todo, seed))
+            except Exception as error:  # e.g. a broken worker pool: the job fails, the run goes on
+                job = Future()
+                job.set_exception(error)
+            with self._lock:
+                self._jobs.append(job)
+            job.add_done_callback(
+                lambda finished, r=server_round, o=resolved, v=todo: self._queue_report(finished, r, o, v)
+            )
         return len(jobs)
 
-    def _attack(self, server_round: int, options: AttackOptions, views: list[AttackerView], seed: int) -> None:
-        try:
-            reconstructions = run_attack(options, views, seed, self.device)
-        except Exception as error:  # one failed attack must not end the run or the other attacks
-            logger.exception("attack %s on round %d failed", options.name, server_round)
+    def _queue_report(self, job: Future, server_round: int, options: AttackOptions, views: list[AttackerView]) -> None:
+        with self._reported:
+            self._reports.append(self._scoring.submit(self._report, job, server_round, options, views))
+            self._reported.notify_all()
+
+    def _report(self, job: Future, server_round: int, options: AttackOptions, views: list[AttackerView]) -> None:
+        error = job.exception()
+        if error is not None:  # one failed attack must not end the run or the other attacks
+            logger.error("attack %s on round %d failed: %s", options.name, server_round, error, exc_info=error)
             for view in views:
                 self.on_failure(view, options, error)
         else:
-            for view, reconstruction in zip(views, reconstructions):
+            for view, reconstruction in zip(views, job.result()):
                 self.on_result(view, options, reconstruction)
         with self._lock:
             self._open_jobs[server_round] -= 1
@@ -177,7 +184,15 @@ class Adversary:
         return sum(not job.done() for job in self._jobs)
 
     def finish(self) -> None:
-        """Wait for every queued attack (stragglers included), then release the workers."""
-        for job in self._jobs:
-            job.result()
-        self._pool.shutdown(wait=True)
+        """Wait for every queued attack (stragglers included) and its scoring, then release the workers."""
+        try:
+            with self._lock:
+                jobs = list(self._jobs)
+            with self._reported:  # a job's waiters wake before its done-callbacks have queued the report
+                self._reported.wait_for(lambda: len(self._reports) >= len(jobs))
+                reports = list(self._reports)
+            for report in reports:
+                report.result()  # a scoring error surfaces here, as it did from the attack threads
+        finally:
+            self._scoring.shutdown(wait=True)
+            self.workers.shutdown()

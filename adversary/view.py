@@ -61,6 +61,7 @@ class Reconstruction:
     labels: torch.Tensor  # (num_samples,), int64, CPU
     objective: float  # the attack's own final objective of the chosen restart
     restart_objectives: tuple[float, ...]
-    iterations: int
+    iterations: int  # optimizer steps taken (fewer than asked when cut)
     seconds: float
     trajectory: tuple[TrajectoryPoint, ...] = field(default_factory=tuple)
+    cut: bool = False  # stopped by the attack's time_limit: the best reconstruction so far

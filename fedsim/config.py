@@ -308,6 +308,11 @@ class AdversaryKnowledge(Section):
 RoundSpec = Union[Literal["all"], list[int], str]
 
 
+class AttackWorkerResources(Section):
+    cpus: float = Field(1.0, gt=0, description="CPU cores per attack worker (its torch threads), kept from the clients")
+    gpus: float = Field(0.0, ge=0, description="GPU share per attack worker on a CUDA device (fractions allowed)")
+
+
 class AdversaryConfig(Section):
     tap: Literal["mitm", "server"] = Field(
         "mitm", description="`mitm`: each reply on the wire; `server`: what the strategy sees (only the sum under SecAgg+)"
@@ -320,6 +325,9 @@ class AdversaryConfig(Section):
     device: str = Field("auto", description="where attacks run: `auto`, `cpu`, `cuda`, `cuda:N`")
     workers: int = Field(
         1, ge=1, description="attacks running at once, beside the training (on CPU they share the cores)"
+    )
+    resources: AttackWorkerResources = Field(
+        default_factory=AttackWorkerResources, description="what each attack worker process holds, as client_resources"
     )
     save_images: bool = Field(True, description="write original-over-reconstruction PNG grids per round and target")
 

@@ -97,6 +97,8 @@ class LeakageScorer:
             "restarts": options.restarts,
             **score.to_row(),
         }
+        if reconstruction.cut:  # stopped by the attack's time_limit after row["iterations"] steps
+            row["cut"] = True
         if reconstruction.trajectory:
             row["trajectory"] = score_trajectory(reconstruction, truth.images, truth.to_image_space)
         with self._lock:

@@ -14,6 +14,7 @@ import torch
 from clients.client_app import ClientSpec
 from clients.mods import CLIENT_ERROR_LOG
 from clients.training import check_training_defenses
+from fedsim.attack_reservation import ray_node_counts
 from fedsim.config import ExperimentConfig
 from fedsim.devices import resolve_device
 from fedsim.engine.protocols import protocol_of
@@ -55,12 +56,14 @@ def _quiet_frameworks() -> None:
 
 def _backend_config(config: ExperimentConfig, ray_resources: Mapping[str, float] | None = None) -> dict[str, Any]:
     """Flower's Ray backend settings; ``ray_resources`` (e.g. ``{"num_cpus": 1}``) caps this run's Ray instance,
-    so that runs side by side (``fedsim sweep --parallel``) share the machine instead of each claiming all of it."""
+    so that runs side by side (``fedsim sweep --parallel``) share the machine instead of each claiming all of it.
+    The attack workers' CPUs and GPU shares are kept out of it (fedsim.attack_reservation)."""
     resources = config.federation.client_resources
+    attack_device = str(resolve_device(config.adversary.device)) if config.adversary.attacks else "cpu"
     return {
         "client_resources": {"num_cpus": resources.cpus, "num_gpus": resources.gpus},
         "init_args": {"logging_level": logging.ERROR, "log_to_driver": False, "include_dashboard": False,
-                      **(ray_resources or {})},
+                      **(ray_resources or {}), **ray_node_counts(config, attack_device, ray_resources)},
     }
 
 

@@ -1,9 +1,8 @@
-"""How an adversary's attacks become jobs: which targets each attack runs on, and the CPU threads they share."""
+"""How an adversary's attacks become jobs: which targets each attack runs on, and which are already done."""
 
 import pytest
-import torch
 
-from adversary.adversary import recorded_attacks, share_cpu_threads
+from adversary.adversary import recorded_attacks
 from fedsim.config import AttackOptions, ConfigError, parse_config
 
 
@@ -30,13 +29,3 @@ def test_an_attack_on_targets_the_adversary_never_attacks_is_a_one_line_error():
     message = str(error.value)
     assert "adversary.attacks.0.inverts = aggregate" in message and "allowed: both or per-client" in message
     assert "\n" not in message
-
-
-def test_cpu_attack_workers_share_the_intra_op_threads():
-    before = torch.get_num_threads()
-    try:
-        torch.set_num_threads(4)
-        assert share_cpu_threads(2) == 2 and torch.get_num_threads() == 2
-        assert share_cpu_threads(8) == 1 and torch.get_num_threads() == 1
-    finally:
-        torch.set_num_threads(before)

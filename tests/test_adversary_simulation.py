@@ -44,16 +44,16 @@ def test_an_honest_but_curious_server_sees_what_the_strategy_sees(tmp_path):
 
 
 def test_attacks_limited_to_one_kind_of_target_run_as_separate_jobs_side_by_side(tmp_path, monkeypatch):
-    import adversary.adversary as adversary_module
+    from adversary.workers import ProcessAttackWorkers
 
     calls = []
-    real_run_attack = adversary_module.run_attack
+    real_submit = ProcessAttackWorkers.submit
 
-    def recording_run_attack(options, views, seed, device):
-        calls.append((options.name, sorted(view.target for view in views)))
-        return real_run_attack(options, views, seed, device)
+    def recording_submit(self, job):
+        calls.append((job.options.name, sorted(view.target for view in job.views)))
+        return real_submit(self, job)
 
-    monkeypatch.setattr(adversary_module, "run_attack", recording_run_attack)
+    monkeypatch.setattr(ProcessAttackWorkers, "submit", recording_submit)
     attacks = [
         {"name": "dlg", "iterations": 20, "inverts": "per-client"},
         {"name": "ig", "iterations": 20, "tv_weight": 0.03, "inverts": "aggregate"},

@@ -15,6 +15,7 @@ concatenation would share one history and one line search across problems).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -24,6 +25,22 @@ Evaluate = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 Project = Callable[[torch.Tensor], torch.Tensor]
 # Called after every iteration with (iteration starting at 1, V, f(V)).
 Monitor = Callable[[int, torch.Tensor, torch.Tensor], None]
+
+
+@dataclass
+class Budget:
+    """An optional wall-clock limit for one optimisation; the optimizer records how far it got.
+
+    Past ``deadline`` (a ``time.perf_counter()`` value) the optimizer stops before its next step and returns
+    the best iterate so far of every problem; ``cut`` says that it did, ``iterations`` how many steps it took.
+    """
+
+    deadline: float | None = None
+    iterations: int = 0
+    cut: bool = False
+
+    def exhausted(self) -> bool:
+        return self.deadline is not None and time.perf_counter() >= self.deadline
 
 
 @dataclass(frozen=True)
@@ -41,9 +58,16 @@ class LbfgsSettings:
 
 
 def lbfgs(
-    evaluate: Evaluate, v0: torch.Tensor, iterations: int, settings: LbfgsSettings, monitor: Monitor | None = None
+    evaluate: Evaluate,
+    v0: torch.Tensor,
+    iterations: int,
+    settings: LbfgsSettings,
+    monitor: Monitor | None = None,
+    budget: Budget | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Minimise every row of ``v0`` independently; returns (V, f(V)). f never increases per problem."""
+    """Minimise every row of ``v0`` independently; returns (V, f(V)). f never increases per problem, so the
+    iterate where a ``budget`` cuts the run short is each problem's best so far."""
+    budget = budget if budget is not None else Budget()
     v = v0.clone()
     f, g = _finite(*evaluate(v))
     problems = v.shape[0]
@@ -52,6 +76,7 @@ def lbfgs(
     eps = settings.tolerance * torch.finfo(v.dtype).eps
     grad_floor = eps * g.abs().amax(dim=1)
     done = torch.zeros(problems, dtype=torch.bool, device=v.device)
+    budget.iterations = 0
     for iteration in range(1, iterations + 1):
         done |= g.abs().amax(dim=1) <= grad_floor
         if bool(done.all()):
@@ -59,6 +84,10 @@ def lbfgs(
             if monitor is not None:
                 for later in range(iteration, iterations + 1):
                     monitor(later, v, f)
+            budget.iterations = iterations
+            break
+        if budget.exhausted():
+            budget.cut = True
             break
         d = -memory.inverse_hessian_times(g)
         slope = (g * d).sum(dim=1)
@@ -82,6 +111,7 @@ def lbfgs(
         memory.push(step, g_new - g, settings.curvature_eps)
         v = v + step
         f, g = f_new, g_new
+        budget.iterations = iteration
         if monitor is not None:
             monitor(iteration, v, f)
     return v, f
@@ -244,12 +274,18 @@ def first_order(
     settings: FirstOrderSettings,
     project: Project | None = None,
     monitor: Monitor | None = None,
+    budget: Budget | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Adam (Kingma & Ba 2015, torch.optim.Adam's update) or SGD, elementwise; returns (V, f(V)).
 
     The monitor sees, for every k, the iterate after k steps and its objective (evaluated anyway at the
-    start of step k + 1; one extra evaluation at the end gives the final objective).
+    start of step k + 1; one extra evaluation at the end gives the final objective). These steps do not
+    decrease f monotonically: when a ``budget`` with a deadline cuts the run, each problem's lowest-objective
+    iterate so far is returned (without a deadline, the last iterate, as always).
     """
+    budget = budget if budget is not None else Budget()
+    best: tuple[torch.Tensor, torch.Tensor] | None = None  # (V, f) of each problem's best iterate, under a deadline
+    budget.iterations = 0
     v = project(v0) if project is not None else v0.clone()
     m1 = torch.zeros_like(v)
     m2 = torch.zeros_like(v)
@@ -261,6 +297,11 @@ def first_order(
         f, g = evaluate(v)
         if monitor is not None and iteration > 1:
             monitor(iteration - 1, v, f)  # v has taken iteration - 1 steps; f is its objective
+        if budget.deadline is not None:
+            best = _better(best, v, f)
+            if budget.exhausted():
+                budget.cut = True
+                return best
         g = torch.nan_to_num(g, nan=0.0, posinf=0.0, neginf=0.0)
         if settings.signed:
             g = torch.sign(g)
@@ -276,7 +317,19 @@ def first_order(
             raise ValueError(f"unknown first-order method '{settings.method}'; allowed: adam, sgd")
         if project is not None:
             v = project(v)
+        budget.iterations = iteration
     f, _ = evaluate(v)
     if monitor is not None and iterations > 0:
         monitor(iterations, v, f)
     return v, f
+
+
+def _better(
+    best: tuple[torch.Tensor, torch.Tensor] | None, v: torch.Tensor, f: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per problem, the iterate with the lower finite objective (the earlier one on ties)."""
+    f = torch.where(torch.isfinite(f), f, torch.full_like(f, float("inf")))
+    if best is None:
+        return v.clone(), f
+    improved = f < best[1]
+    return torch.where(improved[:, None], v, best[0]), torch.where(improved, f, best[1])

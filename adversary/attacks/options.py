@@ -134,6 +134,9 @@ class OptimizationOptions(AttackOptions):
     precision: Literal["float32", "float64"] = Field("float32", description="arithmetic of the attack")
     deterministic: bool = Field(False, description="use deterministic kernels (slower on GPU)")
     log_every: int = Field(0, ge=0, description="keep a trajectory point every N iterations (0 = none)")
+    time_limit: float | None = Field(
+        None, gt=0, description="seconds per attack job; past it the best reconstruction so far is scored, marked `cut`"
+    )
 
     @classmethod
     def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:

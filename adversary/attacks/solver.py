@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 
 from adversary.attacks.options import OptimizationOptions
-from adversary.attacks.optimizers import FirstOrderSettings, LbfgsSettings, first_order, ig_milestones, lbfgs
+from adversary.attacks.optimizers import Budget, FirstOrderSettings, LbfgsSettings, first_order, ig_milestones, lbfgs
 from adversary.attacks.problem import BatchedProblem, group_views
 from adversary.attacks.spec import AttackSpec
 from adversary.view import AttackerView, Reconstruction, TrajectoryPoint
@@ -51,7 +51,13 @@ def invert(
     target t always starts from ``init_seed(seed, t, r)``, so running restarts one at a time gives the same
     results as batching them. ``Reconstruction.seconds`` is
     the wall time of the batched group the view was solved in.
+
+    ``options.time_limit`` (seconds, optional) bounds the whole call: past it, each group returns its best
+    reconstructions so far (``Reconstruction.cut``, with the iterations it took), groups not started yet their
+    initial guess.
     """
+    time_limit = getattr(options, "time_limit", None)  # an attack's options may not have one
+    deadline = time.perf_counter() + float(time_limit) if time_limit else None
     restart_ids = list(range(options.restarts)) if restart_ids is None else list(restart_ids)
     if not restart_ids:
         raise ValueError("invert: at least one restart is needed")
@@ -59,7 +65,8 @@ def invert(
     with _deterministic(options.deterministic):
         for group in group_views(views):
             start = time.perf_counter()
-            recs = _invert_group(spec, options, [views[i] for i in group], group, restart_ids, seed, device)
+            budget = Budget(deadline)
+            recs = _invert_group(spec, options, [views[i] for i in group], group, restart_ids, seed, device, budget)
             seconds = time.perf_counter() - start
             for index, rec in zip(group, recs, strict=True):
                 results[index] = dataclasses.replace(rec, seconds=seconds)
@@ -74,6 +81,7 @@ def _invert_group(
     restart_ids: list[int],
     seed: int,
     device: torch.device,
+    budget: Budget,
 ) -> list[Reconstruction]:
     dtype = DTYPES[options.precision]
     problem = BatchedProblem.build(spec, options, views, restart_ids, device, dtype)
@@ -82,7 +90,7 @@ def _invert_group(
     monitor = _trajectory_monitor(problem, options.log_every, trajectories) if options.log_every else None
     iterations = int(options.iterations or 0)
     if options.optimizer == "lbfgs":
-        v, f = lbfgs(problem.evaluate, v0, iterations, LbfgsSettings(lr=float(options.lr or 1.0)), monitor)
+        v, f = lbfgs(problem.evaluate, v0, iterations, LbfgsSettings(lr=float(options.lr or 1.0)), monitor, budget)
     else:
         settings = FirstOrderSettings(
             method=str(options.optimizer),
@@ -90,7 +98,7 @@ def _invert_group(
             signed=spec.signed,
             decay_milestones=ig_milestones(iterations) if spec.lr_decay else (),
         )
-        v, f = first_order(problem.evaluate, v0, iterations, settings, problem.project, monitor)
+        v, f = first_order(problem.evaluate, v0, iterations, settings, problem.project, monitor, budget)
     images, _ = problem.split(v)
     labels = problem.labels_of(v)
     finals = _finite_or_inf(f).reshape(problem.num_targets, problem.restarts).cpu()
@@ -103,9 +111,10 @@ def _invert_group(
                 labels=labels[t, best].to(torch.int64).clone(),
                 objective=float(finals[t, best]),
                 restart_objectives=tuple(float(value) for value in finals[t]),
-                iterations=iterations,
+                iterations=budget.iterations,
                 seconds=0.0,
                 trajectory=tuple(trajectories[t]),
+                cut=budget.cut,
             )
         )
     return recs

@@ -1,0 +1,196 @@
+"""Attack workers: the processes that run attacks, apart from the server process and its ground truth.
+
+A job crosses to a worker as bytes: the serialised ``AttackerView``s, the attack's options and a seed.
+The worker runs the attack on its own device with its own torch thread count and returns the
+reconstructions as bytes; scoring them against the truth stays in the server process. Each worker is a
+spawned process (not a fork of the server, which would inherit the server's memory: the loaded training
+set, the ground-truth store): it starts with a fresh interpreter, in an empty working directory of its
+own, without the server's command line.
+
+This keeps attack code from *accidentally* using the truth (a stray import, a cache, a path in the
+arguments); it is not a sandbox against hostile code, which could still open any file the user can read.
+
+Workers start once per run (``ProcessAttackWorkers`` launches them all at construction) and serve every
+job of the run; ``settings_for`` turns ``adversary.workers``, ``adversary.resources`` and the device into
+per-worker settings.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import math
+import multiprocessing
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+
+from adversary.view import AttackerView, Reconstruction
+
+logger = logging.getLogger("fedsim")
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    """How every attack worker process is set up."""
+
+    count: int  # worker processes (adversary.workers)
+    threads: int  # torch intra-op threads per worker (from adversary.resources.cpus)
+    devices: tuple[str, ...]  # worker i runs its attacks on devices[i % len(devices)]
+
+
+def settings_for(workers: int, cpus: float, device: torch.device) -> WorkerSettings:
+    """Per-worker settings from the adversary's config: threads = the worker's CPU share (at least one);
+    on a CUDA device without an index, the workers spread over the visible GPUs."""
+    threads = max(1, math.floor(cpus))
+    if device.type == "cuda" and device.index is None and torch.cuda.device_count() > 1:
+        devices = tuple(f"cuda:{i}" for i in range(torch.cuda.device_count()))
+    else:
+        devices = (str(device),)
+    return WorkerSettings(count=workers, threads=threads, devices=devices)
+
+
+@dataclass(frozen=True)
+class AttackJob:
+    """What a worker receives: the views of one batchable group, the attack's options, the seed."""
+
+    options: Any  # the attack's options (a pydantic model with ``name``; pickled as it is)
+    views: list[AttackerView]
+    seed: int
+
+    def to_bytes(self) -> bytes:
+        return _dump({"options": self.options, "views": self.views, "seed": self.seed})
+
+    @staticmethod
+    def from_bytes(payload: bytes) -> AttackJob:
+        fields = _load(payload)
+        return AttackJob(options=fields["options"], views=list(fields["views"]), seed=int(fields["seed"]))
+
+
+def _dump(value: Any) -> bytes:
+    buffer = io.BytesIO()
+    torch.save(value, buffer)
+    return buffer.getvalue()
+
+
+def _load(payload: bytes) -> Any:
+    # weights_only=False: a view carries its architecture (an nn.Module), which only full unpickling restores.
+    return torch.load(io.BytesIO(payload), weights_only=False, map_location="cpu")
+
+
+def encode_reconstructions(reconstructions: Sequence[Reconstruction]) -> bytes:
+    return _dump(list(reconstructions))
+
+
+def decode_reconstructions(payload: bytes) -> list[Reconstruction]:
+    return list(_load(payload))
+
+
+class AttackWorkers(Protocol):
+    """Where attack jobs run: ``submit`` returns the job's reconstructions (one per view, in order)."""
+
+    def submit(self, job: AttackJob) -> Future[list[Reconstruction]]: ...
+    def shutdown(self) -> None: ...
+
+
+class ProcessAttackWorkers:
+    """A pool of spawned worker processes, started once and kept for the run."""
+
+    def __init__(self, settings: WorkerSettings) -> None:
+        self.settings = settings
+        context = multiprocessing.get_context("spawn")
+        counter = context.Value("i", 0)
+        self._pool = ProcessPoolExecutor(
+            max_workers=settings.count,
+            mp_context=context,
+            initializer=_start_worker,
+            initargs=(settings.threads, settings.devices, counter, _project_root()),
+        )
+        # A spawned pool starts a process per submission while none is idle: start them all now, once per run,
+        # while the federation starts, rather than on the first attack.
+        for _ in range(settings.count):
+            self._pool.submit(_ready)
+        logger.info(
+            "attack workers: %d process(es), %d torch thread(s) each, on %s",
+            settings.count, settings.threads, ", ".join(settings.devices),
+        )
+
+    def submit(self, job: AttackJob) -> Future[list[Reconstruction]]:
+        return _decoded(self._pool.submit(run_job, job.to_bytes()))
+
+    def call(self, function: Callable[..., Any], *args: Any) -> Future[Any]:
+        """Run a module-level ``function(*args)`` in one of the workers (diagnostics, tests)."""
+        return self._pool.submit(function, *args)
+
+    def shutdown(self) -> None:
+        self._pool.shutdown(wait=True)
+
+
+def _decoded(inner: Future[bytes]) -> Future[list[Reconstruction]]:
+    outer: Future[list[Reconstruction]] = Future()
+
+    def relay(done: Future[bytes]) -> None:
+        error = done.exception()
+        if error is not None:
+            outer.set_exception(error)
+            return
+        try:
+            outer.set_result(decode_reconstructions(done.result()))
+        except Exception as decode_error:  # noqa: BLE001 - reported through the future
+            outer.set_exception(decode_error)
+
+    outer.set_running_or_notify_cancel()
+    inner.add_done_callback(relay)
+    return outer
+
+
+def _project_root() -> str:
+    """The folder holding the project's packages (``adversary`` among them)."""
+    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+# ------------------------------------------------------------------------------------- worker side
+
+_DEVICE: torch.device | None = None
+
+
+def _start_worker(threads: int, devices: tuple[str, ...], counter: Any, project_root: str) -> None:
+    """Set up one worker process: its threads, its device, an empty working directory, no server argv."""
+    global _DEVICE
+    with counter.get_lock():
+        index = counter.value
+        counter.value += 1
+    torch.set_num_threads(threads)
+    _DEVICE = torch.device(devices[index % len(devices)])
+    # The server's working directory and command line (a run directory with --resume) stay behind; an empty
+    # sys.path entry would have meant that working directory, so it points at the project instead.
+    sys.path[:] = [project_root if entry == "" else entry for entry in sys.path]
+    sys.argv[:] = ["fedsim-attack-worker"]
+    workdir = tempfile.mkdtemp(prefix="fedsim-attack-worker-")
+    os.chdir(workdir)
+    os.environ["PWD"] = workdir
+    os.environ.pop("OLDPWD", None)
+    import atexit
+
+    atexit.register(shutil.rmtree, workdir, ignore_errors=True)
+    import adversary.attacks  # noqa: F401  (registers the attacks before the first job)
+
+
+def _ready() -> int:
+    return os.getpid()
+
+
+def run_job(payload: bytes) -> bytes:
+    """Worker side of ``submit``: deserialise the job, run the attack on this worker's device, serialise the result."""
+    from adversary.attacks import run_attack
+
+    job = AttackJob.from_bytes(payload)
+    device = _DEVICE if _DEVICE is not None else torch.device("cpu")
+    return encode_reconstructions(run_attack(job.options, job.views, job.seed, device))

@@ -1,0 +1,75 @@
+"""Keep the attack workers' CPUs and GPU shares out of the Ray instance that Flower sizes its client pool from.
+
+Flower's Ray backend makes as many client actors as the node's *whole* CPU (and GPU) count allows
+(``flwr.simulation.ray_transport.ray_actor.pool_size_from_resources`` reads ``ray.nodes()``, not what is
+free). The attack workers are processes beside Ray (``adversary.workers``), so what they hold must be
+taken off the counts Ray is started with, before Flower builds its pool: else the clients and the attacks
+fight over the same cores. ``ray.init`` counts whole CPUs and GPUs; a fractional GPU share is reserved by
+capping the pool through the CPU count (Flower makes ``min(cpus / client cpus, gpus / client gpus)`` actors).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from collections.abc import Mapping
+
+from fedsim.config import ConfigError, ExperimentConfig
+
+logger = logging.getLogger("fedsim")
+
+
+def ray_node_counts(
+    config: ExperimentConfig,
+    attack_device: str,
+    ray_resources: Mapping[str, float] | None = None,
+    machine_cpus: int | None = None,
+    machine_gpus: int | None = None,
+) -> dict[str, int]:
+    """``num_cpus`` (and ``num_gpus`` when it changes) to start this run's Ray instance with.
+
+    ``ray_resources`` caps the run (``fedsim sweep --parallel``); ``attack_device`` is the resolved
+    ``adversary.device``. Without attacks, the caps pass through unchanged.
+    """
+    caps = {key: int(value) for key, value in (ray_resources or {}).items() if key in ("num_cpus", "num_gpus")}
+    adversary = config.adversary
+    if not adversary.attacks:
+        return caps
+    cpus = caps.get("num_cpus", machine_cpus if machine_cpus is not None else _usable_cpus())
+    client = config.federation.client_resources
+    reserved_cpus = adversary.workers * adversary.resources.cpus
+    left = math.floor(cpus - reserved_cpus + 1e-9)
+    if left < client.cpus:
+        # Too small a node to set cores aside: the attack workers share them with the clients (as before).
+        logger.info(
+            "attack workers: %d x %g CPU would leave %d of %d CPUs for clients needing %g each; they share the cores",
+            adversary.workers, adversary.resources.cpus, max(left, 0), cpus, client.cpus,
+        )
+        left = cpus
+    counts = {**caps, "num_cpus": int(left)}
+    reserved_gpus = adversary.workers * adversary.resources.gpus if attack_device.startswith("cuda") else 0.0
+    if reserved_gpus > 0 and client.gpus > 0:
+        if machine_gpus is None:
+            import torch
+
+            machine_gpus = torch.cuda.device_count()
+        gpus = caps.get("num_gpus", machine_gpus)
+        clients_fit = math.floor((gpus - reserved_gpus) / client.gpus + 1e-9)
+        if clients_fit < 1:
+            raise ConfigError(
+                f"adversary.resources.gpus = {adversary.resources.gpus}: {adversary.workers} attack worker(s) leave "
+                f"{max(gpus - reserved_gpus, 0):g} of {gpus} GPU(s), less than one client's "
+                f"federation.client_resources.gpus = {client.gpus}; allowed: at most {(gpus - client.gpus) / adversary.workers:g}"
+            )
+        # Flower makes min(cpus / client cpus, gpus / client gpus) actors: the CPU count caps the GPU clients.
+        counts["num_cpus"] = int(min(counts["num_cpus"], max(math.ceil(client.cpus), math.floor(clients_fit * client.cpus + 1e-9))))
+    return counts
+
+
+def _usable_cpus() -> int:
+    """The CPUs this process may run on (as Ray counts them when started without ``num_cpus``)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on every platform
+        return os.cpu_count() or 1
