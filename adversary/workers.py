@@ -172,15 +172,29 @@ def _start_worker(threads: int, devices: tuple[str, ...], counter: Any, project_
     # The server's working directory and command line (a run directory with --resume) stay behind; an empty
     # sys.path entry would have meant that working directory, so it points at the project instead.
     sys.path[:] = [project_root if entry == "" else entry for entry in sys.path]
+    sys.path_importer_cache.clear()  # its finder for "" still points at the server's working directory
     sys.argv[:] = ["fedsim-attack-worker"]
     workdir = tempfile.mkdtemp(prefix="fedsim-attack-worker-")
     os.chdir(workdir)
     os.environ["PWD"] = workdir
     os.environ.pop("OLDPWD", None)
+    multiprocessing.process.ORIGINAL_DIR = workdir  # spawn copied the server's starting directory here
+    _forget_spawn_preparation()
     import atexit
 
     atexit.register(shutil.rmtree, workdir, ignore_errors=True)
     import adversary.attacks  # noqa: F401  (registers the attacks before the first job)
+
+
+def _forget_spawn_preparation() -> None:
+    """Empty the start-up data that spawn handed over (the server's working directory, argv and sys.path): the
+    frame that started this process keeps it referenced for the life of the worker."""
+    frame = sys._getframe()
+    while frame is not None:
+        data = frame.f_locals.get("preparation_data")
+        if isinstance(data, dict):
+            data.clear()
+        frame = frame.f_back
 
 
 def _ready() -> int:

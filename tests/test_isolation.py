@@ -108,3 +108,82 @@ def test_an_attack_runs_with_the_ground_truth_and_the_data_locked_away(monkeypat
     (reconstruction,) = run_attack(AttackOptions(name="idlg", iterations=50), [view], seed=0, device=torch.device("cpu"))
     assert reconstruction.labels.tolist() == [2]
     assert torch.nn.functional.mse_loss(reconstruction.images, secret) < 1e-3
+
+
+def test_inside_an_attack_worker_nothing_leads_to_the_ground_truth(tmp_path, monkeypatch):
+    """A real adversary attacks a round in its worker process; then, in that same process, nothing reachable
+    (the job it was given, its working directory, environment, command line, imported modules and their
+    caches, every object in its heap) leads to the run directory or the training images. The server holds
+    all of it, and scores the reconstructions. This stops attack code from using the truth by accident; it
+    is not a sandbox against hostile code, which could still open any file the user can read.
+    """
+    import hashlib
+    import multiprocessing.process
+    import sys
+
+    import isolation_probe
+
+    from adversary.workers import ProcessAttackWorkers
+    from fedsim.config import parse_config
+    from fedsim.federation import PARTITIONS_FILE, partition_record, prepare_federation
+    from fedsim.ground_truth import GroundTruthStore
+    from fedsim.leakage import attach_adversary
+    from fedsim.results import RunStore
+    from fedsim.seeding import derive_seed
+    from strategies.taps import TappedUpdate
+
+    run_dir = tmp_path / "run-isolation"
+    config = parse_config({
+        "seed": 3, "device": "cpu",
+        "data": {"dataset": "digits", "max_train_samples": 20, "max_test_samples": 20, "normalize": "none"},
+        "model": {"name": "lenet", "init": "uniform"},
+        "federation": {"num_clients": 2, "rounds": 1},
+        "client": {"lr": 0.1, "batch_size": 1, "local_steps": 1},
+        "adversary": {"targets": "both", "workers": 1, "save_images": False,
+                      "attacks": [{"name": "idlg", "iterations": 5}]},
+    })  # fmt: skip
+    federation = prepare_federation(config)  # the server's data cache now holds the training set
+    store = RunStore.create(config, "cpu", run_dir)
+    store.write_json(PARTITIONS_FILE, partition_record(federation))
+    # The server as a user may start it: from inside the run directory, naming it on the command line.
+    monkeypatch.chdir(run_dir)
+    monkeypatch.setenv("PWD", str(run_dir))
+    monkeypatch.setattr(sys, "argv", ["fedsim", "run", "--resume", str(run_dir)])
+    monkeypatch.setattr(multiprocessing.process, "ORIGINAL_DIR", str(run_dir))
+
+    sent = []
+    real_submit = ProcessAttackWorkers.submit
+
+    def recording_submit(self, job):
+        future = real_submit(self, job)
+        sent.append((job.to_bytes(), future))
+        return future
+
+    monkeypatch.setattr(ProcessAttackWorkers, "submit", recording_submit)
+    adversary = attach_adversary(config, federation, store, derive_seed(config.seed, "model")).adversary
+    model, x_train = adversary.architecture.model, federation.dataset.x_train
+    start = {key: value.detach().clone() for key, value in model.state_dict().items()}
+    for client in range(2):
+        sample = int(federation.partitions[client][0])
+        GroundTruthStore(run_dir).write(1, client, [[sample]], [[int(federation.dataset.y_train[sample])]])
+        image = federation.client_stats[client].normalize(torch.from_numpy(x_train[sample : sample + 1]))
+        loss = torch.nn.functional.cross_entropy(model(image), torch.from_numpy(federation.dataset.y_train[[sample]]))
+        grads = torch.autograd.grad(loss, list(model.parameters()))
+        sent_state = {**start, **{name: start[name] - 0.1 * g for (name, _), g in zip(model.named_parameters(), grads)}}
+        adversary.observe(TappedUpdate(1, "mitm", f"client:{client}", start, sent_state, 1, 1, (client,)))
+    assert adversary.round_finished(1) == 2  # the clients as one batched job, the aggregate as another
+    try:
+        for _, future in sent:
+            future.result(timeout=300)
+        digest = hashlib.sha256(x_train.tobytes()).hexdigest()
+        payloads = [payload for payload, _ in sent]
+        probe = adversary.workers.call(isolation_probe.find_the_truth, payloads, str(run_dir), x_train.nbytes, digest)
+        assert probe.result(timeout=300) == []
+    finally:
+        adversary.finish()
+    rows = [row for row in store.rows() if row["event"] == "attack"]
+    assert sorted((row["target"], row["status"]) for row in rows) == [("aggregate", "ok"), ("client:0", "ok"), ("client:1", "ok")]
+    # The same search in the server process finds the truth, so an empty list from the worker means something.
+    leaks = isolation_probe.find_the_truth(payloads, str(run_dir), x_train.nbytes, digest)
+    assert any("working directory" in leak for leak in leaks) and any("_CACHE" in leak for leak in leaks)
+    assert any("training images" in leak for leak in leaks) and any("GroundTruthStore" in leak for leak in leaks)
