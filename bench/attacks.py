@@ -7,7 +7,9 @@
    images, labels from DLG's soft labels. Reconstructions are scored in [0, 1] (clamped) against the truth
    under the best of the 3! pairings (by MSE; the scoring module proper lives elsewhere). Targets:
    per-client mean PSNR >= 45 dB, label accuracy 100 %, both modes together < 60 s on 2 CPU cores. The two
-   modes are two attack jobs run side by side with one intra-op thread each, as `adversary.workers: 2` runs them.
+   modes are two attack jobs run side by side in two attack worker processes with one torch thread each, as
+   `adversary.workers: 2` runs them (adversary.workers); the cost of the processes (start-up once per run,
+   shipping views and reconstructions per job) is measured against the same jobs in threads of this process.
    The aggregate of 3 images is not identifiable from this LeNet's gradient (bench/identifiability.py:
    the Jacobian of the gradient w.r.t. the 3 images has a null space of ~2,500 dimensions), so its PSNR
    measures which of the gradient-equivalent images the TV prior picks, not the attack's precision;
@@ -15,6 +17,10 @@
 2. Batched restarts: the same single-image problem with 1 restart, 8 restarts batched (one vmapped
    problem) and 8 restarts in a Python loop (each restart run alone, same seeds, hence the same results).
    Targets: batched-8 <= 3x one restart; loop-8 >= 3x batched-8.
+3. One problem: Inverting Gradients (`ig`, defaults: TV 1e-4, signed Adam) on CIFAR-10 image 0 with the LeNet
+   above, 1 restart, in ms per iteration, against breaching's 5.4 ms per iteration for the same problem
+   (the same initial image and TV weight, 2 CPU threads; measured once with breaching, which is not a
+   dependency). Target: at most breaching's time.
 
     .venv/bin/python bench/attacks.py [--data ../shared/data/cifar10_subset.npz] [--iterations 1300]
 """
@@ -25,6 +31,7 @@ import argparse
 import copy
 import itertools
 import math
+import os
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -36,11 +43,11 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from adversary.adversary import share_cpu_threads  # noqa: E402
 from adversary.attacks import run_attack  # noqa: E402
-from adversary.attacks import dlg  # noqa: E402
+from adversary.attacks import dlg, inverting_gradients  # noqa: E402
 from adversary.attacks.solver import invert  # noqa: E402
 from adversary.view import AttackerView, LocalTraining  # noqa: E402
+from adversary.workers import AttackJob, ProcessAttackWorkers, WorkerSettings  # noqa: E402
 from clients.training import train_locally  # noqa: E402
 from fedsim.config import AttackOptions, ClientConfig, ModelConfig  # noqa: E402
 from fedsim.models import build_model  # noqa: E402
@@ -112,23 +119,33 @@ def paper003(data: Path, iterations: int, aggregate_iterations: int) -> None:
         print(f"   dlg {mode}: iterations {opts.iterations}, restarts {opts.restarts}, init randn x {opts.init_scale}, "
               f"tv {opts.tv_weight}, {opts.precision}")  # fmt: skip
 
-    # The two modes are two attack jobs, run side by side as the adversary runs them with `workers: 2`.
-    threads = torch.get_num_threads()
-    share_cpu_threads(2)
-
-    def timed(opts: AttackOptions, views: list[AttackerView]):
-        start = time.perf_counter()
-        out = run_attack(opts, views, seed=0, device=CPU)
-        return out, time.perf_counter() - start
+    # The two modes are two attack jobs, run side by side as the adversary runs them with `workers: 2`: in two
+    # worker processes of one thread each.
+    start = time.perf_counter()
+    workers = ProcessAttackWorkers(WorkerSettings(count=2, threads=1, devices=("cpu",)))
+    for ready in [workers.call(os.getpid) for _ in range(4)]:
+        ready.result()
+    startup = time.perf_counter() - start
 
     start = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        client_job = pool.submit(timed, options, per_client)
-        aggregate_job = pool.submit(timed, options_aggregate, [aggregate])
-        recs, per_client_seconds = client_job.result()
-        (rec,), aggregate_seconds = aggregate_job.result()
+    client_job = workers.submit(AttackJob(options, per_client, seed=0))
+    aggregate_job = workers.submit(AttackJob(options_aggregate, [aggregate], seed=0))
+    recs = client_job.result()
+    (rec,) = aggregate_job.result()
     total = time.perf_counter() - start
+    per_client_seconds, aggregate_seconds = recs[0].seconds, rec.seconds
+    shipping = _shipping_cost(workers, options, per_client)
+    workers.shutdown()
+    # The same two jobs in threads of this process, one intra-op thread in all (how attacks ran before workers).
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    start = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        in_threads = [pool.submit(run_attack, opts, views, 0, CPU) for opts, views in ((options, per_client), (options_aggregate, [aggregate]))]
+        thread_recs = [job.result() for job in in_threads]
+    threads_total = time.perf_counter() - start
     torch.set_num_threads(threads)
+    same = all(torch.equal(a.images, b.images) for a, b in zip([*recs, rec], [*thread_recs[0], *thread_recs[1]]))
 
     client_psnr = [psnr(rec.images, x[i : i + 1]) for i, rec in enumerate(recs)]
     client_labels = [int(rec.labels[0]) == int(y[i]) for i, rec in enumerate(recs)]
@@ -147,6 +164,28 @@ def paper003(data: Path, iterations: int, aggregate_iterations: int) -> None:
           f"(recovered {sorted(rec.labels.tolist())}, true {sorted(y.tolist())})")  # fmt: skip
     print(f"   wall time         : per-client {per_client_seconds:.1f} s and aggregated {aggregate_seconds:.1f} s side by side, "
           f"{total:.1f} s together (target < 60 s)")  # fmt: skip
+    print(f"   worker processes  : start-up {startup:.1f} s once per run; per job {1000 * shipping:.0f} ms to ship views and "
+          f"reconstructions; the same jobs in threads of one process {threads_total:.1f} s "
+          f"({'identical' if same else 'DIFFERENT'} reconstructions)")  # fmt: skip
+
+
+def _shipping_cost(workers: ProcessAttackWorkers, options: AttackOptions, views: list[AttackerView]) -> float:
+    """Seconds a job spends crossing to a worker and back: a one-iteration job there minus the same job here."""
+    quick = options.model_copy(update={"iterations": 1})
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        rounds = []
+        for _ in range(5):
+            start = time.perf_counter()
+            run_attack(quick, views, seed=0, device=CPU)
+            here = time.perf_counter() - start
+            start = time.perf_counter()
+            workers.submit(AttackJob(quick, views, seed=0)).result()
+            rounds.append(time.perf_counter() - start - here)
+    finally:
+        torch.set_num_threads(threads)
+    return sorted(rounds)[len(rounds) // 2]
 
 
 def batched_restarts(data: Path, iterations: int, restarts: int) -> None:
@@ -182,6 +221,28 @@ def batched_restarts(data: Path, iterations: int, restarts: int) -> None:
           f"{_gap(rec64, loop64):.1e}")  # fmt: skip
 
 
+#: breaching's Inverting Gradients on the same problem (1 image, the DLG LeNet, the same initial image and TV
+#: weight), 2 CPU threads: 5.4 ms per iteration (measured with breaching, which fedsim does not depend on).
+BREACHING_MS_PER_ITERATION = 5.4
+
+
+def single_problem(data: Path, iterations: int, repeats: int) -> None:
+    x, y = load_images(data)
+    view = federation_round(x, y)[0][0]
+    options = AttackOptions(name="ig", iterations=iterations, restarts=1)
+    invert(inverting_gradients.SPEC, [view], options.model_copy(update={"iterations": 20}), seed=0, device=CPU)  # warm-up
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        [rec] = invert(inverting_gradients.SPEC, [view], options, seed=0, device=CPU)
+        times.append((time.perf_counter() - start) / iterations * 1000)
+    best, median = min(times), sorted(times)[len(times) // 2]
+    print(f"3. one problem: ig (signed Adam, TV {inverting_gradients.DEFAULTS['tv_weight']}), CIFAR-10 image 0, "
+          f"1 restart, {iterations} iterations, {torch.get_num_threads()} threads")  # fmt: skip
+    print(f"   per iteration     : {median:.2f} ms median, {best:.2f} ms best of {repeats} = {best / BREACHING_MS_PER_ITERATION:.2f} x "
+          f"breaching's {BREACHING_MS_PER_ITERATION} ms (target <= 1); final objective {rec.objective:.6e}")  # fmt: skip
+
+
 def _gap(batched, looped) -> float:
     return max(abs(a - b.objective) / max(abs(a), 1e-300) for a, b in zip(batched.restart_objectives, looped))
 
@@ -193,13 +254,23 @@ def main() -> None:
     parser.add_argument("--aggregate-iterations", type=int, default=2000, help="DLG iterations on the aggregate in part 1")
     parser.add_argument("--restart-iterations", type=int, default=200, help="DLG iterations in part 2")
     parser.add_argument("--restarts", type=int, default=8)
+    parser.add_argument("--single-iterations", type=int, default=500, help="ig iterations in part 3")
+    parser.add_argument("--single-repeats", type=int, default=5)
+    parser.add_argument("--only", choices=("1", "2", "3"), help="run one part")
+    parser.add_argument("--threads", type=int, help="torch intra-op threads of this process (default: torch's)")
     args = parser.parse_args()
     if not args.data.is_file():
         raise SystemExit(f"--data {args.data}: no such file (CIFAR-10 subset npz with x_test, y_test)")
     torch.manual_seed(0)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, CPU")
-    paper003(args.data, args.iterations, args.aggregate_iterations)
-    batched_restarts(args.data, args.restart_iterations, args.restarts)
+    if args.only in (None, "1"):
+        paper003(args.data, args.iterations, args.aggregate_iterations)
+    if args.only in (None, "2"):
+        batched_restarts(args.data, args.restart_iterations, args.restarts)
+    if args.only in (None, "3"):
+        single_problem(args.data, args.single_iterations, args.single_repeats)
 
 
 if __name__ == "__main__":

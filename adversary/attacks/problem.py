@@ -226,12 +226,16 @@ class BatchedProblem:
         probs: torch.Tensor,
         bn_target: tuple[tuple[torch.Tensor, torch.Tensor], ...],
         schedule: tuple[torch.Tensor, ...],
+        autograd: bool = False,
     ) -> torch.Tensor:
-        """One problem's objective: gradient distance + the weighted regularizers, in the order listed."""
+        """One problem's objective: gradient distance + the weighted regularizers, in the order listed.
+
+        ``autograd``: the dummy's update by plain autograd, for one problem outside torch.func transforms."""
         x = variables[0]
         q = torch.softmax(variables[1], dim=-1) if self.z_shape is not None else probs
+        params = {name: p.detach().requires_grad_(True) for name, p in self.params.items()} if autograd else self.params
         update, stats = simulated_update(
-            self.match, self.model.forward, soft_cross_entropy, self.params, x, q, self.model.names, schedule
+            self.match, self.model.forward, soft_cross_entropy, params, x, q, self.model.names, schedule, autograd
         )
         value = gradient_distance(update, target, str(self.options.loss), self.match.scale_free)
         context = RegularizerContext(dummy_bn=stats, victim_bn=bn_target)
@@ -241,6 +245,8 @@ class BatchedProblem:
 
     def evaluate(self, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """f (P,) and df/dV (P, D) of every row, in one vmapped call."""
+        if v.shape[0] == 1:
+            return self._evaluate_one(v)
         x, z = self.split(v)
         variables = (x,) if z is None else (x, z)
         per_problem = grad_and_value(self.objective)
@@ -267,6 +273,25 @@ class BatchedProblem:
         rows = v.shape[0]
         flat = torch.cat([g.reshape(rows, -1) for g in grads], dim=1)
         return values.reshape(rows), flat
+
+    def _evaluate_one(self, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """A single row (one target, one restart): plain autograd, without vmap or torch.func's grads, which
+        cost about half of each evaluation on small CPU problems (bench/attacks.py part 3). The same f and
+        gradient up to float rounding."""
+        v = v.detach().requires_grad_(True)
+        with torch.enable_grad():
+            x, z = self.split(v)
+            variables = (x[0, 0],) if z is None else (x[0, 0], z[0, 0])
+            value = self.objective(
+                variables,
+                [layer[0] for layer in self.targets],
+                self.probs[0],
+                tuple((mean[0], var[0]) for mean, var in self.bn_targets),
+                tuple(step[0] for step in self.schedule),
+                autograd=True,
+            )
+        (grad,) = torch.autograd.grad(value, v)
+        return value.detach().reshape(1), grad
 
 
 def _check_bn_prior(view: AttackerView, attack: str) -> None:

@@ -115,20 +115,23 @@ def simulated_update(
     probs: torch.Tensor,
     names: list[str],
     schedule: Sequence[torch.Tensor] = (),
+    autograd: bool = False,
 ) -> tuple[list[torch.Tensor], tuple]:
     """The dummy batch's update in gradient units, and the BN statistics of its first forward.
 
     ``forward(params, x) -> (logits, bn_stats)``; ``loss(logits, probs)`` is the client's loss with the
     (soft or one-hot) dummy labels ``probs``; ``schedule`` holds the dummy-sample indices of every step
     when unrolling (``MatchSpec.schedule`` as tensors). Written with ``torch.func.grad`` so that it is
-    differentiable w.r.t. ``x`` and ``probs`` and vmappable over problems.
+    differentiable w.r.t. ``x`` and ``probs`` and vmappable over problems. ``autograd``: plain
+    ``torch.autograd.grad(create_graph=True)`` instead, for one problem outside any transform (faster; its
+    ``params`` must require grad).
     """
 
     def step_loss(p: Params, xb: torch.Tensor, qb: torch.Tensor) -> tuple[torch.Tensor, tuple]:
         logits, stats = forward(p, xb)
         return loss(logits, qb), stats
 
-    step_grad = torch.func.grad(step_loss, has_aux=True)
+    step_grad = _autograd_grad(step_loss) if autograd else torch.func.grad(step_loss, has_aux=True)
     if not spec.unrolled:
         grads, stats = step_grad(params, x, probs)
         return [grads[name] for name in names], stats
@@ -142,3 +145,14 @@ def simulated_update(
             first_stats = stats
         current = {name: current[name] - lr * grads[name] for name in names}
     return [(params[name] - current[name]) / lr for name in names], first_stats
+
+
+def _autograd_grad(step_loss: Callable[..., tuple[torch.Tensor, tuple]]) -> Callable[..., tuple[Params, tuple]]:
+    """``torch.func.grad(step_loss, has_aux=True)`` with plain autograd, keeping the graph for the outer gradient."""
+
+    def step_grad(p: Params, xb: torch.Tensor, qb: torch.Tensor) -> tuple[Params, tuple]:
+        value, stats = step_loss(p, xb, qb)
+        grads = torch.autograd.grad(value, list(p.values()), create_graph=True)
+        return dict(zip(p, grads)), stats
+
+    return step_grad
