@@ -63,3 +63,12 @@ def test_attacks_limited_to_one_kind_of_target_run_as_separate_jobs_side_by_side
         ("dlg", "client:0"), ("dlg", "client:1"), ("ig", "aggregate")
     ]  # fmt: skip
     assert sorted(calls) == [("dlg", ["client:0", "client:1"]), ("ig", ["aggregate"])]
+
+
+def test_an_attack_past_its_time_limit_is_scored_on_its_best_so_far_and_marked_cut(tmp_path):
+    attacks = [{"name": "ig", "iterations": 10**6, "time_limit": 2}]
+    rows = attacked_run(tmp_path, tap="mitm", targets="per-client", attacks=attacks)
+    assert [row["target"] for row in rows] == ["client:0", "client:1"]  # both clients: one batched job
+    for row in rows:
+        assert row["status"] == "ok" and row["cut"] is True and 0 < row["iterations"] < 10**6
+        assert isinstance(row["psnr_mean"], float) and row["seconds"] < 30

@@ -19,7 +19,7 @@ from adversary import ATTACKS
 from adversary.attacks import recover_labels, resolve_options, run_attack
 from adversary.attacks import dlg, gradinversion, inverting_gradients
 from adversary.attacks.model import AttackerModel, victim_batch_statistics
-from adversary.attacks.problem import group_views
+from adversary.attacks.problem import BatchedProblem, group_views
 from adversary.attacks.solver import invert
 from adversary.attacks.spec import DEFAULTED_FIELDS
 from adversary.view import AttackerView, LocalTraining
@@ -309,3 +309,26 @@ def test_every_attack_is_registered_with_its_paper():
 def test_unknown_attack_names_are_config_errors():
     with pytest.raises(ConfigError, match="dlg"):
         parse_config({"adversary": {"attacks": ["dlgg"]}})
+
+
+@pytest.mark.parametrize(
+    ("spec", "options", "model", "facts"),
+    [
+        (inverting_gradients.SPEC, AttackOptions(name="ig"), "lenet", dict(local_steps=2, batch_size=1)),
+        (dlg.SPEC, AttackOptions(name="dlg", tv_weight=0.01), "lenet", {}),
+        (gradinversion.SPEC, AttackOptions(name="gradinversion", bn_weight=0.1), "bn", dict(bn_statistics=True)),
+    ],
+    ids=["unrolled-ig", "dlg-joint-labels", "gradinversion-bn-prior"],
+)
+def test_a_lone_problem_evaluates_as_it_does_batched_with_others(digits, spec, options, model, facts):
+    """One row takes plain autograd, several rows vmap torch.func grads: the same objective and gradient."""
+    x, y = digits
+    view = client_view(lenet() if model == "lenet" else tiny_bn_net(), x[:2], y[:2], lr=0.1, **facts)
+    options = spec.resolve(options)
+    batched = BatchedProblem.build(spec, options, [view], [0, 1, 2], CPU, torch.float64)
+    lone = BatchedProblem.build(spec, options, [view], [1], CPU, torch.float64)
+    v = batched.initial(5, [0], [0, 1, 2])
+    f_batched, g_batched = batched.evaluate(v)
+    f_lone, g_lone = lone.evaluate(v[1:2])
+    torch.testing.assert_close(f_lone, f_batched[1:2], rtol=1e-10, atol=0)
+    torch.testing.assert_close(g_lone, g_batched[1:2], rtol=1e-8, atol=1e-12)
