@@ -23,6 +23,7 @@ import math
 import multiprocessing
 import os
 import shutil
+import signal
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
@@ -164,6 +165,9 @@ _DEVICE: torch.device | None = None
 def _start_worker(threads: int, devices: tuple[str, ...], counter: Any, project_root: str) -> None:
     """Set up one worker process: its threads, its device, an empty working directory, no server argv."""
     global _DEVICE
+    # Ctrl-C reaches the whole process group: the server decides (it waits for the attacks under way, whose
+    # rounds --resume would otherwise re-attack), a worker must not turn it into failed attacks.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     with counter.get_lock():
         index = counter.value
         counter.value += 1

@@ -51,6 +51,20 @@ def test_each_worker_process_sets_its_own_threads_and_device():
     assert torch.get_num_threads() == threads_here  # nothing process-wide changed in the server
 
 
+def test_a_ctrl_c_that_reaches_the_workers_is_left_to_the_server():
+    import signal
+
+    pool = ProcessAttackWorkers(WorkerSettings(count=1, threads=1, devices=("cpu",)))
+    try:
+        pid = pool.call(os.getpid).result(timeout=120)
+        job = pool.submit(AttackJob(AttackOptions(name="ig", iterations=3000), views(1), seed=0))
+        os.kill(pid, signal.SIGINT)  # what a terminal's Ctrl-C sends to every process of the run
+        (rec,) = job.result(timeout=300)
+    finally:
+        pool.shutdown()
+    assert rec.iterations == 3000 and not rec.cut
+
+
 def test_worker_settings_follow_the_adversary_resources():
     assert settings_for(2, 1.5, torch.device("cpu")) == WorkerSettings(count=2, threads=1, devices=("cpu",))
     assert settings_for(1, 0.25, torch.device("cpu")).threads == 1
