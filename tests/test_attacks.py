@@ -315,8 +315,8 @@ def test_unknown_attack_names_are_config_errors():
     ("spec", "options", "model", "facts"),
     [
         (inverting_gradients.SPEC, AttackOptions(name="ig"), "lenet", dict(local_steps=2, batch_size=1)),
-        (dlg.SPEC, AttackOptions(name="dlg", tv_weight=0.01), "lenet", {}),
-        (gradinversion.SPEC, AttackOptions(name="gradinversion", bn_weight=0.1), "bn", dict(bn_statistics=True)),
+        (dlg.SPEC, AttackOptions(name="dlg", regularizers=[{"name": "tv", "weight": 0.01}]), "lenet", {}),
+        (gradinversion.SPEC, AttackOptions(name="gradinversion"), "bn", dict(bn_statistics=True)),
     ],
     ids=["unrolled-ig", "dlg-joint-labels", "gradinversion-bn-prior"],
 )
@@ -324,7 +324,6 @@ def test_a_lone_problem_evaluates_as_it_does_batched_with_others(digits, spec, o
     """One row takes plain autograd, several rows vmap torch.func grads: the same objective and gradient."""
     x, y = digits
     view = client_view(lenet() if model == "lenet" else tiny_bn_net(), x[:2], y[:2], lr=0.1, **facts)
-    options = spec.resolve(options)
     batched = BatchedProblem.build(spec, options, [view], [0, 1, 2], CPU, torch.float64)
     lone = BatchedProblem.build(spec, options, [view], [1], CPU, torch.float64)
     v = batched.initial(5, [0], [0, 1, 2])
