@@ -237,7 +237,7 @@ def single_problem(data: Path, iterations: int, repeats: int) -> None:
         [rec] = invert(inverting_gradients.SPEC, [view], options, seed=0, device=CPU)
         times.append((time.perf_counter() - start) / iterations * 1000)
     best, median = min(times), sorted(times)[len(times) // 2]
-    print(f"3. one problem: ig (signed Adam, TV {inverting_gradients.DEFAULTS['tv_weight']}), CIFAR-10 image 0, "
+    print(f"3. one problem: ig (signed Adam, TV {options.tv_weight}), CIFAR-10 image 0, "
           f"1 restart, {iterations} iterations, {torch.get_num_threads()} threads")  # fmt: skip
     print(f"   per iteration     : {median:.2f} ms median, {best:.2f} ms best of {repeats} = {best / BREACHING_MS_PER_ITERATION:.2f} x "
           f"breaching's {BREACHING_MS_PER_ITERATION} ms (target <= 1); final objective {rec.objective:.6e}")  # fmt: skip
