@@ -49,8 +49,7 @@ def find_the_truth(payloads: list[bytes], run_dir: str, train_nbytes: int, train
     def where(holder: object, obj: object) -> str:
         if isinstance(holder, dict):
             keys = [key for key, value in holder.items() if value is obj]
-            owners = [type(o).__name__ + (f" {o.__name__}" if hasattr(o, "__name__") else "") for o in gc.get_referrers(holder) if o is not heap][:3]
-            return f"dict (key {keys[:1]}, in {owners})"
+            return f"dict (key {keys[:1]})"
         return type(holder).__name__
 
     def inspect(obj: object, holder: object) -> None:

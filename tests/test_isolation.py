@@ -130,7 +130,7 @@ def test_inside_an_attack_worker_nothing_leads_to_the_ground_truth(tmp_path, mon
     from fedsim.leakage import attach_adversary
     from fedsim.results import RunStore
     from fedsim.seeding import derive_seed
-    from strategies.taps import TappedUpdate
+    from adversary.taps import TappedUpdate
 
     run_dir = tmp_path / "run-isolation"
     config = parse_config({
