@@ -17,19 +17,22 @@ import threading
 from collections import defaultdict
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import torch
 
 from adversary.attacks import resolve_options
 from adversary.attacks.problem import group_views
+from adversary.attacks.options import AttackOptions
 from adversary.taps import TappedUpdate
 from adversary.threat_models import Architecture, LabelGrant, TrainingHyperparameters, build_views
 from adversary.view import AttackerView, Reconstruction
 from adversary.workers import AttackJob, AttackWorkers, ProcessAttackWorkers, settings_for
-from fedsim.config import AdversaryConfig, AttackOptions
 from fedsim.seeding import derive_seed
+
+if TYPE_CHECKING:  # type hints only: plugins never import the config that composes them
+    from fedsim.config import AdversaryConfig
 
 logger = logging.getLogger("fedsim")
 
@@ -38,7 +41,7 @@ FailureSink = Callable[[AttackerView, AttackOptions, BaseException], None]
 
 
 class Backlog(Protocol):
-    """Where a round's tapped updates wait until its attacks are done (fedsim.attack_backlog)."""
+    """Where a round's tapped updates wait until its attacks are done (fedsim.engine.attack_backlog)."""
 
     def save(self, server_round: int, updates: list[TappedUpdate]) -> None: ...
     def load(self, server_round: int) -> list[TappedUpdate]: ...

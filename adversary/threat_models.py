@@ -10,13 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
 from adversary.taps import AGGREGATE, TappedUpdate
 from adversary.view import AttackerView, LocalTraining
-from fedsim.config import AdversaryConfig
+
+if TYPE_CHECKING:  # type hints only: plugins never import the config that composes them
+    from fedsim.config import AdversaryConfig
 
 # (round, client, number of samples) -> their labels, in training order; only when labels are granted.
 LabelGrant = Callable[[int, int, int], torch.Tensor]

@@ -14,7 +14,7 @@ from flwr.clientapp import ClientApp
 from clients.training import train_locally
 from fedsim.config import ExperimentConfig
 from fedsim.models import build_run_model
-from fedsim.runner import Federation, prepare_federation
+from fedsim.engine.runner import Federation, prepare_federation
 from fedsim.seeding import derive_seed
 
 

@@ -30,7 +30,7 @@ sys.path.insert(0, str(REPO))
 
 from fedsim.config import load_config  # noqa: E402
 from fedsim.results import RunStore  # noqa: E402
-from fedsim.runner import run_experiment  # noqa: E402
+from fedsim.engine.runner import run_experiment  # noqa: E402
 
 CONFIG = REPO / "configs" / "defense-comparison.yaml"
 

@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from fedsim.config import ExperimentConfig, load_config  # noqa: E402
 from fedsim.results import RunStore  # noqa: E402
-from fedsim.runner import _quiet_frameworks, run_experiment  # noqa: E402
+from fedsim.engine.runner import _quiet_frameworks, run_experiment  # noqa: E402
 
 CONFIG = ROOT / "configs" / "per-client-vs-aggregated.yaml"
 CIFAR = ROOT.parent / "shared" / "data" / "cifar10_subset.npz"

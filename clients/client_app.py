@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -25,7 +26,6 @@ from clients.defenses.base import TrainingContext
 from clients.failures import data_poisoned
 from clients.mods import failure_mods, partition_of
 from clients.training import train_locally
-from fedsim.config import ExperimentConfig
 from fedsim.data import ChannelStats, load_dataset
 from fedsim.devices import resolve_device
 from fedsim.evaluation import evaluate
@@ -33,6 +33,9 @@ from fedsim.ground_truth import GroundTruthStore
 from fedsim.models import build_run_model
 from fedsim.seeding import derive_seed
 from strategies.dp import client_mods
+
+if TYPE_CHECKING:  # type hints only: plugins never import the config that composes them
+    from fedsim.config import ExperimentConfig
 
 # Per-client state that outlives a round and its Ray actor (the dpsgd privacy ledger): RUN_DIR/clients/<partition>/
 CLIENT_STATE_DIR = "clients"

@@ -14,9 +14,12 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from typing import TYPE_CHECKING
 
-from fedsim.config import ExperimentConfig
 from fedsim.wire import SECAGG_TRAINING_STAGE
+
+if TYPE_CHECKING:  # type hints only: plugins never import the config that composes them
+    from fedsim.config import ExperimentConfig
 
 # A silent client wakes up this long after the server stopped waiting for it, and its late reply is dropped.
 HANG_GRACE_S = 2.0

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -18,7 +18,9 @@ from torch import nn
 from clients.defenses import DEFENSES
 from clients.defenses.base import TrainingContext, TrainingPlan, TrainingSession
 from clients.defenses.pipeline import record_keys
-from fedsim.config import ClientConfig
+
+if TYPE_CHECKING:  # type hints only: plugins never import the config that composes them
+    from fedsim.config import ClientConfig
 
 OPTIMIZERS = {
     "sgd": lambda params, cfg: torch.optim.SGD(

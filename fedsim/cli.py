@@ -39,7 +39,7 @@ def _setup_logging(quiet: bool) -> None:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from fedsim.runner import run_experiment
+    from fedsim.engine.runner import run_experiment
 
     if args.resume is not None:
         if args.config is not None or args.set:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from fedsim.config import ConfigError
+from fedsim.base import ConfigError
 
 
 def resolve_device(name: str) -> torch.device:

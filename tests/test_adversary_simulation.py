@@ -5,7 +5,7 @@ import json
 import pytest
 
 from fedsim.results import RunStore
-from fedsim.runner import run_experiment
+from fedsim.engine.runner import run_experiment
 from tiny_configs import tiny_config
 
 pytestmark = pytest.mark.simulation

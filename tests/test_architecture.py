@@ -155,3 +155,58 @@ def test_plugins_never_import_the_config():
     )  # fmt: skip
     assert not offenders, f"plugins importing fedsim.config: {', '.join(offenders)}"
     assert graph["fedsim.base"] == set(), "fedsim.base imports nothing of the project"
+
+
+# Layers, lowest first. A module belongs to the layer of its longest matching prefix and may import its
+# own layer or the layers below it, never one above.
+LAYERS: dict[str, tuple[str, ...]] = {
+    # what every layer builds on; imports nothing of the project (but Flower's types, in wire/messaging)
+    "base": ("fedsim.base", "fedsim.wire", "fedsim.messaging", "fedsim.seeding", "fedsim.atomic",
+             "fedsim.devices", "fedsim.evaluation"),
+    # data sets, models and the ground-truth files: the floor the plugins stand on
+    "floor": ("fedsim.data", "fedsim.models", "fedsim.ground_truth"),
+    # defenses and client apps, strategies, taps and attacks: each registers itself and its config model
+    "plugins": ("clients", "strategies", "adversary"),
+    # the config composed from the plugins' registries, and the run directory that records it
+    "config": ("fedsim.config", "fedsim.plugins", "fedsim.schema", "fedsim.results"),
+    # runner, round driver, protocols, federation, leakage scoring, attack backlog
+    "engine": ("fedsim.engine",),
+    # what users call: command line, sweeps, reports, the notebook API
+    "interface": ("fedsim.cli", "fedsim.sweep", "fedsim.reporting", "fedsim.notebook", "fedsim"),
+}  # fmt: skip
+
+
+def layer_of(module: str) -> int:
+    """Index of ``module``'s layer in LAYERS (longest prefix wins; ``fedsim`` alone is the package)."""
+    best, best_length = None, -1
+    for index, prefixes in enumerate(LAYERS.values()):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best_length:
+                best, best_length = index, len(prefix)
+    assert best is not None, f"{module} belongs to no layer; add it to LAYERS"
+    return best
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    names = list(LAYERS)
+    return sorted(
+        f"{module} ({names[layer_of(module)]}) imports {target} ({names[layer_of(target)]})"
+        for module, targets in graph.items() for target in targets if layer_of(target) > layer_of(module)
+    )  # fmt: skip
+
+
+def test_a_lower_layer_importing_a_higher_one_is_caught(tmp_path):
+    package = tmp_path / "fedsim"
+    (package / "engine").mkdir(parents=True)
+    for name in ("__init__.py", "base.py", "engine/__init__.py", "engine/runner.py"):
+        (package / name).write_text("")
+    assert upward_imports(import_graph(tmp_path)) == []
+    (package / "base.py").write_text("def later():\n    from fedsim.engine import runner\n")
+    assert upward_imports(import_graph(tmp_path)) == ["fedsim.base (base) imports fedsim.engine.runner (engine)"]
+
+
+def test_imports_run_one_way_down_the_layers():
+    graph = import_graph()
+    assert {layer_of(module) for module in graph} == set(range(len(LAYERS))), "every layer holds modules"
+    offenders = upward_imports(graph)
+    assert not offenders, "imports against the layers:\n" + "\n".join(offenders)

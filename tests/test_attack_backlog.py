@@ -8,10 +8,10 @@ import torch
 
 from adversary.adversary import recorded_attacks
 from adversary.taps import TappedUpdate
-from fedsim.attack_backlog import AttackBacklog
+from fedsim.engine.attack_backlog import AttackBacklog
 from fedsim.config import AttackOptions
 from fedsim.results import RunStore
-from fedsim.runner import run_experiment
+from fedsim.engine.runner import run_experiment
 from tiny_configs import tiny_config
 
 

@@ -9,7 +9,7 @@ import torch
 from adversary.attacks import run_attack
 from adversary.view import AttackerView, LocalTraining
 from adversary.workers import AttackJob, ProcessAttackWorkers, WorkerSettings, settings_for
-from fedsim.attack_reservation import ray_node_counts
+from fedsim.engine.attack_reservation import ray_node_counts
 from fedsim.config import AttackOptions, ConfigError, parse_config
 
 

@@ -176,7 +176,7 @@ def test_a_config_from_a_newer_fedsim_is_refused_in_one_line():
 @pytest.mark.simulation
 def test_an_old_run_resumes_and_finishes_as_an_uninterrupted_one(tmp_path):
     """A real run, rewritten into the old layout after round 1, resumes to the same round-2 metrics."""
-    from fedsim.runner import run_experiment
+    from fedsim.engine.runner import run_experiment
 
     config = load_config(write_old_run(tmp_path / "template") / "config.yaml")
     config.output.dir, config.output.run_name = tmp_path, "run"

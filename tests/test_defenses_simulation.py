@@ -6,7 +6,7 @@ import torch
 
 import adversary.adversary as adversary_module
 from fedsim.results import RunStore
-from fedsim.runner import run_experiment
+from fedsim.engine.runner import run_experiment
 from tiny_configs import tiny_config
 
 pytestmark = pytest.mark.simulation

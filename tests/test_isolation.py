@@ -11,7 +11,7 @@ from adversary.view import AttackerView
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT_PACKAGES = ("fedsim", "adversary", "strategies", "clients")
 # Where the truth lives (who trained on what, the run's records) and the scoring side that reads it.
-TRUTH_MODULES = {"fedsim.ground_truth", "fedsim.results", "fedsim.leakage", "fedsim.runner"}
+TRUTH_MODULES = {"fedsim.ground_truth", "fedsim.results", "fedsim.engine.leakage", "fedsim.engine.runner"}
 ATTACKER_ROOTS = ["adversary.view", "adversary.threat_models", "adversary.adversary", "adversary.attacks"]
 
 
@@ -64,7 +64,7 @@ def test_no_import_path_leads_from_the_attacker_to_the_ground_truth():
 
 
 def test_the_scan_would_catch_a_leak():
-    seen = reachable(["fedsim.runner"])
+    seen = reachable(["fedsim.engine.runner"])
     assert "fedsim.ground_truth" in seen or "fedsim.results" in seen
 
 
@@ -125,9 +125,9 @@ def test_inside_an_attack_worker_nothing_leads_to_the_ground_truth(tmp_path, mon
 
     from adversary.workers import ProcessAttackWorkers
     from fedsim.config import parse_config
-    from fedsim.federation import PARTITIONS_FILE, partition_record, prepare_federation
+    from fedsim.engine.federation import PARTITIONS_FILE, partition_record, prepare_federation
     from fedsim.ground_truth import GroundTruthStore
-    from fedsim.leakage import attach_adversary
+    from fedsim.engine.leakage import attach_adversary
     from fedsim.results import RunStore
     from fedsim.seeding import derive_seed
     from adversary.taps import TappedUpdate

@@ -17,7 +17,7 @@ from fedsim.config import parse_config
 from fedsim.ground_truth import GroundTruthStore
 from fedsim.reporting import write_report
 from fedsim.results import RunStore
-from fedsim.runner import run_experiment
+from fedsim.engine.runner import run_experiment
 from tiny_configs import TRAINING, merged
 
 pytestmark = pytest.mark.simulation

@@ -24,7 +24,7 @@ from fedsim.config import SECAGG_STRATEGY, ExperimentConfig
 from fedsim.engine.message_protocol import MessageRounds
 from fedsim.engine.rounds import RoundProtocol, ServerSpec, build_server_app
 from fedsim.engine.secagg_protocol import SecAggPlusParameters, SecAggRounds
-from fedsim.federation import Federation
+from fedsim.engine.federation import Federation
 from fedsim.base import Registry
 from strategies import STRATEGIES
 

@@ -25,7 +25,7 @@ from flwr.serverapp import Grid, ServerApp
 import fedsim.wire as wire
 from fedsim.config import ExperimentConfig
 from fedsim.messaging import PULL_INTERVAL_S
-from fedsim.progress import LogProgress
+from fedsim.engine.progress import LogProgress
 from fedsim.results import RunStore
 from strategies.base import ServerStrategy
 

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from fedsim.config import ExperimentConfig
 
 AGGREGATE = "aggregate"
-RECONSTRUCTIONS_DIR = "reconstructions"  # fedsim.leakage.RECONSTRUCTIONS_DIR
+RECONSTRUCTIONS_DIR = "reconstructions"  # fedsim.engine.leakage.RECONSTRUCTIONS_DIR
 
 
 def numeric(frame: pd.DataFrame, column: str) -> pd.Series:
@@ -180,5 +180,5 @@ def best_grids(run: Run, attacks: pd.DataFrame) -> list[tuple[str, Path]]:
 
 
 def grid_file(server_round: int, target: str, attack: str) -> str:
-    """The file name fedsim.leakage gives a round's grid (``round_0001_client-0_dlg.png``)."""
+    """The file name fedsim.engine.leakage gives a round's grid (``round_0001_client-0_dlg.png``)."""
     return f"round_{server_round:04d}_{re.sub(r'[^A-Za-z0-9-]', '-', target)}_{attack}.png"

@@ -112,7 +112,7 @@ def _comparable(config: ExperimentConfig) -> dict[str, Any]:
 
 def execute_point(job: PointJob) -> PointOutcome:
     """Run, resume or restart one point; a failure is returned as an outcome, so the other points go on."""
-    from fedsim.runner import run_experiment
+    from fedsim.engine.runner import run_experiment
 
     _CURRENT_POINT[0] = job.name
     started = time.perf_counter()

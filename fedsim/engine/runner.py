@@ -14,16 +14,16 @@ import torch
 from clients.client_app import ClientSpec
 from clients.mods import CLIENT_ERROR_LOG
 from clients.training import check_training_defenses
-from fedsim.attack_reservation import ray_node_counts
+from fedsim.engine.attack_reservation import ray_node_counts
 from fedsim.config import ExperimentConfig
 from fedsim.devices import resolve_device
 from fedsim.engine.protocols import protocol_of
 from fedsim.engine.rounds import ServerSpec
 from fedsim.evaluation import evaluate
-from fedsim.federation import PARTITIONS_FILE, Federation, partition_record, prepare_federation
-from fedsim.leakage import attach_adversary
+from fedsim.engine.federation import PARTITIONS_FILE, Federation, partition_record, prepare_federation
+from fedsim.engine.leakage import attach_adversary
 from fedsim.models import build_run_model
-from fedsim.progress import LogProgress, RichProgress
+from fedsim.engine.progress import LogProgress, RichProgress
 from fedsim.results import SUMMARY_FILE, RunStore
 from fedsim.seeding import derive_seed
 from strategies import build_strategy
@@ -57,7 +57,7 @@ def _quiet_frameworks() -> None:
 def _backend_config(config: ExperimentConfig, ray_resources: Mapping[str, float] | None = None) -> dict[str, Any]:
     """Flower's Ray backend settings; ``ray_resources`` (e.g. ``{"num_cpus": 1}``) caps this run's Ray instance,
     so that runs side by side (``fedsim sweep --parallel``) share the machine instead of each claiming all of it.
-    The attack workers' CPUs and GPU shares are kept out of it (fedsim.attack_reservation)."""
+    The attack workers' CPUs and GPU shares are kept out of it (fedsim.engine.attack_reservation)."""
     resources = config.federation.client_resources
     attack_device = str(resolve_device(config.adversary.device)) if config.adversary.attacks else "cpu"
     return {

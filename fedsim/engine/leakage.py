@@ -25,11 +25,11 @@ from adversary.scoring import image_space, score_reconstruction, score_trajector
 from adversary.taps import AGGREGATE
 from adversary.threat_models import Architecture, LabelGrant, TrainingHyperparameters
 from adversary.view import AttackerView, Reconstruction
-from fedsim.attack_backlog import AttackBacklog
+from fedsim.engine.attack_backlog import AttackBacklog
 from fedsim.config import AttackOptions, ExperimentConfig
 from fedsim.devices import resolve_device
 from fedsim.engine.protocols import protocol_of
-from fedsim.federation import Federation
+from fedsim.engine.federation import Federation
 from fedsim.ground_truth import GroundTruthStore
 from fedsim.models import build_run_model
 from fedsim.results import RunStore
