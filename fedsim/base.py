@@ -194,6 +194,14 @@ class Registry(Generic[T]):
     def describe(self) -> dict[str, str]:
         return {name: self._help[name] for name in sorted(self._entries)}
 
+    def tag_of(self, name: str) -> str:
+        """The entry that ``name`` selects (a registry of families maps ``tv:vgg16`` to ``tv``)."""
+        return name
+
+    def label(self, name: str) -> str:
+        """How entry ``name`` is shown to users (`fedsim list`, the config reference)."""
+        return name
+
     def __contains__(self, name: object) -> bool:
         return name in self._entries
 
@@ -202,6 +210,39 @@ class Registry(Generic[T]):
 
     def names(self) -> list[str]:
         return sorted(self._entries)
+
+
+class PluginSection(Section):
+    """A section whose keys depend on the plugin it names (``model.name``, ``data.dataset``).
+
+    The base class names the registry (``plugins``) and the naming key (``tag_key``); each plugin registers a
+    subclass with its own keys. On the base class, ``Base(**keys)`` and ``Base.model_validate(keys)`` build the
+    subclass of the plugin that ``keys[tag_key]`` names (the key's default when absent).
+    """
+
+    plugins: ClassVar[Registry[Any]]
+    tag_key: ClassVar[str] = "name"
+
+    @classmethod
+    def _plugin_model(cls, data: Any) -> type[BaseModel]:
+        if "plugins" not in cls.__dict__ or not isinstance(data, dict):
+            return cls
+        value = data.get(cls.tag_key, cls.model_fields[cls.tag_key].default)
+        tag = cls.plugins.tag_of(value) if isinstance(value, str) else None
+        if tag not in cls.plugins:
+            raise ValueError(f"{cls.tag_key} = {value!r}: {cls.plugins.unknown_message(str(value))}")
+        return cls.plugins.config(tag) or cls
+
+    def __new__(cls, *args: Any, **data: Any) -> Any:
+        return super().__new__(cls._plugin_model(data))
+
+    @classmethod
+    def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> Any:
+        """As pydantic's; on the base class, the model of the plugin that ``obj`` names validates."""
+        variant = cls._plugin_model(obj)
+        if variant is not cls:
+            return variant.model_validate(obj, *args, **kwargs)
+        return super().model_validate(obj, *args, **kwargs)
 
 
 def import_submodules(package: str, path: Iterable[str]) -> None:

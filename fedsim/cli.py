@@ -122,9 +122,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
     for title, registry in registries:
         table = Table("name", "description", title=title, title_justify="left", box=None)
         for name, help_text in registry.describe().items():
-            table.add_row(name, help_text)
-        if title == "models":
-            table.add_row("tv:<name>", "any torchvision classifier, adapted to channels, classes and image size")
+            table.add_row(registry.label(name), help_text)
         if registry is DEFENSES:  # defenses that are plain configuration, listed so that users find them
             table.add_row("(client.local_steps)", "several local steps before sending (paper 001's local aggregation)")
             table.add_row("(model.dropout)", "dropout in the model during local training")

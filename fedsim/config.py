@@ -17,19 +17,19 @@ import difflib
 import logging
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Discriminator, Field, Tag, ValidationError, field_validator, model_validator
 
-from adversary.attacks.options import AttackOptions
+from adversary.attacks.options import AttackOptions, OptimizationOptions
 from adversary.attacks.regularizers import REGULARIZERS
 from adversary.registry import ATTACKS
 from clients.defenses.registry import DEFENSES
-from fedsim.base import ConfigError, Registry, Section, check_device, upgrade_keys
-from fedsim.data.loaders import DATASETS, PATH_DATASETS
-from fedsim.data.partition import PARTITIONS, IidPartition
-from fedsim.models import check_model_name
+from fedsim.base import ConfigError, PluginSection, Registry, Section, check_device, upgrade_keys
+from fedsim.data.loaders import DATASETS, DataConfig
+from fedsim.data.partition import PARTITIONS
+from fedsim.models import MODELS, ModelConfig
 from fedsim.plugins import load_plugins
 from strategies.dp import DpConfig
 from strategies.registry import STRATEGIES
@@ -51,7 +51,7 @@ __all__ = [
 
 #: version of the config and metrics-row layout a run writes (``schema_version`` in config.yaml, ``schema``
 #: in metrics rows); files without one were written before versions existed (version 1)
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3  # 3: each model and data set declares its own keys
 SCHEMA_KEY = "schema_version"
 
 load_plugins()
@@ -63,75 +63,45 @@ def _union(registry: Registry[Any]) -> Any:
     return Annotated[Union[variants], Field(discriminator="name")] if len(variants) > 1 else variants[0]
 
 
-# --------------------------------------------------------------------------------------------- data
+def _tagged_union(registry: Registry[Any], base: type[PluginSection]) -> Any:
+    """The union of the config models of ``registry``'s entries (``base`` for those without one), chosen by the
+    entry that ``base.tag_key`` names (``registry.tag_of``: ``tv:vgg16`` chooses ``tv``)."""
+    key, default = base.tag_key, base.model_fields[base.tag_key].default
 
+    def tag(value: Any) -> str:
+        named = value.get(key, default) if isinstance(value, dict) else getattr(value, key, default)
+        return registry.tag_of(named) if isinstance(named, str) else str(named)
+
+    variants = tuple(Annotated[registry.config(name) or base, Tag(name)] for name in registry)
+    return Annotated[Union[variants], Discriminator(tag)]  # type: ignore[valid-type]
+
+
+def _variant(field: str, item: Any) -> type[BaseModel] | None:
+    """The config model that the mapping ``item`` of tagged ``field`` names (None when it names none)."""
+    registry, base = tagged_fields()[field], _PLUGIN_SECTIONS.get(field)
+    key = base.tag_key if base is not None else "name"
+    named = item.get(key, base.model_fields[key].default if base is not None else None) if isinstance(item, dict) else None
+    if not isinstance(named, str) or registry.tag_of(named) not in registry:
+        return None
+    return registry.config(registry.tag_of(named)) or base
+
+
+# ------------------------------------------------------------------------------------- data, model
+
+# `data` and `model` name their plugin (data.dataset, model.name); each data set and model declares its keys
+# beside its code (fedsim.data.loaders, fedsim.models) and registers them.
 Partition = _union(PARTITIONS)
+Data = _tagged_union(DATASETS, DataConfig)
+Model = _tagged_union(MODELS, ModelConfig)
 
-
-class DataConfig(Section):
-    dataset: str = Field("digits", description="data set name (see `fedsim list`)")
-    path: Path | None = Field(None, description="file or folder for `npz` and `imagefolder` data sets")
-    root: Path = Field(
-        Path("~/.cache/fedsim/data"), description="where torchvision data sets are (or get downloaded to)"
-    )
-    download: bool = Field(True, description="let torchvision data sets download when missing")
-    image_size: int | None = Field(None, ge=4, le=1024, description="resize images to this side (null = native)")
-    test_fraction: float = Field(
-        0.2, gt=0, lt=1, description="held-out share for data sets that ship without a test split"
-    )
-    max_train_samples: int | None = Field(None, ge=1, description="use only the first N training samples")
-    max_test_samples: int | None = Field(None, ge=1, description="evaluate on only the first N test samples")
-    normalize: Literal["global", "client", "none"] = Field(
-        "global",
-        description="standardise inputs with channel mean/std of the whole training set, of each client's own data, or not",
-    )
-    partition: Partition = Field(default_factory=IidPartition, description="how samples are split across clients")
-
-    @field_validator("partition", mode="before")
-    @classmethod
-    def _partition_shorthand(cls, value: Any) -> Any:
-        # `partition: iid` is accepted as shorthand for `partition: {name: iid}`.
-        return {"name": value} if isinstance(value, str) else value
-
-    @field_validator("dataset")
-    @classmethod
-    def _known_dataset(cls, value: str) -> str:
-        if value not in DATASETS:
-            raise ValueError(DATASETS.unknown_message(value))
-        return value
-
-    @model_validator(mode="after")
-    def _path_when_needed(self) -> "DataConfig":
-        if self.dataset in PATH_DATASETS:
-            if self.path is None:
-                raise ValueError(f"path = null: data set '{self.dataset}' reads its files from data.path; set it")
-            if not self.path.expanduser().exists():
-                raise ValueError(f"path = '{self.path}': no such file or folder")
-        return self
-
-
-# -------------------------------------------------------------------------------------------- model
-
-Activation = Literal["relu", "sigmoid", "tanh", "leaky_relu", "gelu"]
-
-
-class ModelConfig(Section):
-    name: str = Field("lenet", description="model name (see `fedsim list`), or `tv:<torchvision classifier>`")
-    activation: Activation | None = Field(None, description="hidden activation (null = the model's own default)")
-    norm: Literal["batch", "group", "none"] = Field("batch", description="normalisation layers (resnet18, convnet)")
-    width: int | None = Field(None, ge=1, description="channel/unit width multiplier base (null = model default)")
-    dropout: float = Field(0.0, ge=0, lt=1, description="dropout before the classifier (0 = none)")
-    init: Literal["default", "uniform"] = Field(
-        "default", description="`uniform` = DLG's uniform(-0.5, 0.5) init of every weight and bias"
-    )
-    checkpoint: Path | None = Field(None, description="state_dict to start the federation from (weights_only load)")
-    pretrained: bool = Field(False, description="torchvision weights from the local torch cache (tv:* models)")
-
-    @field_validator("name")
-    @classmethod
-    def _known_model(cls, value: str) -> str:
-        check_model_name(value)
-        return value
+#: Keys of the one flat ``model`` and ``data`` sections of config schema 2 and older, which every model and
+#: data set accepted, with the value they had when unset. Files of those schemas (old runs dump every key;
+#: hand-written configs carry no version) are read without such a key where the chosen model or data set
+#: lacks it and it holds that value or null: it meant "nothing set". Any other value is still an error.
+FLAT_SECTION_DEFAULTS: dict[str, dict[str, Any]] = {
+    "model": {"activation": None, "norm": "batch", "width": None, "dropout": 0.0, "pretrained": False},
+    "data": {"path": None, "root": "~/.cache/fedsim/data", "download": True},
+}
 
 
 # --------------------------------------------------------------------------------------- federation
@@ -399,8 +369,8 @@ class ExperimentConfig(Section):
     name: str = Field("fedsim", min_length=1, description="experiment name, used in the run directory")
     seed: int = Field(0, ge=0, description="seed of data partitioning, model init, sampling and training")
     device: str = Field("auto", description="`auto` (cuda when available), `cpu`, `cuda` or `cuda:N`")
-    data: DataConfig = Field(default_factory=DataConfig, description="data set, size and partitioning")
-    model: ModelConfig = Field(default_factory=ModelConfig, description="the federated model")
+    data: Data = Field(default_factory=DataConfig, description="data set, size and partitioning")
+    model: Model = Field(default_factory=ModelConfig, description="the federated model")
     federation: FederationConfig = Field(default_factory=FederationConfig, description="clients and rounds")
     client: ClientConfig = Field(default_factory=ClientConfig, description="local training on each client")
     strategy: StrategyConfig = Field(default_factory=StrategyConfig, description="server-side aggregation")
@@ -444,7 +414,12 @@ class ExperimentConfig(Section):
 def tagged_fields() -> dict[str, Registry[Any]]:
     """Fields that hold a discriminated union -> the registry of its variants. Pydantic puts the tag into
     error locations; it is not a key the user wrote."""
-    return {"partition": PARTITIONS, "defenses": DEFENSES, "attacks": ATTACKS, "regularizers": REGULARIZERS}
+    return {"partition": PARTITIONS, "defenses": DEFENSES, "attacks": ATTACKS, "regularizers": REGULARIZERS,
+            "data": DATASETS, "model": MODELS}  # fmt: skip
+
+
+#: tagged fields whose variants extend a shared section (their naming key: data.dataset, model.name)
+_PLUGIN_SECTIONS: dict[str, type[PluginSection]] = {"data": DataConfig, "model": ModelConfig}
 
 
 def _format_path(loc: tuple[Any, ...]) -> str:
@@ -473,7 +448,8 @@ def _walk(model: type[BaseModel], loc: tuple[Any, ...]) -> tuple[Any, tuple[str,
         if isinstance(item, int) or current is None:
             continue
         if field in tagged and item in tagged[field]:
-            current, field, chosen = tagged[field].config(item), None, (tagged[field].kind, item)
+            current = tagged[field].config(item) or _PLUGIN_SECTIONS.get(field)
+            field, chosen = None, (tagged[field].kind, item)
             continue
         info = current.model_fields.get(item) if hasattr(current, "model_fields") else None
         if info is None:
@@ -498,7 +474,24 @@ def first_model(annotation: Any) -> Any:
     return None
 
 
-def _one_line(error: ValidationError, root: type[BaseModel] | None = None) -> str:
+def _named(raw: Any, loc: tuple[Any, ...], tag: str) -> str:
+    """The name the user wrote for the tagged variant at ``loc`` (``tv:resnet18`` where the tag is ``tv``)."""
+    node, field, tagged = raw, None, tagged_fields()
+    for item in loc:
+        if field in tagged and item in tagged[field]:
+            base = _PLUGIN_SECTIONS.get(field)
+            named = node.get(base.tag_key if base else "name") if isinstance(node, dict) else None
+            return named if isinstance(named, str) else tag
+        if isinstance(node, dict) and item in node:
+            node, field = node[item], item
+        elif isinstance(node, list) and isinstance(item, int) and item < len(node):
+            node = node[item]
+        else:
+            return tag
+    return tag
+
+
+def _one_line(error: ValidationError, root: type[BaseModel] | None = None, raw: Any = None) -> str:
     first = error.errors()[0]
     loc = tuple(first["loc"])
     path = _format_path(loc)
@@ -508,15 +501,20 @@ def _one_line(error: ValidationError, root: type[BaseModel] | None = None) -> st
         close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
         hint = f" (did you mean '{close[0]}'?)" if close else ""
         _, chosen = _walk(root or ExperimentConfig, loc[:-1])
-        owner = f" for {chosen[0]} '{chosen[1]}'" if chosen else ""
+        owner = f" for {chosen[0]} '{_named(raw, loc[:-1], chosen[1])}'" if chosen else ""
         return f"unknown key '{path}'{owner}{hint}; allowed here: {', '.join(allowed)}"
     message = first["msg"].removeprefix("Value error, ")
     if first["type"] == "union_tag_invalid":
-        registry = tagged_fields().get(next((item for item in reversed(loc) if isinstance(item, str)), ""))
+        field = next((item for item in reversed(loc) if isinstance(item, str)), "")
+        registry = tagged_fields().get(field)
+        base = _PLUGIN_SECTIONS.get(field)
+        key = base.tag_key if base is not None else "name"
         tag = first["ctx"].get("tag")
+        if base is not None and isinstance(value, dict) and isinstance(value.get(key), str):
+            tag = value[key]  # what the user wrote (tag_of maps foo:bar to foo)
         if registry is not None:
-            return f"{path}.name = {tag!r}: {registry.unknown_message(str(tag))}"
-        return f"{path}.name = {tag!r}: {message}"
+            return f"{path}.{key} = {tag!r}: {registry.unknown_message(str(tag))}"
+        return f"{path}.{key} = {tag!r}: {message}"
     if isinstance(value, dict) and re.match(r"[\w.\[\]]+ = ", message):
         # a section-level check that already names its key, e.g. "path = null: ..."
         return f"{path}.{message}" if path else message
@@ -536,7 +534,25 @@ def upgrade(raw: dict[str, Any]) -> dict[str, Any]:
         raise ConfigError(f"{SCHEMA_KEY} = {version!r}: this fedsim reads versions up to {SCHEMA_VERSION}; "
                           "upgrade fedsim to read it")  # fmt: skip
     raw = {key: value for key, value in raw.items() if key != SCHEMA_KEY}
+    if (version or 1) < 3:
+        raw = _without_flat_defaults(raw)
     return _upgrade(ExperimentConfig, raw, "")
+
+
+def _without_flat_defaults(raw: dict[str, Any]) -> dict[str, Any]:
+    """``raw`` without the flat-section keys that mean nothing for its model / data set and hold their old unset
+    value (see ``FLAT_SECTION_DEFAULTS``)."""
+    out = dict(raw)
+    for section, defaults in FLAT_SECTION_DEFAULTS.items():
+        item = raw.get(section)
+        variant = _variant(section, item) if isinstance(item, dict) else None
+        if variant is None:
+            continue
+        out[section] = {
+            key: value for key, value in item.items()
+            if key in variant.model_fields or key not in defaults or value not in (None, defaults[key])
+        }  # fmt: skip
+    return out
 
 
 def _upgrade(model: type[BaseModel], raw: dict[str, Any], path: str) -> dict[str, Any]:
@@ -558,9 +574,9 @@ def _upgrade(model: type[BaseModel], raw: dict[str, Any], path: str) -> dict[str
                 for index, item in enumerate(raw[name])
             ]
         elif name in tagged and isinstance(raw[name], dict):
-            item = raw[name]
-            if item.get("name") in tagged[name] and tagged[name].config(item["name"]) is not None:
-                out[name] = _upgrade(tagged[name].config(item["name"]), item, where)
+            variant = _variant(name, raw[name])
+            if variant is not None:
+                out[name] = _upgrade(variant, raw[name], where)
         else:
             nested = first_model(info.annotation)
             if nested is not None and isinstance(raw[name], dict):
@@ -580,9 +596,10 @@ def parse_config(raw: dict[str, Any]) -> ExperimentConfig:
     if not isinstance(raw, dict):
         raise ConfigError(f"config must be a mapping of sections, got {type(raw).__name__}")
     try:
-        return ExperimentConfig.model_validate(upgrade(raw))
+        upgraded = upgrade(raw)
+        return ExperimentConfig.model_validate(upgraded)
     except ValidationError as error:
-        raise ConfigError(_one_line(error)) from None
+        raise ConfigError(_one_line(error, raw=upgraded)) from None
 
 
 def apply_override(raw: dict[str, Any], assignment: str) -> None:
@@ -690,10 +707,35 @@ def dump_config(config: ExperimentConfig) -> str:
 def refresh_plugins() -> None:
     """Load plugins registered since this module was imported (entry points) and recompose the unions."""
     load_plugins()
-    global Partition, Defense, Attack
-    Partition, Defense, Attack = _union(PARTITIONS), _union(DEFENSES), _union(ATTACKS)
-    DataConfig.model_fields["partition"].annotation = Partition
-    ClientConfig.model_fields["defenses"].annotation = list[Defense]
-    AdversaryConfig.model_fields["attacks"].annotation = list[Attack]
-    for model in (DataConfig, ClientConfig, AdversaryConfig, ExperimentConfig):
-        model.model_rebuild(force=True)
+    _compose()
+
+
+def _compose() -> None:
+    """Put the union of every registered plugin into the fields that hold one, innermost first."""
+    global Partition, Defense, Attack, Data, Model
+    regularizer = _union(REGULARIZERS)
+    for attack in {OptimizationOptions, *ATTACKS.configs().values()}:
+        _retype(attack, "regularizers", list[regularizer])  # type: ignore[valid-type]
+    Partition = _union(PARTITIONS)
+    for data in {DataConfig, *DATASETS.configs().values()}:
+        _retype(data, "partition", Partition)
+    Defense, Attack = _union(DEFENSES), _union(ATTACKS)
+    Data, Model = _tagged_union(DATASETS, DataConfig), _tagged_union(MODELS, ModelConfig)
+    _retype(ClientConfig, "defenses", list[Defense])  # type: ignore[valid-type]
+    _retype(AdversaryConfig, "attacks", list[Attack])  # type: ignore[valid-type]
+    _retype(ExperimentConfig, "data", Data)
+    _retype(ExperimentConfig, "model", Model)
+
+
+def _retype(model: type[BaseModel], field: str, annotation: Any) -> None:
+    if field not in model.model_fields:
+        return
+    info = model.model_fields[field]
+    if get_origin(annotation) is Annotated:  # a field keeps Annotated's metadata apart from its type
+        annotation, *metadata = get_args(annotation)
+        info.metadata = [item for item in info.metadata if not isinstance(item, Discriminator)] + metadata
+    info.annotation = annotation
+    model.model_rebuild(force=True)
+
+
+_compose()  # plugins loaded at import (entry points) joined the registries after their sections were built

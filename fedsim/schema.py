@@ -17,7 +17,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
-from fedsim.config import ConfigError, ExperimentConfig, first_model, tagged_fields
+from fedsim.config import _PLUGIN_SECTIONS, ConfigError, ExperimentConfig, first_model, tagged_fields
 
 Row = tuple[str, str, str, str]
 
@@ -37,10 +37,21 @@ def schema_rows(model: type[BaseModel] | None = None, prefix: str = "") -> list[
         if name in tagged:
             registry = tagged[name]
             is_list = get_origin(field.annotation) is list
+            choices = f"{field.description or ''} (one of: {', '.join(registry.label(tag) for tag in registry)})"
+            helps = registry.describe()
+            shared = _PLUGIN_SECTIONS.get(name)
+            if shared is not None:  # data, model: the keys every variant has, then each variant's own
+                rows.append((path, "section", "", choices))
+                rows.extend(schema_rows(shared, f"{path}."))
+                for tag in registry:
+                    variant = registry.config(tag) or shared
+                    own = [row for row in plugin_rows(variant, f"{path}[{tag}]", helps[tag])
+                           if re.split(r"[.\[]", row[0].removeprefix(f"{path}[{tag}]."))[0] not in shared.model_fields]  # fmt: skip
+                    rows.extend(own)
+                continue
             default = _default_text(field.default_factory() if field.default_factory is not None else field.default)
             kind = f"list of {registry.kind}" if is_list else registry.kind
-            rows.append((path, kind, default, f"{field.description or ''} (one of: {', '.join(registry)})"))
-            helps = registry.describe()
+            rows.append((path, kind, default, choices))
             for tag, variant in registry.configs().items():
                 rows.extend(plugin_rows(variant, f"{path}[{tag}]", helps[tag]))
             continue

@@ -9,11 +9,11 @@ import torch
 import torchvision
 from torch import nn
 
-from fedsim.config import ModelConfig
+from fedsim.config import ConfigError, ModelConfig, parse_config
 from fedsim.models import MODELS, ModelError, build_model, check_model_name, count_parameters
 from fedsim.models.torchvision_adapter import pretrained_weights_path
 
-BUILT_IN = MODELS.names()
+BUILT_IN = [name for name in MODELS.names() if name not in MODELS.families]  # `tv` stands for tv:<name>
 SHAPES = [(1, 16), (3, 32)]  # (channels, side): MNIST-like and CIFAR-like, kept small for speed
 
 
@@ -48,6 +48,7 @@ def one_line_error(excinfo: pytest.ExceptionInfo[BaseException]) -> str:
 
 def test_registry_holds_the_paper_models() -> None:
     assert set(BUILT_IN) == {"lenet", "cnn", "mlp3", "mlp4", "mlp5", "convnet", "resnet18"}
+    assert MODELS.families == {"tv": "torchvision classifier"} and MODELS.label("tv") == "tv:<name>"
     assert all(MODELS.describe().values())  # every model has a one-line help
 
 
@@ -95,11 +96,13 @@ def test_vit_is_built_for_the_data_set_size() -> None:
 
 
 def test_torchvision_models_reject_options_they_cannot_honour() -> None:
-    with pytest.raises(ModelError) as excinfo:
-        build("tv:resnet18", activation="sigmoid")
-    assert one_line_error(excinfo).startswith("model.activation = 'sigmoid'")
-    with pytest.raises(ModelError, match=r"^model\.dropout = 0\.5"):
-        build("tv:resnet18", dropout=0.5)
+    # torchvision architectures are taken as they are: their config has no activation, width, norm or dropout
+    for key, value in (("activation", "sigmoid"), ("dropout", 0.5), ("width", 8), ("norm", "group")):
+        with pytest.raises(ConfigError) as excinfo:
+            parse_config({"model": {"name": "tv:resnet18", key: value}})
+        assert one_line_error(excinfo) == (
+            f"unknown key 'model.{key}' for model 'tv:resnet18'; allowed here: name, init, checkpoint, pretrained"
+        )
 
 
 # ------------------------------------------------------------------------------------------ options
@@ -259,8 +262,25 @@ def test_pretrained_state_fits_the_weightless_copy(
 
 
 def test_pretrained_is_only_for_torchvision_models() -> None:
-    with pytest.raises(ModelError, match=r"^model\.pretrained = true: only torchvision models"):
-        build("lenet", pretrained=True)
+    with pytest.raises(ConfigError) as excinfo:
+        parse_config({"model": {"name": "lenet", "pretrained": True}})
+    assert one_line_error(excinfo) == (
+        "unknown key 'model.pretrained' for model 'lenet'; allowed here: name, init, checkpoint, activation, width, dropout"
+    )
+    with pytest.raises(ConfigError, match=r"^model.init = 'uniform': would overwrite the pretrained weights"):
+        parse_config({"model": {"name": "tv:resnet18", "pretrained": True, "init": "uniform"}})
+
+
+def test_each_model_takes_the_keys_it_uses() -> None:
+    assert type(ModelConfig(name="mlp4")).__name__ == "MlpConfig" and ModelConfig(name="mlp4").name == "mlp4"
+    assert parse_config({"model": {"name": "resnet18", "norm": "group"}}).model.norm == "group"
+    with pytest.raises(ConfigError) as excinfo:
+        parse_config({"model": {"name": "lenet", "norm": "group"}})
+    assert one_line_error(excinfo) == (
+        "unknown key 'model.norm' for model 'lenet'; allowed here: name, init, checkpoint, activation, width, dropout"
+    )
+    with pytest.raises(ConfigError, match=r"^model.name = 'tv': 'tv' is not a torchvision model name; use tv:<name>"):
+        parse_config({"model": {"name": "tv"}})
 
 
 # ------------------------------------------------------------------------------------------- names

@@ -12,22 +12,87 @@ import pickle
 import tarfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
+from pydantic import Field, field_validator, model_validator
 
+from fedsim.base import PluginSection, Registry
 from fedsim.data.base import DataError, ImageDataset
-from fedsim.base import Registry
+from fedsim.data.partition import IidPartition, Partition
 
 if TYPE_CHECKING:
     from PIL.Image import Image as PilImage
     from torchvision.datasets import ImageFolder
 
-    from fedsim.config import DataConfig
-
-Loader = Callable[["DataConfig"], ImageDataset]
+Loader = Callable[[Any], ImageDataset]
 
 DATASETS: Registry[Loader] = Registry("data set")
+
+
+class DataConfig(PluginSection):
+    """What every data set takes; ``DataConfig(dataset=..., **keys)`` builds the config model that data set registered.
+
+    Data sets registered without a config model take these keys alone.
+    """
+
+    plugins: ClassVar[Registry[Any]] = DATASETS
+    tag_key: ClassVar[str] = "dataset"
+
+    dataset: str = Field("digits", description="data set name (see `fedsim list`)")
+    image_size: int | None = Field(None, ge=4, le=1024, description="resize images to this side (null = native)")
+    test_fraction: float = Field(
+        0.2, gt=0, lt=1, description="held-out share for data sets that ship without a test split"
+    )
+    max_train_samples: int | None = Field(None, ge=1, description="use only the first N training samples")
+    max_test_samples: int | None = Field(None, ge=1, description="evaluate on only the first N test samples")
+    normalize: Literal["global", "client", "none"] = Field(
+        "global",
+        description="standardise inputs with channel mean/std of the whole training set, of each client's own data, or not",
+    )
+    # fedsim.config puts the union of every registered partition scheme here (entry-point ones included)
+    partition: Partition = Field(default_factory=IidPartition, description="how samples are split across clients")
+
+    @field_validator("partition", mode="before")
+    @classmethod
+    def _partition_shorthand(cls, value: Any) -> Any:
+        # `partition: iid` is accepted as shorthand for `partition: {name: iid}`.
+        return {"name": value} if isinstance(value, str) else value
+
+    @field_validator("dataset")
+    @classmethod
+    def _known_dataset(cls, value: str) -> str:
+        if value not in DATASETS:
+            raise ValueError(DATASETS.unknown_message(value))
+        return value
+
+
+class TorchvisionDataConfig(DataConfig):
+    """A data set read through torchvision, from a folder it may download into."""
+
+    root: Path = Field(
+        Path("~/.cache/fedsim/data"), description="where torchvision data sets are (or get downloaded to)"
+    )
+    download: bool = Field(True, description="let torchvision download the data set when it is missing")
+
+
+class FileDataConfig(DataConfig):
+    """A data set read from the user's own file or folder."""
+
+    path: Path = Field(..., description="the file or folder the data set is read from")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _path_given(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("path") is None:
+            raise ValueError(f"path = null: data set '{data.get('dataset')}' reads its files from data.path; set it")
+        return data
+
+    @model_validator(mode="after")
+    def _path_exists(self) -> FileDataConfig:
+        if not self.path.expanduser().exists():
+            raise ValueError(f"path = '{self.path}': no such file or folder")
+        return self
 
 # What torchvision's own loaders raise when files are missing, truncated or cannot be fetched
 # (RuntimeError "Dataset not found", URLError/OSError offline, broken archives or pickles).
@@ -97,7 +162,7 @@ def _numbered_classes(*label_arrays: np.ndarray) -> tuple[str, ...]:
 # ------------------------------------------------------------------------------- bundled, no download
 
 
-@DATASETS.register("digits", help="scikit-learn's 8x8 handwritten digits: 1,797 gray images, 10 classes, bundled")
+@DATASETS.register("digits", help="scikit-learn's 8x8 handwritten digits: 1,797 gray images, 10 classes, bundled", config=DataConfig)
 def load_digits(cfg: DataConfig) -> ImageDataset:
     from sklearn.datasets import load_digits as sklearn_digits
 
@@ -107,7 +172,7 @@ def load_digits(cfg: DataConfig) -> ImageDataset:
     return _without_test_split(x, bunch.target.astype(np.int64), [str(c) for c in bunch.target_names])
 
 
-@DATASETS.register("lfw-faces", help="scikit-image's LFW subset: 200 gray 25x25 crops, face vs non-face, bundled")
+@DATASETS.register("lfw-faces", help="scikit-image's LFW subset: 200 gray 25x25 crops, face vs non-face, bundled", config=DataConfig)
 def load_lfw_faces(cfg: DataConfig) -> ImageDataset:
     from skimage.data import lfw_subset
 
@@ -121,7 +186,7 @@ def load_lfw_faces(cfg: DataConfig) -> ImageDataset:
 # ------------------------------------------------------------------------------------------ torchvision
 
 
-def _torchvision(cfg: DataConfig, class_name: str, files: str) -> ImageDataset:
+def _torchvision(cfg: TorchvisionDataConfig, class_name: str, files: str) -> ImageDataset:
     """Read a torchvision data set through its in-memory ``.data``/``.targets`` (no per-item transforms)."""
     import torchvision.datasets
 
@@ -143,36 +208,30 @@ def _torchvision(cfg: DataConfig, class_name: str, files: str) -> ImageDataset:
     return ImageDataset(x_train, y_train, x_test, y_test, len(train.classes), tuple(train.classes))
 
 
-@DATASETS.register("mnist", help="MNIST digits via torchvision: 60k/10k gray 28x28, 10 classes (downloads)")
-def load_mnist(cfg: DataConfig) -> ImageDataset:
+@DATASETS.register("mnist", help="MNIST digits via torchvision: 60k/10k gray 28x28, 10 classes (downloads)", config=TorchvisionDataConfig)
+def load_mnist(cfg: TorchvisionDataConfig) -> ImageDataset:
     return _torchvision(cfg, "MNIST", "MNIST/raw folder (the four unpacked *-ubyte files)")
 
 
-@DATASETS.register("fashion-mnist", help="Fashion-MNIST via torchvision: 60k/10k gray 28x28, 10 classes (downloads)")
-def load_fashion_mnist(cfg: DataConfig) -> ImageDataset:
+@DATASETS.register("fashion-mnist", help="Fashion-MNIST via torchvision: 60k/10k gray 28x28, 10 classes (downloads)", config=TorchvisionDataConfig)
+def load_fashion_mnist(cfg: TorchvisionDataConfig) -> ImageDataset:
     return _torchvision(cfg, "FashionMNIST", "FashionMNIST/raw folder (the four unpacked *-ubyte files)")
 
 
-@DATASETS.register("cifar10", help="CIFAR-10 via torchvision: 50k/10k color 32x32, 10 classes (downloads)")
-def load_cifar10(cfg: DataConfig) -> ImageDataset:
+@DATASETS.register("cifar10", help="CIFAR-10 via torchvision: 50k/10k color 32x32, 10 classes (downloads)", config=TorchvisionDataConfig)
+def load_cifar10(cfg: TorchvisionDataConfig) -> ImageDataset:
     return _torchvision(cfg, "CIFAR10", "cifar-10-batches-py folder")
 
 
-@DATASETS.register("cifar100", help="CIFAR-100 via torchvision: 50k/10k color 32x32, 100 classes (downloads)")
-def load_cifar100(cfg: DataConfig) -> ImageDataset:
+@DATASETS.register("cifar100", help="CIFAR-100 via torchvision: 50k/10k color 32x32, 100 classes (downloads)", config=TorchvisionDataConfig)
+def load_cifar100(cfg: TorchvisionDataConfig) -> ImageDataset:
     return _torchvision(cfg, "CIFAR100", "cifar-100-python folder")
 
 
 # ------------------------------------------------------------------------------------------ your own
 
 
-#: Data sets read from data.path (the config checks it is set before anything runs).
-PATH_DATASETS = ("npz", "imagefolder")
-
-
-def _required_path(cfg: DataConfig, kind: str) -> Path:
-    if cfg.path is None:
-        raise DataError(f"data.path = None: data set {cfg.dataset!r} reads a {kind}; set data.path")
+def _required_path(cfg: FileDataConfig, kind: str) -> Path:
     path = cfg.path.expanduser()
     exists = path.is_file() if kind.endswith("file") else path.is_dir()
     if not exists:
@@ -180,8 +239,8 @@ def _required_path(cfg: DataConfig, kind: str) -> Path:
     return path
 
 
-@DATASETS.register("npz", help="your arrays in data.path (.npz): x, y or x_train, y_train, x_test, y_test (+ classes)")
-def load_npz(cfg: DataConfig) -> ImageDataset:
+@DATASETS.register("npz", help="your arrays in data.path (.npz): x, y or x_train, y_train, x_test, y_test (+ classes)", config=FileDataConfig)
+def load_npz(cfg: FileDataConfig) -> ImageDataset:
     path = _required_path(cfg, ".npz file")
     where = f"data.path = '{cfg.path}'"
     found = _npz_arrays(path, where)
@@ -226,8 +285,8 @@ def _npz_class_names(classes: np.ndarray | None, labels: list[np.ndarray], where
     return names
 
 
-@DATASETS.register("imagefolder", help="class subfolders of images at data.path (optionally inside train/ and test/)")
-def load_imagefolder(cfg: DataConfig) -> ImageDataset:
+@DATASETS.register("imagefolder", help="class subfolders of images at data.path (optionally inside train/ and test/)", config=FileDataConfig)
+def load_imagefolder(cfg: FileDataConfig) -> ImageDataset:
     root = _required_path(cfg, "folder")
     where = f"data.path = '{cfg.path}'"
     has_split = (root / "train").is_dir() and (root / "test").is_dir()

@@ -5,16 +5,17 @@ Built-in models register themselves in ``MODELS`` when their module is imported 
 adversary rebuild it); ``build_model`` builds one from a ``model`` section and a data shape.
 """
 
-from fedsim.models import cnn, convnet, lenet, mlp, resnet  # noqa: F401  (imported to register the models)
+from fedsim.models import cnn, convnet, lenet, mlp, resnet, torchvision_adapter  # noqa: F401  (they register)
 from fedsim.models.build import DataShape, build_model, build_run_model, check_model_name, count_parameters, uniform_init_
 from fedsim.models.layers import ACTIVATIONS
-from fedsim.models.registry import MODELS, ModelBuilder, ModelError
+from fedsim.models.registry import MODELS, ModelBuilder, ModelConfig, ModelError
 
 __all__ = [
     "ACTIVATIONS",
     "DataShape",
     "MODELS",
     "ModelBuilder",
+    "ModelConfig",
     "ModelError",
     "build_model",
     "build_run_model",

@@ -9,10 +9,11 @@ from torch import nn
 
 from fedsim.models.checkpoint import load_checkpoint
 from fedsim.models.registry import MODELS, ModelError
-from fedsim.models.torchvision_adapter import TV_PREFIX, build_torchvision_model, check_torchvision_name
+from fedsim.models.torchvision_adapter import TV_PREFIX, check_torchvision_name
 
 if TYPE_CHECKING:
-    from fedsim.config import ExperimentConfig, ModelConfig
+    from fedsim.config import ExperimentConfig
+    from fedsim.models.registry import ModelConfig
 
 #: DLG (Zhu et al. 2019) initialises every weight and bias from U(-0.5, 0.5); attacks succeed far more often then.
 UNIFORM_INIT_BOUND = 0.5
@@ -20,12 +21,12 @@ UNIFORM_INIT_BOUND = 0.5
 
 def check_model_name(name: str) -> None:
     """Accept a registered model or ``tv:<torchvision classifier>``; else ModelError listing what is allowed."""
-    if name in MODELS:
-        return
     if name.startswith(TV_PREFIX):
         check_torchvision_name(name)
         return
-    raise ModelError(f"{MODELS.unknown_message(name)}, {TV_PREFIX}<torchvision classifier>")
+    if name in MODELS and name not in MODELS.families:
+        return
+    raise ModelError(MODELS.unknown_message(name))
 
 
 def build_model(
@@ -45,16 +46,9 @@ def build_model(
     for field, value in (("in_channels", in_channels), ("num_classes", num_classes), ("image_size", image_size)):
         if value < 1:
             raise ModelError(f"{field} = {value}: must be at least 1 to build model '{cfg.name}'")
-    is_torchvision = cfg.name.startswith(TV_PREFIX)
-    if cfg.pretrained and not is_torchvision:
-        raise ModelError(
-            f"model.pretrained = true: only torchvision models (tv:<name>) have pretrained weights, "
-            f"not '{cfg.name}'"
-        )
-    if cfg.pretrained and cfg.init == "uniform":
-        raise ModelError("model.init = 'uniform': would overwrite the pretrained weights; use init: default")
+    # the model's own config checks its keys (e.g. pretrained weights exist for torchvision models only)
     torch.manual_seed(seed)
-    builder = build_torchvision_model if is_torchvision else MODELS.get(cfg.name)
+    builder = MODELS.get(MODELS.tag_of(cfg.name))
     model = builder(cfg, in_channels, num_classes, image_size)
     if dp_compatible:
         from opacus.validators import ModuleValidator  # fedsim.models needs Opacus for this alone
@@ -85,7 +79,8 @@ def build_run_model(config: ExperimentConfig, shape: DataShape, seed: int, *, wi
     """
     model_config = config.model
     if not with_weights:
-        model_config = model_config.model_copy(update={"checkpoint": None, "pretrained": False})
+        weights = {"checkpoint": None, "pretrained": False}  # pretrained: only torchvision models have the key
+        model_config = model_config.model_copy(update={k: v for k, v in weights.items() if k in type(model_config).model_fields})
     return build_model(
         model_config, shape.channels, shape.num_classes, shape.image_size, seed=seed,
         dp_compatible=config.client.dp_compatible_model,

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Literal
 
 import torch
 from torch import nn
 
 from fedsim.models.layers import make_activation, make_dropout
-from fedsim.models.registry import MODELS, ModelError
+from pydantic import Field
 
-if TYPE_CHECKING:
-    from fedsim.config import ModelConfig
+from fedsim.models.registry import MODELS, Activation, LayeredModelConfig, ModelError
 
 
 class SimpleCNN(nn.Module):
@@ -50,8 +49,16 @@ class SimpleCNN(nn.Module):
         return self.classifier(self.dropout(x))
 
 
-@MODELS.register("cnn", help="paper 002's default CNN: conv64-pool-conv128-pool-fc256 (GGSS-R), relu by default")
-def build_cnn(cfg: ModelConfig, in_channels: int, num_classes: int, image_size: int) -> SimpleCNN:
+class CnnConfig(LayeredModelConfig):
+    name: Literal["cnn"] = "cnn"
+    activation: Activation | None = Field(None, description="hidden activation (null = relu)")
+    width: int | None = Field(None, ge=1, description="channels of the first convolution, the second has twice (null = 64)")
+
+
+@MODELS.register(
+    "cnn", help="paper 002's default CNN: conv64-pool-conv128-pool-fc256 (GGSS-R), relu by default", config=CnnConfig
+)
+def build_cnn(cfg: CnnConfig, in_channels: int, num_classes: int, image_size: int) -> SimpleCNN:
     if image_size < 4:  # two 2x2 max-pools would leave no pixel
         raise ModelError(f"model.name = 'cnn': needs images of at least 4 px, got {image_size}")
     return SimpleCNN(

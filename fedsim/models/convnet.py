@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import TYPE_CHECKING
+from typing import Literal
 
 import torch
 from torch import nn
 
 from fedsim.models.layers import make_activation, make_dropout, make_norm2d
-from fedsim.models.registry import MODELS
+from pydantic import Field
 
-if TYPE_CHECKING:
-    from fedsim.config import ModelConfig
+from fedsim.models.registry import MODELS, Activation, LayeredModelConfig, Norm
 
 #: (input, output) channels of conv0..conv7 in multiples of width; a 3x3 max-pool follows conv5 and conv7.
 CONV_CHANNELS: tuple[tuple[int, int], ...] = ((0, 1), (1, 2), (2, 2), (2, 4), (4, 4), (4, 4), (4, 4), (4, 4))
@@ -65,10 +64,19 @@ class ConvNet(nn.Module):
         return self.linear(self.dropout(x))
 
 
+class ConvNetConfig(LayeredModelConfig):
+    name: Literal["convnet"] = "convnet"
+    activation: Activation | None = Field(None, description="activation after each convolution (null = relu)")
+    width: int | None = Field(None, ge=1, description="channel multiplier: convolutions have 1-4 times it (null = 64)")
+    norm: Norm = Field("batch", description="normalisation after each convolution")
+
+
 @MODELS.register(
-    "convnet", help="Inverting Gradients ConvNet (Geiping et al. 2020, breaching): 8 conv-norm-act, width 64"
+    "convnet",
+    help="Inverting Gradients ConvNet (Geiping et al. 2020, breaching): 8 conv-norm-act, width 64",
+    config=ConvNetConfig,
 )
-def build_convnet(cfg: ModelConfig, in_channels: int, num_classes: int, image_size: int) -> ConvNet:
+def build_convnet(cfg: ConvNetConfig, in_channels: int, num_classes: int, image_size: int) -> ConvNet:
     return ConvNet(
         in_channels,
         num_classes,

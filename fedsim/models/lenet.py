@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Literal
 
 import torch
 from torch import nn
 
 from fedsim.models.layers import conv_out, make_activation, make_dropout
-from fedsim.models.registry import MODELS
+from pydantic import Field
 
-if TYPE_CHECKING:
-    from fedsim.config import ModelConfig
+from fedsim.models.registry import MODELS, Activation, LayeredModelConfig
 
 
 class LeNet(nn.Module):
@@ -48,8 +47,16 @@ class LeNet(nn.Module):
         return self.fc(self.dropout(torch.flatten(self.body(x), 1)))
 
 
-@MODELS.register("lenet", help="DLG LeNet (Zhu et al. 2019): 3 strided 5x5 convs + 1 linear, sigmoid by default")
-def build_lenet(cfg: ModelConfig, in_channels: int, num_classes: int, image_size: int) -> LeNet:
+class LeNetConfig(LayeredModelConfig):
+    name: Literal["lenet"] = "lenet"
+    activation: Activation | None = Field(None, description="activation after each convolution (null = sigmoid, as in DLG)")
+    width: int | None = Field(None, ge=1, description="channels of each convolution (null = 12)")
+
+
+@MODELS.register(
+    "lenet", help="DLG LeNet (Zhu et al. 2019): 3 strided 5x5 convs + 1 linear, sigmoid by default", config=LeNetConfig
+)
+def build_lenet(cfg: LeNetConfig, in_channels: int, num_classes: int, image_size: int) -> LeNet:
     return LeNet(
         in_channels,
         num_classes,

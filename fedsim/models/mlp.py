@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Literal
 
 import torch
 from torch import nn
 
 from fedsim.models.layers import make_activation, make_dropout
-from fedsim.models.registry import MODELS, ModelBuilder
+from pydantic import Field
 
-if TYPE_CHECKING:
-    from fedsim.config import ModelConfig
+from fedsim.models.registry import MODELS, Activation, LayeredModelConfig, ModelBuilder
 
 #: Hidden layer sizes from paper 002, appendix ("MLP-5 ... 1028, 512, 256, and 64 units" - 1028 sic).
 MLP_HIDDEN: dict[str, tuple[int, ...]] = {
@@ -20,6 +19,14 @@ MLP_HIDDEN: dict[str, tuple[int, ...]] = {
     "mlp4": (512, 256, 64),
     "mlp5": (1028, 512, 256, 64),
 }
+
+
+class MlpConfig(LayeredModelConfig):
+    name: Literal["mlp3", "mlp4", "mlp5"]
+    activation: Activation | None = Field(None, description="activation after each hidden layer (null = relu)")
+    width: int | None = Field(
+        None, ge=1, description="units of the first hidden layer; the others keep their ratio to it (null = the paper's)"
+    )
 
 
 class MLP(nn.Module):
@@ -57,7 +64,7 @@ def scaled_hidden(default: Sequence[int], width: int | None) -> tuple[int, ...]:
 def _builder(name: str) -> ModelBuilder:
     """One builder per depth; they differ only in the hidden sizes."""
 
-    def build(cfg: ModelConfig, in_channels: int, num_classes: int, image_size: int) -> MLP:
+    def build(cfg: MlpConfig, in_channels: int, num_classes: int, image_size: int) -> MLP:
         return MLP(
             in_channels * image_size * image_size,
             num_classes,
@@ -74,6 +81,7 @@ for _name, _sizes in MLP_HIDDEN.items():
     MODELS.register(
         _name,
         help=f"paper 002's MLP-{len(_sizes) + 1} (GGSS-R): hidden {'-'.join(map(str, _sizes))}, relu by default",
+        config=MlpConfig,
     )(_builder(_name))
 
 del _name, _sizes

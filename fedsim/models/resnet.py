@@ -5,16 +5,15 @@ Paper 002 attacks a ResNet-18 with the ImageNet stem (7x7 conv + max-pool); that
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Literal
 
 import torch
 from torch import nn
 
 from fedsim.models.layers import make_activation, make_dropout, make_norm2d
-from fedsim.models.registry import MODELS
+from pydantic import Field
 
-if TYPE_CHECKING:
-    from fedsim.config import ModelConfig
+from fedsim.models.registry import MODELS, Activation, LayeredModelConfig, Norm
 
 #: BasicBlocks per stage; the first block of stages 2-4 halves the resolution.
 RESNET18_BLOCKS = (2, 2, 2, 2)
@@ -101,10 +100,19 @@ class ResNet(nn.Module):
         return self.fc(self.dropout(torch.flatten(self.avgpool(x), 1)))
 
 
+class ResNetConfig(LayeredModelConfig):
+    name: Literal["resnet18"] = "resnet18"
+    activation: Activation | None = Field(None, description="activation inside the blocks (null = relu)")
+    width: int | None = Field(None, ge=1, description="channels of the first stage, doubled per stage (null = 64)")
+    norm: Norm = Field("batch", description="normalisation after each convolution")
+
+
 @MODELS.register(
-    "resnet18", help="CIFAR-stem ResNet-18 (He et al. 2016, as in Inverting Gradients): 3x3 stem, no max-pool"
+    "resnet18",
+    help="CIFAR-stem ResNet-18 (He et al. 2016, as in Inverting Gradients): 3x3 stem, no max-pool",
+    config=ResNetConfig,
 )
-def build_resnet18(cfg: ModelConfig, in_channels: int, num_classes: int, image_size: int) -> ResNet:
+def build_resnet18(cfg: ResNetConfig, in_channels: int, num_classes: int, image_size: int) -> ResNet:
     return ResNet(
         in_channels,
         num_classes,

@@ -14,7 +14,7 @@ import difflib
 import functools
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlparse
 
 import torch
@@ -22,10 +22,9 @@ import torchvision
 from torch import nn
 from torchvision.models import _api as torchvision_api
 
-from fedsim.models.registry import ModelError
+from pydantic import Field, field_validator, model_validator
 
-if TYPE_CHECKING:
-    from fedsim.config import ModelConfig
+from fedsim.models.registry import MODELS, ModelConfig, ModelError
 
 TV_PREFIX = "tv:"
 #: Constructor argument of models whose architecture is tied to the input size (positional embeddings,
@@ -67,10 +66,38 @@ def pretrained_weights_path(tv_name: str) -> tuple[torchvision.models.WeightsEnu
     return weights, Path(torch.hub.get_dir()) / "checkpoints" / filename
 
 
-def build_torchvision_model(cfg: ModelConfig, in_channels: int, num_classes: int, image_size: int) -> nn.Module:
+class TorchvisionModelConfig(ModelConfig):
+    """A torchvision classifier as it is: its own activations, widths, normalisation and dropout."""
+
+    name: str = Field(..., description="`tv:<name>` for a torchvision classifier, e.g. tv:resnet18")
+    pretrained: bool = Field(False, description="torchvision's weights from the local torch cache (nothing is downloaded)")
+
+    @field_validator("name")
+    @classmethod
+    def _torchvision_classifier(cls, value: str) -> str:
+        if not value.startswith(TV_PREFIX):
+            raise ValueError(f"'{value}' is not a torchvision model name; use {TV_PREFIX}<name>, e.g. tv:resnet18")
+        check_torchvision_name(value)
+        return value
+
+    @model_validator(mode="after")
+    def _pretrained_weights_stay(self) -> TorchvisionModelConfig:
+        if self.pretrained and self.init == "uniform":
+            raise ValueError("init = 'uniform': would overwrite the pretrained weights; use init: default")
+        return self
+
+
+@MODELS.register(
+    "tv",
+    help="any torchvision classifier, adapted to channels, classes and image size",
+    config=TorchvisionModelConfig,
+    family="torchvision classifier",
+)
+def build_torchvision_model(
+    cfg: TorchvisionModelConfig, in_channels: int, num_classes: int, image_size: int
+) -> nn.Module:
     """Build ``cfg.name`` = ``tv:<name>`` for ``in_channels`` x ``image_size``^2 inputs and ``num_classes``."""
     check_torchvision_name(cfg.name)
-    _reject_unsupported_options(cfg)
     tv_name = cfg.name.removeprefix(TV_PREFIX)
     kwargs = _constructor_kwargs(tv_name, image_size, cfg.pretrained)
     if cfg.pretrained:
@@ -91,19 +118,6 @@ def build_torchvision_model(cfg: ModelConfig, in_channels: int, num_classes: int
 
 
 # ------------------------------------------------------------------------------------------ options
-
-
-def _reject_unsupported_options(cfg: ModelConfig) -> None:
-    # torchvision architectures are taken as they are; silently ignoring these fields would mislead.
-    where = f"torchvision models ({cfg.name})"
-    if cfg.activation is not None:
-        raise ModelError(f"model.activation = '{cfg.activation}': {where} keep their own activations; set it to null")
-    if cfg.width is not None:
-        raise ModelError(f"model.width = {cfg.width}: {where} have a fixed width; set it to null")
-    if cfg.norm != "batch":
-        raise ModelError(f"model.norm = '{cfg.norm}': {where} keep their own normalisation; use norm: batch")
-    if cfg.dropout > 0:
-        raise ModelError(f"model.dropout = {cfg.dropout}: {where} keep their own dropout; set it to 0")
 
 
 def _constructor_kwargs(tv_name: str, image_size: int, pretrained: bool) -> dict[str, Any]:

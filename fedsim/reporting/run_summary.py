@@ -45,7 +45,7 @@ def defense_lines(config: ExperimentConfig) -> list[str]:
     client = config.client
     steps = f"{client.local_steps} step(s)" if client.local_steps is not None else f"{client.local_epochs} epoch(s)"
     lines.append(f"- local training: {steps} per round (lr {client.lr}, batch {client.batch_size}, {client.optimizer})")
-    lines.append(f"- model dropout: {config.model.dropout}")
+    lines.append(f"- model dropout: {getattr(config.model, 'dropout', 0.0)}")  # tv:* models take none
     lines += [f"- central DP (`strategy.dp`): {parameter_text(params)}" for name, params in settings if name == CENTRAL_DP]
     return lines
 
