@@ -59,6 +59,9 @@ seed: 1
 device: cpu
 data:
   dataset: digits
+  path: null
+  root: ~/.cache/fedsim/data
+  download: true
   max_train_samples: 40
   max_test_samples: 60
   normalize: none
@@ -66,7 +69,13 @@ data:
     name: iid
 model:
   name: lenet
+  activation: null
+  norm: batch
+  width: null
+  dropout: 0.0
   init: uniform
+  checkpoint: null
+  pretrained: false
 federation:
   num_clients: 2
   rounds: 2
@@ -108,6 +117,13 @@ def write_old_run(run_dir: Path) -> Path:
     return run_dir
 
 
+def assert_old_model_and_data(config) -> None:
+    # keys every model and data set had then, at their unset value, mean nothing for lenet and digits: dropped
+    assert config.model.model_dump() == {"name": "lenet", "init": "uniform", "checkpoint": None, "activation": None,
+                                         "width": None, "dropout": 0.0}  # fmt: skip
+    assert config.data.dataset == "digits" and "root" not in config.data.model_dump()
+
+
 def assert_old_attack_settings(config) -> None:
     dlg, gradinversion = config.adversary.attacks
     assert (dlg.name, dlg.iterations, dlg.init_scale, dlg.inverts) == ("dlg", 10, 0.05, "aggregate")
@@ -119,6 +135,7 @@ def assert_old_attack_settings(config) -> None:
 def test_an_old_run_opens_in_load_run_with_the_attack_settings_it_ran_with(tmp_path):
     run = fedsim.load_run(write_old_run(tmp_path / "old"))
     assert_old_attack_settings(run.config)
+    assert_old_model_and_data(run.config)
     assert list(run.metrics.query("event == 'eval'")["accuracy"]) == [0.1, 0.3, 0.4]
 
 
@@ -134,6 +151,7 @@ def test_an_old_run_reopens_for_resume_and_new_rows_carry_the_schema(tmp_path):
     store, config, last = RunStore.open_for_resume(run_dir)
     assert last == 1 and [row["round"] for row in store.rows()] == [0, 1, 1, 1]  # round 2 was not committed
     assert_old_attack_settings(config)
+    assert_old_model_and_data(config)
     store.append({"round": 2, "event": "eval", "loss": 2.0, "accuracy": 0.4})
     assert [row.get("schema") for row in store.rows()] == [None, None, None, None, SCHEMA_VERSION]
 
@@ -164,6 +182,29 @@ def test_a_written_config_carries_its_schema_version_and_reads_back_identically(
     assert yaml.safe_load(text)["schema_version"] == SCHEMA_VERSION
     assert "tv_weight" not in text and "bn_weight" not in text
     assert parse_config(yaml.safe_load(text)) == config
+
+
+@pytest.mark.parametrize(
+    "section, key, value",
+    [("model", "norm", "group"), ("model", "pretrained", True), ("data", "root", "/elsewhere"), ("data", "download", False)],
+)
+def test_an_old_flat_key_that_was_set_is_still_an_error_naming_the_plugin(section, key, value):
+    """Only the old unset value is dropped: a value someone chose, for a model or data set that ignores it, is said."""
+    from fedsim.config import ConfigError
+
+    raw = {"model": {"name": "lenet"}, "data": {"dataset": "digits"}}
+    raw[section][key] = value
+    owner = "model 'lenet'" if section == "model" else "data set 'digits'"
+    with pytest.raises(ConfigError, match=f"^unknown key '{section}.{key}' for {owner}; allowed here: "):
+        parse_config(raw)
+
+
+def test_a_file_of_the_current_schema_gets_no_leniency_for_old_flat_keys():
+    from fedsim.config import ConfigError
+
+    parse_config({"schema_version": 2, "model": {"name": "tv:resnet18", "norm": "batch", "dropout": 0}})
+    with pytest.raises(ConfigError, match="^unknown key 'model.norm' for model 'tv:resnet18'"):
+        parse_config({"schema_version": SCHEMA_VERSION, "model": {"name": "tv:resnet18", "norm": "batch"}})
 
 
 def test_a_config_from_a_newer_fedsim_is_refused_in_one_line():

@@ -435,3 +435,17 @@ def test_image_dataset_rejects_arrays_other_code_could_not_rely_on() -> None:
         ImageDataset(x.astype(np.float64), y, x, y, 1, ("a",))
     with pytest.raises(ValueError, match="class names"):
         ImageDataset(x, y, x, y, 2, ("a",))
+
+
+def test_each_data_set_takes_the_keys_it_uses(tmp_path: Path) -> None:
+    np.savez(tmp_path / "a.npz", x=np.zeros((4, 8, 8), np.uint8), y=np.arange(4))
+    assert type(data_config(dataset="npz", path=tmp_path / "a.npz")).__name__ == "FileDataConfig"
+    assert data_config(dataset="cifar10", root=tmp_path, download=False).root == tmp_path
+    with pytest.raises(ConfigError) as error:
+        parse_config({"data": {"dataset": "npz", "path": str(tmp_path / "a.npz"), "download": False}})
+    assert str(error.value) == (
+        "unknown key 'data.download' for data set 'npz'; allowed here: dataset, image_size, test_fraction, "
+        "max_train_samples, max_test_samples, normalize, partition, path"
+    )
+    with pytest.raises(ConfigError, match="^unknown key 'data.path' for data set 'cifar10'; allowed here: .*, root, download$"):
+        parse_config({"data": {"dataset": "cifar10", "path": str(tmp_path / "a.npz")}})

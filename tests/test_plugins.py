@@ -180,3 +180,78 @@ def test_attack_options_travel_as_pickles_and_plain_mappings():
     assert pickle.loads(pickle.dumps(options)) == options
     assert AttackOptions.model_validate(options.model_dump()) == options == AttackOptions(**options.model_dump())
     assert (options.name, options.restarts, options.inverts, options.applies_to("aggregate")) == ("gradinversion", 1, "both", True)
+
+
+EXTRA_REGULARIZER = '''
+"""A regularizer from outside fedsim: the mean squared pixel of the dummy images."""
+
+from typing import Literal
+
+from pydantic import Field
+
+from adversary.attacks.regularizers import REGULARIZERS, Regularizer, RegularizerConfig
+
+
+class EnergyRegularizer(RegularizerConfig):
+    name: Literal["energy"] = Field("energy", description="mean squared pixel of the dummy images")
+
+
+REGULARIZERS.register("energy", help="mean squared pixel", config=EnergyRegularizer)(
+    Regularizer(term=lambda x, context=None: x.pow(2).mean())
+)
+'''
+
+
+@pytest.fixture
+def extra_regularizer(tmp_path, monkeypatch):
+    """A regularizer module named by an entry point, imported after adversary.attacks built its option models."""
+    from adversary.attacks.regularizers import REGULARIZERS
+
+    (tmp_path / "fedsim_extra_regularizer.py").write_text(textwrap.dedent(EXTRA_REGULARIZER))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    entry_point = importlib.metadata.EntryPoint(name="energy", value="fedsim_extra_regularizer", group=plugins.ENTRY_POINT_GROUP)
+    monkeypatch.setattr(importlib.metadata, "entry_points",
+                        lambda **selection: [entry_point] if selection.get("group") == plugins.ENTRY_POINT_GROUP else [])  # fmt: skip
+    refresh_plugins()
+    yield
+    REGULARIZERS.unregister("energy")
+    plugins._loaded.discard("fedsim_extra_regularizer")
+    sys.modules.pop("fedsim_extra_regularizer", None)
+    monkeypatch.undo()
+    refresh_plugins()
+
+
+def test_a_regularizer_from_an_entry_point_is_named_in_attack_configs_and_the_schema(extra_regularizer):
+    from adversary.attacks.regularizers import REGULARIZERS
+    from fedsim.config import AttackOptions
+
+    config = parse_config({"adversary": {"attacks": [
+        {"name": "ig", "regularizers": [{"name": "energy", "weight": 0.5}, {"name": "tv", "weight": 0.01}]}]}})  # fmt: skip
+    attack = config.adversary.attacks[0]
+    assert type(attack.regularizers[0]).__name__ == "EnergyRegularizer" and attack.weight_of("energy") == 0.5
+    assert AttackOptions(name="dlg", regularizers=[{"name": "energy", "weight": 1}]).weight_of("energy") == 1
+    with pytest.raises(ConfigError, match=r"adversary.attacks\[0\].regularizers\[0\].weight: Field required"):
+        parse_config({"adversary": {"attacks": [{"name": "ig", "regularizers": ["energy"]}]}})
+    assert "adversary.attacks[gradinversion].regularizers[energy].weight" in {row[0] for row in schema_rows()}
+    assert REGULARIZERS.get("energy").term(torch.full((1, 1, 2, 2), 3.0)) == 9.0
+
+
+def test_the_extra_regularizer_is_gone_after_the_test():
+    with pytest.raises(ConfigError, match="unknown regularizer 'energy'"):
+        parse_config({"adversary": {"attacks": [{"name": "ig", "regularizers": [{"name": "energy", "weight": 1}]}]}})
+
+
+def test_models_and_data_sets_register_their_config_models():
+    from fedsim.data import DATASETS
+    from fedsim.models import MODELS
+
+    rows = {row[0] for row in schema_rows()}
+    for name in MODELS:
+        assert MODELS.config(name) is not None and f"model[{name}]" in rows
+    assert {"model[resnet18].norm", "model[convnet].norm", "model[tv].pretrained", "data[npz].path",
+            "data[imagefolder].path", "data[cifar10].root", "data[mnist].download"} <= rows  # fmt: skip
+    assert not {"model[lenet].norm", "model[tv].dropout", "data[digits].path", "data[npz].root"} & rows
+    assert [row[0] for row in plugin_schema("model.resnet18")] == [
+        "model[resnet18]", "model[resnet18].activation", "model[resnet18].width", "model[resnet18].dropout",
+        "model[resnet18].norm"]  # fmt: skip
+    assert all(DATASETS.config(name) is not None for name in DATASETS)
