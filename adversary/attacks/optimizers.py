@@ -81,10 +81,13 @@ def lbfgs(
         done |= g.abs().amax(dim=1) <= grad_floor
         if bool(done.all()):
             # Every problem has finished: the remaining iterations would not move anything.
+            budget.iterations = iterations
             if monitor is not None:
                 for later in range(iteration, iterations + 1):
+                    if budget.exhausted():  # a long padding (millions of iterations) obeys the time limit too
+                        budget.iterations, budget.cut = later - 1, True
+                        break
                     monitor(later, v, f)
-            budget.iterations = iterations
             break
         if budget.exhausted():
             budget.cut = True
