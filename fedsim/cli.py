@@ -93,7 +93,11 @@ def _cmd_config_schema(args: argparse.Namespace) -> int:
     if args.markdown:
         print(schema_markdown(rows), end="")
         return 0
-    table = Table("key", "type", "default", "description", box=None, show_lines=False)
+    table = Table(box=None, show_lines=False)
+    table.add_column("key", no_wrap=True)  # a key is what users copy: never cut it short
+    table.add_column("type", overflow="fold")
+    table.add_column("default", overflow="fold")
+    table.add_column("description", overflow="fold")
     for row in rows:  # keys hold brackets, which rich would read as markup
         table.add_row(*(escape(cell) for cell in row))
     Console(width=200).print(table)

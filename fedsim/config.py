@@ -112,7 +112,7 @@ class ClientResources(Section):
     gpus: float = Field(0.0, ge=0, description="GPU share per simulated client (fractions allowed)")
 
 
-class InjectedFailure(Section):
+class FailureInjection(Section):
     round: int = Field(..., ge=1, description="round in which the client fails")
     client: int = Field(..., ge=0, description="partition id of the failing client")
     kind: Literal["exception", "nan", "hang"] = Field(
@@ -125,7 +125,7 @@ class InjectedFailure(Section):
     )
 
     @model_validator(mode="after")
-    def _nan_needs_training(self) -> "InjectedFailure":
+    def _nan_needs_training(self) -> "FailureInjection":
         if self.kind == "nan" and self.stage not in (None, SECAGG_TRAINING_STAGE):
             raise ValueError(
                 f"stage = '{self.stage}': a nan loss comes from training, which happens in stage "
@@ -144,7 +144,7 @@ class FederationConfig(Section):
     )
     round_timeout: float = Field(3600.0, gt=0, description="seconds to wait for replies before a client counts as failed")
     client_resources: ClientResources = Field(default_factory=ClientResources, description="Ray resources per client")
-    failures: list[InjectedFailure] = Field(
+    failures: list[FailureInjection] = Field(
         default_factory=list, description="failures to inject (dropout studies, robustness tests)"
     )
 
