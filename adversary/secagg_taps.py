@@ -29,8 +29,8 @@ from flwr.server.client_proxy import ClientProxy
 from flwr.serverapp import Grid
 
 import fedsim.wire as wire
-from adversary.taps import ClientReport, RoundFilter, Sink, TappedUpdate, WireTap, every_round, tapped_update
-from strategies.base import SAMPLE_TRAIN, LegacyStrategy, Row
+from adversary.taps import ClientReport, ListeningStrategy, RoundFilter, Sink, TappedUpdate, WireTap, every_round, tapped_update
+from strategies.base import LegacyStrategy
 
 Layout = Mapping[str, Sequence[int]]  # the architecture's state_dict names and shapes, in the order arrays travel
 
@@ -58,30 +58,19 @@ def decode_masked_vector(
     return [array / ratio for array in dequantize(body, clipping_range, quantization_range)]
 
 
-class LegacyStrategyTap:
+class LegacyStrategyTap(ListeningStrategy):
     """Wraps a legacy strategy: sees what SecAggPlusWorkflow gives it to aggregate, and what it releases.
 
     Everything else of the strategy contract is forwarded as it is.
     """
 
+    strategy: LegacyStrategy
+
     def __init__(self, strategy: LegacyStrategy, sink: Sink, layout: Layout, wants: RoundFilter = every_round) -> None:
-        self.strategy = strategy
-        self.protocol = strategy.protocol
-        self._sink = sink
-        self._layout = dict(layout)
-        self._wants = wants
-        self._global: dict[int, dict[str, torch.Tensor]] = {}
+        super().__init__(strategy, sink, wants)
+        self._layout = dict(layout)  # the legacy path sends unnamed arrays, in state_dict order
 
     # --- forwarded
-    def bind(self, node_of_partition: Mapping[int, int]) -> None:
-        self.strategy.bind(node_of_partition)
-
-    def sample_partitions(self, server_round: int, purpose: str = SAMPLE_TRAIN) -> list[int]:
-        return self.strategy.sample_partitions(server_round, purpose)
-
-    def round_metrics(self, server_round: int) -> Row:
-        return self.strategy.round_metrics(server_round)
-
     def summed_vectors(self, server_round: int) -> int | None:
         return self.strategy.summed_vectors(server_round)
 

@@ -153,20 +153,17 @@ class WireTap(ForwardingGrid):
         return collect_replies(self, messages, timeout)
 
 
-class StrategyTap:
-    """Wraps a strategy: sees the replies it aggregates and the aggregate (honest-but-curious server).
+class ListeningStrategy:
+    """What every strategy tap shares: the wrapped strategy, what it listens for, and the part of the
+    strategy contract that every protocol has, forwarded explicitly (no ``__getattr__``)."""
 
-    Everything else of the strategy contract is forwarded as it is.
-    """
-
-    def __init__(self, strategy: MessageStrategy, sink: Sink, wants: RoundFilter = every_round) -> None:
+    def __init__(self, strategy: Any, sink: Sink, wants: RoundFilter = every_round) -> None:
         self.strategy = strategy
         self.protocol = strategy.protocol
         self._sink = sink
         self._wants = wants
-        self._global: dict[int, dict[str, torch.Tensor]] = {}
+        self._global: dict[int, dict[str, torch.Tensor]] = {}  # round -> the global model it sent
 
-    # --- forwarded
     def bind(self, node_of_partition: Mapping[int, int]) -> None:
         self.strategy.bind(node_of_partition)
 
@@ -175,6 +172,17 @@ class StrategyTap:
 
     def round_metrics(self, server_round: int) -> Row:
         return self.strategy.round_metrics(server_round)
+
+
+class StrategyTap(ListeningStrategy):
+    """Wraps a strategy: sees the replies it aggregates and the aggregate (honest-but-curious server).
+
+    Everything else of the strategy contract is forwarded as it is.
+    """
+
+    strategy: MessageStrategy
+
+    # --- forwarded
 
     def configure_evaluate(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
