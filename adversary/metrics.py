@@ -91,7 +91,7 @@ def label_accuracy(pred: torch.Tensor, true: torch.Tensor) -> float:
 
 
 def alexnet_checkpoint_path() -> Path:
-    """Where torchvision keeps (and this lab looks for) ImageNet AlexNet weights; read at call time."""
+    """Where torchvision keeps (and fedsim looks for) ImageNet AlexNet weights; read at call time."""
     return Path(torch.hub.get_dir()) / "checkpoints" / ALEXNET_CHECKPOINT
 
 
@@ -153,7 +153,7 @@ class Lpips:
             return
         checkpoint = alexnet_checkpoint_path()
         if not checkpoint.is_file():
-            self.unavailable_reason = f"no ImageNet AlexNet weights at {checkpoint} (this lab never downloads them)"
+            self.unavailable_reason = f"no ImageNet AlexNet weights at {checkpoint} (fedsim does not download them: place torchvision's alexnet-owt-7be5be79.pth there)"
             _warn_unavailable(self.unavailable_reason)
             return
         try:
