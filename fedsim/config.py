@@ -294,7 +294,7 @@ class AdversaryConfig(Section):
     attacks: list[Attack] = Field(default_factory=list, description="attacks to run (empty = no adversary)")
     device: str = Field("auto", description="where attacks run: `auto`, `cpu`, `cuda`, `cuda:N`")
     workers: int = Field(
-        1, ge=1, description="attacks running at once, beside the training (on CPU they share the cores)"
+        1, ge=1, description="attack worker processes running at once, beside the training (each holds adversary.resources)"
     )
     resources: AttackWorkerResources = Field(
         default_factory=AttackWorkerResources, description="what each attack worker process holds, as client_resources"
