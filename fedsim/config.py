@@ -357,9 +357,14 @@ class OutputConfig(Section):
     @field_validator("run_name")
     @classmethod
     def _safe_name(cls, value: str | None) -> str | None:
-        if value is not None and not re.fullmatch(r"[A-Za-z0-9._-]+", value):
-            raise ValueError(f"'{value}' may only contain letters, digits, '.', '_' and '-'")
-        return value
+        return None if value is None else directory_name(value)
+
+
+def directory_name(value: str) -> str:
+    """``value`` if it names one folder inside ``output.dir`` (no separator, no ``..``), else a ValueError."""
+    if not re.fullmatch(r"[A-Za-z0-9._-]+", value) or set(value) == {"."}:
+        raise ValueError(f"'{value}' may only contain letters, digits, '.', '_' and '-' (and not be only dots)")
+    return value
 
 
 # -------------------------------------------------------------------------------------------- root
@@ -381,6 +386,11 @@ class ExperimentConfig(Section):
     @classmethod
     def _device(cls, value: str) -> str:
         return check_device(value)
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_one_folder(cls, value: str) -> str:
+        return directory_name(value)  # the run directory is <output.dir>/<name>-<timestamp>
 
     @model_validator(mode="after")
     def _dp_fits_federation(self) -> "ExperimentConfig":

@@ -159,3 +159,14 @@ def test_schema_documents_every_field():
     assert all(description for _, _, _, description in rows)
     # a key is documented where it means something: norm for the models with norm layers, path for file data sets
     assert not {"model.norm", "model[lenet].norm", "model[tv].activation", "data.path", "data[digits].root"} & keys
+
+
+@pytest.mark.parametrize("name", ["../../x", "/tmp/x", "a/b", "..", "."])
+def test_a_name_that_would_leave_the_output_folder_is_refused_in_one_line(name):
+    with pytest.raises(ConfigError) as error:
+        parse_config({"name": name})
+    assert str(error.value) == (
+        f"name = {name!r}: '{name}' may only contain letters, digits, '.', '_' and '-' (and not be only dots)"
+    )
+    with pytest.raises(ConfigError, match=r"^output\.run_name = "):
+        parse_config({"output": {"run_name": name}})
