@@ -44,24 +44,27 @@ DEFENSES.register("scale", help="scale the update by a constant", config=ScaleDe
 '''
 
 
+def install_entry_point_plugin(tmp_path, monkeypatch, module: str, source: str, registry, name: str):
+    """Install ``source`` as ``module``, named in the `fedsim.plugins` entry points as a package would; yields,
+    then removes the plugin ``name`` from ``registry`` and recomposes the config without it."""
+    (tmp_path / f"{module}.py").write_text(textwrap.dedent(source))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    entry_point = importlib.metadata.EntryPoint(name=name, value=module, group=plugins.ENTRY_POINT_GROUP)
+    monkeypatch.setattr(importlib.metadata, "entry_points",
+                        lambda **selection: [entry_point] if selection.get("group") == plugins.ENTRY_POINT_GROUP else [])  # fmt: skip
+    refresh_plugins()
+    yield
+    registry.unregister(name)
+    plugins._loaded.discard(module)
+    sys.modules.pop(module, None)
+    monkeypatch.undo()
+    refresh_plugins()
+
+
 @pytest.fixture
 def extra_defense(tmp_path, monkeypatch):
     """The module above, installed as if by a package that names it in its `fedsim.plugins` entry points."""
-    (tmp_path / "fedsim_extra_defense.py").write_text(textwrap.dedent(EXTRA_DEFENSE))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    entry_point = importlib.metadata.EntryPoint(name="scale", value="fedsim_extra_defense", group=plugins.ENTRY_POINT_GROUP)
-
-    def entry_points(**selection):
-        return [entry_point] if selection.get("group") == plugins.ENTRY_POINT_GROUP else []
-
-    monkeypatch.setattr(importlib.metadata, "entry_points", entry_points)
-    refresh_plugins()
-    yield
-    DEFENSES.unregister("scale")
-    plugins._loaded.discard("fedsim_extra_defense")
-    sys.modules.pop("fedsim_extra_defense", None)
-    monkeypatch.undo()
-    refresh_plugins()
+    yield from install_entry_point_plugin(tmp_path, monkeypatch, "fedsim_extra_defense", EXTRA_DEFENSE, DEFENSES, "scale")
 
 
 def test_a_defense_from_an_entry_point_validates_shows_in_the_schema_and_runs(extra_defense, capsys):
@@ -207,18 +210,9 @@ def extra_regularizer(tmp_path, monkeypatch):
     """A regularizer module named by an entry point, imported after adversary.attacks built its option models."""
     from adversary.attacks.regularizers import REGULARIZERS
 
-    (tmp_path / "fedsim_extra_regularizer.py").write_text(textwrap.dedent(EXTRA_REGULARIZER))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    entry_point = importlib.metadata.EntryPoint(name="energy", value="fedsim_extra_regularizer", group=plugins.ENTRY_POINT_GROUP)
-    monkeypatch.setattr(importlib.metadata, "entry_points",
-                        lambda **selection: [entry_point] if selection.get("group") == plugins.ENTRY_POINT_GROUP else [])  # fmt: skip
-    refresh_plugins()
-    yield
-    REGULARIZERS.unregister("energy")
-    plugins._loaded.discard("fedsim_extra_regularizer")
-    sys.modules.pop("fedsim_extra_regularizer", None)
-    monkeypatch.undo()
-    refresh_plugins()
+    yield from install_entry_point_plugin(
+        tmp_path, monkeypatch, "fedsim_extra_regularizer", EXTRA_REGULARIZER, REGULARIZERS, "energy"
+    )
 
 
 def test_a_regularizer_from_an_entry_point_is_named_in_attack_configs_and_the_schema(extra_regularizer):
