@@ -13,7 +13,24 @@ this module adds what a fedsim run needs on top of it, in a mixin shared by all 
   ``--resume`` reproduces it (Flower draws from numpy's global generator, which is seeded for the
   call and restored afterwards; the attacker is never given the seed);
 * every round reports its clipping norm, the noise it added and the cumulative epsilon (see
-  ``strategies.privacy``) for the round's `eval` row, and a resumed run replays them.
+  ``strategies.privacy``) for the round's `eval` row, and a resumed run replays them;
+* the estimator the noise protects, and its sensitivity under the adjacency "add or remove one client"
+  (user-level DP), which the accounting uses (``sensitivity``).
+
+The estimator (``strategy.dp.estimator``):
+
+* ``fixed-denominator`` (default; McMahan et al. 2018, DP-FedAvg): ``x + sum_k w_k (x_k - x) / m``
+  over the clipped updates ``x_k - x`` (norm <= C), with ``w_k = min(n_k, W) / W`` for a public bound
+  ``W`` on a client's weight (``max_weight``; null: every weight 1) and the public denominator ``m``,
+  the number of clients sampled per round. Adding or removing one client changes one term by at most
+  ``C / m``: the sensitivity is ``C / m`` whatever the clients report, and Flower's noise
+  ``z C / m`` gives noise multiplier ``z``. Fewer replies than ``m`` shrink the step, they never
+  enlarge a client's influence.
+* ``weighted-mean``: FedAvg's ``sum_k n_k x_k / sum_k n_k`` over the reported counts. Adding client
+  ``j`` moves it by ``s_j (x_j - mean)`` with share ``s_j = n_j / (N + n_j)``; the counts are what
+  clients report, so no public bound keeps ``s_j`` below 1, and ``||x_j - mean|| <= 2C``: the
+  sensitivity is ``2C`` and the noise multiplier ``z C / m / (2C) = z / (2m)``. Honest, and small:
+  use ``fixed-denominator`` for a useful guarantee.
 
 Wrapping order: the adversary's server tap wraps the result (``StrategyTap(DP(FedAvg))``), so it sees
 the replies as the server receives them (clipped by the clients under client-side clipping, raw under
@@ -25,10 +42,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
+from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord
 from flwr.clientapp.mod import adaptiveclipping_mod, fixedclipping_mod
 from flwr.clientapp.typing import Mod
 from flwr.serverapp import Grid
@@ -46,7 +63,7 @@ import fedsim.wire as wire
 from fedsim.base import Registry, Section
 from fedsim.seeding import derive_seed
 from strategies.base import SAMPLE_TRAIN, MessageStrategy, Row
-from strategies.fedavg import sample_size
+from strategies.fedavg import partition_of, sample_size
 from strategies.privacy import ACCOUNTANT, AggregatePrivacyLedger
 
 if TYPE_CHECKING:
@@ -77,11 +94,19 @@ class DpConfig(Section):
     clipped_count_stddev: float | None = Field(
         None, ge=0, description="(adaptive) noise std of the clipped count (null = num_sampled_clients / 20)"
     )
-    delta: float | None = Field(None, gt=0, lt=1, description="delta of the reported epsilon (null = 1 / num_clients)")
+    estimator: Literal["fixed-denominator", "weighted-mean"] = Field(
+        "fixed-denominator",
+        description="the aggregate the noise protects: fixed-denominator (sensitivity C/m, public weights "
+        "min(num-examples, max_weight)/max_weight) or weighted-mean (reported counts, sensitivity 2C)",
+    )
+    max_weight: float | None = Field(
+        None, gt=0, description="(fixed-denominator) public bound on a client's num-examples weight (null = weight 1 each)"
+    )
+    delta: float = Field(1e-5, gt=0, lt=1, description="delta of the reported epsilon (adjacency: add/remove one client)")
     amplification: bool = Field(
-        True,
-        description="credit amplification by client sampling in epsilon (as Poisson, rate sampled/num_clients); "
-        "false = each round a full Gaussian release",
+        False,
+        description="credit amplification by client sampling (as Poisson, rate sampled/num_clients); sound only "
+        "where the sampling is secret from the adversary (the server and mitm taps see who was sampled)",
     )
 
     @field_validator("kind")
@@ -93,6 +118,11 @@ class DpConfig(Section):
 
     @model_validator(mode="after")
     def _adaptive_options(self) -> "DpConfig":
+        if self.max_weight is not None and self.estimator != "fixed-denominator":
+            raise ValueError(
+                f"max_weight = {self.max_weight}: only estimator 'fixed-denominator' uses it; "
+                f"estimator is '{self.estimator}'"
+            )
         if not DP_MECHANISMS.get(self.kind).adaptive:
             for key in _ADAPTIVE_ONLY:
                 if getattr(self, key) is not None:
@@ -137,28 +167,77 @@ def seeded_numpy(seed: int) -> Iterator[None]:
         np.random.set_state(saved)
 
 
-def effective_noise_multiplier(
-    noise_std: float, clipping_norm: float, weights: Sequence[float], count_noise_std: float | None = None
-) -> float:
-    """Noise std over the most one client can move the released aggregate; what the accountant needs.
+ADJACENCY = "add/remove one client"
 
-    Flower calibrates the noise to an unweighted mean of ``num_sampled_clients`` updates
-    (std = z * C / m). FedAvg weights by num-examples, so one client can move the aggregate by up to
-    ``C * its share``, and fewer replies than ``m`` raise every share: the effective multiplier is
-    ``std / (C * largest share)``, equal to ``z`` exactly when m equal-weight replies arrive. (The
-    shares are treated as public: the adversary is told sample counts.) Adaptive clipping also
-    releases the noisy count of clipped updates, a second Gaussian on the same clients with
-    sensitivity 1 (Flower counts unshifted bits); both compose into one Gaussian, (z1^-2 + z2^-2)^-1/2.
+
+def sensitivity(estimator: str, clipping_norm: float, num_sampled_clients: int) -> float:
+    """The most adding or removing one client moves the estimator's output (derivations: module docstring)."""
+    if estimator == "fixed-denominator":
+        return clipping_norm / num_sampled_clients
+    return 2 * clipping_norm
+
+
+def effective_noise_multiplier(noise_std: float, sensitivity: float, count_noise_std: float | None = None) -> float:
+    """Noise std over the estimator's sensitivity: the noise multiplier the accountant needs.
+
+    Adaptive clipping also releases the noisy count of clipped updates, a second Gaussian on the same
+    clients with sensitivity 1 (Flower counts unshifted bits); both compose into one Gaussian,
+    (z1^-2 + z2^-2)^-1/2.
     """
-    if not weights or noise_std <= 0:
+    if noise_std <= 0:
         return 0.0
-    share = max(weights) / sum(weights)
-    multiplier = noise_std / (clipping_norm * share)
+    multiplier = noise_std / sensitivity
     if count_noise_std is None:
         return multiplier
     if count_noise_std <= 0:
         return 0.0
     return (multiplier**-2 + count_noise_std**-2) ** -0.5
+
+
+class FixedDenominatorMean:
+    """``estimator: fixed-denominator`` in front of FedAvg: ``x + sum_k w_k (x_k - x) / m``.
+
+    Flower's wrappers clip the replies, call this ``aggregate_train``, then noise what it returns; every
+    other call goes to the wrapped FedAvg (sampling, metrics, the min_fit_clients rule).
+    """
+
+    def __init__(self, strategy: MessageStrategy, denominator: int, max_weight: float | None) -> None:
+        self.strategy = strategy
+        self.denominator = denominator
+        self.max_weight = max_weight
+        self._current: dict[int, ArrayRecord] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.strategy, name)
+
+    def weight(self, reply: Message) -> float:
+        if self.max_weight is None:
+            return 1.0
+        return min(float(wire.reply_metrics(reply)[wire.NUM_EXAMPLES]), self.max_weight) / self.max_weight
+
+    def configure_train(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        self._current[server_round] = arrays
+        return self.strategy.configure_train(server_round, arrays, config, grid)
+
+    def aggregate_train(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        ordered = sorted((r for r in replies if not r.has_error()), key=partition_of)
+        mean, metrics = self.strategy.aggregate_train(server_round, ordered)  # FedAvg's checks and metrics
+        current = self._current.pop(server_round)
+        if mean is None:
+            return None, metrics
+        base = current.to_numpy_ndarrays()
+        total = [np.zeros(array.shape, dtype=np.float64) for array in base]
+        for reply in ordered:
+            weight = self.weight(reply)
+            sent = reply.content[self.strategy.arrayrecord_key].to_numpy_ndarrays()
+            for summed, value, start in zip(total, sent, base, strict=True):
+                summed += weight * (value.astype(np.float64) - start)
+        arrays = [(start + summed / self.denominator).astype(start.dtype) for start, summed in zip(base, total)]
+        return ArrayRecord(dict(zip(current.keys(), (Array(a) for a in arrays), strict=True))), metrics
 
 
 class FedsimDp:
@@ -175,12 +254,15 @@ class FedsimDp:
     def __init__(
         self, strategy: MessageStrategy, *, mechanism: str, seed: int, population: int, settings: DpConfig, **flower: Any
     ) -> None:
+        if settings.estimator == "fixed-denominator":
+            strategy = FixedDenominatorMean(strategy, flower["num_sampled_clients"], settings.max_weight)
         super().__init__(strategy, **flower)  # type: ignore[call-arg]
         self.mechanism = mechanism
+        self.estimator = settings.estimator
         self.seed = seed
         self.population = population
         self.amplification = settings.amplification
-        self.ledger = AggregatePrivacyLedger(settings.delta if settings.delta is not None else 1 / population)
+        self.ledger = AggregatePrivacyLedger(settings.delta)
         self._sampled: dict[int, int] = {}
         self._rows: dict[int, Row] = {}
 
@@ -208,15 +290,17 @@ class FedsimDp:
         clipped_at = self.clipping_norm  # adaptive wrappers move it during aggregation
         with seeded_numpy(derive_seed(self.seed, "dp-noise", server_round)):
             aggregated, metrics = super().aggregate_train(server_round, replies)  # type: ignore[misc]
-        row: Row = {"dp_mechanism": self.mechanism, "dp_clipping_norm": clipped_at}
+        bound = sensitivity(self.estimator, clipped_at, self.num_sampled_clients)
+        row: Row = {"dp_mechanism": self.mechanism, "dp_clipping_norm": clipped_at, "dp_sensitivity": bound}
         if aggregated is None:  # nothing released (a failed client, too few replies): nothing spent
             row |= {"dp_noise_std": 0.0, "dp_noise_multiplier": None, "dp_sample_rate": None}
         else:
+            # the noise Flower added: adaptive wrappers draw it at the bound they have just moved
             noise_std = compute_stdv(self.noise_multiplier, self.clipping_norm, self.num_sampled_clients)
-            weights = [self._weight(reply) for reply in replies if not reply.has_error()]
             count_noise = self.clipped_count_stddev if self.adaptive else None
-            multiplier = effective_noise_multiplier(noise_std, clipped_at, weights, count_noise)
-            rate = self._sampled.get(server_round, len(weights)) / self.population if self.amplification else 1.0
+            multiplier = effective_noise_multiplier(noise_std, bound, count_noise)
+            replied = sum(1 for reply in replies if not reply.has_error())
+            rate = self._sampled.get(server_round, replied) / self.population if self.amplification else 1.0
             self.ledger.release(multiplier, rate)
             row |= {"dp_noise_std": noise_std, "dp_noise_multiplier": multiplier, "dp_sample_rate": rate}
         if self.adaptive:
@@ -224,13 +308,18 @@ class FedsimDp:
         self._rows[server_round] = row
         return aggregated, metrics
 
-    def _weight(self, reply: Message) -> float:
-        return float(wire.reply_metrics(reply)[wire.NUM_EXAMPLES])
-
     def round_metrics(self, server_round: int) -> Row:
         """The round's DP fields for its `eval` row, with the cumulative epsilon so far."""
         row = self._rows.pop(server_round, {"dp_mechanism": self.mechanism, "dp_clipping_norm": self.clipping_norm})
-        return {**row, "dp_epsilon": self.ledger.epsilon(), "dp_delta": self.ledger.delta, "dp_accountant": ACCOUNTANT}
+        return {
+            **row,
+            "dp_epsilon": self.ledger.epsilon(),
+            "dp_delta": self.ledger.delta,
+            "dp_accountant": ACCOUNTANT,
+            "dp_adjacency": ADJACENCY,
+            "dp_estimator": self.estimator,
+            "dp_amplification": self.amplification,
+        }
 
     def restore(self, history: Iterable[Mapping[str, Any]]) -> None:
         """Continue a resumed run: replay the releases (and the adaptive norm) recorded in its `eval` rows."""

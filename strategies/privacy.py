@@ -8,10 +8,12 @@ client weights, accounts without sampling amplification only, and the adaptive w
 So the epsilon comes from Opacus' RDP accountant (a declared dependency): every released aggregate is
 one step of the (sub)sampled Gaussian mechanism with the round's effective noise multiplier.
 
-Opacus analyses Poisson sampling. FedAvg samples a fixed number of clients without replacement, so
-with ``amplification`` on the number is the usual Poisson approximation, not a proof; with it off
-every round counts as a full Gaussian release (rate 1), which is sound whatever the sampling, and is
-what applies when the adversary knows who was sampled (both taps do).
+Each release is accounted at ``noise std / sensitivity`` of the estimator (``strategies.dp``), under
+add/remove-one-client adjacency. By default every round counts as a full Gaussian release (rate 1),
+which is sound whatever the sampling and is what applies when the adversary knows who was sampled
+(both taps do). Opacus analyses Poisson sampling; FedAvg samples a fixed number of clients without
+replacement, so with ``amplification`` on (sampling secret from the adversary) the number is the
+usual Poisson approximation, not a proof.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from adversary.taps import AGGREGATE, StrategyTap
 from fedsim.config import ConfigError, parse_config
 from strategies import build_strategy
 from strategies.base import MessageStrategy
-from strategies.dp import DP_MECHANISMS, client_mods, effective_noise_multiplier
+from strategies.dp import DP_MECHANISMS, client_mods, effective_noise_multiplier, sensitivity
 from tiny_configs import TRAINING, merged, tiny_config
 
 NUM_CLIENTS = 4
@@ -74,6 +74,8 @@ def run_round(strategy, server_round: int, states: list[dict[str, torch.Tensor]]
         ({"kind": "client-fixd"}, "strategy.dp.kind = 'client-fixd': unknown dp mechanism 'client-fixd' (did you mean 'client-fixed'?)"),
         ({"num_sampled_clients": 9}, "strategy.dp.num_sampled_clients = 9: must be <= federation.num_clients (4)"),
         ({"delta": 1.0}, "strategy.dp.delta = 1.0: "),
+        ({"estimator": "median"}, "strategy.dp.estimator = 'median': "),
+        ({"estimator": "weighted-mean", "max_weight": 10}, "strategy.dp.max_weight = 10"),
         ({"kind": "server-fixed", "clip_norm_lr": 0.1}, "strategy.dp.clip_norm_lr = 0.1: only adaptive kinds"),
         ({"kind": "client-adaptive", "noise_multiplier": 1.0}, "strategy.dp.noise_multiplier = 1.0: adaptive clipping needs it < 2 * clipped_count_stddev"),
     ],
@@ -270,18 +272,35 @@ def test_round_metrics_pass_through_the_tap():
 # ---------------------------------------------------------------------------------------- epsilon
 
 
-def test_effective_noise_multiplier_accounts_for_weights_and_count_noise():
-    assert effective_noise_multiplier(0.25, 1.0, [1, 1, 1, 1]) == pytest.approx(1.0)
-    assert effective_noise_multiplier(0.25, 1.0, [1, 1, 1, 3]) == pytest.approx(0.25 / 0.5)  # one client holds half
-    assert effective_noise_multiplier(0.25, 1.0, [1, 1]) == pytest.approx(0.5)  # two of four replied
-    assert effective_noise_multiplier(0.25, 1.0, [1, 1, 1, 1], count_noise_std=1.0) == pytest.approx(2**-0.5)
-    assert effective_noise_multiplier(0.0, 1.0, [1, 1]) == 0.0
+def test_the_sensitivity_is_that_of_the_estimator_under_add_remove_one_client():
+    assert sensitivity("fixed-denominator", 1.0, 4) == pytest.approx(0.25)  # one of m terms, each <= C / m
+    assert sensitivity("weighted-mean", 1.0, 4) == pytest.approx(2.0)  # a reported count can take any share
+
+
+def test_effective_noise_multiplier_divides_by_the_sensitivity_and_composes_the_count_noise():
+    assert effective_noise_multiplier(0.25, 0.25) == pytest.approx(1.0)
+    assert effective_noise_multiplier(0.25, 2.0) == pytest.approx(0.125)
+    assert effective_noise_multiplier(0.25, 0.25, count_noise_std=1.0) == pytest.approx(2**-0.5)
+    assert effective_noise_multiplier(0.0, 0.25) == 0.0
+
+
+def test_the_weighted_mean_sensitivity_is_attained_by_a_client_reporting_a_huge_count():
+    # Neighbouring federations: three clients at one side of the clipping ball, and the same plus one client
+    # at the other side reporting a count that dwarfs theirs: the mean moves by nearly 2C, so C * share is no bound.
+    clip = 1.0
+    others = [np.array([-clip, 0.0])] * 3
+    mean = sum(others) / 3
+    added = (3 * 10 * mean + 10**9 * np.array([clip, 0.0])) / (3 * 10 + 10**9)
+    assert np.linalg.norm(added - mean) == pytest.approx(2 * clip, rel=1e-6)
+    assert np.linalg.norm(added - mean) <= sensitivity("weighted-mean", clip, 3)
 
 
 def test_epsilon_grows_per_release_and_matches_opacus():
     from opacus.accountants import RDPAccountant
 
-    config = dp_config(num_clients=8, fraction_fit=0.5, kind="server-fixed", noise_multiplier=1.2, delta=1e-3)
+    config = dp_config(
+        num_clients=8, fraction_fit=0.5, kind="server-fixed", noise_multiplier=1.2, delta=1e-3, amplification=True
+    )
     strategy = bound(config)
     epsilons = []
     for server_round in (1, 2, 3):
@@ -289,21 +308,44 @@ def test_epsilon_grows_per_release_and_matches_opacus():
         row = strategy.round_metrics(server_round)
         assert row["dp_noise_multiplier"] == pytest.approx(1.2) and row["dp_sample_rate"] == 0.5
         assert row["dp_delta"] == 1e-3 and row["dp_accountant"] == "opacus-rdp"
+        assert row["dp_adjacency"] == "add/remove one client" and row["dp_estimator"] == "fixed-denominator"
+        assert row["dp_sensitivity"] == pytest.approx(1.0 / 4) and row["dp_amplification"] is True
         epsilons.append(row["dp_epsilon"])
     reference = RDPAccountant()
     for _ in range(3):
         reference.step(noise_multiplier=1.2, sample_rate=0.5)
     assert 0 < epsilons[0] < epsilons[1] < epsilons[2] == pytest.approx(reference.get_epsilon(1e-3))
-    without = bound(dp_config(num_clients=8, fraction_fit=0.5, noise_multiplier=1.2, delta=1e-3, amplification=False))
+    without = bound(dp_config(num_clients=8, fraction_fit=0.5, noise_multiplier=1.2, delta=1e-3))
     run_round(without, 1, [small_step() for _ in range(4)])
+    assert without.round_metrics(1)["dp_sample_rate"] == 1.0  # amplification is off unless asked for
     assert without.round_metrics(1)["dp_epsilon"] > epsilons[0]
-    assert bound(dp_config()).ledger.delta == 1 / NUM_CLIENTS
 
 
-def test_unequal_weights_lower_the_accounted_noise():
-    strategy = bound(dp_config(kind="server-fixed", noise_multiplier=1.0))
+def test_delta_defaults_to_1e_5_and_amplification_to_off():
+    settings = dp_config().strategy.dp
+    assert settings.delta == 1e-5 and settings.amplification is False and settings.estimator == "fixed-denominator"
+    assert bound(dp_config()).ledger.delta == 1e-5
+
+
+def test_under_a_fixed_denominator_unequal_counts_neither_change_the_accounting_nor_a_clients_influence():
+    strategy = bound(dp_config(kind="server-fixed", noise_multiplier=0.0, max_weight=20))
+    steps = [shifted({n: torch.ones_like(v) for n, v in GLOBAL.items()}, 0.01 * (p + 1)) for p in range(4)]
+    _, aggregate = run_round(strategy, 1, steps, weights=[10, 10, 10, 1000])
+    weights = [0.5, 0.5, 0.5, 1.0]  # min(n, 20) / 20: the huge count is capped at the public bound
+    for name in GLOBAL:
+        expected = GLOBAL[name] + sum(w * (step[name] - GLOBAL[name]) for w, step in zip(weights, steps)) / 4
+        assert torch.allclose(aggregate[name], expected, atol=1e-6)
+    noisy = bound(dp_config(kind="server-fixed", noise_multiplier=1.0))
+    run_round(noisy, 1, [small_step() for _ in range(4)], weights=[10, 10, 10, 30])
+    assert noisy.round_metrics(1)["dp_noise_multiplier"] == pytest.approx(1.0)
+
+
+def test_the_weighted_mean_estimator_accounts_with_twice_the_clipping_norm():
+    strategy = bound(dp_config(kind="server-fixed", noise_multiplier=1.0, estimator="weighted-mean"))
     run_round(strategy, 1, [small_step() for _ in range(4)], weights=[10, 10, 10, 30])
-    assert strategy.round_metrics(1)["dp_noise_multiplier"] == pytest.approx(1.0 / (4 * 0.5))
+    row = strategy.round_metrics(1)
+    assert row["dp_sensitivity"] == pytest.approx(2.0)
+    assert row["dp_noise_multiplier"] == pytest.approx((1.0 * 1.0 / 4) / 2.0)
 
 
 def test_a_resumed_run_continues_the_epsilon_and_the_adaptive_norm():
@@ -349,6 +391,6 @@ def test_a_federation_under_client_side_dp_records_noise_and_epsilon(tmp_path):
         assert row["model_updated"] and row["dp_mechanism"] == "client-fixed" and row["dp_accountant"] == "opacus-rdp"
         assert row["dp_clipping_norm"] == 2.0 and row["dp_noise_std"] == pytest.approx(0.5 * 2.0 / 3)
         assert row["dp_delta"] == 1e-3 and row["dp_sample_rate"] == 1.0
-        assert 0 < row["dp_noise_multiplier"] <= 0.5  # Dirichlet partitions: unequal weights, less than sigma
+        assert row["dp_noise_multiplier"] == pytest.approx(0.5)  # fixed denominator: unequal partitions do not matter
         assert np.isfinite(row["accuracy"])
     assert 0 < evals[1]["dp_epsilon"] < evals[2]["dp_epsilon"] < math.inf

@@ -17,7 +17,9 @@ into epsilon. What fedsim adds is the federated bookkeeping:
 * ``target_epsilon``: the noise multiplier (Opacus' ``get_noise_multiplier``) that reaches it with
   ``delta`` after ``federation.rounds`` x local steps per round. That assumes the client trains in every
   round; a client sampled less often ends below the target, and its ledger reports what it really spent.
-* ``delta`` defaults to 1 / N, N being the client's own data set size (the data set DP protects here).
+* Adjacency: add or remove one sample of the client's own data set (example-level DP for that client).
+  ``delta`` defaults to 1e-5, below 1 / N for every partition of fewer than 100,000 samples; a config
+  may set another, and every row records the delta its epsilon is for.
 
 BatchNorm mixes the samples of a batch, so per-sample gradients do not exist for it: such models fail
 with one line before the run starts, unless ``fix_model: true`` has them built with Opacus' replacements
@@ -58,9 +60,13 @@ class DpsgdDefense(DefenseConfig):
     target_epsilon: float | None = Field(
         None, gt=0, description="epsilon to reach after all federation.rounds (assumes the client trains every round)"
     )
-    delta: float | None = Field(None, gt=0, lt=1, description="delta (null = 1 / client data set size)")
+    delta: float = Field(1e-5, gt=0, lt=1, description="delta of the reported epsilon (adjacency: add/remove one sample)")
     accountant: Literal["rdp", "prv"] = Field("rdp", description="Opacus privacy accountant")
-    poisson_sampling: bool = Field(True, description="Poisson-sampled batches (what the accountant assumes)")
+    poisson_sampling: bool = Field(
+        True,
+        description="Poisson-sampled batches, what the accountants assume; false = shuffled fixed-size batches, "
+        "whose epsilon the accountants do not cover (reported only as epsilon_if_poisson)",
+    )
     fix_model: bool = Field(False, description="replace layers Opacus cannot handle (BatchNorm -> GroupNorm)")
 
     @model_validator(mode="after")
@@ -135,7 +141,7 @@ class DpsgdSession(TrainingSession):
         self.context = plan.context
         self.steps = plan.steps
         self.sample_rate = plan.batch_size / plan.num_samples
-        self.delta = config.delta if config.delta is not None else 1.0 / plan.num_samples
+        self.delta = config.delta
         if config.noise_multiplier is not None:
             self.noise_multiplier = config.noise_multiplier
         else:
@@ -166,9 +172,16 @@ class DpsgdSession(TrainingSession):
 
     def finish(self) -> dict[str, float]:
         entry = LedgerEntry(self.context.server_round, self.noise_multiplier, self.sample_rate, self.steps)
-        history = ClientPrivacyLedger(self.context.state_dir).record(entry)
+        # The epsilon spent by the end of this round: a resumed run's rerun of round r reports what the
+        # uninterrupted run did, although the ledger may already hold round r + 1.
+        ledger = ClientPrivacyLedger(self.context.state_dir).record(entry)
+        history = [kept for kept in ledger if kept.round <= entry.round]
+        spent = epsilon(history, self.delta, self.config.accountant)
+        # Only Poisson batches are what the accountant analyses; anything else is labelled, never a guarantee.
+        accounted = {"epsilon": spent} if self.config.poisson_sampling else {"epsilon_if_poisson": spent}
         return {
-            "epsilon": epsilon(history, self.delta, self.config.accountant),
+            **accounted,
+            "accountant_covers": float(self.config.poisson_sampling),
             "delta": self.delta,
             "noise_multiplier": self.noise_multiplier,
             "sample_rate": self.sample_rate,

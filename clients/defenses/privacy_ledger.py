@@ -3,15 +3,22 @@
 Flower may run a client on a different Ray actor every round, so an accountant in process memory would
 forget earlier rounds. The ledger is a small JSON file per client (``<state_dir>/privacy.json``) with
 one entry per round it trained in; Opacus' accountants are rebuilt from it every round. Entries are
-keyed by round: recording round ``r`` first drops every entry of round ``r`` or later, so a round that
-ran before a kill and runs again after ``fedsim run --resume`` is counted once, and the resumed run
-reports the same epsilon as an uninterrupted one.
+keyed by round: recording round ``r`` replaces round ``r``'s entry and nothing else, so a round that ran
+before a kill and runs again after ``fedsim run --resume`` is counted once (the resumed run reports the
+same epsilon as an uninterrupted one), and a client that timed out in round ``r`` but finishes after it
+already trained in round ``r + 1`` adds its late round without erasing the later one: the late update
+was computed and sent, so its privacy is spent whether or not the server used it. Read, change and write
+happen under an exclusive lock on the ledger, because the late round and the next one can finish at the
+same moment on two Ray actors.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -45,13 +52,29 @@ class ClientPrivacyLedger:
         return [LedgerEntry(**entry) for entry in json.loads(self.path.read_text())["rounds"]]
 
     def record(self, entry: LedgerEntry) -> list[LedgerEntry]:
-        """Replace whatever was recorded for ``entry.round`` and later by ``entry``; return the history."""
-        self.entries = [kept for kept in self.entries if kept.round < entry.round] + [entry]
-        if self.path is not None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            # a kill mid-write leaves the previous ledger, never half of one
-            write_json_atomic(self.path, {"rounds": [asdict(kept) for kept in self.entries]}, indent=1)
+        """Replace whatever was recorded for ``entry.round`` by ``entry``; return the history, by round."""
+        with self._locked():
+            if self.path is not None:
+                self.entries = self._load()  # what another actor recorded since this ledger was opened
+            kept = [other for other in self.entries if other.round != entry.round]
+            self.entries = sorted([*kept, entry], key=lambda e: e.round)
+            if self.path is not None:
+                # a kill mid-write leaves the previous ledger, never half of one
+                write_json_atomic(self.path, {"rounds": [asdict(e) for e in self.entries]}, indent=1)
         return self.entries
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        if self.path is None:
+            yield
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path.with_name(self.path.name + ".lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def accountant_history(entries: list[LedgerEntry]) -> list[tuple[float, float, int]]:
