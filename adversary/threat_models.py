@@ -93,7 +93,9 @@ def build_views(
     clients = sorted((u for u in updates if u.source != AGGREGATE), key=_client_id)
     views: list[AttackerView] = []
 
-    def view(target: str, global_state, observed_state, num_samples, local_training, labels) -> AttackerView:
+    def view(
+        target: str, global_state, observed_state, num_samples, local_training, labels, contributors=(), groups=()
+    ) -> AttackerView:
         return AttackerView(
             round=updates[0].round,
             tap=config.tap,
@@ -108,6 +110,8 @@ def build_views(
             labels=labels,
             input_bounds=architecture.input_bounds,
             bn_statistics=config.knows.bn_statistics,
+            contributors=tuple(contributors),
+            groups=tuple(groups),
         )
 
     def known_training(update: TappedUpdate) -> LocalTraining | None:
@@ -147,7 +151,8 @@ def _aggregate_view(updates, clients, config, training, grant_labels, view) -> l
     contributors = aggregate.contributors
     by_client = {_client_id(u): u for u in clients}
     # Behind a secure aggregate the clients' updates are hidden; their sample counts are known when the
-    # protocol sends them in clear (SecAgg+ does), else assume an even split of the total.
+    # protocol sends them in clear (SecAgg+ does), else assume an even split of the total. Who contributed
+    # is always known: the server aggregated their replies (SecAgg+: the surviving set).
     counts_in_clear = dict(zip(contributors, aggregate.contributor_examples))
     even = max(1, aggregate.num_examples // len(contributors))
     per_client = [
@@ -156,12 +161,19 @@ def _aggregate_view(updates, clients, config, training, grant_labels, view) -> l
     ]
     counts = [samples_behind(u, config, training) for u in per_client]
     total = sum(counts)
-    # One local step everywhere: the aggregate delta / lr is the gradient of the mean loss over all
-    # contributors' samples, attacked as one batch. Several steps do not compose into one unrolled
-    # client, so only the update's direction is matched then.
+    # FedAvg weighs client k's update by its reported count n_k over their sum N: one local step
+    # everywhere makes the aggregate delta / lr = sum_k (n_k / N) * (mean gradient of k's own batch), so
+    # the dummy batch is laid out in per-client groups, each with its share (and, for BatchNorm, its own
+    # batch statistics). Several steps do not compose into one unrolled client, so only the update's
+    # direction is matched then (still per group).
+    weights = [u.num_examples for u in per_client]
+    groups = [(count, weight / sum(weights)) for count, weight in zip(counts, weights)]
     one_step = config.knows.local_training and all(_steps(u, training) == 1 for u in per_client)
     local_training = LocalTraining(lr=training.lr, local_steps=1, batch_size=total) if one_step else None
     labels = None
     if grant_labels is not None:
         labels = torch.cat([grant_labels(aggregate.round, c, n) for c, n in zip(contributors, counts)])
-    return [view(AGGREGATE, aggregate.global_state, aggregate.observed_state, total, local_training, labels)]
+    return [
+        view(AGGREGATE, aggregate.global_state, aggregate.observed_state, total, local_training, labels,
+             contributors, groups)
+    ]

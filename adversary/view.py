@@ -39,6 +39,11 @@ class AttackerView:
     labels: torch.Tensor | None = None  # granted labels (adversary.knows.labels = known), else inferred
     input_bounds: tuple[torch.Tensor, torch.Tensor] | None = None  # per-channel (low, high) of valid inputs
     bn_statistics: bool = False  # may BatchNorm statistics of the victim's batch be used as a prior
+    # An aggregate's make-up, as the server sees it: the clients whose updates are in it, and per client
+    # (samples behind its update, its share of the aggregate). The dummy samples are laid out in these
+    # groups, in order; empty for one client's update (one group of all samples, share 1).
+    contributors: tuple[int, ...] = ()
+    groups: tuple[tuple[int, float], ...] = ()
 
     def parameter_delta(self) -> dict[str, torch.Tensor]:
         """w_t - w_{t+1} for every trainable parameter (buffers excluded)."""

@@ -72,3 +72,4 @@ def test_an_attack_past_its_time_limit_is_scored_on_its_best_so_far_and_marked_c
     for row in rows:
         assert row["status"] == "ok" and row["cut"] is True and 0 < row["iterations"] < 10**6
         assert isinstance(row["psnr_mean"], float) and row["seconds"] < 30
+

@@ -50,6 +50,7 @@ def _compatible(a: AttackerView, b: AttackerView) -> bool:
         and a.local_training == b.local_training
         and (a.labels is None) == (b.labels is None)
         and a.bn_statistics == b.bn_statistics
+        and a.groups == b.groups
         and _same_bounds(a.input_bounds, b.input_bounds)
     )
     if not same_facts:
@@ -114,6 +115,11 @@ class BatchedProblem:
         use_bn = any(term.needs_bn_statistics for _, term in terms)
         if spec.bn_prior or use_bn:
             _check_bn_prior(first, spec.name)
+            if len(match.groups) > 1:
+                raise ValueError(
+                    f"{spec.name}: the BatchNorm-statistics prior cannot be matched on an aggregate of "
+                    f"{len(match.groups)} clients (each normalised its own batch); attack the clients' updates"
+                )
         model = AttackerModel.from_view(first, device, dtype, record_bn=use_bn)
         joint = spec.joint_labels and first.labels is None
         n, k = first.num_samples, first.num_classes

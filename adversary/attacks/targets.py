@@ -15,6 +15,11 @@ L2 weight means the same thing in each:
   r walks the dummy batch in the r-th order of an enumeration of the per-epoch permutations (restart 0:
   the identity, as Geiping et al.'s ``loss_steps``), so ``restarts`` >= (N!)^epochs tries every order and
   the lowest objective picks one, without ground truth.
+* an aggregate of one-step client updates: FedAvg weighs client k's gradient (the mean over its own batch
+  of b_k samples) by its share n_k / N, so the dummy batch is split into the view's ``groups`` and the
+  dummy gradient is ``sum_k share_k * grad(mean loss of group k)``: per sample n_k / (N b_k), and each
+  group through its own forward pass, so BatchNorm normalises it with its own batch statistics as the
+  client's training did.
 * unknown local training (``view.local_training is None``): one step with an unknown learning rate is
   assumed; the delta itself is the target and the distance is made scale-free
   (``objective.gradient_distance(scale_free=True)``).
@@ -43,6 +48,7 @@ class MatchSpec:
     num_samples: int
     batch_size: int  # the client's, capped at num_samples
     steps: int  # local steps; 1 = one gradient of all num_samples samples
+    groups: tuple[tuple[int, float], ...] = ()  # an aggregate's (samples, share) per client, in dummy order
 
     @property
     def scale_free(self) -> bool:
@@ -82,7 +88,10 @@ def match_spec(view: AttackerView) -> MatchSpec:
     training = view.local_training
     if training is None or training.local_steps == 1:
         # One step: every one of the num_samples samples is behind the gradient.
-        return MatchSpec(lr=None if training is None else training.lr, num_samples=n, batch_size=n, steps=1)
+        groups = view.groups if len(view.groups) > 1 else ()
+        return MatchSpec(lr=None if training is None else training.lr, num_samples=n, batch_size=n, steps=1, groups=groups)
+    if len(view.groups) > 1:
+        raise ValueError(f"{view.target}: an aggregate of several clients' unrolled local training cannot be simulated")
     return MatchSpec(lr=training.lr, num_samples=n, batch_size=min(training.batch_size, n), steps=training.local_steps)
 
 
@@ -128,8 +137,18 @@ def simulated_update(
     """
 
     def step_loss(p: Params, xb: torch.Tensor, qb: torch.Tensor) -> tuple[torch.Tensor, tuple]:
-        logits, stats = forward(p, xb)
-        return loss(logits, qb), stats
+        if not spec.groups:
+            logits, stats = forward(p, xb)
+            return loss(logits, qb), stats
+        # an aggregate: each client's share of the mean loss over its own group, through its own forward
+        total: torch.Tensor | float = 0.0
+        start, first_stats = 0, ()
+        for size, share in spec.groups:
+            logits, stats = forward(p, xb[start : start + size])
+            total = total + share * loss(logits, qb[start : start + size])
+            first_stats = first_stats or stats
+            start += size
+        return total, first_stats
 
     step_grad = _autograd_grad(step_loss) if autograd else torch.func.grad(step_loss, has_aux=True)
     if not spec.unrolled:

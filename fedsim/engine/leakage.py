@@ -66,8 +66,9 @@ class LeakageScorer:
     def truth_for(self, view: AttackerView) -> Truth:
         dataset = self.federation.dataset
         if view.target == AGGREGATE:
-            clients = self.truth_store.clients(view.round)
-            ids = [sample for client in clients for sample in self.used_samples(view.round, client)]
+            # exactly the clients whose updates are in the aggregate: not a client that failed, timed out
+            # or wrote its file after the round closed
+            ids = [sample for client in view.contributors for sample in self.used_samples(view.round, client)]
             stats = self.federation.test_stats
         else:
             client = int(view.target.split(":", 1)[1])
