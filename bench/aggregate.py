@@ -1,0 +1,104 @@
+"""The FedAvg aggregate of clients with unequal partitions, attacked as FedAvg really forms it.
+
+Two clients hold partitions of 10 and 2 samples and each takes one SGD step on one image (paper 003's
+set-up: untrained sigmoid LeNet with DLG's uniform init, CIFAR-10 at 32x32x3, lr 0.1). FedAvg weighs
+their updates 10/12 and 2/12. The man-in-the-middle forms the aggregate from what it saw, and DLG inverts
+it twice from the same start: with the aggregate modelled as FedAvg forms it (each client's image
+weighted by its share; ``adversary.threat_models``) and with the former model, one uniform mean over all
+samples. Reconstructions are scored outside the attack (``adversary.scoring``: Hungarian pairing, PSNR of
+[0, 1] images), mean over the pairs with a 95 % t-interval.
+
+DLG's settings are those of ``configs/per-client-vs-aggregated.yaml`` (2,000 L-BFGS iterations, init
+scale 0.05), chosen on CIFAR-10 test images 0-2 (``bench/attacks.py``); the pairs reported here are
+training images from index 1,000 on, which nobody tuned on.
+
+    .venv/bin/python bench/aggregate.py [--pairs 5] [--iterations 2000] [--data ../shared/data/cifar10_subset.npz]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import dataclasses
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from scipy import stats
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from adversary.attacks import run_attack  # noqa: E402
+from adversary.scoring import score_reconstruction  # noqa: E402
+from adversary.taps import TappedUpdate  # noqa: E402
+from adversary.threat_models import Architecture, TrainingHyperparameters, build_views  # noqa: E402
+from clients.training import train_locally  # noqa: E402
+from fedsim.config import AdversaryConfig, AttackOptions, ClientConfig, ModelConfig  # noqa: E402
+from fedsim.models import build_model  # noqa: E402
+
+CPU = torch.device("cpu")
+LR = 0.1
+PARTITIONS = (10, 2)
+FIRST_REPORTED = 1000  # training images from here on; the attack's settings were chosen on test images 0-2
+
+
+def aggregate_view(model, images, labels):
+    """Each client trains one step on its image; the mitm forms the FedAvg aggregate of what it saw."""
+    global_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    updates = []
+    for client, partition in enumerate(PARTITIONS):
+        trained = copy.deepcopy(model)
+        cfg = ClientConfig(lr=LR, batch_size=1, local_steps=1)
+        train_locally(trained, images[client : client + 1], labels[client : client + 1], np.arange(1), cfg, seed=client)
+        observed = {k: v.detach().clone() for k, v in trained.state_dict().items()}
+        updates.append(TappedUpdate(1, "mitm", f"client:{client}", global_state, observed, partition, 1, (client,)))
+    architecture = Architecture(model, (3, 32, 32), 10, (torch.zeros(3), torch.ones(3)))
+    training = TrainingHyperparameters(lr=LR, batch_size=1, local_steps=1, local_epochs=None)
+    (view,) = build_views(updates, AdversaryConfig(attacks=[], targets="aggregate"), architecture, training, None)
+    return view
+
+
+def interval(values: list[float]) -> str:
+    mean = float(np.mean(values))
+    if len(values) < 2:
+        return f"{mean:.2f}"
+    half = stats.t.ppf(0.975, len(values) - 1) * stats.sem(values)
+    return f"{mean:.2f} ± {half:.2f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data" / "cifar10_subset.npz")
+    parser.add_argument("--pairs", type=int, default=5)
+    parser.add_argument("--iterations", type=int, default=2000)
+    args = parser.parse_args()
+    torch.set_num_threads(2)
+    data = np.load(args.data)
+    options = AttackOptions(name="dlg", iterations=args.iterations, restarts=1, init_scale=0.05)
+    psnr: dict[str, list[float]] = {"shares": [], "uniform": []}
+    started = time.perf_counter()
+    for pair in range(args.pairs):
+        index = FIRST_REPORTED + 2 * pair + np.arange(2)
+        images = torch.from_numpy(data["x_train"][index]).float() / 255
+        labels = torch.from_numpy(data["y_train"][index].astype(np.int64))
+        model = build_model(ModelConfig(name="lenet", init="uniform"), 3, 10, 32, seed=pair)
+        view = aggregate_view(model, images, labels)
+        for name, modelled in (("shares", view), ("uniform", dataclasses.replace(view, groups=()))):
+            (reconstruction,) = run_attack(options, [modelled], seed=pair, device=CPU)
+            score = score_reconstruction(reconstruction, images, labels, lambda x: x)
+            value = score.psnr_mean if score.psnr_mean is not None else float("inf")
+            psnr[name].append(value)
+            print(f"pair {pair} (train images {index.tolist()}): {name:8s} {value:6.2f} dB", flush=True)
+    print(f"\nPartitions {PARTITIONS}, one image step each, DLG {args.iterations} iterations, {args.pairs} pairs, "
+          f"{time.perf_counter() - started:.0f} s")  # fmt: skip
+    print(f"aggregate modelled with the clients' shares: {interval(psnr['shares'])} dB")
+    print(f"aggregate modelled as one uniform mean:      {interval(psnr['uniform'])} dB")
+    print(json.dumps({"pairs": args.pairs, "shares_psnr": psnr["shares"], "uniform_psnr": psnr["uniform"]}))
+
+
+if __name__ == "__main__":
+    main()
