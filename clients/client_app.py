@@ -25,7 +25,7 @@ from clients.defenses.pipeline import apply_update_defenses, pseudo_gradient, up
 from clients.defenses.base import TrainingContext
 from clients.failures import data_poisoned
 from clients.mods import failure_mods, partition_of
-from clients.training import train_locally
+from clients.training import NonFiniteUpdateError, train_locally
 from fedsim.data import ChannelStats, load_dataset
 from fedsim.devices import resolve_device
 from fedsim.evaluation import evaluate
@@ -168,6 +168,7 @@ def fit_locally(spec: ClientSpec, partition: int, server_round: int, global_stat
     )
     used = _positions(spec.partitions[partition], result.batches)
     weights, defense_records = _defend_update(spec, state, global_params, (x[used], y[used]), server_round, partition)
+    check_finite(weights)  # before anything leaves the client (under SecAgg+ the server never sees the values)
     if spec.config.output.ground_truth:
         GroundTruthStore(spec.run_dir).write(server_round, partition, result.batches, result.labels)
     metrics = {
@@ -179,6 +180,14 @@ def fit_locally(spec: ClientSpec, partition: int, server_round: int, global_stat
         **defense_records,
     }
     return LocalFit(weights, metrics)
+
+
+def check_finite(weights: dict[str, torch.Tensor]) -> None:
+    """Raise ``NonFiniteUpdateError`` naming the first tensor with NaN or infinite values."""
+    for name, value in weights.items():
+        if value.is_floating_point() and not bool(torch.isfinite(value).all()):
+            bad = int((~torch.isfinite(value)).sum())
+            raise NonFiniteUpdateError(f"the update is not finite: {bad} of {value.numel()} values of '{name}' are NaN or infinite")
 
 
 def train_step(spec: ClientSpec, message: Message, context: Context) -> Message:

@@ -34,6 +34,11 @@ class NonFiniteLossError(RuntimeError):
     """The local loss became NaN or infinite; the client's update must not be aggregated."""
 
 
+class NonFiniteUpdateError(RuntimeError):
+    """What the client would send holds NaN or infinite values (diverging training, a defense's noise of
+    infinite scale, a broken defense): it fails the round instead of poisoning the aggregate."""
+
+
 @dataclass(frozen=True)
 class LocalTrainingResult:
     train_loss: float  # mean loss over the local steps

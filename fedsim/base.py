@@ -30,6 +30,10 @@ T = TypeVar("T")
 logger = logging.getLogger("fedsim")
 
 
+class TrainingFailed(RuntimeError):
+    """A run played its rounds but none of them updated the global model (its rows are all kept)."""
+
+
 class ConfigError(ValueError):
     """A configuration problem, already phrased as one line for the user."""
 
@@ -118,7 +122,9 @@ def upgrade_keys(model: type[BaseModel], raw: dict[str, Any], where: str) -> dic
 class Section(BaseModel):
     """Base of every config section: unknown keys are errors, assignments are re-validated."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False)
+    # No config number means anything as .inf or .nan (a learning rate, a noise scale, a timeout that never
+    # ends): refused everywhere, with the key named, before anything runs.
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False, allow_inf_nan=False)
 
     #: keys this section accepted under another name before (see ``Renamed``)
     renamed_keys: ClassVar[tuple[Renamed, ...]] = ()

@@ -12,6 +12,7 @@ from rich.logging import RichHandler
 from rich.markup import escape
 from rich.table import Table
 
+from fedsim.base import TrainingFailed
 from fedsim.config import SWEEP_SECTION, ConfigError, load_config, read_yaml
 from fedsim.schema import plugin_schema, schema_markdown, schema_rows
 
@@ -202,6 +203,9 @@ def main(argv: list[str] | None = None) -> int:
     except _user_errors() as error:
         print(f"fedsim: error: {error}", file=sys.stderr)
         return 2
+    except TrainingFailed as error:  # the run and its rows exist; it could not train
+        print(f"fedsim: error: the run could not train: {error}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("fedsim: interrupted; resume with `fedsim run --resume RUN_DIR`", file=sys.stderr)
         return 130

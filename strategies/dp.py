@@ -198,7 +198,8 @@ class FixedDenominatorMean:
     """``estimator: fixed-denominator`` in front of FedAvg: ``x + sum_k w_k (x_k - x) / m``.
 
     Flower's wrappers clip the replies, call this ``aggregate_train``, then noise what it returns; every
-    other call goes to the wrapped FedAvg (sampling, metrics, the min_fit_clients rule).
+    other call they make is forwarded, explicitly, to the wrapped FedAvg (sampling, metrics, the
+    min_fit_clients rule).
     """
 
     def __init__(self, strategy: MessageStrategy, denominator: int, max_weight: float | None) -> None:
@@ -207,8 +208,33 @@ class FixedDenominatorMean:
         self.max_weight = max_weight
         self._current: dict[int, ArrayRecord] = {}
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.strategy, name)
+    @property
+    def protocol(self) -> str:
+        return self.strategy.protocol
+
+    @property
+    def arrayrecord_key(self) -> str:
+        return self.strategy.arrayrecord_key
+
+    def bind(self, node_of_partition: Mapping[int, int]) -> None:
+        self.strategy.bind(node_of_partition)
+
+    def sample_partitions(self, server_round: int, purpose: str = SAMPLE_TRAIN) -> list[int]:
+        return self.strategy.sample_partitions(server_round, purpose)
+
+    def round_metrics(self, server_round: int) -> Row:
+        return self.strategy.round_metrics(server_round)
+
+    def configure_evaluate(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        return self.strategy.configure_evaluate(server_round, arrays, config, grid)
+
+    def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> MetricRecord | None:
+        return self.strategy.aggregate_evaluate(server_round, replies)
+
+    def summary(self) -> None:
+        self.strategy.summary()
 
     def weight(self, reply: Message) -> float:
         if self.max_weight is None:

@@ -124,8 +124,9 @@ def test_fedsim_list_shows_the_mechanisms(capsys):
 
 def test_the_wrapper_forwards_the_strategy_contract_to_fedavg():
     strategy = bound(dp_config(num_clients=10, fraction_fit=0.3))
-    assert strategy.strategy.node_of_partition[3] == 103  # bind reached the wrapped FedAvg
-    assert strategy.sample_partitions(2) == strategy.strategy.sample_partitions(2)
+    fedavg = strategy.strategy.strategy  # Flower's wrapper -> the fixed-denominator estimator -> FedAvg
+    assert fedavg.node_of_partition[3] == 103  # bind reached the wrapped FedAvg
+    assert strategy.sample_partitions(2) == fedavg.sample_partitions(2)
     assert len(strategy.sample_partitions(2)) == 3
     assert isinstance(strategy, MessageStrategy) and strategy.protocol == "message"
 

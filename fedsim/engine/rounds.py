@@ -33,6 +33,7 @@ logger = logging.getLogger("fedsim")
 
 ROLL_CALL_TIMEOUT_S = 300.0
 NO_REPLY = "no reply before federation.round_timeout"
+NON_FINITE_AGGREGATE = "the aggregate held NaN or infinite values and was not committed"
 
 Evaluator = Callable[[dict[str, torch.Tensor]], dict[str, float]]
 State = dict[str, torch.Tensor]
@@ -133,10 +134,19 @@ def run_rounds(spec: ServerSpec, protocol: RoundProtocol, grid: Grid, context: C
             client_done=progress.client_done,
         )
         result = protocol.play_round(current)
-        if result.state is not None:
+        outcome = result.outcome
+        if result.state is not None and not all_finite(result.state):
+            # a broken client or defense slipped past the clients' own check: never commit a non-finite model
+            logger.error("round %d: the aggregate is not finite; the global model stays as it was", server_round)
+            outcome = {**outcome, "model_updated": False, "error": NON_FINITE_AGGREGATE}
+        elif result.state is not None:
             state = result.state
         # e.g. strategy.dp: noise, clipping norm, epsilon; then the protocol's counts
-        commit_round(spec, server_round, state, {**strategy.round_metrics(server_round), **result.outcome}, started)
+        commit_round(spec, server_round, state, {**strategy.round_metrics(server_round), **outcome}, started)
+
+
+def all_finite(state: State) -> bool:
+    return all(bool(torch.isfinite(value).all()) for value in state.values() if value.is_floating_point())
 
 
 def start_run(spec: ServerSpec) -> None:

@@ -24,6 +24,7 @@ from fedsim.engine.federation import PARTITIONS_FILE, Federation, partition_reco
 from fedsim.engine.leakage import attach_adversary
 from fedsim.models import build_run_model
 from fedsim.engine.progress import LogProgress, RichProgress
+from fedsim.base import TrainingFailed
 from fedsim.results import SUMMARY_FILE, RunStore
 from fedsim.seeding import derive_seed
 from strategies import build_strategy
@@ -185,8 +186,21 @@ def run_experiment(
             wiring.adversary.finish()  # every reconstruction already under way gets scored and recorded
     summary = summarize(store, time.perf_counter() - started)
     store.write_json(SUMMARY_FILE, summary)
+    untrained = rounds_without_update(store, after=last_round)
+    if untrained is not None:
+        raise TrainingFailed(f"{untrained}; reasons in the fit rows of {store.run_dir / 'metrics.jsonl'}")
     _log_summary(summary)
     return store.run_dir
+
+
+def rounds_without_update(store: RunStore, after: int) -> str | None:
+    """Why the rounds played after round ``after`` trained nothing, or None when at least one did."""
+    played = [row for row in store.rows() if row["event"] == "eval" and row["round"] > after]
+    if not played or any(row.get("model_updated", True) for row in played):
+        return None
+    errors = sorted({row["error"] for row in played if row.get("error")})
+    why = f" ({'; '.join(errors)})" if errors else ": every client update failed or was refused"
+    return f"no round updated the global model in rounds {played[0]['round']}-{played[-1]['round']}{why}"
 
 
 def _log_summary(summary: dict[str, Any]) -> None:
