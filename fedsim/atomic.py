@@ -2,8 +2,9 @@
 
 The payload goes to a temporary file in the target's folder (so the rename stays on one file system),
 unique to this writer (two processes writing the same target never share it), and is renamed over the
-target with ``os.replace``. With ``durable=True`` the data is fsynced before the rename, for the files
-whose presence commits something (a round's checkpoint): after a crash the renamed file is complete.
+target with ``os.replace``. With ``durable=True`` the data is fsynced before the rename and the folder
+after it, for the files whose presence commits something (a round's checkpoint): after a crash or a
+power loss the renamed file is there and complete.
 """
 
 from __future__ import annotations
@@ -30,6 +31,36 @@ def write_atomic(path: Path, write: Callable[[IO[bytes]], None], *, durable: boo
     except BaseException:
         Path(handle.name).unlink(missing_ok=True)
         raise
+    if durable:
+        fsync_directory(path.parent)
+
+
+def fsync_directory(folder: Path) -> None:
+    """Make a rename (or a new file) in ``folder`` durable: the directory entry is data too."""
+    descriptor = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def append_line_durably(path: Path, line: str) -> None:
+    """Append ``line`` (ending in a newline) as one write and fsync it; a failed write (disk full) is cut
+    back to the file's previous length, so a torn line can never run into the next row."""
+    data = line.encode()
+    descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        before = os.fstat(descriptor).st_size
+        try:
+            written = os.write(descriptor, data)
+            if written != len(data):
+                raise OSError(f"short write to {path}: {written} of {len(data)} bytes")
+            os.fsync(descriptor)
+        except BaseException:
+            os.ftruncate(descriptor, before)
+            raise
+    finally:
+        os.close(descriptor)
 
 
 def write_bytes_atomic(path: Path, data: bytes, *, durable: bool = False) -> None:

@@ -45,10 +45,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.resume is not None:
         if args.config is not None or args.set:
             raise ConfigError("--resume continues a run with its own saved config; drop CONFIG and --set")
-        run_dir = run_experiment(resume=args.resume, quiet=args.quiet)
+        run_dir = run_experiment(resume=args.resume, rounds=args.rounds, quiet=args.quiet)
     else:
         if args.config is None:
             raise ConfigError("run: give a CONFIG file (e.g. configs/quickstart.yaml) or --resume RUN_DIR")
+        if args.rounds is not None:
+            raise ConfigError("--rounds extends a resumed run; for a new run use --set federation.rounds=N")
         config = load_config(args.config, args.set)
         run_dir = run_experiment(config, quiet=args.quiet)
     print(run_dir)
@@ -153,6 +155,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("config", nargs="?", type=Path, help="YAML config")
     run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
     run.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue a killed run from its last round")
+    run.add_argument("--rounds", type=int, metavar="N",
+                     help="with --resume: extend the run to N rounds (the only change a resumed run accepts)")
     run.add_argument("--quiet", action="store_true", help="log lines only, no live display")
     run.set_defaults(func=_cmd_run)
 

@@ -709,6 +709,42 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     return parse_config(raw)
 
 
+def with_absolute_paths(config: ExperimentConfig) -> ExperimentConfig:
+    """A copy whose file and folder settings are absolute (resolved against the current directory, as they
+    are read): a run records them so, and ``--resume`` from anywhere reads the same files."""
+    copy = config.model_copy(deep=True)
+
+    def resolve(model: BaseModel) -> None:
+        for name in type(model).model_fields:
+            value = getattr(model, name)
+            if isinstance(value, Path) and not value.is_absolute():
+                setattr(model, name, value.resolve())
+            elif isinstance(value, BaseModel):
+                resolve(value)
+            elif isinstance(value, list):
+                for item in value:
+                    if isinstance(item, BaseModel):
+                        resolve(item)
+
+    resolve(copy)
+    return copy
+
+
+def config_changes(before: str, after: str) -> list[str]:
+    """Dotted keys whose values differ between two dumped configs (``dump_config``)."""
+
+    def flat(value: Any, prefix: str = "") -> dict[str, Any]:
+        if isinstance(value, dict):
+            out: dict[str, Any] = {}
+            for key, item in value.items():
+                out |= flat(item, f"{prefix}{key}.")
+            return out
+        return {prefix.rstrip("."): value}
+
+    old, new = flat(yaml.safe_load(before)), flat(yaml.safe_load(after))
+    return sorted(key for key in old.keys() | new.keys() if old.get(key) != new.get(key))
+
+
 def dump_config(config: ExperimentConfig) -> str:
     """The resolved config as YAML, headed by the schema version it is written in."""
     return yaml.safe_dump({SCHEMA_KEY: SCHEMA_VERSION, **config.model_dump(mode="json")}, sort_keys=False)

@@ -7,6 +7,7 @@ rows of the round that was interrupted, which the resumed run recomputes identic
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
@@ -20,13 +21,15 @@ from typing import Any
 
 import torch
 
-from fedsim.atomic import save_torch_atomic, write_json_atomic, write_text_atomic
-from fedsim.config import SCHEMA_VERSION, ExperimentConfig, dump_config, load_config
+from fedsim.atomic import append_line_durably, save_torch_atomic, write_json_atomic, write_text_atomic
+from fedsim.base import ConfigError
+from fedsim.config import SCHEMA_VERSION, ExperimentConfig, config_changes, dump_config, load_config, with_absolute_paths
 
 CONFIG_FILE = "config.yaml"
 ENVIRONMENT_FILE = "environment.json"
 METRICS_FILE = "metrics.jsonl"
 SUMMARY_FILE = "summary.json"
+FINGERPRINT_FILE = "fingerprint.json"  # the resolved config and fedsim version a run started with
 CHECKPOINT_DIR = "checkpoints"
 _CHECKPOINT = re.compile(r"round_(\d{4,})\.pt$")
 
@@ -50,6 +53,26 @@ def environment_info(device: str) -> dict[str, Any]:
     }
 
 
+def claim_new_directory(parent: Path, name: str) -> Path:
+    """Create ``parent/name`` (or ``name-2``, ``name-3``, ...) that no one else holds; mkdir is the lock."""
+    parent.mkdir(parents=True, exist_ok=True)
+    for attempt in range(1, 10_000):
+        candidate = parent / (name if attempt == 1 else f"{name}-{attempt}")
+        try:
+            candidate.mkdir()
+        except FileExistsError:
+            continue
+        return candidate
+    raise FileExistsError(f"output.dir: no free run directory named {name}-N left in '{parent}'")
+
+
+def _fedsim_version() -> str:
+    try:
+        return metadata.version("fedsim")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
 class RunStore:
     """Everything a run persists, in one directory (side effects live here, not in the simulation)."""
 
@@ -62,29 +85,80 @@ class RunStore:
     # ------------------------------------------------------------------ creation and resumption
     @classmethod
     def create(cls, config: ExperimentConfig, device: str, run_dir: Path | None = None) -> "RunStore":
-        if run_dir is None:
-            name = config.output.run_name or f"{config.name}-{time.strftime('%Y%m%d-%H%M%S')}"
-            run_dir = config.output.dir / name
-        run_dir = Path(run_dir)
-        if (run_dir / METRICS_FILE).exists():
-            raise FileExistsError(
-                f"output.run_name: '{run_dir}' already holds a run; use `fedsim run --resume {run_dir}` or another name"
-            )
-        run_dir.mkdir(parents=True, exist_ok=True)
+        """Claim a new run directory atomically (two runs never share one) and write its config.
+
+        A named directory (``output.run_name``, or ``run_dir`` from a sweep) is claimed by creating its
+        metrics file exclusively; a generated ``<name>-<timestamp>`` one by creating the directory itself,
+        with ``-2``, ``-3``... when another run took that second.
+        """
+        if run_dir is not None or config.output.run_name:
+            run_dir = Path(run_dir) if run_dir is not None else config.output.dir / str(config.output.run_name)
+            run_dir.mkdir(parents=True, exist_ok=True)
+            what = "output.run_name" if config.output.run_name and run_dir.name == config.output.run_name else "the run directory"
+            try:
+                (run_dir / METRICS_FILE).open("x").close()
+            except FileExistsError:
+                raise FileExistsError(
+                    f"{what}: '{run_dir}' already holds a run; use `fedsim run --resume {run_dir}` or another name"
+                ) from None
+        else:
+            run_dir = claim_new_directory(config.output.dir, f"{config.name}-{time.strftime('%Y%m%d-%H%M%S')}")
+            (run_dir / METRICS_FILE).touch()
         store = cls(run_dir)
-        write_text_atomic(run_dir / CONFIG_FILE, dump_config(config), durable=True)
+        store._write_config(with_absolute_paths(config))
         write_json_atomic(run_dir / ENVIRONMENT_FILE, environment_info(device), durable=True, indent=2)
-        store.metrics_path.touch()
         return store
 
+    def _write_config(self, config: ExperimentConfig) -> None:
+        text = dump_config(config)
+        fingerprint = {
+            "fedsim": _fedsim_version(),
+            "config_sha256": hashlib.sha256(text.encode()).hexdigest(),
+            "config": text,
+        }
+        write_json_atomic(self.run_dir / FINGERPRINT_FILE, fingerprint, durable=True, indent=1)
+        write_text_atomic(self.run_dir / CONFIG_FILE, text, durable=True)
+
+    def _check_fingerprint(self, config: ExperimentConfig, rounds: int | None) -> ExperimentConfig:
+        """The run's config as it started (refusing an edited one or another fedsim), with ``rounds`` raised."""
+        path = self.run_dir / FINGERPRINT_FILE
+        if path.is_file():
+            recorded = json.loads(path.read_text())
+            if recorded["fedsim"] != _fedsim_version():
+                raise ConfigError(
+                    f"--resume {self.run_dir}: the run started with fedsim {recorded['fedsim']}, this is "
+                    f"{_fedsim_version()}; resume it with that version"
+                )
+            changed = config_changes(recorded["config"], dump_config(config))
+            if changed:
+                raise ConfigError(
+                    f"--resume {self.run_dir}: {CONFIG_FILE} was edited since the run started ({', '.join(changed)}); "
+                    "a resumed run must continue the same experiment (use --rounds N to extend federation.rounds)"
+                )
+        if rounds is None:
+            return config
+        if rounds < config.federation.rounds:
+            raise ConfigError(
+                f"--rounds {rounds}: must be >= the run's federation.rounds ({config.federation.rounds}); "
+                "a run can be extended, not cut"
+            )
+        extended = config.model_copy(deep=True)
+        extended.federation.rounds = rounds
+        self._write_config(extended)
+        return extended
+
     @classmethod
-    def open_for_resume(cls, run_dir: Path) -> tuple["RunStore", ExperimentConfig, int]:
-        """Open a killed run; returns the store, its config and the last committed round."""
+    def open_for_resume(cls, run_dir: Path, rounds: int | None = None) -> tuple["RunStore", ExperimentConfig, int]:
+        """Open a killed run; returns the store, its config and the last committed round.
+
+        The config must be the one the run started with (``fingerprint.json``); ``rounds`` extends
+        ``federation.rounds``, the one change a resumed run may make.
+        """
         run_dir = Path(run_dir)
         if not (run_dir / CONFIG_FILE).is_file():
             raise FileNotFoundError(f"--resume {run_dir}: not a fedsim run directory (no {CONFIG_FILE})")
         store = cls(run_dir)
-        config = load_config(run_dir / CONFIG_FILE)
+        config = store._check_fingerprint(load_config(run_dir / CONFIG_FILE), rounds)
         last = store.last_committed_round()
         if last is None:
             raise FileNotFoundError(
@@ -107,10 +181,8 @@ class RunStore:
         if "round" not in row or "event" not in row:
             raise ValueError("every metrics row needs 'round' and 'event'")
         line = json.dumps({**row, "schema": SCHEMA_VERSION, "time": round(time.time(), 3)}, allow_nan=True)
-        with self._append_lock, open(self.metrics_path, "a") as handle:
-            handle.write(line + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
+        with self._append_lock:
+            append_line_durably(self.metrics_path, line + "\n")
 
     def rows(self) -> list[dict[str, Any]]:
         """All complete rows; a line torn by a kill mid-write is ignored."""

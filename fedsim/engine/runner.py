@@ -116,17 +116,19 @@ def run_experiment(
     config: ExperimentConfig | None = None,
     *,
     resume: Path | None = None,
+    rounds: int | None = None,
     quiet: bool = False,
     run_dir: Path | None = None,
     ray_resources: Mapping[str, float] | None = None,
 ) -> Path:
-    """Run (or resume) one experiment and return its run directory (``ray_resources``: see _backend_config)."""
+    """Run (or resume) one experiment and return its run directory (``rounds``: extend a resumed run to that
+    many rounds; ``ray_resources``: see _backend_config)."""
     from flwr.simulation import run_simulation
 
     started = time.perf_counter()
     _quiet_frameworks()
     if resume is not None:
-        store, config, last_round = RunStore.open_for_resume(resume)
+        store, config, last_round = RunStore.open_for_resume(resume, rounds)
         initial_state = store.load_checkpoint(last_round)
     else:
         assert config is not None, "a config or a run to resume is required"

@@ -1,0 +1,104 @@
+"""The run directory under faults: collisions, edited configs on --resume, durability of rows and checkpoints."""
+
+import json
+import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+import fedsim.atomic
+from fedsim.config import ConfigError, load_config
+from fedsim.results import RunStore
+from tiny_configs import tiny_config, tiny_raw
+
+
+def test_runs_of_one_name_started_at_once_each_get_their_own_directory(tmp_path):
+    config = tiny_config(name="same", output={"dir": str(tmp_path)})
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        stores = list(pool.map(lambda _: RunStore.create(config, "cpu"), range(8)))
+    directories = {store.run_dir for store in stores}
+    assert len(directories) == 8 and all(d.parent == tmp_path and d.name.startswith("same-") for d in directories)
+    assert all((d / "config.yaml").is_file() and (d / "metrics.jsonl").is_file() for d in directories)
+    assert not list(tmp_path.rglob("*.tmp"))  # no temporary file left behind, none shared
+
+
+def test_a_named_run_directory_is_claimed_once_and_the_error_names_output_run_name(tmp_path):
+    config = tiny_config(output={"dir": str(tmp_path), "run_name": "mine"})
+    RunStore.create(config, "cpu")
+    with pytest.raises(FileExistsError, match=r"^output.run_name: .*mine' already holds a run"):
+        RunStore.create(config, "cpu")
+    with pytest.raises(FileExistsError, match=r"^the run directory: "):
+        RunStore.create(tiny_config(output={"dir": str(tmp_path)}), "cpu", run_dir=tmp_path / "mine")
+
+
+def resumable(tmp_path, **overrides) -> RunStore:
+    store = RunStore.create(tiny_config(output={"dir": str(tmp_path), "run_name": "run"}, **overrides), "cpu")
+    store.save_checkpoint(0, {"w": torch.zeros(1)})
+    return store
+
+
+def edit_config(store: RunStore, change) -> None:
+    path = store.run_dir / "config.yaml"
+    raw = yaml.safe_load(path.read_text())
+    change(raw)
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+
+
+def test_resuming_a_run_whose_config_was_edited_is_refused_naming_the_keys(tmp_path):
+    store = resumable(tmp_path)
+    edit_config(store, lambda raw: raw["client"].update(lr=0.5))
+    with pytest.raises(ConfigError, match=r"config.yaml was edited since the run started \(client.lr\)"):
+        RunStore.open_for_resume(store.run_dir)
+
+
+def test_rounds_can_be_extended_on_resume_and_only_raised(tmp_path):
+    store = resumable(tmp_path, federation={"rounds": 2})
+    with pytest.raises(ConfigError, match=r"^--rounds 1: must be >= the run's federation.rounds \(2\)"):
+        RunStore.open_for_resume(store.run_dir, rounds=1)
+    _, config, last = RunStore.open_for_resume(store.run_dir, rounds=5)
+    assert config.federation.rounds == 5 and last == 0
+    assert load_config(store.run_dir / "config.yaml").federation.rounds == 5
+    _, again, _ = RunStore.open_for_resume(store.run_dir)  # the extension is the run's config from now on
+    assert again.federation.rounds == 5
+
+
+def test_relative_paths_are_recorded_absolute_so_resume_works_from_anywhere(tmp_path, monkeypatch):
+    import numpy as np
+
+    monkeypatch.chdir(tmp_path)
+    np_file = Path("data.npz")
+    np.savez(np_file, x=np.zeros((8, 8, 8), dtype=np.float32), y=np.arange(8) % 2)
+    config = tiny_config(data={"dataset": "npz", "path": str(np_file)}, output={"dir": "runs", "run_name": "r"})
+    store = RunStore.create(config, "cpu")
+    recorded = yaml.safe_load((store.run_dir / "config.yaml").read_text())
+    assert recorded["data"]["path"] == str(tmp_path / "data.npz")
+    assert recorded["output"]["dir"] == str(tmp_path / "runs")
+
+
+def test_a_failed_append_leaves_no_torn_row_behind(tmp_path, monkeypatch):
+    store = RunStore.create(tiny_config(output={"dir": str(tmp_path), "run_name": "r"}), "cpu")
+    store.append({"round": 0, "event": "eval", "accuracy": 0.1})
+    real_write = os.write
+
+    def disk_full(descriptor, data):
+        real_write(descriptor, data[: len(data) // 2])
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(fedsim.atomic.os, "write", disk_full)
+    with pytest.raises(OSError, match="No space left"):
+        store.append({"round": 1, "event": "eval", "accuracy": 0.2})
+    monkeypatch.setattr(fedsim.atomic.os, "write", real_write)
+    store.append({"round": 1, "event": "eval", "accuracy": 0.3})
+    lines = store.metrics_path.read_text().splitlines()
+    assert [json.loads(line)["accuracy"] for line in lines] == [0.1, 0.3]
+
+
+def test_a_checkpoint_is_synced_with_its_directory_before_the_round_counts_as_committed(tmp_path, monkeypatch):
+    store = RunStore.create(tiny_config(output={"dir": str(tmp_path), "run_name": "r"}), "cpu")
+    synced = []
+    monkeypatch.setattr(fedsim.atomic, "fsync_directory", lambda folder: synced.append(Path(folder)))
+    store.save_checkpoint(1, {"w": torch.ones(2)})
+    assert store.checkpoint_dir in synced
