@@ -316,6 +316,11 @@ def test_a_client_dropping_out_in_any_stage_leaves_an_aggregate_with_threshold_3
     (halted,) = rows(store, "eval", 5)
     assert not halted["model_updated"] and halted["secagg_halted_after"] == "collect_masked_vectors"
     assert halted["secagg_dropped"] == [0, 2, 4]
+    assert halted["clients_ok"] == 0 and halted["clients_failed"] == 5  # nothing was aggregated
+    survivors = {r["client"]: r for r in rows(store, "fit", 5) if r["client"] in (1, 3)}
+    for row in survivors.values():  # they trained and sent their masked vectors, which were never summed
+        assert row["status"] == "failed" and "halted after stage 'collect_masked_vectors'" in row["error"]
+        assert "never summed" in row["error"] and row["num_examples"] > 0
     assert all(torch.equal(store.load_checkpoint(5)[n], store.load_checkpoint(4)[n]) for n in GLOBAL)
 
 

@@ -219,20 +219,26 @@ class ProtocolMonitor(ForwardingGrid):
 def fit_rows(
     server_round: int, monitor: ProtocolMonitor, partition_of_node: Mapping[int, int], summed: bool
 ) -> list[dict[str, Any]]:
-    """One `fit` row per sampled client: ``ok`` when its masked vector is in the sum, with who dropped where."""
+    """One `fit` row per sampled client: ``ok`` exactly when its masked vector is in the released sum (a halted
+    round has none), ``failed`` with the reason otherwise, and who dropped out in which stage."""
     rows = []
     for node in sorted(monitor.sampled, key=partition_of_node.__getitem__):
         row: dict[str, Any] = {"round": server_round, "event": "fit", "client": partition_of_node[node]}
-        if node in monitor.delivered:
+        if node in monitor.delivered:  # it trained: its metrics stand, whether or not its vector was summed
             metrics = monitor.delivered[node].content.config_records[wire.FIT_METRICS]
-            row |= {"status": "ok", **client_fields(metrics)}
-        else:
-            row["status"] = "failed"
+            row |= client_fields(metrics)
+        # ok means: its update is in the released aggregate; nothing else is
+        row["status"] = "ok" if node in monitor.delivered and summed else "failed"
         if node in monitor.dropped:
             dropout = monitor.dropped[node]
             row |= {"dropped_at": dropout.stage, "error": dropout.reason}
-        elif node not in monitor.delivered or not summed:
-            row["error"] = f"secure aggregation halted after stage '{monitor.last_stage}': too few clients left"
+        elif not summed:
+            delivered = "its masked vector was delivered but never summed" if node in monitor.delivered else "it sent no masked vector"
+            row["error"] = (
+                f"secure aggregation halted after stage '{monitor.last_stage}': too few clients left; {delivered}"
+            )
+        elif node not in monitor.delivered:
+            row["error"] = "no masked vector in the sum"
         rows.append(row)
     return rows
 
