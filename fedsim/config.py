@@ -314,6 +314,19 @@ class AdversaryConfig(Section):
             raise ValueError(f"'{value}' is not a round spec; allowed: all, a list like [1, 3], or an interval like 2-5")
         if isinstance(value, list) and any(r < 1 for r in value):
             raise ValueError(f"{value}: rounds start at 1")
+        if isinstance(value, list) and not value:
+            raise ValueError("selects no round; allowed: all, a list like [1, 3], or an interval like 2-5")
+        if isinstance(value, str) and value != "all":
+            first, last = (int(part) for part in value.split("-"))
+            if first < 1 or last < first:
+                raise ValueError("selects no round; an interval first-last needs 1 <= first <= last")
+        return value
+
+    @field_validator("clients")
+    @classmethod
+    def _client_list(cls, value: Literal["all"] | list[int]) -> Literal["all"] | list[int]:
+        if isinstance(value, list) and (not value or any(client < 0 for client in value)):
+            raise ValueError("selects no client; allowed: all, or partition ids 0 .. num_clients - 1")
         return value
 
     @field_validator("device")
@@ -350,6 +363,13 @@ class AdversaryConfig(Section):
 
 class OutputConfig(Section):
     dir: Path = Field(Path("runs"), description="parent folder of run directories")
+
+    @field_validator("dir")
+    @classmethod
+    def _a_folder(cls, value: Path) -> Path:
+        if value.exists() and not value.is_dir():
+            raise ValueError("is a file, not a folder")
+        return value
     run_name: str | None = Field(None, description="run directory name (null = <name>-<timestamp>)")
     save_checkpoints: bool = Field(True, description="keep every round's global model (the latest is always kept, for --resume)")
     ground_truth: bool = Field(True, description="record which samples each client trained on, per round")
@@ -372,7 +392,8 @@ def directory_name(value: str) -> str:
 
 class ExperimentConfig(Section):
     name: str = Field("fedsim", min_length=1, description="experiment name, used in the run directory")
-    seed: int = Field(0, ge=0, description="seed of data partitioning, model init, sampling and training")
+    # numpy's legacy generators (Flower's sampling, scikit-learn) take seeds below 2**32
+    seed: int = Field(0, ge=0, lt=2**32, description="seed of data partitioning, model init, sampling and training")
     device: str = Field("auto", description="`auto` (cuda when available), `cpu`, `cuda` or `cuda:N`")
     data: Data = Field(default_factory=DataConfig, description="data set, size and partitioning")
     model: Model = Field(default_factory=ModelConfig, description="the federated model")
@@ -391,6 +412,25 @@ class ExperimentConfig(Section):
     @classmethod
     def _name_is_one_folder(cls, value: str) -> str:
         return directory_name(value)  # the run directory is <output.dir>/<name>-<timestamp>
+
+    @model_validator(mode="after")
+    def _adversary_selects_what_exists(self) -> "ExperimentConfig":
+        adversary, federation = self.adversary, self.federation
+        if not adversary.attacks:
+            return self
+        if isinstance(adversary.clients, list) and adversary.targets != "aggregate":
+            missing = [client for client in adversary.clients if client >= federation.num_clients]
+            if missing:
+                raise ValueError(
+                    f"adversary.clients = {adversary.clients}: no client {missing[0]}; partition ids run 0 .. "
+                    f"{federation.num_clients - 1} (federation.num_clients = {federation.num_clients})"
+                )
+        if not any(adversary.attacks_round(r) for r in range(1, federation.rounds + 1)):
+            raise ValueError(
+                f"adversary.rounds = {adversary.rounds!r}: selects no round of 1 .. {federation.rounds} "
+                f"(federation.rounds = {federation.rounds})"
+            )
+        return self
 
     @model_validator(mode="after")
     def _dp_fits_federation(self) -> "ExperimentConfig":
@@ -689,7 +729,31 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"config file '{path}' is not valid YAML{where}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"config file '{path}' must hold a mapping of sections, got {type(raw).__name__}")
+    if expanded_size(raw) > MAX_CONFIG_VALUES:
+        raise ConfigError(
+            f"config file '{path}' expands to more than {MAX_CONFIG_VALUES:,} values (YAML aliases nested in "
+            "aliases?); write the config out"
+        )
     return raw
+
+
+MAX_CONFIG_VALUES = 100_000
+
+
+def expanded_size(value: Any) -> int:
+    """How many values ``value`` holds once every YAML alias is expanded. The loaded object is a DAG (an
+    alias is the same Python object), so this is counted per object, never by walking the expansion."""
+    sizes: dict[int, int] = {}
+
+    def size(item: Any) -> int:
+        if id(item) in sizes:
+            return sizes[id(item)]
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        total = 1 + sum(size(child) for child in children)
+        sizes[id(item)] = total
+        return total
+
+    return size(value)
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> ExperimentConfig:

@@ -53,6 +53,15 @@ def environment_info(device: str) -> dict[str, Any]:
     }
 
 
+def _check_output_dir(folder: Path) -> None:
+    """One line naming output.dir when runs cannot be written there (a file, no permission)."""
+    existing = next((p for p in (folder, *folder.parents) if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        raise ConfigError(f"output.dir = '{folder}': '{existing}' is a file, not a folder")
+    if existing is not None and not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"output.dir = '{folder}': '{existing}' is not writable")
+
+
 def claim_new_directory(parent: Path, name: str) -> Path:
     """Create ``parent/name`` (or ``name-2``, ``name-3``, ...) that no one else holds; mkdir is the lock."""
     parent.mkdir(parents=True, exist_ok=True)
@@ -91,6 +100,7 @@ class RunStore:
         metrics file exclusively; a generated ``<name>-<timestamp>`` one by creating the directory itself,
         with ``-2``, ``-3``... when another run took that second.
         """
+        _check_output_dir(config.output.dir if run_dir is None else Path(run_dir).parent)
         if run_dir is not None or config.output.run_name:
             run_dir = Path(run_dir) if run_dir is not None else config.output.dir / str(config.output.run_name)
             run_dir.mkdir(parents=True, exist_ok=True)

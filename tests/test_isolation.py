@@ -73,6 +73,8 @@ def test_the_attackers_input_holds_only_what_a_threat_model_exposes():
     assert fields == {
         "round", "tap", "target", "model", "global_state", "observed_state", "input_shape", "num_classes",
         "num_samples", "local_training", "labels", "input_bounds", "bn_statistics",
+        # reviewed: who is in an aggregate and the counts they reported travel in clear beside the updates
+        "contributors", "groups",
     }, "a new attacker input must be reviewed against the threat models"
     annotations = " ".join(str(field.type) for field in dataclasses.fields(AttackerView))
     for forbidden in ("GroundTruth", "RunStore", "ImageDataset", "Federation", "Path"):

@@ -69,9 +69,10 @@ def hold_out_test_split(dataset: ImageDataset, test_fraction: float, seed: int) 
         try:
             train, test = train_test_split(indices, test_size=test_fraction, random_state=seed)
         except ValueError:
+            needed = max(2, int(np.ceil(1 / min(test_fraction, 1 - test_fraction))))
             raise DataError(
                 f"data.test_fraction = {test_fraction}: cannot split {len(indices)} samples into non-empty train and "
-                f"test sets; add samples or provide a test split"
+                f"test sets (it needs at least {needed}); add samples, or give the test split as x_test/y_test"
             ) from None
     return dataclasses.replace(
         dataset,

@@ -134,6 +134,9 @@ def _float_images(x: np.ndarray, what: str, channels_last: bool | None = None) -
     return x
 
 
+MAX_CLASSES = 100_000
+
+
 def _labels(y: Any, what: str, length: int) -> np.ndarray:
     y = np.asarray(y)
     if y.ndim != 1 or not np.issubdtype(y.dtype, np.integer):
@@ -142,6 +145,8 @@ def _labels(y: Any, what: str, length: int) -> np.ndarray:
         raise DataError(f"{what} has {len(y)} labels for {length} images")
     if y.size and y.min() < 0:
         raise DataError(f"{what} holds negative class ids; use 0..num_classes-1")
+    if y.size and y.max() >= MAX_CLASSES:  # a stray id must not size a one-hot or a confusion matrix
+        raise DataError(f"{what} holds class id {int(y.max())}; ids must be 0..num_classes-1 with at most {MAX_CLASSES:,} classes")
     return y.astype(np.int64)
 
 
@@ -239,23 +244,30 @@ def _required_path(cfg: FileDataConfig, kind: str) -> Path:
     return path
 
 
-@DATASETS.register("npz", help="your arrays in data.path (.npz): x, y or x_train, y_train, x_test, y_test (+ classes)", config=FileDataConfig)
+@DATASETS.register("npz", help="your arrays in data.path (.npz): x, y (+ x_test, y_test) or x_train, y_train, x_test, y_test (+ classes)", config=FileDataConfig)
 def load_npz(cfg: FileDataConfig) -> ImageDataset:
     path = _required_path(cfg, ".npz file")
     where = f"data.path = '{cfg.path}'"
     found = _npz_arrays(path, where)
     if {"x_train", "y_train", "x_test", "y_test"} <= found.keys():
         suffixes = ["_train", "_test"]
+    elif {"x", "y", "x_test", "y_test"} <= found.keys():  # everything, plus a test split of its own
+        suffixes = ["", "_test"]
     elif {"x", "y"} <= found.keys():
         suffixes = [""]
     else:
         names = ", ".join(sorted(found)) or "none"
-        raise DataError(f"{where}: expected arrays x, y or x_train, y_train, x_test, y_test; found {names}")
+        raise DataError(f"{where}: expected arrays x, y (+ x_test, y_test) or x_train, y_train, x_test, y_test; found {names}")
     xs = [_float_images(found[f"x{s}"], f"{where}: x{s}") for s in suffixes]
     ys = [_labels(found[f"y{s}"], f"{where}: y{s}", len(x)) for s, x in zip(suffixes, xs)]
     class_names = _npz_class_names(found.get("classes"), ys, where)
     if len(xs) == 1:
         return _without_test_split(xs[0], ys[0], class_names)
+    if not len(xs[1]):
+        raise DataError(
+            f"{where}: x_test is empty; give test images, or store x/y alone to hold out "
+            "data.test_fraction of them"
+        )
     if xs[0].shape[1:] != xs[1].shape[1:]:
         raise DataError(f"{where}: x_train images are {xs[0].shape[1:]} but x_test images are {xs[1].shape[1:]}")
     return ImageDataset(xs[0], ys[0], xs[1], ys[1], len(class_names), class_names)

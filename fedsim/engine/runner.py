@@ -127,22 +127,24 @@ def run_experiment(
 
     started = time.perf_counter()
     _quiet_frameworks()
+    store: RunStore | None = None
     if resume is not None:
         store, config, last_round = RunStore.open_for_resume(resume, rounds)
         initial_state = store.load_checkpoint(last_round)
     else:
         assert config is not None, "a config or a run to resume is required"
-        store = RunStore.create(config, str(resolve_device(config.device)), run_dir)
         last_round, initial_state = 0, None
     device = resolve_device(config.device)
     federation = prepare_federation(config)
-    store.write_json(PARTITIONS_FILE, partition_record(federation))
     dataset = federation.dataset
     model_seed = derive_seed(config.seed, "model")
     if initial_state is None:
         model = build_run_model(config, dataset, seed=model_seed, with_weights=True)
         check_training_defenses(model, config.client.defenses)  # e.g. BatchNorm under dpsgd: one line, no round run
         initial_state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+    if store is None:  # created once data and model are known good: a failed start leaves no orphan directory
+        store = RunStore.create(config, str(device), run_dir)
+    store.write_json(PARTITIONS_FILE, partition_record(federation))
 
     client_spec = ClientSpec(
         config=config,

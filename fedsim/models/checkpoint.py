@@ -32,6 +32,12 @@ def load_checkpoint(model: nn.Module, path: Path | str, model_name: str) -> None
             f"(a dict of tensors, optionally under {' or '.join(repr(k) for k in WRAPPER_KEYS)})"
         )
     problems = state_dict_mismatches(model.state_dict(), state)
+    if not problems:
+        problems = [
+            f"key '{key}' holds NaN or infinite values"
+            for key, tensor in state.items()
+            if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all())
+        ]
     if problems:
         more = f" ({len(problems)} mismatching keys)" if len(problems) > 1 else ""
         raise ModelError(f"{field}: does not fit model '{model_name}': {problems[0]}{more}")

@@ -8,11 +8,12 @@ every name ``tv:<member>``.
 from __future__ import annotations
 
 import difflib
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 from torch import nn
 
 from fedsim.base import PluginSection, Registry
@@ -82,6 +83,14 @@ class ModelConfig(PluginSection):
         "default", description="`uniform` = DLG's uniform(-0.5, 0.5) init of every weight and bias"
     )
     checkpoint: Path | None = Field(None, description="state_dict to start the federation from (weights_only load)")
+
+    @field_validator("checkpoint")
+    @classmethod
+    def _readable_checkpoint(cls, value: Path | None) -> Path | None:
+        # checked when the config is read (`fedsim validate` too), not only when the run builds the model
+        if value is not None and not os.access(value.expanduser(), os.R_OK):
+            raise ValueError("not a readable file" if value.expanduser().exists() else "no such file")
+        return value
 
 
 class LayeredModelConfig(ModelConfig):
