@@ -1,10 +1,10 @@
-# From a fresh clone: `make run` runs the quickstart, `make test` runs the test suite.
+# From a fresh clone: `make run` runs the demo (training, attacks, report), `make test` runs the test suite.
 # Both create .venv when it is missing and install fedsim into it (offline-capable here:
 # torch and torchvision come from the local wheel cache).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-CONFIG ?= configs/quickstart.yaml
+CONFIG ?= configs/demo.yaml
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
 .PHONY: run test bench install clean
@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml | $(BIN)/python
 install: $(STAMP)
 
 run: install
-	$(BIN)/fedsim run $(CONFIG)
+	$(BIN)/fedsim run $(CONFIG) --report
 
 test: install
 	$(BIN)/python -m pytest -q

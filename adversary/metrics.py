@@ -5,15 +5,21 @@ undoes the model's normalisation first) and returns one value per image, so a ca
 and average as it chooses. Means over images follow breaching: the mean PSNR of a batch is the mean of
 per-image PSNRs, not the PSNR of the pooled error.
 
-LPIPS needs an ImageNet-trained AlexNet. This lab never downloads: ``Lpips`` loads the backbone only
-from torchvision's file in the user's torch hub cache and otherwise reports itself unavailable (its
-metric is ``None``, with one warning per process). A score from a randomly initialised trunk would look
-like a perceptual distance and mean nothing, so it is never produced unless a test asks for it.
+LPIPS needs an ImageNet-trained AlexNet: torchvision's ``alexnet-owt-7be5be79.pth``. ``Lpips`` finds it
+at ``$FEDSIM_LPIPS_WEIGHTS`` (a file the user put in place, e.g. on an air-gapped cluster) or in the torch
+hub cache, and checks that it is that file: torchvision names its weight files after the first digits of
+their SHA-256, so a wrong backbone cannot pass as LPIPS. ``adversary.lpips`` says what happens without it:
+``auto`` downloads it where a network is available, else reports LPIPS as ``None`` with one warning;
+``required`` refuses to start; ``off`` never computes it. A score from a randomly initialised trunk would
+look like a perceptual distance and mean nothing, so it is never produced unless a test asks for it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
+import os
+import socket
 import warnings
 from pathlib import Path
 
@@ -23,6 +29,14 @@ from skimage.metrics import structural_similarity
 
 DATA_RANGE = 1.0  # images are scored in [0, 1]
 ALEXNET_CHECKPOINT = "alexnet-owt-7be5be79.pth"  # torchvision's AlexNet_Weights.IMAGENET1K_V1 file name
+ALEXNET_SHA256_PREFIX = "7be5be79"  # torchvision's convention: the file name ends in its hash's first digits
+ALEXNET_URL = f"https://download.pytorch.org/models/{ALEXNET_CHECKPOINT}"
+WEIGHTS_ENV = "FEDSIM_LPIPS_WEIGHTS"
+DOWNLOAD_TIMEOUT_S = 30.0
+
+
+class LpipsRequiredError(RuntimeError):
+    """``adversary.lpips: required`` and the AlexNet weights are missing, unreadable or not the right file."""
 LPIPS_MIN_SIDE = 32  # AlexNet's conv/pool stack needs >= 31 px; smaller images are upsampled to 32
 
 # AlexNet ``features`` index -> LPIPS slice holding it (lpips.pretrained_networks.alexnet splits
@@ -91,8 +105,40 @@ def label_accuracy(pred: torch.Tensor, true: torch.Tensor) -> float:
 
 
 def alexnet_checkpoint_path() -> Path:
-    """Where torchvision keeps (and fedsim looks for) ImageNet AlexNet weights; read at call time."""
+    """Where fedsim looks for ImageNet AlexNet weights: ``$FEDSIM_LPIPS_WEIGHTS``, else torchvision's cache."""
+    if os.environ.get(WEIGHTS_ENV):
+        return Path(os.environ[WEIGHTS_ENV]).expanduser()
     return Path(torch.hub.get_dir()) / "checkpoints" / ALEXNET_CHECKPOINT
+
+
+def weights_problem(path: Path) -> str | None:
+    """Why ``path`` is not torchvision's ImageNet AlexNet file (missing, or another file), or None."""
+    if not path.is_file():
+        return f"no ImageNet AlexNet weights at {path} (put torchvision's {ALEXNET_CHECKPOINT} there, or set {WEIGHTS_ENV})"
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    if not digest.hexdigest().startswith(ALEXNET_SHA256_PREFIX):
+        return (
+            f"{path} is not torchvision's {ALEXNET_CHECKPOINT}: its SHA-256 starts with {digest.hexdigest()[:8]}, "
+            f"not {ALEXNET_SHA256_PREFIX}"
+        )
+    return None
+
+
+def download_alexnet(path: Path) -> str | None:
+    """Fetch the weights into ``path`` (torch hub's downloader checks the hash prefix); why it failed, or None."""
+    previous = socket.getdefaulttimeout()
+    socket.setdefaulttimeout(DOWNLOAD_TIMEOUT_S)  # a network that swallows packets must not hang a run
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torch.hub.download_url_to_file(ALEXNET_URL, str(path), hash_prefix=ALEXNET_SHA256_PREFIX, progress=False)
+    except Exception as error:  # offline, DNS, proxy, disk: all mean "not available here"
+        return f"download of {ALEXNET_URL} failed ({type(error).__name__}: {error})"
+    finally:
+        socket.setdefaulttimeout(previous)
+    return None
 
 
 def _warn_unavailable(reason: str) -> None:
@@ -144,27 +190,36 @@ class Lpips:
     numbers are not LPIPS and must never be reported.
     """
 
-    def __init__(self, *, random_weights_for_tests: bool = False) -> None:
+    def __init__(self, mode: str = "auto", *, random_weights_for_tests: bool = False) -> None:
+        if mode not in ("auto", "off", "required"):
+            raise ValueError(f"adversary.lpips = {mode!r}: allowed: auto, off, required")
         self.random_weights = random_weights_for_tests
         self._model: torch.nn.Module | None = None
         self.unavailable_reason: str | None = None
         if random_weights_for_tests:
             self._model = _build_lpips_model()
             return
+        if mode == "off":
+            self.unavailable_reason = "adversary.lpips: off"
+            return
         checkpoint = alexnet_checkpoint_path()
-        if not checkpoint.is_file():
-            self.unavailable_reason = f"no ImageNet AlexNet weights at {checkpoint} (fedsim does not download them: place torchvision's alexnet-owt-7be5be79.pth there)"
-            _warn_unavailable(self.unavailable_reason)
-            return
-        try:
-            state = torch.load(checkpoint, map_location="cpu", weights_only=True)
-            model = _build_lpips_model()
-            model.net.load_state_dict(_alexnet_slices_state(state), strict=True)
-        except Exception as error:  # a truncated or foreign file: unavailable, never random weights
-            self.unavailable_reason = f"cannot load AlexNet weights from {checkpoint}: {error}"
-            _warn_unavailable(self.unavailable_reason)
-            return
-        self._model = model
+        problem = weights_problem(checkpoint)
+        if problem is not None and not checkpoint.exists() and WEIGHTS_ENV not in os.environ:
+            failed = download_alexnet(checkpoint)
+            problem = f"{problem}; {failed}" if failed else weights_problem(checkpoint)
+        if problem is None:
+            try:
+                state = torch.load(checkpoint, map_location="cpu", weights_only=True)
+                model = _build_lpips_model()
+                model.net.load_state_dict(_alexnet_slices_state(state), strict=True)
+                self._model = model
+                return
+            except Exception as error:  # a file with the right hash that still does not load: never random weights
+                problem = f"cannot load AlexNet weights from {checkpoint}: {error}"
+        if mode == "required":
+            raise LpipsRequiredError(f"adversary.lpips = 'required': {problem}")
+        self.unavailable_reason = problem
+        _warn_unavailable(problem)
 
     @property
     def available(self) -> bool:

@@ -23,7 +23,9 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from fedsim.models import ModelError
     from fedsim.reporting import ReportError
 
-    return (ConfigError, DataError, ModelError, ReportError, FileNotFoundError, FileExistsError)
+    from adversary.metrics import LpipsRequiredError
+
+    return (ConfigError, DataError, ModelError, ReportError, LpipsRequiredError, FileNotFoundError, FileExistsError)
 
 
 def _setup_logging(quiet: bool) -> None:
@@ -53,7 +55,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
             raise ConfigError("--rounds extends a resumed run; for a new run use --set federation.rounds=N")
         config = load_config(args.config, args.set)
         run_dir = run_experiment(config, quiet=args.quiet)
-    print(run_dir)
+    if args.report:
+        from fedsim.reporting import write_report
+        from fedsim.reporting.leakage_table import print_leakage_table
+
+        written = write_report(run_dir)
+        print_leakage_table(run_dir, Console())
+        html = next((path for path in written if path.suffix == ".html"), None)
+        if html is not None:
+            print(f"report: {html}")
+    print(run_dir)  # always the last line
     return 0
 
 
@@ -155,6 +166,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("config", nargs="?", type=Path, help="YAML config")
     run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
     run.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue a killed run from its last round")
+    run.add_argument("--report", action="store_true",
+                     help="after the run: write its HTML report and print accuracy and leakage per round")
     run.add_argument("--rounds", type=int, metavar="N",
                      help="with --resume: extend the run to N rounds (the only change a resumed run accepts)")
     run.add_argument("--quiet", action="store_true", help="log lines only, no live display")

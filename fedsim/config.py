@@ -300,6 +300,11 @@ class AdversaryConfig(Section):
         default_factory=AttackWorkerResources, description="what each attack worker process holds, as client_resources"
     )
     save_images: bool = Field(True, description="write original-over-reconstruction PNG grids per round and target")
+    lpips: Literal["auto", "off", "required"] = Field(
+        "auto",
+        description="LPIPS (ImageNet AlexNet at $FEDSIM_LPIPS_WEIGHTS or the torch hub cache): auto = download where "
+        "possible, else null with one warning; required = refuse to start without it; off = never",
+    )
 
     @field_validator("attacks", mode="before")
     @classmethod

@@ -15,6 +15,14 @@ TINY_SWEEP = tiny_raw(
 )
 
 
+@pytest.fixture(autouse=True)
+def no_lpips_download(monkeypatch):
+    """Tests never fetch LPIPS' AlexNet (233 MB): in this process a download fails as it does offline."""
+    from adversary import metrics
+
+    monkeypatch.setattr(metrics, "download_alexnet", lambda path: "download skipped in tests")
+
+
 @pytest.fixture
 def task_identity(monkeypatch):
     """Messages are stamped with the run and node of the process; outside a Flower run there is none."""

@@ -125,3 +125,13 @@ def test_a_failed_start_leaves_no_run_directory(tmp_path, capsys):
     np.savez(tmp_path / "data.npz", x=images(1), y=np.array([0]))
     assert "cannot split 1 samples" in one_line_error(capsys, "run", str(config), "--quiet")
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+def test_lpips_required_without_the_weights_refuses_to_start_and_leaves_nothing(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(torch.hub, "get_dir", lambda: str(tmp_path / "hub"))
+    monkeypatch.delenv("FEDSIM_LPIPS_WEIGHTS", raising=False)
+    config = write_config(
+        tmp_path, adversary={"attacks": ["dlg"], "lpips": "required"}, output={"dir": str(tmp_path / "runs")}
+    )
+    assert "adversary.lpips = 'required': no ImageNet AlexNet weights" in one_line_error(capsys, "run", str(config), "--quiet")
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())

@@ -225,6 +225,7 @@ def test_an_old_run_resumes_and_finishes_as_an_uninterrupted_one(tmp_path):
     finished = [row for row in RunStore(run_dir).rows() if row["event"] == "eval"]
 
     (run_dir / "config.yaml").write_text(OLD_CONFIG)  # the old layout, as an older fedsim wrote it
+    (run_dir / "fingerprint.json").unlink()  # older runs kept none
     rows = [{k: v for k, v in row.items() if k != "schema"} for row in RunStore(run_dir).rows()]
     (run_dir / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     (run_dir / "checkpoints" / "round_0002.pt").unlink()  # killed before round 2 committed

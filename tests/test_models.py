@@ -207,8 +207,10 @@ def test_checkpoint_of_another_model_names_the_first_key(tmp_path: Path) -> None
 
 
 def test_missing_or_unreadable_checkpoint(tmp_path: Path) -> None:
-    with pytest.raises(ModelError, match="does not exist"):
-        build("lenet", checkpoint=tmp_path / "absent.pt")
+    from fedsim.config import ConfigError, parse_config
+
+    with pytest.raises(ConfigError, match=r"^model.checkpoint = '.*absent.pt': no such file$"):
+        parse_config({"model": {"name": "lenet", "checkpoint": str(tmp_path / "absent.pt")}})
     (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
     with pytest.raises(ModelError) as excinfo:
         build("lenet", checkpoint=tmp_path / "junk.pt")

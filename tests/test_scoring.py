@@ -1,5 +1,6 @@
 """Scoring outside the attack: metrics against skimage, Hungarian pairing, LPIPS availability, figures."""
 
+import hashlib
 import json
 import warnings
 
@@ -131,7 +132,21 @@ def test_to_row_is_strict_json():
     assert row["lpips"] is None and row["pairing"] == "hungarian-mse"
 
 
-def test_lpips_missing_weights_gives_none_and_warns_once(tmp_path, monkeypatch):
+@pytest.fixture
+def offline(monkeypatch):
+    """No test downloads: the download fails as it does without a network, and records that it was tried."""
+    tried = []
+
+    def no_network(path):
+        tried.append(path)
+        return "download failed (no network in tests)"
+
+    monkeypatch.setattr(metrics, "download_alexnet", no_network)
+    monkeypatch.delenv(metrics.WEIGHTS_ENV, raising=False)
+    return tried
+
+
+def test_lpips_missing_weights_gives_none_and_warns_once(tmp_path, monkeypatch, offline):
     monkeypatch.setattr(torch.hub, "get_dir", lambda: str(tmp_path))
     monkeypatch.setattr(metrics, "_lpips_warned", False)
     a, b = _pair(2, 3, 32)
@@ -142,6 +157,56 @@ def test_lpips_missing_weights_gives_none_and_warns_once(tmp_path, monkeypatch):
     assert results == [None, None, None] and not first.available
     unavailable = [w for w in caught if issubclass(w.category, metrics.LpipsUnavailableWarning)]
     assert len(unavailable) == 1 and str(tmp_path) in str(unavailable[0].message)
+    assert "download failed" in str(unavailable[0].message) and len(offline) == 2  # auto tried, once per scorer
+
+
+def test_lpips_off_never_looks_for_weights(offline):
+    lpips = metrics.Lpips("off")
+    assert not lpips.available and lpips.unavailable_reason == "adversary.lpips: off" and not offline
+
+
+def test_lpips_required_refuses_without_the_weights(tmp_path, monkeypatch, offline):
+    monkeypatch.setattr(torch.hub, "get_dir", lambda: str(tmp_path))
+    with pytest.raises(metrics.LpipsRequiredError, match=r"^adversary.lpips = 'required': no ImageNet AlexNet weights"):
+        metrics.Lpips("required")
+
+
+def fake_alexnet(path):
+    from torchvision.models import alexnet
+
+    reference = alexnet(weights=None)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(reference.state_dict(), path)
+    return reference, hashlib.sha256(path.read_bytes()).hexdigest()[:8]
+
+
+def test_a_weights_file_that_is_not_torchvisions_alexnet_cannot_pass_as_lpips(tmp_path, monkeypatch, offline):
+    fake_alexnet(tmp_path / "alexnet.pth")  # a random AlexNet: right architecture, wrong file
+    monkeypatch.setenv(metrics.WEIGHTS_ENV, str(tmp_path / "alexnet.pth"))
+    monkeypatch.setattr(metrics, "_lpips_warned", False)
+    with pytest.warns(metrics.LpipsUnavailableWarning, match=r"is not torchvision's alexnet-owt-7be5be79.pth: its SHA-256 starts"):
+        assert not metrics.Lpips("auto").available
+    with pytest.raises(metrics.LpipsRequiredError, match="its SHA-256 starts with"):
+        metrics.Lpips("required")
+    assert not offline  # a file the user put in place is never replaced by a download
+
+
+def test_the_weights_file_is_found_through_the_environment_variable(tmp_path, monkeypatch, offline):
+    reference, prefix = fake_alexnet(tmp_path / "elsewhere" / "weights.pth")
+    monkeypatch.setattr(metrics, "ALEXNET_SHA256_PREFIX", prefix)  # this file stands in for the real one
+    monkeypatch.setenv(metrics.WEIGHTS_ENV, str(tmp_path / "elsewhere" / "weights.pth"))
+    lpips = metrics.Lpips("required")
+    assert torch.equal(getattr(lpips._model.net.slice5, "10").weight, reference.features[10].weight)
+
+
+@pytest.mark.skipif(
+    metrics.weights_problem(metrics.alexnet_checkpoint_path()) is not None, reason="no ImageNet AlexNet weights here"
+)
+def test_lpips_with_the_real_weights_orders_distortions():
+    lpips = metrics.Lpips("required")
+    truth, _ = _pair(1, 3, 32, seed=3)
+    slight, strong = [(truth + s * torch.randn_like(truth)).clamp(0, 1) for s in (0.02, 0.3)]
+    assert 0 < lpips(truth, slight).item() < lpips(truth, strong).item()
 
 
 def test_lpips_plumbing_with_random_weights():
@@ -154,13 +219,9 @@ def test_lpips_plumbing_with_random_weights():
         assert lpips(a, a).abs().max().item() < 1e-6
 
 
-def test_lpips_loads_a_cached_alexnet(tmp_path, monkeypatch):
-    from torchvision.models import alexnet
-
-    checkpoints = tmp_path / "checkpoints"
-    checkpoints.mkdir()
-    reference = alexnet(weights=None)
-    torch.save(reference.state_dict(), checkpoints / metrics.ALEXNET_CHECKPOINT)
+def test_lpips_loads_a_cached_alexnet(tmp_path, monkeypatch, offline):
+    reference, prefix = fake_alexnet(tmp_path / "checkpoints" / metrics.ALEXNET_CHECKPOINT)
+    monkeypatch.setattr(metrics, "ALEXNET_SHA256_PREFIX", prefix)  # this file stands in for the real one
     monkeypatch.setattr(torch.hub, "get_dir", lambda: str(tmp_path))
     lpips = metrics.Lpips()
     assert lpips.available

@@ -13,6 +13,7 @@ import pytest
 import torch
 import yaml
 
+from fedsim.base import TrainingFailed
 from fedsim.config import parse_config
 from fedsim.ground_truth import GroundTruthStore
 from fedsim.reporting import write_report
@@ -115,7 +116,9 @@ def test_too_few_successful_clients_leave_the_model_unchanged(tmp_path):
         federation={"rounds": 1, "min_fit_clients": 2, "failures": failures},
         output={"dir": str(tmp_path)},
     )
-    run_dir = run_experiment(parse_config(raw), quiet=True)
+    with pytest.raises(TrainingFailed, match="no round updated the global model in rounds 1-1"):
+        run_experiment(parse_config(raw), quiet=True)  # it could not train: an error, with every row kept
+    (run_dir,) = [path for path in tmp_path.iterdir() if path.is_dir()]
     evals = events(run_dir, "eval")
     assert evals[1]["model_updated"] is False and evals[1]["clients_failed"] == 2
     assert evals[1]["accuracy"] == evals[0]["accuracy"]

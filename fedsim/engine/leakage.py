@@ -49,12 +49,12 @@ class Truth:
 class LeakageScorer:
     """Scores every finished attack against the ground truth and records it (rows, grids, trajectories)."""
 
-    def __init__(self, store: RunStore, federation: Federation, save_images: bool) -> None:
+    def __init__(self, store: RunStore, federation: Federation, save_images: bool, lpips: Lpips | None = None) -> None:
         self.store = store
         self.federation = federation
         self.truth_store = GroundTruthStore(store.run_dir)
         self.save_images = save_images
-        self.lpips = Lpips()  # unavailable (None + one warning) without the cached AlexNet
+        self.lpips = lpips if lpips is not None else Lpips()  # unavailable: None + one warning
         self.image_dir = store.run_dir / RECONSTRUCTIONS_DIR
         self._lock = threading.Lock()  # attack workers report concurrently
 
@@ -141,7 +141,9 @@ class AdversaryWiring:
     wrap_strategy: Callable[[object], object]
 
 
-def attach_adversary(config: ExperimentConfig, federation: Federation, store: RunStore, model_seed: int) -> AdversaryWiring:
+def attach_adversary(
+    config: ExperimentConfig, federation: Federation, store: RunStore, model_seed: int, lpips: Lpips | None = None
+) -> AdversaryWiring:
     """Build the configured adversary with its tap, its knowledge and the scorer behind it."""
     dataset = federation.dataset
     stats = federation.test_stats  # the federation's public normalisation
@@ -155,7 +157,7 @@ def attach_adversary(config: ExperimentConfig, federation: Federation, store: Ru
     )
     client = config.client
     training = TrainingHyperparameters(client.lr, client.batch_size, client.local_steps, client.local_epochs)
-    scorer = LeakageScorer(store, federation, config.adversary.save_images)
+    scorer = LeakageScorer(store, federation, config.adversary.save_images, lpips or Lpips(config.adversary.lpips))
     grant: LabelGrant | None = scorer.grant_labels if config.adversary.knows.labels == "known" else None
     adversary = Adversary(
         config.adversary,

@@ -24,6 +24,7 @@ from fedsim.engine.federation import PARTITIONS_FILE, Federation, partition_reco
 from fedsim.engine.leakage import attach_adversary
 from fedsim.models import build_run_model
 from fedsim.engine.progress import LogProgress, RichProgress
+from adversary.metrics import Lpips
 from fedsim.base import TrainingFailed
 from fedsim.results import SUMMARY_FILE, RunStore
 from fedsim.seeding import derive_seed
@@ -142,6 +143,8 @@ def run_experiment(
         model = build_run_model(config, dataset, seed=model_seed, with_weights=True)
         check_training_defenses(model, config.client.defenses)  # e.g. BatchNorm under dpsgd: one line, no round run
         initial_state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+    # adversary.lpips: required refuses here, before the run directory exists
+    lpips = Lpips(config.adversary.lpips) if config.adversary.attacks else None
     if store is None:  # created once data and model are known good: a failed start leaves no orphan directory
         store = RunStore.create(config, str(device), run_dir)
     store.write_json(PARTITIONS_FILE, partition_record(federation))
@@ -156,7 +159,7 @@ def run_experiment(
         image_size=dataset.image_size,
     )
     strategy = build_strategy(config, history=store.rows() if resume is not None else ())
-    wiring = attach_adversary(config, federation, store, model_seed) if config.adversary.attacks else None
+    wiring = attach_adversary(config, federation, store, model_seed, lpips) if config.adversary.attacks else None
     if wiring and resume is not None:
         queued = wiring.adversary.resume(store.rows(), last_round)
         if queued:
