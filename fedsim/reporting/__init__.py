@@ -79,11 +79,13 @@ def write_full_report(path: Path, sweep: Sweep | None = None) -> list[Path]:
         frame.to_csv(out / name, index=False)
 
     written_figures: list[Path] = []
-    sections = [_runs_section(sweep, runs)]
+    # what leaked and what it cost first; how each number was produced after
+    sections = [_summary_section(sweep, attacks, final)]
+    sections.append(_reconstructions_section(sweep, attacks))
     sections.append(_utility_section(rounds, names, out, written_figures))
     sections.append(_leakage_section(leakage, names, out, written_figures))
     sections.append(_frontier_section(frontier, reference, names, out, written_figures))
-    sections.append(_reconstructions_section(sweep, attacks))
+    sections.append(_runs_section(sweep, runs))
     sections.append(_provenance_section(sweep))
 
     title = f"fedsim report: {Path(path).resolve().name}"
@@ -98,6 +100,49 @@ def _short_name(run: Run) -> str:
     if not run.labels:
         return run.name
     return ", ".join(f"{key.rsplit('.', 1)[-1]}={label}" for key, label in run.labels.items())
+
+
+def _strongest_text(rows: pd.DataFrame) -> str:
+    """The strongest result (highest SSIM) among ``rows``: its PSNR and SSIM, attack, target and round."""
+    rows = rows.dropna(subset=["ssim"])
+    if rows.empty:
+        return "not attacked"
+    best = rows.loc[rows["ssim"].idxmax()]
+    psnr = "exact" if best["psnr"] == float("inf") else f"{best['psnr']:.1f} dB"
+    return f"{psnr}, SSIM {best['ssim']:.2f} ({best['attack']}, {best['target']}, round {int(best['round'])})"
+
+
+def _threat_model(run: Run) -> str:
+    adversary = run.config.adversary
+    if not adversary.attacks:
+        return "no adversary"
+    knows = adversary.knows
+    granted = [name for name, on in (("local training", knows.local_training), ("sample counts", knows.num_samples),
+                                     ("BatchNorm statistics", knows.bn_statistics)) if on]  # fmt: skip
+    granted.append(f"labels {knows.labels}")
+    return f"{adversary.tap} tap, targets {adversary.targets}; knows {', '.join(granted)}"
+
+
+def _summary_section(sweep: Sweep, attacks: pd.DataFrame, final: pd.DataFrame) -> ReportSection:
+    rows = []
+    for name, run in sweep.runs.items():
+        own = attacks[attacks["run"] == name] if not attacks.empty else attacks
+        result = final[final["run"] == name]
+        accuracy = float(result["final_accuracy"].iloc[0]) if not result.empty else float("nan")
+        epsilon = float(result["epsilon"].iloc[0]) if not result.empty else float("nan")
+        rounds = int(result["rounds"].iloc[0]) if not result.empty and pd.notna(result["rounds"].iloc[0]) else None
+        rows.append({
+            "run": _short_name(run),
+            "strongest leakage, per client": _strongest_text(own[own["kind"] == "per-client"]) if not own.empty else "not attacked",
+            "strongest leakage, aggregate": _strongest_text(own[own["kind"] == "aggregate"]) if not own.empty else "not attacked",
+            "final test accuracy": f"{accuracy:.3f}" + (f" (round {rounds})" if rounds is not None else ""),
+            "epsilon": "no DP" if pd.isna(epsilon) else f"{epsilon:.2f}",
+            "threat model": _threat_model(run),
+        })  # fmt: skip
+    text = Text("What leaked: per run, the strongest attack result (highest SSIM over every attack, round and "
+                "target) on one client's update and on the aggregate, next to what the run's model reached and the "
+                "privacy it spent. PSNR above ~30 dB and SSIM near 1 are near-perfect copies of the training images.")  # fmt: skip
+    return ReportSection("Summary", [text, Table(pd.DataFrame(rows))])
 
 
 def _runs_table(sweep: Sweep, final: pd.DataFrame) -> pd.DataFrame:
@@ -121,27 +166,33 @@ def _utility_section(rounds, names, out: Path, written: list[Path]) -> ReportSec
     if rounds.empty:
         return ReportSection("Utility over rounds", [Text("No evaluated round yet.")])
     png = out / UTILITY_ROUNDS_FIGURE
-    figures.utility_figure(rounds, names, png)
+    figures.utility_figure(rounds, names, png)  # always written: the run's own summary.md shows it
     written.append(png)
     dp = " Epsilon spent (dashed, right axis) where a DP mechanism is on." if rounds["epsilon"].notna().any() else ""
     pivot, step = tables.accuracy_by_round(rounds, names)
     every = "every round" if step == 1 else f"every {step} rounds and the last"
-    return ReportSection("Utility over rounds", [
-        Image(png, "Test accuracy and loss of the global model after every round, one line per run." + dp),
+    blocks: list = []
+    if rounds["round"].nunique() > 2:  # a curve needs rounds to compare; one trained round is a table
+        blocks.append(Image(png, "Test accuracy and loss of the global model after every round, one line per run." + dp))
+    blocks += [
         Text(f"Test accuracy per run, {every} (all rounds, with test loss, the clients' mean training loss and "
              "epsilon: `utility_rounds.csv`)."),
         Table(pivot, "utility_rounds.csv"),
-    ])  # fmt: skip
+    ]  # fmt: skip
+    return ReportSection("Utility over rounds", blocks)
 
 
 def _leakage_section(leakage, names, out: Path, written: list[Path]) -> ReportSection:
     if leakage.empty:
         return ReportSection("Leakage over rounds", [Text("No attack result: no run has an `adversary` with attacks.")])
-    png = out / "leakage_rounds.png"
-    drawn = figures.leakage_figure(leakage, names, png)
-    written.append(png)
-    blocks: list = [Image(png, "The strongest attack on each target per attacked round: mean over the attacked "
-                               "clients (solid) versus the aggregate (dashed), one colour per run.")]  # fmt: skip
+    blocks: list = []
+    drawn: list[str] = [metric for metric in LEAKAGE_METRICS if leakage.filter(like=metric).notna().any().any()]
+    if leakage.groupby("run")["round"].nunique().max() > 1:  # one attacked round is a table, not a curve
+        png = out / "leakage_rounds.png"
+        drawn = figures.leakage_figure(leakage, names, png)
+        written.append(png)
+        blocks.append(Image(png, "The strongest attack on each target per attacked round: mean over the attacked "
+                                 "clients (solid) versus the aggregate (dashed), one colour per run."))  # fmt: skip
     absent = [metric.upper() for metric in LEAKAGE_METRICS if metric not in drawn]
     if absent:
         blocks.append(Text(f"Not recorded: {', '.join(absent)} "
@@ -166,7 +217,8 @@ def _frontier_section(frontier, reference, names, out: Path, written: list[Path]
         unmatched = [name for name, ref in reference.items() if ref is None]
         if unmatched:
             blocks.append(Text(f"No undefended counterpart for: {', '.join(unmatched)}."))
-    if frontier["attack_results"].sum() > 0 and frontier[UTILITY_LOSS].notna().any():
+    # a frontier needs runs to compare: one run is its table row
+    if frontier["attack_results"].sum() > 0 and frontier[UTILITY_LOSS].notna().sum() > 1:
         png = out / "frontier.png"
         figures.frontier_figure(frontier, names, png)
         written.append(png)
@@ -181,7 +233,7 @@ def _reconstructions_section(sweep: Sweep, attacks: pd.DataFrame) -> ReportSecti
         grids = tables.best_grids(run, attacks)
         if grids:
             blocks.append(Text(f"`{name}` ({tables.defense_text(run.config)}): originals over reconstructions."))
-            blocks.extend(Image(path, caption) for caption, path in grids)
+            blocks.extend(Image(path, caption, kind="reconstruction") for caption, path in grids)
     if not blocks:
         blocks.append(Text("No reconstruction grid (no attack result, or `adversary.save_images: false`)."))
     return ReportSection("Reconstructions (strongest result per run and target kind)", blocks)

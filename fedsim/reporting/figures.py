@@ -65,6 +65,7 @@ def utility_figure(rounds: pd.DataFrame, names: Mapping[str, str], path: Path) -
         eps_axis.set_ylabel("epsilon spent (dashed)")
     for axis in (acc_axis, loss_axis):
         axis.grid(alpha=0.3)
+        axis.xaxis.set_major_locator(MaxNLocator(integer=True))  # rounds are whole numbers
     handles, labels = acc_axis.get_legend_handles_labels()
     fig.tight_layout(rect=(0, min(0.05 * rows + 0.02, 0.5), 1, 1))
     _legend_below(fig, handles, labels)

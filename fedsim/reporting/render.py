@@ -24,7 +24,7 @@ class Text:
 class Image:
     path: Path
     caption: str
-
+    kind: str = ""  # "reconstruction": shown large, pixels kept sharp
 
 @dataclass(frozen=True)
 class Table:
@@ -97,7 +97,8 @@ def render_html(title: str, sections: list[ReportSection]) -> str:
                 body.append(f"<p>{_inline(block.text)}</p>")
             elif isinstance(block, Image):
                 data = base64.b64encode(block.path.read_bytes()).decode()
-                body.append(f'<figure><img src="data:image/png;base64,{data}" alt="{html.escape(block.caption)}">'
+                kind = f' class="{block.kind}"' if block.kind else ""
+                body.append(f'<figure{kind}><img src="data:image/png;base64,{data}" alt="{html.escape(block.caption)}">'
                             f"<figcaption>{html.escape(block.caption)}</figcaption></figure>")  # fmt: skip
             elif isinstance(block, Table):
                 frame = block.frame.map(cell) if not block.frame.empty else block.frame
@@ -123,10 +124,12 @@ _PAGE = """<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{title}</title>
 <style>
 body {{ font-family: system-ui, sans-serif; max-width: 1150px; margin: 2em auto; padding: 0 1em; color: #222; }}
-table {{ border-collapse: collapse; font-size: 0.82em; margin: 0.5em 0; }}
+table {{ border-collapse: collapse; font-size: 0.82em; margin: 0.5em 0; display: block; max-width: 100%; overflow-x: auto; }}
 th, td {{ border-bottom: 1px solid #ddd; padding: 0.25em 0.6em; text-align: left; }}
 th {{ background: #f4f4f4; }}
 figure {{ margin: 1em 0; }} figure img {{ max-width: 100%; }}
+figure.reconstruction img {{ width: 100%; max-width: 900px; image-rendering: pixelated; }}
+.summary td:first-child {{ font-weight: 600; }}
 figcaption {{ font-size: 0.85em; color: #555; }}
 pre {{ background: #f7f7f7; padding: 0.6em; overflow-x: auto; font-size: 0.8em; }}
 code {{ background: #f2f2f2; padding: 0 0.2em; }}

@@ -174,7 +174,8 @@ def best_grids(run: Run, attacks: pd.DataFrame) -> list[tuple[str, Path]]:
         best = rows.loc[rows["ssim"].idxmax()]
         path = run.path / RECONSTRUCTIONS_DIR / grid_file(int(best["round"]), str(best["target"]), str(best["attack"]))
         if path.is_file():
-            caption = f"{kind}: round {int(best['round'])}, {best['target']}, {best['attack']}, SSIM {best['ssim']:.3f}"
+            psnr = "exact" if best["psnr"] == math.inf else f"PSNR {best['psnr']:.1f} dB"
+            caption = f"{kind}: round {int(best['round'])}, {best['target']}, {best['attack']}: {psnr}, SSIM {best['ssim']:.3f}"
             grids.append((caption, path))
     return grids
 
