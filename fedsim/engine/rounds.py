@@ -1,6 +1,6 @@
 """The round driver: one loop for every protocol, recording everything as it happens.
 
-The loop is the one of ``flwr.serverapp.strategy.Strategy.start`` with what a leakage lab needs on
+The loop is the one of ``flwr.serverapp.strategy.Strategy.start`` with what a leakage measurement needs on
 top, written once for every protocol: the roll call (which node holds which partition), starting
 after round k (``--resume``), the initial model's `eval` row, a `fit` row per client as soon as it
 exists, the round's `eval` row and the checkpoint that commits it, and progress client by client.
