@@ -37,7 +37,7 @@ CONFIG = REPO / "configs" / "defense-comparison.yaml"
 #: defense -> the `client.defenses` it runs with (YAML flow syntax, as on the command line)
 VARIANTS: dict[str, str] = {
     "none": "[]",
-    "dpsgd": "[{name: dpsgd, target_epsilon: 8, max_grad_norm: 1.0, poisson_sampling: false}]",
+    "dpsgd": "[{name: dpsgd, target_epsilon: 8, max_grad_norm: 1.0}]",
     "pdpsgd": "[{name: pdpsgd, sigma: 0.1}]",
     "gradient_dropout": "[{name: gradient_dropout, p: 0.6, sigma: 0.005}]",
     "soteria": "[{name: soteria, ratio: 0.8}]",

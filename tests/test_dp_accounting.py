@@ -5,8 +5,14 @@ accountant. Each must agree with `dp-accounting` (its RDP accountant where fedsi
 accountant where fedsim uses PRV) within a few percent, or be the larger (a looser bound is still a bound).
 """
 
+import threading
+from dataclasses import astuple
+
 import pytest
 import torch
+
+from clients.defenses.privacy_ledger import ClientPrivacyLedger, LedgerEntry
+from clients.defenses.privacy_ledger import epsilon as ledger_epsilon
 
 dp_accounting = pytest.importorskip("dp_accounting")
 
@@ -60,6 +66,41 @@ def test_a_resumed_dpsgd_ledger_still_agrees_with_dp_accounting(tmp_path):
     (resumed,) = rounds(model, x, y, cfg, tmp_path, planned=3, run=[3])  # rerun after a kill: counted once
     step = PoissonSampledDpEvent(4 / len(x), GaussianDpEvent(1.0))
     assert_agrees_or_is_larger(resumed["defense.dpsgd.epsilon"], reference_epsilon([SelfComposedDpEvent(step, 15)], 1e-5, "rdp"))
+
+
+def test_a_resumed_prv_ledger_at_a_set_delta_agrees_with_dp_accountings_pld(tmp_path):
+    model, x, y = toy()
+    cfg = client(dpsgd(noise_multiplier=0.9, accountant="prv", delta=1e-6), batch_size=8, local_steps=3)
+    rounds(model, x, y, cfg, tmp_path, planned=3)
+    resumed = rounds(model, x, y, cfg, tmp_path, planned=3, run=[2, 3])  # --resume reran rounds 2 and 3
+    assert resumed[-1]["defense.dpsgd.delta"] == 1e-6 and resumed[-1]["defense.dpsgd.total_steps"] == 9
+    step = PoissonSampledDpEvent(8 / len(x), GaussianDpEvent(0.9))
+    reference = reference_epsilon([SelfComposedDpEvent(step, 9)], 1e-6, "pld")
+    assert_agrees_or_is_larger(resumed[-1]["defense.dpsgd.epsilon"], reference)
+
+
+@pytest.mark.parametrize("accountant", ["rdp", "prv"])
+def test_a_ledger_whose_settings_change_between_rounds_agrees_with_dp_accounting(accountant):
+    entries = [LedgerEntry(1, 1.0, 0.1, 5), LedgerEntry(2, 2.0, 0.05, 10), LedgerEntry(3, 1.0, 0.1, 5)]
+    events = [
+        SelfComposedDpEvent(PoissonSampledDpEvent(rate, GaussianDpEvent(noise)), steps)
+        for _, noise, rate, steps in (astuple(entry) for entry in entries)
+    ]
+    reference = reference_epsilon(events, 1e-5, "rdp" if accountant == "rdp" else "pld")
+    assert_agrees_or_is_larger(ledger_epsilon(entries, 1e-5, accountant), reference)
+
+
+def test_ledger_writers_at_the_same_time_lose_no_round(tmp_path):
+    def write(server_round: int) -> None:
+        ClientPrivacyLedger(tmp_path).record(LedgerEntry(server_round, 1.0, 0.1, 1))
+
+    writers = [threading.Thread(target=write, args=(server_round,)) for server_round in range(1, 9)]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join()
+    assert [entry.round for entry in ClientPrivacyLedger(tmp_path).entries] == list(range(1, 9))
+    assert not list(tmp_path.glob(".privacy.json.*.tmp"))  # nothing half-written left behind
 
 
 # ----------------------------------------------------------------------------------------- central DP
