@@ -185,7 +185,7 @@ def test_npz_non_square_images_need_image_size(tmp_path: Path) -> None:
         ({"x": np.zeros((4, 5, 5, 7), np.uint8), "y": np.arange(4)}, r"x has shape \(4, 5, 5, 7\)"),
         ({"x": np.zeros((4, 5, 5), np.uint8), "y": np.arange(3)}, "y has 3 labels for 4 images"),
         ({"x": np.zeros((4, 5, 5), np.uint8), "y": np.arange(4.0)}, "y must be a 1-D array of integer class ids"),
-        ({"images": np.zeros((4, 5, 5), np.uint8)}, "expected arrays x, y or x_train, .*; found images"),
+        ({"images": np.zeros((4, 5, 5), np.uint8)}, "expected arrays x, y \\(\\+ x_test, y_test\\) or x_train, .*; found images"),
         ({"x": np.zeros((4, 5, 5), np.uint8), "y": np.arange(4), "classes": np.array(["a"])}, "labels go up to 3"),
     ],
 )
