@@ -299,7 +299,7 @@ def test_options_resolve_to_the_attacks_defaults(name):
 
 
 def test_every_attack_is_registered_with_its_paper():
-    assert ATTACKS.names() == ["dlg", "gradinversion", "idlg", "ig"]
+    assert ATTACKS.names() == ["dlg", "ggssr", "gradinversion", "idlg", "ig"]
     assert all("20" in help_text for help_text in ATTACKS.describe().values())  # a year: the paper is named
     assert resolve_options(AttackOptions(name="dlg")).optimizer == "lbfgs"
     assert resolve_options(AttackOptions(name="ig")).loss == "cosine"

@@ -1,0 +1,67 @@
+"""A diffusers checkpoint as a prior: a folder (``fedsim prior train`` writes one) or a hub id.
+
+The folder holds ``unet/`` (a ``UNet2DModel``) and ``scheduler/`` (a DDPM/DDIM scheduler config), as
+diffusers' pipelines save them; a single-model folder (``config.json`` of the UNet at its root) also loads,
+with the linear DDPM schedule. Hub ids (e.g. ``google/ddpm-cifar10-32``) load from the local cache only when
+``offline`` (or HF_HUB_OFFLINE=1), and a missing checkpoint is one line naming it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+from pydantic import Field
+
+from adversary.priors.base import PRIORS, PriorConfig, linear_alphas_cumprod
+
+
+class DiffusersPrior:
+    def __init__(self, unet: Any, alphas_cumprod: torch.Tensor):
+        self.unet = unet
+        self.alphas_cumprod = alphas_cumprod
+
+    def predict_noise(self, x_t: torch.Tensor, t: int) -> torch.Tensor:
+        steps = torch.full((x_t.shape[0],), int(t), device=x_t.device, dtype=torch.long)
+        return self.unet(x_t, steps).sample
+
+
+class DiffusersPriorConfig(PriorConfig):
+    name: Literal["diffusers"] = "diffusers"
+    path: str = Field(..., description="diffusers checkpoint folder or hub id (e.g. google/ddpm-cifar10-32)")
+    offline: bool | None = Field(None, description="load from local files only (default: HF_HUB_OFFLINE)")
+
+    def load(self, shape: tuple[int, ...], device: torch.device, dtype: torch.dtype) -> DiffusersPrior:
+        try:
+            from diffusers import DDPMScheduler, UNet2DModel
+        except ImportError:  # pragma: no cover - diffusers is a dependency
+            raise ValueError("prior diffusers needs the diffusers package: pip install diffusers") from None
+        offline = self.offline if self.offline is not None else os.environ.get("HF_HUB_OFFLINE") == "1"
+        root = Path(self.path).expanduser()
+        subfolder = "unet" if (root / "unet").is_dir() or not root.exists() else None
+        try:
+            unet = UNet2DModel.from_pretrained(str(root) if root.exists() else self.path, subfolder=subfolder,
+                                               local_files_only=offline)  # fmt: skip
+        except (OSError, ValueError) as error:
+            raise ValueError(f"prior.path = {self.path!r}: no diffusers UNet2DModel could be loaded "
+                             f"({'offline, ' if offline else ''}{str(error).splitlines()[0]})") from None  # fmt: skip
+        try:
+            scheduler = DDPMScheduler.from_pretrained(str(root) if root.exists() else self.path, subfolder="scheduler",
+                                                      local_files_only=offline)  # fmt: skip
+            alphas = scheduler.alphas_cumprod.to(torch.float64)
+        except (OSError, ValueError):
+            alphas = linear_alphas_cumprod(1000)
+        config = unet.config
+        expected = (int(config.in_channels), int(config.sample_size), int(config.sample_size))
+        if tuple(shape) != expected:
+            raise ValueError(f"prior.path = {self.path!r}: the prior makes images of shape {expected}, "
+                             f"the attacked model takes {tuple(shape)}")  # fmt: skip
+        unet = unet.to(device=device, dtype=dtype).eval().requires_grad_(False)
+        return DiffusersPrior(unet, alphas.to(device=device, dtype=dtype))
+
+
+PRIORS.register(
+    "diffusers", help="a diffusers UNet2DModel checkpoint: a folder (fedsim prior train) or a hub id", config=DiffusersPriorConfig
+)(DiffusersPriorConfig)
