@@ -150,6 +150,26 @@ def _cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_vulnerability(args: argparse.Namespace) -> int:
+    """RV (paper 002) of the run's initial global model on the first training images (see adversary.vulnerability)."""
+    import torch
+
+    from adversary.vulnerability import reconstruction_vulnerability
+    from fedsim.data import load_dataset
+    from fedsim.models.build import build_run_model
+
+    config = load_config(args.config, args.set)
+    if args.projections < 1 or args.samples < 1:
+        raise ConfigError(f"--projections = {args.projections}, --samples = {args.samples}: both must be >= 1")
+    data = load_dataset(config.data, seed=config.seed)
+    model = build_run_model(config, data, config.seed, with_weights=True).eval()
+    x, y = torch.from_numpy(data.x_train[: args.samples]), torch.from_numpy(data.y_train[: args.samples])
+    result = reconstruction_vulnerability(model, x, y, projections=args.projections, seed=config.seed)
+    print(f"model {config.model.name}: RV = {result.rv:.6g} +- {result.standard_error:.2g} (standard error; "
+          f"{result.samples} samples x {result.projections} projections)")  # fmt: skip
+    return 0
+
+
 def _cmd_report(args: argparse.Namespace) -> int:
     from fedsim.reporting import write_report
 
@@ -202,6 +222,16 @@ def build_parser() -> argparse.ArgumentParser:
     schema.add_argument("--markdown", action="store_true", help="Markdown tables (the README's config reference)")
     schema.set_defaults(func=_cmd_config_schema)
     sub.add_parser("list", help="registered data sets, models, strategies and attacks").set_defaults(func=_cmd_list)
+
+    vulnerability = sub.add_parser(
+        "vulnerability", help="RV (paper 002): Frobenius norm of d(parameter gradient)/d(input) of the run's initial "
+        "model on training images, from random orthogonal projections, with its standard error"
+    )
+    vulnerability.add_argument("config", type=Path)
+    vulnerability.add_argument("--projections", type=int, default=8, help="orthogonal directions per image")
+    vulnerability.add_argument("--samples", type=int, default=16, help="training images (each its own gradient)")
+    vulnerability.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
+    vulnerability.set_defaults(func=_cmd_vulnerability)
 
     report = sub.add_parser(
         "report", help="HTML + Markdown + CSV report of a run, a sweep or a folder of runs: utility and leakage "
