@@ -170,6 +170,21 @@ def _cmd_vulnerability(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_prior_train(args: argparse.Namespace) -> int:
+    """Train a diffusion prior on the data set's test split (no client holds those images)."""
+    from adversary.priors.training import train_prior
+    from fedsim.config import DataConfig
+    from fedsim.data import load_dataset
+
+    data = load_dataset(DataConfig(dataset=args.dataset, image_size=args.image_size), seed=args.seed)
+    if len(data.x_test) == 0:
+        raise ConfigError(f"--dataset {args.dataset}: it has no held-out test images to train a prior on")
+    record = train_prior(data.x_test, args.out, dataset=args.dataset, split="test", preset=args.preset,
+                         steps=args.steps, seed=args.seed, resume=args.resume)  # fmt: skip
+    print(f"{args.out}: prior trained on {record.images} test images of {args.dataset} ({record.steps} steps)")
+    return 0
+
+
 def _cmd_report(args: argparse.Namespace) -> int:
     from fedsim.reporting import write_report
 
@@ -232,6 +247,18 @@ def build_parser() -> argparse.ArgumentParser:
     vulnerability.add_argument("--samples", type=int, default=16, help="training images (each its own gradient)")
     vulnerability.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
     vulnerability.set_defaults(func=_cmd_vulnerability)
+
+    prior = sub.add_parser("prior", help="generative priors for attacks such as ggssr").add_subparsers(
+        dest="prior_command", required=True)
+    train = prior.add_parser("train", help="train a small diffusers UNet prior on a data set's held-out test images")
+    train.add_argument("--dataset", default="digits")
+    train.add_argument("--image-size", type=int, default=8)
+    train.add_argument("--preset", choices=["cpu", "gpu"], default="cpu", help="cpu: digits in minutes; gpu: CIFAR-10 size")
+    train.add_argument("--steps", type=int, default=None, help="training steps (default: the preset's)")
+    train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--resume", action="store_true", help="continue the training saved in OUT")
+    train.add_argument("--out", type=Path, required=True, help="folder of the diffusers checkpoint")
+    train.set_defaults(func=_cmd_prior_train)
 
     report = sub.add_parser(
         "report", help="HTML + Markdown + CSV report of a run, a sweep or a folder of runs: utility and leakage "
