@@ -43,6 +43,8 @@ class TrainingHyperparameters:
     batch_size: int
     local_steps: int | None  # None when clients train for epochs (steps follow from their sample count)
     local_epochs: int | None
+    momentum: float = 0.0  # SGD momentum (the only optimizer an attacker simulates; adam is refused in the config)
+    weight_decay: float = 0.0
 
 
 def _client_id(update: TappedUpdate) -> int:
@@ -117,7 +119,10 @@ def build_views(
     def known_training(update: TappedUpdate) -> LocalTraining | None:
         if not config.knows.local_training:
             return None
-        return LocalTraining(lr=training.lr, local_steps=_steps(update, training), batch_size=training.batch_size)
+        return LocalTraining(
+            lr=training.lr, local_steps=_steps(update, training), batch_size=training.batch_size,
+            momentum=training.momentum, weight_decay=training.weight_decay,
+        )  # fmt: skip
 
     if config.targets in ("per-client", "both"):
         for update in clients:
@@ -169,7 +174,11 @@ def _aggregate_view(updates, clients, config, training, grant_labels, view) -> l
     weights = [u.num_examples for u in per_client]
     groups = [(count, weight / sum(weights)) for count, weight in zip(counts, weights)]
     one_step = config.knows.local_training and all(_steps(u, training) == 1 for u in per_client)
-    local_training = LocalTraining(lr=training.lr, local_steps=1, batch_size=total) if one_step else None
+    local_training = (
+        LocalTraining(lr=training.lr, local_steps=1, batch_size=total, weight_decay=training.weight_decay)
+        if one_step
+        else None
+    )  # one step: momentum has not yet acted (the first buffer is the gradient itself)
     labels = None
     if grant_labels is not None:
         labels = torch.cat([grant_labels(aggregate.round, c, n) for c, n in zip(contributors, counts)])

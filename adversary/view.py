@@ -20,6 +20,8 @@ class LocalTraining:
     lr: float
     local_steps: int  # optimizer steps the client took this round
     batch_size: int
+    momentum: float = 0.0  # SGD's (PyTorch's convention: buffer = momentum * buffer + gradient, no dampening)
+    weight_decay: float = 0.0  # L2 term added to every gradient: weight_decay * parameter
 
 
 @dataclass(frozen=True)

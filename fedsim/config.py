@@ -423,6 +423,12 @@ class ExperimentConfig(Section):
         adversary, federation = self.adversary, self.federation
         if not adversary.attacks:
             return self
+        if adversary.knows.local_training and self.client.optimizer != "sgd":
+            raise ValueError(
+                f"client.optimizer = '{self.client.optimizer}': an attacker that knows the local training simulates "
+                "SGD (with momentum and weight decay) only; use sgd, or set adversary.knows.local_training: false "
+                "(the update's direction is matched then)"
+            )
         if isinstance(adversary.clients, list) and adversary.targets != "aggregate":
             missing = [client for client in adversary.clients if client >= federation.num_clients]
             if missing:

@@ -331,3 +331,45 @@ def test_a_lone_problem_evaluates_as_it_does_batched_with_others(digits, spec, o
     f_lone, g_lone = lone.evaluate(v[1:2])
     torch.testing.assert_close(f_lone, f_batched[1:2], rtol=1e-10, atol=0)
     torch.testing.assert_close(g_lone, g_batched[1:2], rtol=1e-8, atol=1e-12)
+
+
+# ------------------------------------------------------------------------------------ local training
+
+
+def test_sgd_with_momentum_and_weight_decay_is_simulated_exactly(digits):
+    """Three local steps of momentum 0.9 and weight decay on the full batch: at the true images (and labels)
+    the attacker's unrolled update equals what the client sent, so the objective is zero."""
+    from dataclasses import replace
+
+    from adversary.attacks.problem import BatchedProblem
+
+    x, y = digits
+    index = one_per_class(y, [1, 7])
+    truth, labels = x[index].double(), y[index]
+    model = lenet().double()
+    global_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    client = copy.deepcopy(model)
+    cfg = ClientConfig(lr=0.3, batch_size=2, local_steps=3, momentum=0.9, weight_decay=0.01)
+    train_locally(client, truth, labels, np.arange(2), cfg, seed=0)
+    view = AttackerView(
+        round=1, tap="mitm", target="client:0", model=model, global_state=global_state,
+        observed_state={k: v.detach().clone() for k, v in client.state_dict().items()}, input_shape=(1, SIDE, SIDE),
+        num_classes=10, num_samples=2, labels=labels,
+        local_training=LocalTraining(lr=0.3, local_steps=3, batch_size=2, momentum=0.9, weight_decay=0.01),
+    )  # fmt: skip
+
+    def objective(view) -> float:
+        options = AttackOptions(name="ig", regularizers=[])
+        problem = BatchedProblem.build(ATTACKS.get("ig").spec, options, [view], [0], CPU, torch.float64)
+        schedule = tuple(step[0] for step in problem.schedule)
+        return float(problem.objective((truth,), [t[0] for t in problem.targets], problem.probs[0], (), schedule))
+
+    assert objective(view) < 1e-12
+    plain = replace(view, local_training=LocalTraining(lr=0.3, local_steps=3, batch_size=2))
+    assert objective(plain) > 1e-6  # ignoring momentum and weight decay leaves the truth off the optimum
+
+
+def test_an_attacker_that_knows_the_local_training_refuses_adam():
+    with pytest.raises(ConfigError, match=r"^client.optimizer = 'adam': an attacker that knows the local training simulates SGD"):
+        parse_config({"client": {"optimizer": "adam"}, "adversary": {"attacks": ["dlg"]}})
+    parse_config({"client": {"optimizer": "adam"}, "adversary": {"attacks": ["dlg"], "knows": {"local_training": False}}})

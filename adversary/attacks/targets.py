@@ -24,7 +24,10 @@ L2 weight means the same thing in each:
   assumed; the delta itself is the target and the distance is made scale-free
   (``objective.gradient_distance(scale_free=True)``).
 
-Momentum, weight decay and Adam on the client are not simulated (``LocalTraining`` does not carry them).
+The client's SGD is simulated exactly as PyTorch runs it: weight decay adds ``weight_decay * w`` to every
+gradient, and momentum keeps ``buffer = momentum * buffer + gradient`` (the first buffer is the gradient),
+stepping ``w -= lr * buffer``. One step is therefore the gradient plus ``weight_decay * w_t`` whatever the
+momentum. Adam is not simulated: the config refuses it for an attacker that knows the local training.
 """
 
 from __future__ import annotations
@@ -49,6 +52,8 @@ class MatchSpec:
     batch_size: int  # the client's, capped at num_samples
     steps: int  # local steps; 1 = one gradient of all num_samples samples
     groups: tuple[tuple[int, float], ...] = ()  # an aggregate's (samples, share) per client, in dummy order
+    momentum: float = 0.0
+    weight_decay: float = 0.0
 
     @property
     def scale_free(self) -> bool:
@@ -89,10 +94,14 @@ def match_spec(view: AttackerView) -> MatchSpec:
     if training is None or training.local_steps == 1:
         # One step: every one of the num_samples samples is behind the gradient.
         groups = view.groups if len(view.groups) > 1 else ()
-        return MatchSpec(lr=None if training is None else training.lr, num_samples=n, batch_size=n, steps=1, groups=groups)
+        lr, decay = (None, 0.0) if training is None else (training.lr, training.weight_decay)
+        return MatchSpec(lr=lr, num_samples=n, batch_size=n, steps=1, groups=groups, weight_decay=decay)
     if len(view.groups) > 1:
         raise ValueError(f"{view.target}: an aggregate of several clients' unrolled local training cannot be simulated")
-    return MatchSpec(lr=training.lr, num_samples=n, batch_size=min(training.batch_size, n), steps=training.local_steps)
+    return MatchSpec(
+        lr=training.lr, num_samples=n, batch_size=min(training.batch_size, n), steps=training.local_steps,
+        momentum=training.momentum, weight_decay=training.weight_decay,
+    )  # fmt: skip
 
 
 def observed_target(view: AttackerView, names: list[str], device: torch.device, dtype: torch.dtype) -> list[torch.Tensor]:
@@ -109,10 +118,13 @@ def observed_mean_gradient(view: AttackerView, names: list[str]) -> tuple[dict[s
     full-batch mean gradient (exact for one step); label recovery reads it.
     """
     delta = view.parameter_delta()
-    if view.local_training is None:
+    training = view.local_training
+    if training is None:
         return {name: delta[name].detach() for name in names}, False
-    factor = 1.0 / (view.local_training.lr * view.local_training.local_steps)
-    return {name: delta[name].detach() * factor for name in names}, True
+    factor = 1.0 / (training.lr * training.local_steps)
+    # weight decay's share of the update, at the starting weights (exact for one step)
+    decay = {name: training.weight_decay * view.global_state[name].detach() for name in names}
+    return {name: delta[name].detach() * factor - decay[name] for name in names}, True
 
 
 def simulated_update(
@@ -151,18 +163,23 @@ def simulated_update(
         return total, first_stats
 
     step_grad = _autograd_grad(step_loss) if autograd else torch.func.grad(step_loss, has_aux=True)
+    decay = spec.weight_decay
     if not spec.unrolled:
         grads, stats = step_grad(params, x, probs)
-        return [grads[name] for name in names], stats
+        return [grads[name] + decay * params[name] if decay else grads[name] for name in names], stats
     lr = spec.lr
     assert lr is not None  # unrolled views always carry their local training
     current = dict(params)
+    buffers: dict[str, torch.Tensor] = {}
     first_stats: tuple = ()
     for index, batch in enumerate(schedule):
         grads, stats = step_grad(current, x.index_select(0, batch), probs.index_select(0, batch))
         if index == 0:
             first_stats = stats
-        current = {name: current[name] - lr * grads[name] for name in names}
+        for name in names:
+            grad = grads[name] + decay * current[name] if decay else grads[name]
+            buffers[name] = spec.momentum * buffers[name] + grad if name in buffers and spec.momentum else grad
+        current = {name: current[name] - lr * buffers[name] for name in names}
     return [(params[name] - current[name]) / lr for name in names], first_stats
 
 

@@ -29,7 +29,7 @@ class DiffusersPrior:
 
 
 class DiffusersPriorConfig(PriorConfig):
-    name: Literal["diffusers"] = "diffusers"
+    name: Literal["diffusers"] = Field("diffusers", description="a diffusers checkpoint folder or hub id")
     path: str = Field(..., description="diffusers checkpoint folder or hub id (e.g. google/ddpm-cifar10-32)")
     offline: bool | None = Field(None, description="load from local files only (default: HF_HUB_OFFLINE)")
 

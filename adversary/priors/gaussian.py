@@ -32,7 +32,7 @@ class GaussianPrior:
 
 
 class GaussianPriorConfig(PriorConfig):
-    name: Literal["gaussian"] = "gaussian"
+    name: Literal["gaussian"] = Field("gaussian", description="a closed-form Gaussian prior (its denoiser is exact)")
     mean: float = Field(0.0, description="mean of every pixel, in the prior's [-1, 1] space")
     std: float = Field(0.5, gt=0, description="standard deviation of every pixel")
     timesteps: int = Field(1000, ge=2, description="training timesteps of the linear DDPM schedule")

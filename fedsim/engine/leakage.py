@@ -156,7 +156,9 @@ def attach_adversary(
         input_bounds=((0 - mean) / std, (1 - mean) / std),
     )
     client = config.client
-    training = TrainingHyperparameters(client.lr, client.batch_size, client.local_steps, client.local_epochs)
+    training = TrainingHyperparameters(
+        client.lr, client.batch_size, client.local_steps, client.local_epochs, client.momentum, client.weight_decay
+    )
     scorer = LeakageScorer(store, federation, config.adversary.save_images, lpips or Lpips(config.adversary.lpips))
     grant: LabelGrant | None = scorer.grant_labels if config.adversary.knows.labels == "known" else None
     adversary = Adversary(
