@@ -36,7 +36,7 @@ def test_the_table_shows_each_targets_strongest_attack_next_to_accuracy(tmp_path
     targets, table = leakage_rows(store.run_dir)
     assert targets == ["client:1", "aggregate"]
     assert [line["round"] for line in table] == [0, 2, 3]  # the start, the attacked rounds, the last
-    assert table[1] == {"round": 2, "accuracy": 0.3, "client:1": "20.0 / 0.60", "aggregate": "exact / 1.00"}
+    assert table[1] == {"round": 2, "accuracy": 0.3, "client:1": "20.0/0.60", "aggregate": "exact/1.00"}
 
 
 @pytest.mark.simulation

@@ -1,7 +1,7 @@
 """The short table a run prints at its end: accuracy and, where attacked, leakage per target, per round.
 
 For each attacked round and target the strongest attack's result is shown (highest SSIM over the attacks
-run on it), as ``PSNR / SSIM`` (PSNR in dB); an exact reconstruction shows ``exact``.
+run on it), as ``PSNR/SSIM`` (PSNR in dB); an exact reconstruction shows ``exact``.
 """
 
 from __future__ import annotations
@@ -44,15 +44,16 @@ def leakage_rows(run_dir: Path) -> tuple[list[str], list[dict[str, Any]]]:
 
 def _cell(row: dict[str, Any]) -> str:
     psnr = row.get("psnr_mean")
-    return f"{'exact' if psnr is None else f'{psnr:.1f}'} / {row['ssim_mean']:.2f}"
+    return f"{'exact' if psnr is None else f'{psnr:.1f}'}/{row['ssim_mean']:.2f}"
 
 
 def print_leakage_table(run_dir: Path, console: Any) -> None:
     """Print the table with rich (``console``: a ``rich.console.Console``)."""
+    from rich.box import SIMPLE
     from rich.table import Table
 
     targets, table = leakage_rows(run_dir)
-    view = Table(title="accuracy and leakage per round: PSNR (dB) / SSIM of the strongest attack per target")
+    view = Table(title="leakage per target: PSNR (dB)/SSIM of the strongest attack", box=SIMPLE)
     view.add_column("round", justify="right")
     view.add_column("accuracy", justify="right")
     for target in targets:
