@@ -18,6 +18,7 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_core import PydanticUndefined
 
 from adversary.attacks.regularizers import REGULARIZERS, RegularizerConfig
+from adversary.attacks.requirements import AttackSetting
 from adversary.registry import ATTACKS
 from fedsim.base import Renamed, Section, yaml_flow
 
@@ -47,6 +48,22 @@ class AttackOptions(Section):
             if variant is not None:
                 return variant.model_validate(obj, *args, **kwargs)
         return super().model_validate(obj, *args, **kwargs)
+
+    #: defenses whose public mechanism this attack models (an adaptive variant): `adversary.attacks: strongest`
+    #: runs it only where one of them is in force, and `fedsim list` shows it
+    adapts_to: ClassVar[tuple[str, ...]] = ()
+    #: the server that produces this attack's input: "honest" (honest-but-curious server or a wire tap) or
+    #: "malicious" (needs adversary.server: malicious)
+    threat_model: ClassVar[str] = "honest"
+
+    def refusal(self, setting: AttackSetting) -> str | None:
+        """One line saying why this attack cannot run in ``setting`` (model, defenses, threat model), or None.
+
+        The config refuses a run that names an attack with a refusal; ``strongest`` leaves such attacks out.
+        """
+        if self.threat_model == "malicious" and setting.server != "malicious":
+            return f"{self.name} needs a malicious server (adversary.server: malicious); the server is {setting.server}"
+        return None
 
     def applies_to(self, target: str) -> bool:
         """Whether this attack inverts ``target`` (``client:<id>`` or ``aggregate``)."""
