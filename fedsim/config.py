@@ -291,7 +291,16 @@ class AdversaryConfig(Section):
     rounds: RoundSpec = Field("all", description="rounds to attack: `all`, a list [1, 3], or an interval `2-5`")
     clients: Literal["all"] | list[int] = Field("all", description="victims attacked per client: `all` or a list")
     knows: AdversaryKnowledge = Field(default_factory=AdversaryKnowledge, description="the threat model's knowledge")
-    attacks: list[Attack] = Field(default_factory=list, description="attacks to run (empty = no adversary)")
+    attacks: list[Attack] = Field(
+        default_factory=list,
+        description="attacks to run (empty = no adversary), or `strongest`: every registered attack whose requirements "
+        "hold for the run's model, defenses and threat model, adaptive ones where their defense is in force",
+    )
+    portfolio: Literal["listed", "strongest"] = Field(
+        "listed",
+        description="`strongest` (set by `attacks: strongest`): attacks whose requirements fail are left out at the "
+        "start of the run instead of refused",
+    )
     device: str = Field("auto", description="where attacks run: `auto`, `cpu`, `cuda`, `cuda:N`")
     workers: int = Field(
         1, ge=1, description="attack worker processes running at once, beside the training (each holds adversary.resources)"
@@ -305,6 +314,14 @@ class AdversaryConfig(Section):
         description="LPIPS (ImageNet AlexNet at $FEDSIM_LPIPS_WEIGHTS or the torch hub cache): auto = download where "
         "possible, else null with one warning; required = refuse to start without it; off = never",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _strongest_portfolio(cls, data: Any) -> Any:
+        # `attacks: strongest` lists every registered attack with its defaults; the run keeps those that apply
+        if isinstance(data, dict) and data.get("attacks") == "strongest":
+            data = {**data, "attacks": [{"name": name} for name in ATTACKS.names()], "portfolio": "strongest"}
+        return data
 
     @field_validator("attacks", mode="before")
     @classmethod

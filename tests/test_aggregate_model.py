@@ -64,11 +64,7 @@ def aggregate_view(model, updates, labels, batch_size: int):
 
 def objective_at(view, images: torch.Tensor) -> float:
     problem = BatchedProblem.build(ATTACKS.get("ig").spec, AttackOptions(name="ig", regularizers=[]), [view], [0], CPU, torch.float64)
-    value = problem.objective(
-        (images,), [layer[0] for layer in problem.targets], problem.probs[0],
-        tuple((mean[0], var[0]) for mean, var in problem.bn_targets), (),
-    )  # fmt: skip
-    return float(value)
+    return float(problem.objective_at(0, images))
 
 
 @pytest.mark.parametrize("partitions", [[10, 90], [10, 2]])

@@ -361,8 +361,7 @@ def test_sgd_with_momentum_and_weight_decay_is_simulated_exactly(digits):
     def objective(view) -> float:
         options = AttackOptions(name="ig", regularizers=[])
         problem = BatchedProblem.build(ATTACKS.get("ig").spec, options, [view], [0], CPU, torch.float64)
-        schedule = tuple(step[0] for step in problem.schedule)
-        return float(problem.objective((truth,), [t[0] for t in problem.targets], problem.probs[0], (), schedule))
+        return float(problem.objective_at(0, truth))
 
     assert objective(view) < 1e-12
     plain = replace(view, local_training=LocalTraining(lr=0.3, local_steps=3, batch_size=2))

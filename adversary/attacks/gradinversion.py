@@ -19,6 +19,7 @@ from pydantic import Field
 from adversary.attacks.inverting_gradients import DEFAULTS as IG_DEFAULTS
 from adversary.attacks.options import BN_WEIGHT, TV_WEIGHT, OptimizationOptions
 from adversary.attacks.solver import Attack
+from adversary.attacks.requirements import AttackSetting, has_batchnorm
 from adversary.attacks.spec import AttackSpec
 from adversary.registry import ATTACKS
 from fedsim.base import Renamed
@@ -31,6 +32,13 @@ class GradInversionOptions(OptimizationOptions):
         "regularizers": [{"name": "tv", "weight": 1e-4}, {"name": "bn_statistics", "weight": 1e-2}],
     }
     renamed_keys: ClassVar[tuple[Renamed, ...]] = (TV_WEIGHT, BN_WEIGHT)
+
+    def refusal(self, setting: AttackSetting) -> str | None:
+        if self.bn_weight > 0 and not setting.knows_bn_statistics:
+            return "gradinversion's BatchNorm prior needs adversary.knows.bn_statistics: true"
+        if self.bn_weight > 0 and not has_batchnorm(setting.model):
+            return f"gradinversion's BatchNorm prior needs a model with BatchNorm layers; {setting.model_name} has none"
+        return super().refusal(setting)
 
 
 SPEC = AttackSpec(name="gradinversion", signed=True, box=True, lr_decay=True, bn_prior=True)

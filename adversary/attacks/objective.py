@@ -3,7 +3,8 @@
 * gradient-matching distances between the dummy's update and the observed one:
   ``l2`` (DLG, Zhu et al. 2019, eq. 4: sum over layers of squared differences),
   ``cosine`` (Inverting Gradients, Geiping et al. 2020, eq. 4: one minus the cosine similarity of the
-  concatenation of all layers), ``l1``;
+  concatenation of all layers), ``l1``, ``layer-cosine`` (the mean over layers of one minus each layer's
+  cosine similarity: blind to a positive factor per layer, as per-tensor clipping applies);
 * the soft-label cross-entropy of the simulated client.
 
 The regularizers added to the distance (total variation, BatchNorm statistics, ...) are terms of their own,
@@ -19,7 +20,7 @@ from collections.abc import Sequence
 
 import torch
 
-DISTANCES = ("l2", "cosine", "l1")
+DISTANCES = ("l2", "cosine", "l1", "layer-cosine")
 
 # Added under square roots: the derivative of sqrt at 0 is infinite, and a dummy whose update is
 # exactly zero (or identical to the target) must not produce NaN gradients.
@@ -39,6 +40,9 @@ def gradient_distance(
     so both sides are scaled to unit global L2 norm before ``l2`` / ``l1``; ``cosine`` is scale-free
     already (for unit vectors, ``l2`` = 2 * ``cosine``).
     """
+    if loss == "layer-cosine":
+        terms = [1.0 - (a * b).sum() / (_norm(a) * _norm(b)) for a, b in zip(dummy, target, strict=True)]
+        return torch.stack(terms).mean()
     a, b = _flat(dummy), _flat(target)
     if loss == "cosine":
         return 1.0 - (a * b).sum() / (_norm(a) * _norm(b))

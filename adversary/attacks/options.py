@@ -65,6 +65,11 @@ class AttackOptions(Section):
             return f"{self.name} needs a malicious server (adversary.server: malicious); the server is {setting.server}"
         return None
 
+    def adapted(self, setting: AttackSetting) -> AttackOptions:
+        """These options with what the attack takes from the public mechanisms of ``setting``'s defenses filled in
+        (adaptive variants override it); called once the run's model and defenses are known."""
+        return self
+
     def applies_to(self, target: str) -> bool:
         """Whether this attack inverts ``target`` (``client:<id>`` or ``aggregate``)."""
         return self.inverts == "both" or (self.inverts == "aggregate") == (target == "aggregate")
@@ -141,7 +146,9 @@ class OptimizationOptions(AttackOptions):
     restarts: int = Field(1, ge=1, description="independent random starts, batched; the lowest objective wins")
     init: Literal["randn", "uniform", "zeros"] = Field("randn", description="dummy image initialisation")
     init_scale: float = Field(1.0, gt=0, description="std (randn) or half-range (uniform) of the init")
-    loss: Literal["l2", "cosine", "l1"] = Field("l2", description="gradient-matching distance")
+    loss: Literal["l2", "cosine", "l1", "layer-cosine"] = Field(
+        "l2", description="gradient-matching distance (layer-cosine: mean over layers of 1 - cosine, blind to per-layer scale)"
+    )
     optimizer: Literal["lbfgs", "adam", "sgd"] = Field("lbfgs", description="optimizer of the dummy data")
     lr: float = Field(1.0, gt=0, description="optimizer step size")
     regularizers: Regularizers = Field(
@@ -150,6 +157,22 @@ class OptimizationOptions(AttackOptions):
     )
     precision: Literal["float32", "float64"] = Field("float32", description="arithmetic of the attack")
     deterministic: bool = Field(False, description="use deterministic kernels (slower on GPU)")
+    # What of the observed update is matched: the adaptive attacks set these from a defense's public mechanism.
+    match_entries: Literal["all", "nonzero", "above-threshold"] = Field(
+        "all",
+        description="entries of the observed update that are matched: all; nonzero (a pruned update's survivors); "
+        "above-threshold (|entry| > match_threshold, e.g. gradient dropout's kept entries above its noise)",
+    )
+    match_threshold: float = Field(0.0, ge=0, description="with match_entries: above-threshold, in gradient units")
+    observed_scale: float = Field(
+        1.0, gt=0, description="factor applied to the observed update before matching (gradient dropout's p undoes its 1/p)"
+    )
+    exclude_layers: list[str] = Field(
+        default_factory=list, description="parameters left out of the matching (names, or module names for all of theirs)"
+    )
+    noise_sigma: float | None = Field(
+        None, gt=0, description="l2/l1 distance divided by (matched entries * noise_sigma^2): the noise energy is its unit"
+    )
     log_every: int = Field(0, ge=0, description="keep a trajectory point every N iterations (0 = none)")
     time_limit: float | None = Field(
         None, gt=0, description="seconds per attack job; past it the best reconstruction so far is scored, marked `cut`"

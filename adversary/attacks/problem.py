@@ -83,7 +83,9 @@ class BatchedProblem:
     match: MatchSpec
     model: AttackerModel
     params: dict[str, torch.Tensor]
-    targets: list[torch.Tensor]  # observed update per parameter, stacked over targets (T, ...)
+    targets: list[torch.Tensor]  # observed update per matched parameter, stacked over targets (T, ...), masked
+    masks: list[torch.Tensor]  # per matched parameter, 1 where the entry is matched (T, ...); empty = all entries
+    matched: tuple[int, ...]  # indices into model.names of the parameters that are matched
     probs: torch.Tensor  # (T, N, K) one-hot labels (unused with joint labels)
     labels: torch.Tensor | None  # (T, N) int64 on CPU, None with joint labels
     bn_targets: tuple[tuple[torch.Tensor, torch.Tensor], ...]  # victim (mean, var) per BN layer, (T, C) each
@@ -129,8 +131,12 @@ class BatchedProblem:
             if labels is None
             else torch.nn.functional.one_hot(labels, k).to(device=device, dtype=dtype)
         )
+        matched = matched_parameters(model.names, options, spec.name)
         per_view = [observed_target(view, model.names, device, dtype) for view in views]
-        targets = [torch.stack(layer) for layer in zip(*per_view, strict=True)]
+        observed = [torch.stack(layer) * float(options.observed_scale) for layer in zip(*per_view, strict=True)]
+        targets = [observed[i] for i in matched]
+        masks = [entry_mask(target, options) for target in targets] if options.match_entries != "all" else []
+        targets = [target * mask for target, mask in zip(targets, masks, strict=True)] if masks else targets
         bn_targets: tuple[tuple[torch.Tensor, torch.Tensor], ...] = ()
         if use_bn:
             stats = [victim_batch_statistics(view, device, dtype) for view in views]
@@ -154,6 +160,8 @@ class BatchedProblem:
             model=model,
             params=model.parameters_from(first.global_state, device, dtype),
             targets=targets,
+            masks=masks,
+            matched=matched,
             probs=probs,
             labels=labels,
             bn_targets=bn_targets,
@@ -228,7 +236,7 @@ class BatchedProblem:
     def objective(
         self,
         variables: tuple[torch.Tensor, ...],
-        target: list[torch.Tensor],
+        target: tuple[list[torch.Tensor], list[torch.Tensor]],
         probs: torch.Tensor,
         bn_target: tuple[tuple[torch.Tensor, torch.Tensor], ...],
         schedule: tuple[torch.Tensor, ...],
@@ -236,6 +244,7 @@ class BatchedProblem:
     ) -> torch.Tensor:
         """One problem's objective: gradient distance + the weighted regularizers, in the order listed.
 
+        ``target``: the observed update of the matched parameters and their entry masks (empty: every entry).
         ``autograd``: the dummy's update by plain autograd, for one problem outside torch.func transforms."""
         x = variables[0]
         q = torch.softmax(variables[1], dim=-1) if self.z_shape is not None else probs
@@ -243,11 +252,30 @@ class BatchedProblem:
         update, stats = simulated_update(
             self.match, self.model.forward, soft_cross_entropy, params, x, q, self.model.names, schedule, autograd
         )
-        value = gradient_distance(update, target, str(self.options.loss), self.match.scale_free)
+        observed, masks = target
+        update = [update[i] for i in self.matched]
+        if masks:
+            update = [u * m for u, m in zip(update, masks, strict=True)]
+        value = gradient_distance(update, observed, str(self.options.loss), self.match.scale_free)
+        sigma = self.options.noise_sigma
+        if sigma is not None and self.options.loss in ("l2", "l1"):
+            entries = sum(m.sum() for m in masks) if masks else float(sum(o.numel() for o in observed))
+            value = value / (entries * float(sigma) ** 2)
         context = RegularizerContext(dummy_bn=stats, victim_bn=bn_target)
         for weight, regularizer in self.terms:
             value = value + weight * regularizer.term(x, context)
         return value
+
+    def objective_at(self, target: int, x: torch.Tensor, restart: int = 0) -> torch.Tensor:
+        """Target ``target``'s objective at the images ``x`` (N, C, H, W) with restart ``restart``'s step order,
+        outside any transform (the value at the true images says whether the matching is exact)."""
+        return self.objective(
+            (x,),
+            ([layer[target] for layer in self.targets], [mask[target] for mask in self.masks]),
+            self.probs[target],
+            tuple((mean[target], var[target]) for mean, var in self.bn_targets),
+            tuple(step[restart] for step in self.schedule),
+        )
 
     def evaluate(self, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """f (P,) and df/dV (P, D) of every row, in one vmapped call."""
@@ -256,7 +284,7 @@ class BatchedProblem:
         x, z = self.split(v)
         variables = (x,) if z is None else (x, z)
         per_problem = grad_and_value(self.objective)
-        targeted = (self.targets, self.probs, self.bn_targets)
+        targeted = ((self.targets, self.masks), self.probs, self.bn_targets)
         # A vmap level costs ~15 % per evaluation on small CPU problems: a dimension of size one gets none.
         if self.restarts == 1:
             only = tuple(part[:, 0] for part in variables)
@@ -266,7 +294,7 @@ class BatchedProblem:
         elif self.num_targets == 1:
             only = tuple(part[0] for part in variables)
             single = (
-                [layer[0] for layer in self.targets],
+                ([layer[0] for layer in self.targets], [mask[0] for mask in self.masks]),
                 self.probs[0],
                 tuple((mean[0], var[0]) for mean, var in self.bn_targets),
             )
@@ -290,7 +318,7 @@ class BatchedProblem:
             variables = (x[0, 0],) if z is None else (x[0, 0], z[0, 0])
             value = self.objective(
                 variables,
-                [layer[0] for layer in self.targets],
+                ([layer[0] for layer in self.targets], [mask[0] for mask in self.masks]),
                 self.probs[0],
                 tuple((mean[0], var[0]) for mean, var in self.bn_targets),
                 tuple(step[0] for step in self.schedule),
@@ -298,6 +326,26 @@ class BatchedProblem:
             )
         (grad,) = torch.autograd.grad(value, v)
         return value.detach().reshape(1), grad
+
+
+def matched_parameters(names: Sequence[str], options: OptimizationOptions, attack: str) -> tuple[int, ...]:
+    """Indices of the parameters that are matched: all but ``options.exclude_layers`` (names or module names)."""
+    excluded = tuple(options.exclude_layers)
+    unknown = [item for item in excluded if not any(name == item or name.startswith(item + ".") for name in names)]
+    if unknown:
+        raise ValueError(f"{attack}: exclude_layers = {list(excluded)}: the model has no parameter or module "
+                         f"'{unknown[0]}'; its parameters: {', '.join(names)}")  # fmt: skip
+    kept = tuple(i for i, name in enumerate(names) if not any(name == item or name.startswith(item + ".") for item in excluded))
+    if not kept:
+        raise ValueError(f"{attack}: exclude_layers = {list(excluded)} leaves no parameter to match")
+    return kept
+
+
+def entry_mask(observed: torch.Tensor, options: OptimizationOptions) -> torch.Tensor:
+    """1 where an entry of the observed update is matched: its nonzero entries, or those above the threshold."""
+    if options.match_entries == "nonzero":
+        return (observed != 0).to(observed.dtype)
+    return (observed.abs() > float(options.match_threshold)).to(observed.dtype)
 
 
 def _check_bn_prior(view: AttackerView, attack: str) -> None:

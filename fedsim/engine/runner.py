@@ -14,6 +14,7 @@ import torch
 from clients.client_app import ClientSpec
 from clients.mods import CLIENT_ERROR_LOG
 from clients.training import check_training_defenses
+from fedsim.engine.attack_portfolio import attack_setting, resolve_attacks
 from fedsim.engine.attack_reservation import ray_node_counts
 from fedsim.config import ExperimentConfig
 from fedsim.devices import resolve_device
@@ -143,6 +144,10 @@ def run_experiment(
         model = build_run_model(config, dataset, seed=model_seed, with_weights=True)
         check_training_defenses(model, config.client.defenses)  # e.g. BatchNorm under dpsgd: one line, no round run
         initial_state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+    if config.adversary.attacks:  # an attack that cannot apply is refused here, before the run directory exists
+        architecture = build_run_model(config, dataset, seed=model_seed, with_weights=False)
+        shape = (dataset.channels, dataset.image_size, dataset.image_size)
+        config = resolve_attacks(config, attack_setting(config, architecture, shape, dataset.num_classes))
     # adversary.lpips: required refuses here, before the run directory exists
     lpips = Lpips(config.adversary.lpips) if config.adversary.attacks else None
     if store is None:  # created once data and model are known good: a failed start leaves no orphan directory

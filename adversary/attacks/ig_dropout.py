@@ -1,0 +1,40 @@
+"""``ig-dropout``: Inverting Gradients against Gradient Dropout (paper 004), knowing its Algorithm 1.
+
+Gradient Dropout keeps each entry with probability p, scaled by 1/p, and replaces the others by
+N(0, sigma^2). An entry above a few sigma is a kept entry (noise rarely gets there) and equals the true
+gradient over p; the attack matches those, rescaled by p, and leaves the rest out. ``noise_multiples``
+sets the cut (default 3: a dropped entry passes it with probability 0.3 %). With sigma = 0 the dropped
+entries are exactly zero and the nonzero ones are matched.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field
+
+from adversary.attacks.adaptive import AdaptiveOptions, adaptive_spec
+from adversary.attacks.requirements import AttackSetting, DefenseInForce
+from adversary.attacks.solver import Attack
+from adversary.registry import ATTACKS
+
+
+class IgDropoutOptions(AdaptiveOptions):
+    name: Literal["ig-dropout"] = Field("ig-dropout", description="Inverting Gradients on Gradient Dropout's kept entries")
+    adapts_to: ClassVar[tuple[str, ...]] = ("gradient_dropout",)
+    noise_multiples: float = Field(3.0, gt=0, description="entries above this many sigma count as kept")
+
+    def matching_for(self, defense: DefenseInForce, setting: AttackSetting) -> dict[str, Any]:
+        sigma = float(defense.options.get("sigma", 0.0))
+        changes: dict[str, Any] = {"observed_scale": float(defense.options.get("p", 1.0))}
+        if sigma > 0:
+            changes |= {"match_entries": "above-threshold", "match_threshold": self.noise_multiples * sigma}
+        else:
+            changes |= {"match_entries": "nonzero"}
+        return changes
+
+
+ATTACKS.register(
+    "ig-dropout", help="adaptive (gradient_dropout): Inverting Gradients matching the entries above the dropout noise",
+    config=IgDropoutOptions,
+)(Attack(adaptive_spec("ig-dropout")))  # fmt: skip

@@ -1,0 +1,31 @@
+"""``ig-prune``: Inverting Gradients matching only the entries a pruned update kept.
+
+``prune`` zeroes the smallest-magnitude entries and sends the rest unchanged, so every nonzero entry is
+the client's exact update: the attack matches those and leaves the zeros out, instead of asking the dummy
+to reproduce zeros that the defense, not the data, put there.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field
+
+from adversary.attacks.adaptive import AdaptiveOptions, adaptive_spec
+from adversary.attacks.requirements import AttackSetting, DefenseInForce
+from adversary.attacks.solver import Attack
+from adversary.registry import ATTACKS
+
+
+class IgPruneOptions(AdaptiveOptions):
+    name: Literal["ig-prune"] = Field("ig-prune", description="Inverting Gradients on a pruned update's surviving entries")
+    adapts_to: ClassVar[tuple[str, ...]] = ("prune",)
+
+    def matching_for(self, defense: DefenseInForce, setting: AttackSetting) -> dict[str, Any]:
+        return {"match_entries": "nonzero"}
+
+
+ATTACKS.register(
+    "ig-prune", help="adaptive (prune): Inverting Gradients matching only the entries the pruned update kept",
+    config=IgPruneOptions,
+)(Attack(adaptive_spec("ig-prune")))  # fmt: skip

@@ -1,0 +1,36 @@
+"""``ig-soteria``: Inverting Gradients that leaves Soteria's defended layer out of the matching.
+
+Soteria (Sun et al. 2021) perturbs only the weight update of the layer fed by the representation; every
+other layer's update is the client's own. Paper 004 breaks it by matching those and ignoring the defended
+layer, which is what this variant does (the layer is Soteria's ``layer``, else the model's first Linear,
+as the defense picks it).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field
+from torch import nn
+
+from adversary.attacks.adaptive import AdaptiveOptions, adaptive_spec
+from adversary.attacks.requirements import AttackSetting, DefenseInForce
+from adversary.attacks.solver import Attack
+from adversary.registry import ATTACKS
+
+
+class IgSoteriaOptions(AdaptiveOptions):
+    name: Literal["ig-soteria"] = Field("ig-soteria", description="Inverting Gradients without Soteria's defended layer")
+    adapts_to: ClassVar[tuple[str, ...]] = ("soteria",)
+
+    def matching_for(self, defense: DefenseInForce, setting: AttackSetting) -> dict[str, Any]:
+        layer = defense.options.get("layer") or next(
+            (name for name, module in setting.model.named_modules() if isinstance(module, nn.Linear)), None
+        )
+        return {"exclude_layers": [f"{layer}.weight"]} if layer else {}
+
+
+ATTACKS.register(
+    "ig-soteria", help="adaptive (soteria): Inverting Gradients leaving the defended layer's weight out (paper 004)",
+    config=IgSoteriaOptions,
+)(Attack(adaptive_spec("ig-soteria")))  # fmt: skip

@@ -1,0 +1,137 @@
+"""Adaptive attacks and the `strongest` portfolio.
+
+Each adaptive variant models a defense's public mechanism: on an update that defense produced from the
+true images, its objective at the true images is (near) zero, where plain Inverting Gradients' is not.
+"""
+
+import pytest
+import torch
+from torch import nn
+
+from adversary.attacks.options import AttackOptions
+from adversary.attacks.problem import BatchedProblem
+from adversary.attacks.requirements import AttackSetting, DefenseInForce
+from adversary.registry import ATTACKS
+from adversary.view import AttackerView, LocalTraining
+from clients.defenses import DEFENSES, DefenseContext
+from fedsim.base import ConfigError
+from fedsim.config import parse_config
+from fedsim.engine.attack_portfolio import attack_setting, resolve_attacks
+
+CPU = torch.device("cpu")
+SHAPE = (1, 6, 6)
+LR = 0.1
+
+
+def tiny_model() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Flatten(), nn.Linear(36, 24), nn.Tanh(), nn.Linear(24, 5)).double()
+
+
+def defended_view(defense: dict, images: torch.Tensor, labels: torch.Tensor) -> tuple[AttackerView, nn.Module]:
+    """One client's one-step update of ``images`` after ``defense``, as a wire tap sees it."""
+    model = tiny_model()
+    loss = nn.functional.cross_entropy(model(images), labels)
+    grads = torch.autograd.grad(loss, list(model.parameters()))
+    update = {name: g.detach() for (name, _), g in zip(model.named_parameters(), grads, strict=True)}
+    (config,) = parse_config({"client": {"defenses": [defense]}}).client.defenses
+    context = DefenseContext(model=model, x=images, y=labels, lr=LR, generator=torch.Generator().manual_seed(1))
+    sent = DEFENSES.get(config.name).apply(update, config, context).update
+    global_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    observed = {name: global_state[name] - LR * sent[name] for name in global_state}
+    view = AttackerView(
+        round=1, tap="mitm", target="client:0", model=model, global_state=global_state, observed_state=observed,
+        input_shape=SHAPE, num_classes=5, num_samples=len(images), labels=labels,
+        local_training=LocalTraining(lr=LR, local_steps=1, batch_size=len(images)),
+    )  # fmt: skip
+    return view, model
+
+
+def setting_for(model: nn.Module, *defenses: dict) -> AttackSetting:
+    in_force = tuple(DefenseInForce(d["name"], {k: v for k, v in d.items() if k != "name"}) for d in defenses)
+    return AttackSetting(model=model, model_name="tiny", input_shape=SHAPE, num_classes=5, defenses=in_force)
+
+
+def objective_at_truth(name: str, view: AttackerView, setting: AttackSetting, truth: torch.Tensor) -> float:
+    options = AttackOptions(name=name, regularizers=[]).adapted(setting)
+    problem = BatchedProblem.build(ATTACKS.get(name).spec, options, [view], [0], CPU, torch.float64)
+    return float(problem.objective_at(0, truth))
+
+
+@pytest.fixture
+def batch():
+    generator = torch.Generator().manual_seed(3)
+    return torch.rand(2, *SHAPE, generator=generator, dtype=torch.float64), torch.tensor([1, 3])
+
+
+@pytest.mark.parametrize(
+    "defense, adaptive",
+    [
+        ({"name": "prune", "ratio": 0.9}, "ig-prune"),
+        ({"name": "gradient_dropout", "p": 0.6, "sigma": 0.0}, "ig-dropout"),
+        ({"name": "soteria", "ratio": 0.8}, "ig-soteria"),
+        ({"name": "clip", "max_norm": 0.01, "scope": "per-tensor"}, "ig-clip"),
+    ],
+)
+def test_an_adaptive_attack_matches_the_defended_update_exactly_at_the_true_images(batch, defense, adaptive):
+    images, labels = batch
+    view, model = defended_view(defense, images, labels)
+    setting = setting_for(model, defense)
+    assert objective_at_truth(adaptive, view, setting, images) < 1e-9
+    assert objective_at_truth("ig", view, setting, images) > 1e-4  # the defense does hide the images from plain IG
+
+
+def test_gradient_dropout_noise_is_left_out_above_a_few_sigma(batch):
+    images, labels = batch
+    defense = {"name": "gradient_dropout", "p": 0.6, "sigma": 1e-4}
+    view, model = defended_view(defense, images, labels)
+    options = AttackOptions(name="ig-dropout").adapted(setting_for(model, defense))
+    assert options.match_entries == "above-threshold"
+    assert options.match_threshold == pytest.approx(3e-4) and options.observed_scale == 0.6
+    # kept entries above the cut are the gradient over p exactly: the truth is still (almost) exact
+    assert objective_at_truth("ig-dropout", view, setting_for(model, defense), images) < 1e-6
+
+
+def test_the_noise_aware_objective_is_about_one_noise_unit_at_the_truth(batch):
+    images, labels = batch
+    defense = {"name": "noise", "sigma": 0.05}
+    view, model = defended_view(defense, images, labels)
+    value = objective_at_truth("ig-noise", view, setting_for(model, defense), images)
+    assert value == pytest.approx(1.0, abs=0.15)  # a chi-square over ~1,000 entries, divided by their count
+
+
+def test_settings_given_in_the_config_win_over_what_the_defense_suggests():
+    setting = setting_for(tiny_model(), {"name": "clip", "max_norm": 1.0, "scope": "per-tensor"})
+    assert AttackOptions(name="ig-clip").adapted(setting).loss == "layer-cosine"
+    assert AttackOptions(name="ig-clip", loss="l2").adapted(setting).loss == "l2"
+
+
+def strongest_config(**adversary):
+    return parse_config({
+        "data": {"dataset": "digits", "image_size": 8},
+        "model": {"name": "mlp3"},
+        "client": {"defenses": [{"name": "prune", "ratio": 0.9}]},
+        "adversary": {"attacks": "strongest", **adversary},
+    })  # fmt: skip
+
+
+def test_strongest_keeps_the_attacks_that_apply_and_adapts_them():
+    config = strongest_config()
+    assert config.adversary.portfolio == "strongest"
+    setting = attack_setting(config, tiny_model(), SHAPE, 5)
+    names = [options.name for options in resolve_attacks(config, setting).adversary.attacks]
+    assert {"dlg", "ig", "ig-prune"} <= set(names)
+    assert not {"ig-noise", "ig-soteria", "ig-dropout", "ig-clip", "gradinversion"} & set(names)
+    (prune,) = [o for o in resolve_attacks(config, setting).adversary.attacks if o.name == "ig-prune"]
+    assert prune.match_entries == "nonzero"
+
+
+def test_an_attack_named_where_it_cannot_apply_is_refused_in_one_line():
+    config = strongest_config()
+    config = config.model_copy(update={"adversary": config.adversary.model_copy(
+        update={"portfolio": "listed", "attacks": [AttackOptions(name="ig-soteria")]})})  # fmt: skip
+    with pytest.raises(ConfigError) as error:
+        resolve_attacks(config, attack_setting(config, tiny_model(), SHAPE, 5))
+    message = str(error.value)
+    assert "\n" not in message
+    assert message.startswith("adversary.attacks[0] = ig-soteria: ig-soteria adapts to soteria")
