@@ -4,6 +4,8 @@ Each adaptive variant models a defense's public mechanism: on an update that def
 true images, its objective at the true images is (near) zero, where plain Inverting Gradients' is not.
 """
 
+from dataclasses import replace
+
 import pytest
 import torch
 from torch import nn
@@ -28,14 +30,14 @@ def tiny_model() -> nn.Module:
     return nn.Sequential(nn.Flatten(), nn.Linear(36, 24), nn.Tanh(), nn.Linear(24, 5)).double()
 
 
-def defended_view(defense: dict, images: torch.Tensor, labels: torch.Tensor) -> tuple[AttackerView, nn.Module]:
+def defended_view(defense: dict, images: torch.Tensor, labels: torch.Tensor, seed: int = 1) -> tuple[AttackerView, nn.Module]:
     """One client's one-step update of ``images`` after ``defense``, as a wire tap sees it."""
     model = tiny_model()
     loss = nn.functional.cross_entropy(model(images), labels)
     grads = torch.autograd.grad(loss, list(model.parameters()))
     update = {name: g.detach() for (name, _), g in zip(model.named_parameters(), grads, strict=True)}
     (config,) = parse_config({"client": {"defenses": [defense]}}).client.defenses
-    context = DefenseContext(model=model, x=images, y=labels, lr=LR, generator=torch.Generator().manual_seed(1))
+    context = DefenseContext(model=model, x=images, y=labels, lr=LR, generator=torch.Generator().manual_seed(seed))
     sent = DEFENSES.get(config.name).apply(update, config, context).update
     global_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
     observed = {name: global_state[name] - LR * sent[name] for name in global_state}
@@ -85,11 +87,29 @@ def test_gradient_dropout_noise_is_left_out_above_a_few_sigma(batch):
     images, labels = batch
     defense = {"name": "gradient_dropout", "p": 0.6, "sigma": 1e-4}
     view, model = defended_view(defense, images, labels)
-    options = AttackOptions(name="ig-dropout").adapted(setting_for(model, defense))
+    setting = setting_for(model, defense)
+    options = AttackOptions(name="ig-dropout", noise_multiples=5, regularizers=[]).adapted(setting)
     assert options.match_entries == "above-threshold"
-    assert options.match_threshold == pytest.approx(3e-4) and options.observed_scale == 0.6
-    # kept entries above the cut are the gradient over p exactly: the truth is still (almost) exact
-    assert objective_at_truth("ig-dropout", view, setting_for(model, defense), images) < 1e-6
+    assert options.match_threshold == pytest.approx(5e-4) and options.observed_scale == 0.6
+    # the entries above the cut are kept ones, the gradient over p exactly: the truth matches exactly
+    problem = BatchedProblem.build(ATTACKS.get("ig-dropout").spec, options, [view], [0], CPU, torch.float64)
+    assert float(problem.objective_at(0, images)) < 1e-9
+
+
+def test_labels_come_back_when_dropout_replaced_their_bias_entries():
+    generator = torch.Generator().manual_seed(5)
+    images, labels = torch.rand(1, *SHAPE, generator=generator, dtype=torch.float64), torch.tensor([2])
+    for seed in range(20):  # find a round whose mask dropped the true class's bias entry
+        defense = {"name": "gradient_dropout", "p": 0.5, "sigma": 1e-4}
+        view, model = defended_view(defense, images, labels, seed=seed)
+        if abs(float(view.parameter_delta()["3.bias"][2])) < 1e-2:
+            break
+    else:
+        pytest.fail("no mask dropped the label's bias entry")
+    view = replace(view, labels=None)
+    options = AttackOptions(name="ig-dropout").adapted(setting_for(model, defense))
+    problem = BatchedProblem.build(ATTACKS.get("ig-dropout").spec, options, [view], [0], CPU, torch.float64)
+    assert problem.labels.tolist() == [[2]]
 
 
 def test_the_noise_aware_objective_is_about_one_noise_unit_at_the_truth(batch):

@@ -3,7 +3,7 @@
 Gradient Dropout keeps each entry with probability p, scaled by 1/p, and replaces the others by
 N(0, sigma^2). An entry above a few sigma is a kept entry (noise rarely gets there) and equals the true
 gradient over p; the attack matches those, rescaled by p, and leaves the rest out. ``noise_multiples``
-sets the cut (default 3: a dropped entry passes it with probability 0.3 %). With sigma = 0 the dropped
+sets the cut (default 4: a dropped entry passes it with probability 6e-5). With sigma = 0 the dropped
 entries are exactly zero and the nonzero ones are matched.
 """
 
@@ -14,15 +14,18 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 
 from adversary.attacks.adaptive import AdaptiveOptions, adaptive_spec
+from adversary.attacks.inverting_gradients import DEFAULTS as IG_DEFAULTS
 from adversary.attacks.requirements import AttackSetting, DefenseInForce
 from adversary.attacks.solver import Attack
 from adversary.registry import ATTACKS
 
 
 class IgDropoutOptions(AdaptiveOptions):
+    # TV 1e-2: the best of 1e-4 / 1e-3 / 1e-2 in bench/adaptive_tuning.py (CIFAR-10 test images 0-2)
+    field_defaults: ClassVar[dict[str, Any]] = {**IG_DEFAULTS, "regularizers": [{"name": "tv", "weight": 1e-2}]}
     name: Literal["ig-dropout"] = Field("ig-dropout", description="Inverting Gradients on Gradient Dropout's kept entries")
     adapts_to: ClassVar[tuple[str, ...]] = ("gradient_dropout",)
-    noise_multiples: float = Field(3.0, gt=0, description="entries above this many sigma count as kept")
+    noise_multiples: float = Field(4.0, gt=0, description="entries above this many sigma count as kept")
 
     def matching_for(self, defense: DefenseInForce, setting: AttackSetting) -> dict[str, Any]:
         sigma = float(defense.options.get("sigma", 0.0))

@@ -32,6 +32,8 @@ per label already assigned.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from adversary.attacks.model import classifier_layer
@@ -43,8 +45,12 @@ from adversary.view import AttackerView
 _SCALE_ROUNDS = 10
 
 
-def recover_labels(view: AttackerView) -> torch.Tensor:
-    """int64 labels (CPU, length ``view.num_samples``, sorted by class): granted ones, else recovered."""
+def recover_labels(view: AttackerView, kept: Callable[[torch.Tensor], torch.Tensor] | None = None) -> torch.Tensor:
+    """int64 labels (CPU, length ``view.num_samples``, sorted by class): granted ones, else recovered.
+
+    ``kept(observed) -> 0/1 mask``: which entries of the observed update are the client's own (an adaptive
+    attack's ``entry_mask``); the classifier entries a defense replaced are estimated from the kept ones
+    first (``_fill_replaced``), since a dropped bias entry would otherwise hide the label."""
     n = view.num_samples
     if view.labels is not None:
         labels = view.labels.detach().to(device="cpu", dtype=torch.int64).reshape(-1)
@@ -58,10 +64,40 @@ def recover_labels(view: AttackerView) -> torch.Tensor:
     if has_bias:
         weight = view.global_state[f"{layer}.weight"].double().cpu()
         bias = view.global_state[f"{layer}.bias"].double().cpu()
-        counts = _counts_with_bias(dw, grads[f"{layer}.bias"].double().cpu(), weight, bias, n, scale_known)
+        db = grads[f"{layer}.bias"].double().cpu()
+        if kept is not None:
+            dw, db = _fill_replaced(dw, db, kept(dw).bool(), kept(db).bool())
+        counts = _counts_with_bias(dw, db, weight, bias, n, scale_known)
     else:
         counts = _counts_without_bias(dw.sum(dim=1), n)
     return torch.repeat_interleave(torch.arange(view.num_classes), counts)
+
+
+def _fill_replaced(
+    dw: torch.Tensor, db: torch.Tensor, kept_w: torch.Tensor, kept_b: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The classifier gradient with the entries a defense replaced estimated from the kept ones.
+
+    Row c of dW is sum_n (p_nc - y_nc) h_n^T: for one sample exactly (p_c - y_c) h, a multiple of the bias
+    entry. The feature h is read off the kept rows of classes with a kept positive bias entry (entry-wise,
+    over the rows where that entry was kept), and a replaced bias entry is the least-squares multiple of h
+    that its row's kept entries show; replaced weight entries become bias * h. For several samples this is
+    the same estimate with the batch's (p-weighted) mean feature.
+    """
+    reference = kept_b & (db > 0)
+    if not reference.any():
+        return dw, db
+    ratios = torch.where(kept_w[reference], dw[reference] / db[reference, None], torch.zeros_like(dw[reference]))
+    seen = kept_w[reference].sum(dim=0)
+    feature = ratios.sum(dim=0) / seen.clamp(min=1)
+    usable = seen > 0
+    dw, db = dw.clone(), db.clone()
+    for c in torch.nonzero(~kept_b).flatten().tolist():
+        columns = kept_w[c] & usable
+        if columns.any():
+            db[c] = (dw[c, columns] * feature[columns]).sum() / (feature[columns] ** 2).sum()
+    dw = torch.where(kept_w, dw, db[:, None] * feature[None, :])
+    return dw, db
 
 
 def _sure_present(score: torch.Tensor, n: int) -> torch.Tensor:

@@ -125,7 +125,8 @@ class BatchedProblem:
         model = AttackerModel.from_view(first, device, dtype, record_bn=use_bn)
         joint = spec.joint_labels and first.labels is None
         n, k = first.num_samples, first.num_classes
-        labels = None if joint else torch.stack([recover_labels(view) for view in views])
+        kept = (lambda observed: entry_mask(observed, options)) if options.match_entries != "all" else None
+        labels = None if joint else torch.stack([recover_labels(view, kept) for view in views])
         probs = (
             torch.zeros(len(views), n, k, dtype=dtype, device=device)
             if labels is None
@@ -133,9 +134,9 @@ class BatchedProblem:
         )
         matched = matched_parameters(model.names, options, spec.name)
         per_view = [observed_target(view, model.names, device, dtype) for view in views]
-        observed = [torch.stack(layer) * float(options.observed_scale) for layer in zip(*per_view, strict=True)]
-        targets = [observed[i] for i in matched]
-        masks = [entry_mask(target, options) for target in targets] if options.match_entries != "all" else []
+        observed = [torch.stack(layer) for layer in zip(*per_view, strict=True)]
+        masks = [entry_mask(observed[i], options) for i in matched] if options.match_entries != "all" else []
+        targets = [observed[i] * float(options.observed_scale) for i in matched]
         targets = [target * mask for target, mask in zip(targets, masks, strict=True)] if masks else targets
         bn_targets: tuple[tuple[torch.Tensor, torch.Tensor], ...] = ()
         if use_bn:
@@ -342,7 +343,8 @@ def matched_parameters(names: Sequence[str], options: OptimizationOptions, attac
 
 
 def entry_mask(observed: torch.Tensor, options: OptimizationOptions) -> torch.Tensor:
-    """1 where an entry of the observed update is matched: its nonzero entries, or those above the threshold."""
+    """1 where an entry of the observed update (as sent, in gradient units) is matched: its nonzero entries, or
+    those above the threshold."""
     if options.match_entries == "nonzero":
         return (observed != 0).to(observed.dtype)
     return (observed.abs() > float(options.match_threshold)).to(observed.dtype)

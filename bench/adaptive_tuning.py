@@ -1,0 +1,104 @@
+"""Tune the adaptive attacks on images that are never reported, and show what adapting buys.
+
+The set-up of ``configs/defense-comparison.yaml`` (DLG's tanh LeNet at its seeded initialisation, one SGD
+step of lr 0.1 on one image), each defense applied to the update exactly as a client applies it. Tuning
+images: CIFAR-10 **test** images 0-3 of ``../shared/data/cifar10_subset.npz`` (the reported numbers come
+from clients' training images in runs). For each defense, plain Inverting Gradients against its adaptive
+variant over a small grid of the variant's TV weight; prints mean SSIM / PSNR per setting, one JSON line last.
+
+    .venv/bin/python bench/adaptive_tuning.py [--data ../shared/data/cifar10_subset.npz] [--images 4] [--iterations 1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from adversary.attacks import run_attack  # noqa: E402
+from adversary.attacks.options import AttackOptions  # noqa: E402
+from adversary.attacks.requirements import AttackSetting, DefenseInForce  # noqa: E402
+from adversary.metrics import psnr, ssim  # noqa: E402
+from adversary.view import AttackerView, LocalTraining  # noqa: E402
+from clients.defenses import DEFENSES, DefenseContext  # noqa: E402
+from fedsim.config import parse_config  # noqa: E402
+from fedsim.models import build_model  # noqa: E402
+
+LR = 0.1
+#: defense -> (its client.defenses entry, the adaptive attack, the TV weights tried)
+CASES = {
+    "prune": ({"name": "prune", "ratio": 0.9}, "ig-prune", [1e-4, 1e-3, 1e-2]),
+    "noise": ({"name": "noise", "sigma": 0.01}, "ig-noise", [0.01, 0.05, 0.2]),
+    "gradient_dropout": ({"name": "gradient_dropout", "p": 0.6, "sigma": 0.005}, "ig-dropout", [1e-4, 1e-3, 1e-2]),
+    "soteria": ({"name": "soteria", "ratio": 0.8}, "ig-soteria", [1e-4, 1e-3, 1e-2]),
+}
+
+
+def lenet() -> torch.nn.Module:
+    config = parse_config({"model": {"name": "lenet", "activation": "tanh"}}).model
+    return build_model(config, 3, 10, 32, seed=0)
+
+
+def view_of(model: torch.nn.Module, image: torch.Tensor, label: int, defense: dict) -> AttackerView:
+    x, y = image[None], torch.tensor([label])
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    grads = torch.autograd.grad(loss, list(model.parameters()))
+    update = {name: g.detach() for (name, _), g in zip(model.named_parameters(), grads, strict=True)}
+    (config,) = parse_config({"client": {"defenses": [defense]}}).client.defenses
+    context = DefenseContext(model=model, x=x, y=y, lr=LR, generator=torch.Generator().manual_seed(label))
+    sent = DEFENSES.get(config.name).apply(update, config, context).update
+    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    observed = {k: state[k] - LR * sent[k] if k in sent else state[k] for k in state}
+    bounds = (torch.zeros(3), torch.ones(3))
+    return AttackerView(round=1, tap="mitm", target="client:0", model=model, global_state=state, observed_state=observed,
+                        input_shape=(3, 32, 32), num_classes=10, num_samples=1, input_bounds=bounds,
+                        local_training=LocalTraining(lr=LR, local_steps=1, batch_size=1))  # fmt: skip
+
+
+def score(options: AttackOptions, views: list[AttackerView], truth: torch.Tensor) -> tuple[float, float]:
+    recs = run_attack(options, views, seed=0, device=torch.device("cpu"))
+    ssims = [float(ssim(r.images.clamp(0, 1), t[None])) for r, t in zip(recs, truth, strict=True)]
+    psnrs = [float(psnr(r.images.clamp(0, 1), t[None])) for r, t in zip(recs, truth, strict=True)]
+    return float(np.mean(ssims)), float(np.mean(psnrs))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data" / "cifar10_subset.npz")
+    parser.add_argument("--images", type=int, default=4)
+    parser.add_argument("--iterations", type=int, default=1000)
+    parser.add_argument("--only", default=",".join(CASES))
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    data = np.load(args.data)
+    truth = torch.from_numpy(data["x_test"][: args.images]).float() / 255.0
+    labels = [int(v) for v in data["y_test"][: args.images]]
+    model = lenet()
+    best: dict[str, dict] = {}
+    for name in args.only.split(","):
+        defense, adaptive, weights = CASES[name]
+        views = [view_of(model, image, label, defense) for image, label in zip(truth, labels, strict=True)]
+        options = {"name": defense["name"], **{k: v for k, v in defense.items() if k != "name"}}
+        setting = AttackSetting(model=model, model_name="lenet", input_shape=(3, 32, 32), num_classes=10,
+                                defenses=(DefenseInForce(defense["name"], options),))  # fmt: skip
+        plain = score(AttackOptions(name="ig", iterations=args.iterations), views, truth)
+        print(f"{name:<17} ig{'':<13} SSIM {plain[0]:.3f}  PSNR {plain[1]:5.1f}", flush=True)
+        results = {}
+        for weight in weights:
+            tuned = AttackOptions(name=adaptive, iterations=args.iterations, regularizers=[{"name": "tv", "weight": weight}])
+            results[weight] = score(tuned.adapted(setting), views, truth)
+            print(f"{name:<17} {adaptive:<10} tv {weight:<7g} SSIM {results[weight][0]:.3f}  PSNR {results[weight][1]:5.1f}", flush=True)
+        chosen = max(results, key=lambda w: results[w][0])
+        best[name] = {"ig_ssim": plain[0], "attack": adaptive, "tv": chosen, "ssim": results[chosen][0]}
+    print(json.dumps(best))
+
+
+if __name__ == "__main__":
+    main()
