@@ -6,9 +6,10 @@ clamped to [0, 1], since pixels outside the displayable range are not part of an
 only inflate the error. Reconstructions are then paired with the truth by minimum total MSE
 (``adversary.matching``), and every metric is computed over that one pairing.
 
-PSNR of an exact reconstruction is ``+inf``. Per-image values keep it; ``psnr_mean`` averages only the
-finite ones and ``psnr_exact`` counts the rest, so neither an infinite nor an invented mean is reported
-(when every pair is exact, ``psnr_mean`` is None and ``psnr_exact`` equals the number of pairs).
+PSNR of an exact reconstruction is ``+inf``. Per-image values keep it; ``psnr_mean`` averages the
+per-pair values capped at ``PSNR_CAP_DB`` (100 dB: an error below 1e-10 per pixel, beyond what any image
+format stores), so an exact pair counts as 100 dB, never drops out of the mean or turns it into null; and
+``psnr_exact`` counts the exact pairs beside it.
 """
 
 from __future__ import annotations
@@ -100,9 +101,13 @@ def multiset_label_accuracy(pred: torch.Tensor, true: torch.Tensor) -> float:
     return sum((pred_counts & true_counts).values()) / denominator
 
 
-def _finite_mean(values: Sequence[float]) -> float | None:
-    finite = [v for v in values if math.isfinite(v)]
-    return sum(finite) / len(finite) if finite else None
+#: ceiling of every PSNR that enters a mean (dB); exact pairs (+inf) count as this
+PSNR_CAP_DB = 100.0
+
+
+def capped_psnr_mean(values: Sequence[float]) -> float | None:
+    """Mean of per-pair PSNRs, each capped at PSNR_CAP_DB (None only for no pairs at all)."""
+    return sum(min(v, PSNR_CAP_DB) for v in values) / len(values) if values else None
 
 
 def score_reconstruction(
@@ -143,7 +148,7 @@ def score_reconstruction(
         ssim=tuple(per_ssim),
         lpips=per_lpips,
         mse_mean=sum(per_mse) / len(per_mse),
-        psnr_mean=_finite_mean(per_psnr),
+        psnr_mean=capped_psnr_mean(per_psnr),
         psnr_exact=sum(1 for v in per_psnr if math.isinf(v)),
         ssim_mean=sum(per_ssim) / len(per_ssim),
         lpips_mean=sum(per_lpips) / len(per_lpips) if per_lpips is not None else None,
@@ -161,7 +166,7 @@ def score_trajectory(
     """One JSON-safe row per trajectory point: ``iteration``, ``objective``, mean ``psnr`` and ``ssim``.
 
     Each point is paired with the truth on its own: early iterates resemble no image in particular and
-    their best pairing changes as the optimisation converges. ``psnr`` is the finite mean as in
+    their best pairing changes as the optimisation converges. ``psnr`` is the capped mean as in
     ``AttackScore.psnr_mean``; non-finite values are None.
     """
     truth = _check_truth(truth_images)
@@ -175,7 +180,7 @@ def score_trajectory(
             {
                 "iteration": int(point.iteration),
                 "objective": _json_safe(float(point.objective)),
-                "psnr": _finite_mean(psnr(rec_paired, truth_paired).tolist()),
+                "psnr": capped_psnr_mean(psnr(rec_paired, truth_paired).tolist()),
                 "ssim": _json_safe(sum(per_ssim) / len(per_ssim)) if per_ssim else None,
             }
         )

@@ -118,6 +118,19 @@ def _cmd_config_schema(args: argparse.Namespace) -> int:
     return 0
 
 
+def _attack_table() -> Table:
+    """Attacks with their threat model, the defenses they adapt to and what they require."""
+    from adversary import ATTACKS
+
+    table = Table("name", "threat model", "adapts to", "requires", "description", title="attacks (adversary.attacks; "
+                  "`strongest` = every one whose requirements hold)", title_justify="left", box=None)  # fmt: skip
+    for name, help_text in ATTACKS.describe().items():
+        options = ATTACKS.config(name)
+        server = "malicious server" if options.threat_model == "malicious" else "honest server / wire"
+        table.add_row(name, server, ", ".join(options.adapts_to) or "-", options.requires or "-", help_text)
+    return table
+
+
 def _cmd_list(args: argparse.Namespace) -> int:
     from adversary import ATTACKS
     from adversary.attacks.regularizers import REGULARIZERS
@@ -138,6 +151,9 @@ def _cmd_list(args: argparse.Namespace) -> int:
         ("regularizers (adversary.attacks[].regularizers)", REGULARIZERS),
     )
     for title, registry in registries:
+        if registry is ATTACKS:
+            console.print(_attack_table())
+            continue
         table = Table("name", "description", title=title, title_justify="left", box=None)
         for name, help_text in registry.describe().items():
             table.add_row(registry.label(name), help_text)

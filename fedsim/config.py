@@ -296,6 +296,11 @@ class AdversaryConfig(Section):
         description="attacks to run (empty = no adversary), or `strongest`: every registered attack whose requirements "
         "hold for the run's model, defenses and threat model, adaptive ones where their defense is in force",
     )
+    portfolio_options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="with `attacks: strongest`: options given to every attack of the portfolio that has them, "
+        "e.g. {iterations: 300, restarts: 2, time_limit: 120}",
+    )
     portfolio: Literal["listed", "strongest"] = Field(
         "listed",
         description="`strongest` (set by `attacks: strongest`): attacks whose requirements fail are left out at the "
@@ -320,7 +325,15 @@ class AdversaryConfig(Section):
     def _strongest_portfolio(cls, data: Any) -> Any:
         # `attacks: strongest` lists every registered attack with its defaults; the run keeps those that apply
         if isinstance(data, dict) and data.get("attacks") == "strongest":
-            data = {**data, "attacks": [{"name": name} for name in ATTACKS.names()], "portfolio": "strongest"}
+            shared = dict(data.get("portfolio_options") or {})
+            attacks = [
+                {"name": name, **{key: value for key, value in shared.items() if key in ATTACKS.config(name).model_fields}}
+                for name in ATTACKS.names()
+            ]
+            unused = [key for key in shared if not any(key in entry for entry in attacks)]
+            if unused:
+                raise ValueError(f"portfolio_options.{unused[0]}: no attack of the portfolio has this option")
+            data = {**data, "attacks": attacks, "portfolio": "strongest"}
         return data
 
     @field_validator("attacks", mode="before")

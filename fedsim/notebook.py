@@ -40,6 +40,26 @@ class Run:
     def name(self) -> str:
         return self.path.name
 
+    def strongest(self, metric: str = "ssim_mean", per: str = "target") -> pd.DataFrame:
+        """The strongest attack result, over the attacks, their restarts (a row holds an attack's best restart,
+        picked by its own objective) and the attacked rounds: one row per target (``per="target"``), per round
+        and target (``"round"``), or the one of the whole run (``"run"``), with the attack that achieved it.
+
+        ``metric``: a per-target column of the attack rows; higher is stronger except for ``mse_mean`` and
+        ``lpips_mean``. Targets are ``client:<id>`` or ``aggregate``.
+        """
+        groups = {"target": ["target"], "round": ["round", "target"], "run": []}
+        if per not in groups:
+            raise ValueError(f"per = {per!r}; allowed: {', '.join(groups)}")
+        attacks = self.events("attack")
+        if attacks.empty or metric not in attacks:
+            return pd.DataFrame(columns=["round", "target", "attack", metric])
+        ok = attacks[(attacks.get("status", "ok") == "ok") & attacks[metric].notna()]
+        ok = ok.sort_values(metric, ascending=metric in ("mse_mean", "lpips_mean"), kind="stable")
+        best = ok.drop_duplicates(subset=groups[per]) if groups[per] else ok.head(1)
+        first = ["round", "target", "attack", metric]
+        return best[first + [c for c in best.columns if c not in first]].sort_values(groups[per] or ["round"]).reset_index(drop=True)
+
     def events(self, event: str) -> pd.DataFrame:
         """The rows of one event (``eval``, ``fit``, ``client_eval``, ``attack``), without all-empty columns."""
         if "event" not in self.metrics:

@@ -12,7 +12,7 @@ from skimage.metrics import mean_squared_error, peak_signal_noise_ratio, structu
 
 from adversary import images, metrics
 from adversary.matching import pair_by_mse
-from adversary.scoring import AttackScore, multiset_label_accuracy, score_reconstruction, score_trajectory
+from adversary.scoring import PSNR_CAP_DB, AttackScore, multiset_label_accuracy, score_reconstruction, score_trajectory
 from adversary.view import Reconstruction, TrajectoryPoint
 from fedsim.data.normalization import ChannelStats
 
@@ -106,7 +106,7 @@ def test_scoring_clamps_reconstructions_to_image_range():
     recovered = torch.full((1, 1, 8, 8), 3.0)  # brighter than white: clamped, so an exact match
     identity = ChannelStats(mean=(0.0,), std=(1.0,))
     score = score_reconstruction(_reconstruction(recovered, torch.tensor([0])), truth, torch.tensor([0]), identity.denormalize)
-    assert score.mse == (0.0,) and score.psnr_mean is None and score.psnr_exact == 1
+    assert score.mse == (0.0,) and score.psnr_mean == PSNR_CAP_DB and score.psnr_exact == 1
 
 
 def test_truth_outside_image_space_is_refused():
@@ -128,7 +128,7 @@ def test_to_row_is_strict_json():
     assert isinstance(score, AttackScore)
     row = json.loads(json.dumps(score.to_row(), allow_nan=False))
     assert row["psnr"][0] is None and row["psnr_exact"] == 1 and row["objective"] is None
-    assert row["psnr_mean"] == pytest.approx(sum(score.psnr[1:]) / 2)
+    assert row["psnr_mean"] == pytest.approx((PSNR_CAP_DB + sum(score.psnr[1:])) / 3)  # the exact pair counts at the cap
     assert row["lpips"] is None and row["pairing"] == "hungarian-mse"
 
 
@@ -245,7 +245,7 @@ def test_trajectory_scoring_gives_one_row_per_point():
     points = [TrajectoryPoint(0, 2.0, torch.rand(2, 1, 8, 8)), TrajectoryPoint(10, 0.5, noisy), TrajectoryPoint(20, 0.0, truth.flip(0))]
     rows = score_trajectory(_reconstruction(truth, torch.tensor([0, 1]), points), truth, identity.denormalize)
     assert [row["iteration"] for row in rows] == [0, 10, 20]
-    assert rows[1]["psnr"] > rows[0]["psnr"] and rows[2]["psnr"] is None and rows[2]["ssim"] == pytest.approx(1.0)
+    assert rows[1]["psnr"] > rows[0]["psnr"] and rows[2]["psnr"] == PSNR_CAP_DB and rows[2]["ssim"] == pytest.approx(1.0)
     json.dumps(rows, allow_nan=False)
 
 

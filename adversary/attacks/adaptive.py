@@ -22,6 +22,7 @@ class AdaptiveOptions(OptimizationOptions):
     """Inverting Gradients' defaults, plus what a variant learns from the defense it adapts to."""
 
     field_defaults: ClassVar[dict[str, Any]] = IG_DEFAULTS
+    requires: ClassVar[str] = "that defense in client.defenses"
 
     def refusal(self, setting: AttackSetting) -> str | None:
         reason = super().refusal(setting)

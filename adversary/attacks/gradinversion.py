@@ -32,6 +32,7 @@ class GradInversionOptions(OptimizationOptions):
         "regularizers": [{"name": "tv", "weight": 1e-4}, {"name": "bn_statistics", "weight": 1e-2}],
     }
     renamed_keys: ClassVar[tuple[Renamed, ...]] = (TV_WEIGHT, BN_WEIGHT)
+    requires: ClassVar[str] = "adversary.knows.bn_statistics and a model with BatchNorm"
 
     def refusal(self, setting: AttackSetting) -> str | None:
         if self.bn_weight > 0 and not setting.knows_bn_statistics:

@@ -55,6 +55,8 @@ class AttackOptions(Section):
     #: the server that produces this attack's input: "honest" (honest-but-curious server or a wire tap) or
     #: "malicious" (needs adversary.server: malicious)
     threat_model: ClassVar[str] = "honest"
+    #: what the attack needs beyond an update, in words, for `fedsim list` (``refusal`` checks it)
+    requires: ClassVar[str] = ""
 
     def refusal(self, setting: AttackSetting) -> str | None:
         """One line saying why this attack cannot run in ``setting`` (model, defenses, threat model), or None.

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from adversary.scoring import PSNR_CAP_DB
 from fedsim.notebook import Run, Sweep, is_run_dir, load_run, load_sweep
 from fedsim.reporting import figures, tables
 from fedsim.reporting.frontier import LEAKAGE_METRICS, UTILITY_LOSS, baselines, frontier_table
@@ -108,7 +109,7 @@ def _strongest_text(rows: pd.DataFrame) -> str:
     if rows.empty:
         return "not attacked"
     best = rows.loc[rows["ssim"].idxmax()]
-    psnr = "exact" if best["psnr"] == float("inf") else f"{best['psnr']:.1f} dB"
+    psnr = "exact" if best["psnr"] >= PSNR_CAP_DB else f"{best['psnr']:.1f} dB"
     return f"{psnr}, SSIM {best['ssim']:.2f} ({best['attack']}, {best['target']}, round {int(best['round'])})"
 
 

@@ -1,7 +1,7 @@
 """The report's tables, derived from loaded runs (fedsim.notebook): one job, numbers only, no plotting.
 
 Column conventions: ``run`` names the run directory; metric columns are floats (NaN where a run has no
-value). PSNR of an exact reconstruction (every pair with MSE 0) is +inf, as in ``psnr_exact``.
+value). PSNR means count an exact pair at the 100 dB cap (adversary.scoring.PSNR_CAP_DB); ``psnr_exact`` counts them.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from adversary.scoring import PSNR_CAP_DB
 from fedsim.notebook import Run, Sweep
 
 if TYPE_CHECKING:
@@ -90,7 +91,8 @@ def attack_results(sweep: Sweep) -> pd.DataFrame:
             "target": ok["target"],
             "kind": ["aggregate" if target == AGGREGATE else "per-client" for target in ok["target"]],
             "batch_size": numeric(ok, "batch_size"),
-            "psnr": psnr.where(~(psnr.isna() & (exact > 0)), math.inf),  # every pair exact: infinite PSNR
+            # rows of older versions left psnr_mean empty when every pair was exact: the cap, as scoring counts it now
+            "psnr": psnr.where(~(psnr.isna() & (exact > 0)), PSNR_CAP_DB),
             "ssim": numeric(ok, "ssim_mean"),
             "lpips": numeric(ok, "lpips_mean"),
             "label_accuracy": numeric(ok, "label_accuracy"),
@@ -174,7 +176,7 @@ def best_grids(run: Run, attacks: pd.DataFrame) -> list[tuple[str, Path]]:
         best = rows.loc[rows["ssim"].idxmax()]
         path = run.path / RECONSTRUCTIONS_DIR / grid_file(int(best["round"]), str(best["target"]), str(best["attack"]))
         if path.is_file():
-            psnr = "exact" if best["psnr"] == math.inf else f"PSNR {best['psnr']:.1f} dB"
+            psnr = "exact" if best["psnr"] >= PSNR_CAP_DB else f"PSNR {best['psnr']:.1f} dB"
             caption = f"{kind}: round {int(best['round'])}, {best['target']}, {best['attack']}: {psnr}, SSIM {best['ssim']:.3f}"
             grids.append((caption, path))
     return grids
