@@ -1,127 +1,154 @@
-"""Defenses against gradient inversion, measured in one run: leakage and utility of each on one federation.
+"""Defenses under fedsim's evaluation protocol: the strongest attack per defense, a model that learns, seeds.
 
-Runs ``configs/defense-comparison.yaml`` on real CIFAR-10 images (the subset in ../shared/data: 4,660 train,
-846 test) once per defense, with the same seed, clients, rounds and attack: 20 clients, one SGD
-step on one image each per round, 60 rounds; a man-in-the-middle inverts clients 0-2's round-1 updates
-with DLG (1000 L-BFGS iterations, 2 restarts). For each defense it prints the attack's mean SSIM and PSNR
-(the better restart, by the attack's own objective), label accuracy, the test accuracy after the last
-round and its drop against no defense, and the largest per-client epsilon (DP-SGD).
+Runs ``configs/defense-evaluation.yaml`` as one sweep (``fedsim sweep``: resumable, ``--parallel``) over
+the defenses below x seeds 0-2: MNIST, 10 clients taking one SGD step on 4 images per round, 40 rounds;
+a man-in-the-middle attacks clients 0-2 in rounds 1, 20 and 40 with ``attacks: strongest`` (every attack
+whose requirements hold, the adaptive one of the defense included). Per run:
 
-Targets (issue 4): no defense SSIM >= 0.9; DP-SGD at epsilon <= 8 SSIM <= 0.2; PDP-SGD with paper 000's
-kappa (lr^2 sigma^2, sigma = 0.1): reported, paper 000 found it does not protect; Gradient Dropout
-(p = 0.6, sigma = 5e-3): SSIM <= 0.2 and accuracy within 2 points of no defense (paper 004).
+* leakage: the mean, over the attacked (round, client) pairs, of the strongest attack's SSIM there
+  (``Run.strongest(per="round")``), and the same for PSNR; the attack that won most of them;
+* utility: the final test accuracy (2,000 held-out images); its drop against the undefended run of the
+  same seed (paired); the largest per-client epsilon (dpsgd).
 
-    .venv/bin/python bench/defenses.py [--data ../shared/data/cifar10_subset.npz] [--only none,gradient_dropout]
+Per defense it prints the mean over seeds with a 95 % t-interval (``mean ± half-width``), and checks the
+protocol's bar: the undefended accuracy is at least three times the constant predictor's. The adaptive
+attacks' settings were tuned on CIFAR-10 test images (bench/adaptive_tuning.py), never on these.
+Last line: JSON. Markdown table for the README with ``--markdown``.
+
+    .venv/bin/python bench/defenses.py [--data ../shared/data/mnist_test.npz] [--out DIR] [--parallel 2] [--seeds 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
+import subprocess
 import sys
-import tempfile
-import time
+from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import numpy as np
+import yaml
+from scipy import stats
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from fedsim.config import load_config  # noqa: E402
-from fedsim.results import RunStore  # noqa: E402
-from fedsim.engine.runner import run_experiment  # noqa: E402
+import fedsim  # noqa: E402
 
-CONFIG = REPO / "configs" / "defense-comparison.yaml"
-
-#: defense -> the `client.defenses` it runs with (YAML flow syntax, as on the command line)
-VARIANTS: dict[str, str] = {
-    "none": "[]",
-    "dpsgd": "[{name: dpsgd, target_epsilon: 8, max_grad_norm: 1.0}]",
-    "pdpsgd": "[{name: pdpsgd, sigma: 0.1}]",
-    "gradient_dropout": "[{name: gradient_dropout, p: 0.6, sigma: 0.005}]",
-    "soteria": "[{name: soteria, ratio: 0.8}]",
-    "prune": "[{name: prune, ratio: 0.9}]",
-    "noise": "[{name: noise, sigma: 0.01}]",
-    "clip": "[{name: clip, max_norm: 0.5}]",
+CONFIG = REPO / "configs" / "defense-evaluation.yaml"
+#: label -> client.defenses (the settings of the README's earlier table and papers 000, 001, 004)
+DEFENSES: dict[str, list[dict]] = {
+    "none": [],
+    "dpsgd": [{"name": "dpsgd", "target_epsilon": 8, "max_grad_norm": 1.0}],
+    "pdpsgd": [{"name": "pdpsgd", "sigma": 0.1}],
+    "gradient_dropout": [{"name": "gradient_dropout", "p": 0.6, "sigma": 0.005}],
+    "soteria": [{"name": "soteria", "ratio": 0.8}],
+    "prune": [{"name": "prune", "ratio": 0.9}],
+    "noise": [{"name": "noise", "sigma": 0.01}],
+    "clip": [{"name": "clip", "max_norm": 0.5}],
 }
 
 
-def run_variant(defenses: str, data: Path, out: Path) -> dict[str, Any]:
-    overrides = ["data.dataset=npz", f"data.path={data}", f"output.dir={out}", f"client.defenses={defenses}"]
-    started = time.perf_counter()
-    run_dir = run_experiment(load_config(CONFIG, overrides), quiet=True)
-    seconds = time.perf_counter() - started
-    rows = RunStore(run_dir).rows()
-    attacks = [row for row in rows if row["event"] == "attack" and row.get("status") == "ok"]
-    evals = [row for row in rows if row["event"] == "eval"]
-    epsilons = [value for row in rows if row["event"] == "fit" for key, value in row.items() if key.endswith(".epsilon")]
+def interval(values: list[float]) -> tuple[float, float]:
+    """Mean and the half-width of its 95 % t-interval (nan half-width for one value)."""
+    array = np.asarray(values, dtype=float)
+    if len(array) < 2:
+        return float(array.mean()), math.nan
+    return float(array.mean()), float(stats.t.ppf(0.975, len(array) - 1) * array.std(ddof=1) / math.sqrt(len(array)))
+
+
+def run_sweep(data: Path, out: Path, seeds: int, parallel: int) -> Path:
+    sweep_dir = out / "sweep"
+    if (sweep_dir / "sweep.json").is_file():
+        command = ["--resume", str(sweep_dir)]
+    else:
+        raw = yaml.safe_load(CONFIG.read_text())
+        raw["data"] = {**raw["data"], "dataset": "npz", "path": str(data)}
+        raw["sweep"] = {"grid": {"client.defenses": DEFENSES, "seed": list(range(seeds))}}
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "config.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+        command = [str(out / "config.yaml"), "--out", str(sweep_dir)]
+    subprocess.run([sys.executable, "-m", "fedsim.cli", "sweep", *command, "--parallel", str(parallel), "--quiet"],
+                   check=True, cwd=REPO)  # fmt: skip
+    return sweep_dir
+
+
+def per_run(run: fedsim.notebook.Run) -> dict:
+    best = run.strongest("ssim_mean", per="round")
+    evals = run.events("eval")
+    fits = run.events("fit")
+    epsilons = [c for c in fits.columns if c.endswith(".epsilon")] if not fits.empty else []
     return {
-        "ssim": float(np.mean([row["ssim_mean"] for row in attacks])) if attacks else float("nan"),
-        "psnr": float(np.mean([row["psnr_mean"] for row in attacks])) if attacks else float("nan"),
-        "labels": float(np.mean([row["label_accuracy"] for row in attacks])) if attacks else float("nan"),
-        "accuracy": evals[-1]["accuracy"],
-        "epsilon": max(epsilons) if epsilons else None,
-        "seconds": seconds,
-        "run_dir": run_dir,
+        "ssim": float(best["ssim_mean"].mean()),
+        "psnr": float(best["psnr_mean"].mean()),
+        "winners": Counter(best["attack"]),
+        "accuracy": float(evals.iloc[-1]["accuracy"]),
+        "epsilon": float(fits[epsilons].max().max()) if epsilons else None,
+        "targets": len(best),
     }
-
-
-def verdicts(results: dict[str, dict[str, Any]]) -> list[str]:
-    """The issue's targets, each as met / NOT met, for the variants that ran."""
-    lines = []
-
-    def check(name: str, text: str, ok: bool) -> None:
-        if name in results:
-            lines.append(f"   {name:<17} {text}: {'met' if ok else 'NOT met'}")
-
-    none = results.get("none")
-    if none:
-        check("none", f"SSIM {none['ssim']:.3f} >= 0.9", none["ssim"] >= 0.9)
-    if "dpsgd" in results:
-        dp = results["dpsgd"]
-        check("dpsgd", f"epsilon {dp['epsilon']:.2f} <= 8 and SSIM {dp['ssim']:.3f} <= 0.2",
-              dp["epsilon"] is not None and dp["epsilon"] <= 8 and dp["ssim"] <= 0.2)  # fmt: skip
-    if "pdpsgd" in results:
-        pdp = results["pdpsgd"]
-        lines.append(f"   {'pdpsgd':<17} SSIM {pdp['ssim']:.3f}: {'protects' if pdp['ssim'] <= 0.2 else 'does NOT protect'} "
-                     "(paper 000: does not protect)")  # fmt: skip
-    if "gradient_dropout" in results:
-        gd = results["gradient_dropout"]
-        check("gradient_dropout", f"SSIM {gd['ssim']:.3f} <= 0.2", gd["ssim"] <= 0.2)
-        if none:
-            drop = 100 * (none["accuracy"] - gd["accuracy"])
-            check("gradient_dropout", f"accuracy drop {drop:+.1f} points <= 2", drop <= 2)
-    return lines
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", type=Path, default=REPO / ".." / "shared" / "data" / "cifar10_subset.npz")
-    parser.add_argument("--only", default=",".join(VARIANTS), help=f"comma-separated subset of {', '.join(VARIANTS)}")
-    parser.add_argument("--out", type=Path, default=None, help="where the runs go (default: a temporary folder)")
+    parser.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data" / "mnist_test.npz")
+    parser.add_argument("--out", type=Path, default=REPO / "runs" / "bench-defenses")
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--parallel", type=int, default=2)
+    parser.add_argument("--markdown", action="store_true", help="print the README's table too")
     args = parser.parse_args()
     if not args.data.is_file():
-        raise SystemExit(f"--data {args.data}: no such file (CIFAR-10 npz with x_train, y_train, x_test, y_test)")
-    names = [name.strip() for name in args.only.split(",") if name.strip()]
-    unknown = sorted(set(names) - set(VARIANTS))
-    if unknown:
-        raise SystemExit(f"--only {','.join(unknown)}: unknown; allowed: {', '.join(VARIANTS)}")
-    out = args.out or Path(tempfile.mkdtemp(prefix="fedsim-defenses-"))
-    config = load_config(CONFIG)
-    print(f"{CONFIG.name}: {config.federation.num_clients} clients, {config.federation.rounds} rounds, "
-          f"lr {config.client.lr}, batch {config.client.batch_size}; attack {config.adversary.attacks[0].name} "
-          f"on clients {config.adversary.clients} in rounds {config.adversary.rounds}; runs under {out}")  # fmt: skip
-    print(f"   {'defense':<17} {'SSIM':>6} {'PSNR':>7} {'labels':>7} {'accuracy':>9} {'drop':>7} {'epsilon':>8} {'time':>7}")
-    results: dict[str, dict[str, Any]] = {}
-    for name in names:
-        result = results[name] = run_variant(VARIANTS[name], args.data.resolve(), out)
-        drop = f"{100 * (results['none']['accuracy'] - result['accuracy']):+.1f}" if "none" in results else "-"
-        epsilon = f"{result['epsilon']:.2f}" if result["epsilon"] is not None else "-"
-        print(f"   {name:<17} {result['ssim']:6.3f} {result['psnr']:6.2f}  {100 * result['labels']:6.0f}% "
-              f"{100 * result['accuracy']:8.1f}% {drop:>7} {epsilon:>8} {result['seconds']:6.0f}s", flush=True)  # fmt: skip
-    print("targets:")
-    print("\n".join(verdicts(results)))
+        raise SystemExit(f"--data {args.data}: no such file (MNIST npz with x, y)")
+    sweep = fedsim.load_sweep(run_sweep(args.data.resolve(), args.out.resolve(), args.seeds, args.parallel))
+    results: dict[str, list[dict]] = {label: [] for label in DEFENSES}
+    for run in sweep.runs.values():
+        results[run.labels["client.defenses"]].append({"seed": run.config.seed, **per_run(run)})
+    baseline = {r["seed"]: r["accuracy"] for r in results["none"]}
+    table = {}
+    for label, rows in results.items():
+        if not rows:
+            continue
+        drops = [100 * (baseline[r["seed"]] - r["accuracy"]) for r in rows if r["seed"] in baseline]
+        winners = sum((r["winners"] for r in rows), Counter())
+        epsilons = [r["epsilon"] for r in rows if r["epsilon"] is not None]
+        table[label] = {
+            "seeds": len(rows),
+            "ssim": interval([r["ssim"] for r in rows]),
+            "psnr": interval([r["psnr"] for r in rows]),
+            "accuracy": interval([100 * r["accuracy"] for r in rows]),
+            "drop": interval(drops) if drops else (math.nan, math.nan),
+            "winner": winners.most_common(1)[0][0],
+            "winners": dict(winners),
+            "epsilon": max(epsilons) if epsilons else None,
+        }
+    print(f"{CONFIG.name}: {len(sweep.runs)} runs under {sweep.path}; means over seeds ± 95 % t-interval half-width")
+    header = f"   {'defense':<17} {'SSIM':>14} {'PSNR (dB)':>12} {'accuracy %':>13} {'drop (pts)':>13} {'epsilon':>8}  strongest attack"
+    print(header)
+
+    def fmt(pair: tuple[float, float], digits: int) -> str:
+        return f"{pair[0]:.{digits}f} ± {pair[1]:.{digits}f}"
+
+    for label, row in table.items():
+        epsilon = f"{row['epsilon']:.2f}" if row["epsilon"] is not None else "-"
+        won = ", ".join(f"{a} {n}" for a, n in Counter(row["winners"]).most_common())
+        print(f"   {label:<17} {fmt(row['ssim'], 3):>14} {fmt(row['psnr'], 1):>12} {fmt(row['accuracy'], 1):>13} "
+              f"{fmt(row['drop'], 1):>13} {epsilon:>8}  {won}")  # fmt: skip
+    classes = np.bincount(np.load(args.data)["y"])  # the test split is a random stratum of these
+    constant = 100 * classes.max() / classes.sum()
+    if "none" in table:
+        ratio = table["none"]["accuracy"][0] / constant
+        print(f"   undefended accuracy / constant predictor ({constant:.1f} %): {ratio:.1f} (protocol: >= 3): "
+              f"{'met' if ratio >= 3 else 'NOT met'}")  # fmt: skip
+    if args.markdown:
+        print("\n| defense | SSIM (strongest) | PSNR (dB) | test accuracy (%) | drop (points) | epsilon | strongest attack (wins) |")
+        print("| --- | --- | --- | --- | --- | --- | --- |")
+        for label, row in table.items():
+            epsilon = f"{row['epsilon']:.2f}" if row["epsilon"] is not None else "-"
+            won = ", ".join(f"`{a}` {n}" for a, n in Counter(row["winners"]).most_common())
+            print(f"| {label} | {fmt(row['ssim'], 3)} | {fmt(row['psnr'], 1)} | {fmt(row['accuracy'], 1)} | "
+                  f"{fmt(row['drop'], 1)} | {epsilon} | {won} |")  # fmt: skip
+    print(json.dumps({label: {k: v for k, v in row.items() if k != "winners"} for label, row in table.items()}))
 
 
 if __name__ == "__main__":

@@ -301,6 +301,9 @@ class AdversaryConfig(Section):
         description="with `attacks: strongest`: options given to every attack of the portfolio that has them, "
         "e.g. {iterations: 300, restarts: 2, time_limit: 120}",
     )
+    portfolio_exclude: list[str] = Field(
+        default_factory=list, description="with `attacks: strongest`: attacks left out of the portfolio (e.g. [ggssr])"
+    )
     portfolio: Literal["listed", "strongest"] = Field(
         "listed",
         description="`strongest` (set by `attacks: strongest`): attacks whose requirements fail are left out at the "
@@ -326,9 +329,14 @@ class AdversaryConfig(Section):
         # `attacks: strongest` lists every registered attack with its defaults; the run keeps those that apply
         if isinstance(data, dict) and data.get("attacks") == "strongest":
             shared = dict(data.get("portfolio_options") or {})
+            excluded = list(data.get("portfolio_exclude") or [])
+            unknown = [name for name in excluded if name not in ATTACKS]
+            if unknown:
+                raise ValueError(f"portfolio_exclude: {ATTACKS.unknown_message(str(unknown[0]))}")
             attacks = [
                 {"name": name, **{key: value for key, value in shared.items() if key in ATTACKS.config(name).model_fields}}
                 for name in ATTACKS.names()
+                if name not in excluded
             ]
             unused = [key for key in shared if not any(key in entry for entry in attacks)]
             if unused:
