@@ -155,3 +155,28 @@ def test_an_attack_named_where_it_cannot_apply_is_refused_in_one_line():
     message = str(error.value)
     assert "\n" not in message
     assert message.startswith("adversary.attacks[0] = ig-soteria: ig-soteria adapts to soteria")
+
+
+def test_pdpsgd_penalty_is_simulated_exactly_through_the_clients_own_training():
+    import numpy as np
+
+    from clients.training import train_locally
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(1, 3, 3, stride=2, padding=1), nn.Tanh(), nn.Flatten(), nn.Linear(27, 5)).double()
+    global_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    images = torch.rand(2, *SHAPE, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    labels = torch.tensor([0, 4])
+    defense = {"name": "pdpsgd", "sigma": 3.0}  # kappa = (0.1 * 3)^2: a large, visible penalty
+    client = parse_config({"client": {"defenses": [defense], "lr": LR, "batch_size": 2, "local_steps": 1}}).client
+    train_locally(model, images, labels, np.arange(2), client, seed=0)
+    view = AttackerView(
+        round=1, tap="mitm", target="client:0", model=model, global_state=global_state,
+        observed_state={k: v.detach().clone() for k, v in model.state_dict().items()}, input_shape=SHAPE,
+        num_classes=5, num_samples=2, labels=labels, local_training=LocalTraining(lr=LR, local_steps=1, batch_size=2),
+    )  # fmt: skip
+    setting = AttackSetting(model=model, model_name="tiny", input_shape=SHAPE, num_classes=5, lr=LR,
+                            defenses=(DefenseInForce("pdpsgd", {"sigma": 3.0, "kappa": None}),))  # fmt: skip
+    assert AttackOptions(name="ig-pdpsgd").adapted(setting).pdp_kappa == pytest.approx(0.09)
+    assert objective_at_truth("ig-pdpsgd", view, setting, images) < 1e-12
+    assert objective_at_truth("ig", view, setting, images) > 1e-6  # plain IG's simulation misses the penalty

@@ -298,9 +298,14 @@ def test_options_resolve_to_the_attacks_defaults(name):
     assert resolve_options(AttackOptions(name=name, iterations=7)).iterations == 7
 
 
-def test_every_attack_is_registered_with_its_paper():
-    assert ATTACKS.names() == ["dlg", "ggssr", "gradinversion", "idlg", "ig"]
-    assert all("20" in help_text for help_text in ATTACKS.describe().values())  # a year: the paper is named
+def test_every_attack_is_registered_with_its_paper_or_the_defense_it_adapts_to():
+    assert {"dlg", "ggssr", "gradinversion", "idlg", "ig"} <= set(ATTACKS.names())
+    for name, help_text in ATTACKS.describe().items():
+        adapts_to = ATTACKS.config(name).adapts_to
+        if adapts_to:  # an adaptive variant names the defense whose mechanism it models
+            assert all(defense in help_text for defense in adapts_to), name
+        else:
+            assert "20" in help_text, name  # a year: the paper is named
     assert resolve_options(AttackOptions(name="dlg")).optimizer == "lbfgs"
     assert resolve_options(AttackOptions(name="ig")).loss == "cosine"
     assert gradinversion.SPEC.bn_prior and not inverting_gradients.SPEC.bn_prior

@@ -172,6 +172,9 @@ class OptimizationOptions(AttackOptions):
     exclude_layers: list[str] = Field(
         default_factory=list, description="parameters left out of the matching (names, or module names for all of theirs)"
     )
+    pdp_kappa: float | None = Field(
+        None, ge=0, description="simulate PDP-SGD's penalty kappa * sum W^2 x^2 in the client's local steps (paper 000)"
+    )
     noise_sigma: float | None = Field(
         None, gt=0, description="l2/l1 distance divided by (matched entries * noise_sigma^2): the noise energy is its unit"
     )

@@ -10,7 +10,7 @@ objectives are independent, so the optimizers in ``optimizers`` treat each row a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,7 +23,7 @@ from adversary.attacks.objective import gradient_distance, soft_cross_entropy
 from adversary.attacks.options import OptimizationOptions
 from adversary.attacks.regularizers import REGULARIZERS, Regularizer, RegularizerContext
 from adversary.attacks.spec import AttackSpec
-from adversary.attacks.targets import MatchSpec, match_spec, observed_target, simulated_update
+from adversary.attacks.targets import MatchSpec, match_spec, observed_target, pdp_penalty, simulated_update
 from adversary.view import AttackerView
 
 
@@ -97,6 +97,7 @@ class BatchedProblem:
     restarts: int
     dtype: torch.dtype
     device: torch.device
+    penalty: Callable[[dict[str, torch.Tensor], torch.Tensor], dict[str, torch.Tensor]] | None = None
 
     @classmethod
     def build(
@@ -174,6 +175,7 @@ class BatchedProblem:
             restarts=len(restart_ids),
             dtype=dtype,
             device=device,
+            penalty=pdp_penalty(model.module, float(options.pdp_kappa)) if options.pdp_kappa else None,
         )
 
     # ------------------------------------------------------------------------------------ layout
@@ -251,7 +253,8 @@ class BatchedProblem:
         q = torch.softmax(variables[1], dim=-1) if self.z_shape is not None else probs
         params = {name: p.detach().requires_grad_(True) for name, p in self.params.items()} if autograd else self.params
         update, stats = simulated_update(
-            self.match, self.model.forward, soft_cross_entropy, params, x, q, self.model.names, schedule, autograd
+            self.match, self.model.forward, soft_cross_entropy, params, x, q, self.model.names, schedule, autograd,
+            self.penalty,
         )
         observed, masks = target
         update = [update[i] for i in self.matched]

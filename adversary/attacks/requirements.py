@@ -42,6 +42,7 @@ class AttackSetting:
     knows_num_samples: bool = True
     knows_labels: bool = False
     knows_bn_statistics: bool = False
+    lr: float | None = None  # the clients' learning rate, when the attacker knows the local training
     local_steps: int | None = None  # None when clients train for epochs
     batch_size: int = 1
 

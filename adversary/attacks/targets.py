@@ -37,6 +37,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
+from torch import nn
 
 from adversary.view import AttackerView
 
@@ -137,6 +138,7 @@ def simulated_update(
     names: list[str],
     schedule: Sequence[torch.Tensor] = (),
     autograd: bool = False,
+    penalty: Callable[[Params, torch.Tensor], Params] | None = None,
 ) -> tuple[list[torch.Tensor], tuple]:
     """The dummy batch's update in gradient units, and the BN statistics of its first forward.
 
@@ -145,7 +147,8 @@ def simulated_update(
     when unrolling (``MatchSpec.schedule`` as tensors). Written with ``torch.func.grad`` so that it is
     differentiable w.r.t. ``x`` and ``probs`` and vmappable over problems. ``autograd``: plain
     ``torch.autograd.grad(create_graph=True)`` instead, for one problem outside any transform (faster; its
-    ``params`` must require grad).
+    ``params`` must require grad). ``penalty(params, batch) -> {name: gradient}``: a training defense's extra
+    gradient term (``pdp_penalty``), added to every step's gradient.
     """
 
     def step_loss(p: Params, xb: torch.Tensor, qb: torch.Tensor) -> tuple[torch.Tensor, tuple]:
@@ -162,7 +165,17 @@ def simulated_update(
             start += size
         return total, first_stats
 
-    step_grad = _autograd_grad(step_loss) if autograd else torch.func.grad(step_loss, has_aux=True)
+    plain_step_grad = _autograd_grad(step_loss) if autograd else torch.func.grad(step_loss, has_aux=True)
+
+    def step_grad(p: Params, xb: torch.Tensor, qb: torch.Tensor) -> tuple[Params, tuple]:
+        grads, stats = plain_step_grad(p, xb, qb)
+        if penalty is not None:
+            if spec.groups:
+                raise ValueError("a training penalty cannot be simulated on an aggregate of several clients")
+            extra = penalty(p, xb)
+            grads = {name: grads[name] + extra[name] if name in extra else grads[name] for name in grads}
+        return grads, stats
+
     decay = spec.weight_decay
     if not spec.unrolled:
         grads, stats = step_grad(params, x, probs)
@@ -192,3 +205,54 @@ def _autograd_grad(step_loss: Callable[..., tuple[torch.Tensor, tuple]]) -> Call
         return dict(zip(p, grads)), stats
 
     return step_grad
+
+
+def pdp_penalty(module: nn.Module, kappa: float) -> Callable[[Params, torch.Tensor], Params]:
+    """PDP-SGD's penalty gradient (paper 000, eq. 13; ``clients.defenses.pdpsgd``) on the attacker's model.
+
+    The client trains on L + kappa * sum over Linear/Conv weights of sum W^2 x^2 with the layer input x
+    detached, so each weight's gradient gains exactly ``2 kappa W * A``, A the batch mean of the squared
+    input that each weight entry multiplies (summed over positions for a convolution). Returned as a
+    function of the parameters and the batch: one extra forward captures every layer's input; the term is
+    a function of the dummy batch, so the attack differentiates through it.
+    """
+    layers = [(name, layer) for name, layer in module.named_modules() if isinstance(layer, _PENALISED)]
+    for name, layer in layers:
+        if isinstance(layer, nn.Conv2d) and (layer.padding_mode != "zeros" or isinstance(layer.padding, str)):
+            raise ValueError(f"pdp penalty: layer '{name}' pads with '{layer.padding_mode}' / {layer.padding!r}; "
+                             "only numeric zero padding is simulated")  # fmt: skip
+
+    def gradients(params: Params, x: torch.Tensor) -> Params:
+        captured: dict[str, torch.Tensor] = {}
+        hooks = [layer.register_forward_pre_hook(lambda _m, args, name=name: captured.__setitem__(name, args[0]))
+                 for name, layer in layers]  # fmt: skip
+        try:
+            torch.func.functional_call(module, params, (x,))
+        finally:
+            for hook in hooks:
+                hook.remove()
+        out = {}
+        for name, layer in layers:
+            weight = params[f"{name}.weight"]
+            out[f"{name}.weight"] = 2.0 * kappa * weight * _input_energy(layer, captured[name], weight.shape)
+        return out
+
+    return gradients
+
+
+_PENALISED = (nn.Linear, nn.Conv2d)
+
+
+def _input_energy(layer: nn.Module, x: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+    """Batch mean of the squared input entry each weight entry multiplies, broadcastable to the weight."""
+    n = x.shape[0]
+    squared = x**2
+    if isinstance(layer, nn.Linear):
+        return (squared.reshape(-1, squared.shape[-1]).sum(dim=0) / n)[None, :]
+    patches = torch.nn.functional.unfold(squared, layer.kernel_size, dilation=layer.dilation, padding=layer.padding,
+                                         stride=layer.stride)  # fmt: skip
+    energy = patches.sum(dim=(0, 2)) / n  # (C * kh * kw,)
+    out_channels, per_group = shape[0], shape[1]
+    groups = layer.groups
+    energy = energy.reshape(groups, per_group, *shape[2:])
+    return energy.repeat_interleave(out_channels // groups, dim=0)

@@ -37,6 +37,7 @@ def attack_setting(config: ExperimentConfig, model: nn.Module, input_shape: tupl
         knows_num_samples=adversary.knows.num_samples,
         knows_labels=adversary.knows.labels == "known",
         knows_bn_statistics=adversary.knows.bn_statistics,
+        lr=client.lr if adversary.knows.local_training else None,
         local_steps=client.local_steps,
         batch_size=client.batch_size,
     )
