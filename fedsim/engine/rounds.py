@@ -48,14 +48,16 @@ def wait_for_nodes(grid: Grid, count: int, timeout: float = ROLL_CALL_TIMEOUT_S)
     return nodes
 
 
-def roll_call(grid: Grid, count: int) -> dict[int, int]:
+def roll_call(grid: Grid, count: int, timeout: float = ROLL_CALL_TIMEOUT_S) -> dict[int, int]:
     """Ask every node which partition it holds: partition id -> node id.
 
-    Simulation node ids are random per run; partitions are what the seed and the results refer to.
+    Simulation node ids are random per run; partitions are what the seed and the results refer to. The
+    replies may take as long as a round may (``timeout``): on a loaded machine the first answer waits
+    for every client process to start.
     """
     nodes = wait_for_nodes(grid, count)
     queries = [Message(RecordDict(), message_type=MessageType.QUERY, dst_node_id=node) for node in nodes]
-    replies = list(grid.send_and_receive(queries, timeout=ROLL_CALL_TIMEOUT_S))
+    replies = list(grid.send_and_receive(queries, timeout=max(timeout, ROLL_CALL_TIMEOUT_S)))
     failed = [r for r in replies if r.has_error()]
     if failed or len(replies) != count:
         reason = failed[0].error.reason if failed else f"{len(replies)} of {count} answered"
@@ -114,7 +116,7 @@ def run_rounds(spec: ServerSpec, protocol: RoundProtocol, grid: Grid, context: C
     """Play rounds ``start_round + 1 .. federation.rounds`` with ``protocol``, committing each one."""
     config, strategy, progress = spec.config, spec.strategy, spec.progress
     federation = config.federation
-    node_of_partition = roll_call(grid, federation.num_clients)
+    node_of_partition = roll_call(grid, federation.num_clients, federation.round_timeout)
     partition_of_node = {node: partition for partition, node in node_of_partition.items()}
     strategy.bind(node_of_partition)
     protocol.start(grid, context, node_of_partition)
