@@ -49,6 +49,14 @@ DEFENSES: dict[str, list[dict]] = {
     "noise": [{"name": "noise", "sigma": 0.01}],
     "clip": [{"name": "clip", "max_norm": 0.5}],
 }
+#: the other settings of papers 000, 001 and 004 (configs/papers/), run into the same sweep by bench/paper_results.py
+PAPER_EXTRAS: dict[str, list[dict]] = {
+    "dpsgd-eps1": [{"name": "dpsgd", "target_epsilon": 1, "max_grad_norm": 1.0}],
+    "pdpsgd-sigma1": [{"name": "pdpsgd", "sigma": 1.0}],
+    "noise-0.1": [{"name": "noise", "sigma": 0.1}],
+    "gradient_dropout-p0.8": [{"name": "gradient_dropout", "p": 0.8, "sigma": 0.005}],
+    "gradient_dropout-p0.4": [{"name": "gradient_dropout", "p": 0.4, "sigma": 0.005}],
+}
 
 
 def interval(values: list[float]) -> tuple[float, float]:
@@ -59,17 +67,17 @@ def interval(values: list[float]) -> tuple[float, float]:
     return float(array.mean()), float(stats.t.ppf(0.975, len(array) - 1) * array.std(ddof=1) / math.sqrt(len(array)))
 
 
-def run_sweep(data: Path, out: Path, seeds: int, parallel: int) -> Path:
+def run_sweep(data: Path, out: Path, seeds: int, parallel: int, settings: dict[str, list[dict]] = DEFENSES) -> Path:
+    """Run (or continue) the sweep of ``settings`` x seeds under ``out/sweep``; finished points are skipped, so
+    a larger ``settings`` later adds only its new points."""
     sweep_dir = out / "sweep"
-    if (sweep_dir / "sweep.json").is_file():
-        command = ["--resume", str(sweep_dir)]
-    else:
-        raw = yaml.safe_load(CONFIG.read_text())
-        raw["data"] = {**raw["data"], "dataset": "npz", "path": str(data)}
-        raw["sweep"] = {"grid": {"client.defenses": DEFENSES, "seed": list(range(seeds))}}
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "config.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
-        command = [str(out / "config.yaml"), "--out", str(sweep_dir)]
+    raw = yaml.safe_load(CONFIG.read_text())
+    raw["data"] = {**raw["data"], "dataset": "npz", "path": str(data)}
+    raw["sweep"] = {"grid": {"client.defenses": settings, "seed": list(range(seeds))}}
+    out.mkdir(parents=True, exist_ok=True)
+    config = out / f"config-{len(settings)}.yaml"
+    config.write_text(yaml.safe_dump(raw, sort_keys=False))
+    command = [str(config), "--out", str(sweep_dir)]
     subprocess.run([sys.executable, "-m", "fedsim.cli", "sweep", *command, "--parallel", str(parallel), "--quiet"],
                    check=True, cwd=REPO)  # fmt: skip
     return sweep_dir

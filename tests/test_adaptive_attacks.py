@@ -180,3 +180,15 @@ def test_pdpsgd_penalty_is_simulated_exactly_through_the_clients_own_training():
     assert AttackOptions(name="ig-pdpsgd").adapted(setting).pdp_kappa == pytest.approx(0.09)
     assert objective_at_truth("ig-pdpsgd", view, setting, images) < 1e-12
     assert objective_at_truth("ig", view, setting, images) > 1e-6  # plain IG's simulation misses the penalty
+
+
+def test_a_sweep_point_with_strongest_matches_the_run_that_resolved_it():
+    from fedsim.sweep.execute import _comparable
+
+    config = strongest_config()
+    resolved = resolve_attacks(config, attack_setting(config, tiny_model(), SHAPE, 5))
+    assert len(resolved.adversary.attacks) < len(config.adversary.attacks)
+    assert _comparable(resolved) == _comparable(config)
+    other = parse_config({**config.model_dump(mode="json"), "adversary": {
+        **config.adversary.model_dump(mode="json"), "portfolio_options": {"iterations": 10}}})  # fmt: skip
+    assert _comparable(other) != _comparable(config)

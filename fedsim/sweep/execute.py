@@ -106,6 +106,10 @@ def _comparable(config: ExperimentConfig) -> dict[str, Any]:
 
     dumped = config.model_dump(mode="json")
     dumped.pop("output")
+    if dumped["adversary"]["portfolio"] == "strongest":
+        # a run records the portfolio as resolved against its model and defenses (fedsim.engine.attack_portfolio);
+        # `strongest` with the same portfolio options and exclusions is the same point
+        dumped["adversary"].pop("attacks")
     walk("", dumped)
     return flat
 
