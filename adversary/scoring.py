@@ -46,8 +46,9 @@ class AttackScore:
     ssim: tuple[float, ...]
     lpips: tuple[float, ...] | None  # None: LPIPS unavailable (no cached AlexNet) or not asked for
     mse_mean: float
-    psnr_mean: float | None  # mean of the finite per-pair PSNRs; None when every pair is exact
-    psnr_exact: int  # pairs with MSE 0, left out of psnr_mean
+    psnr_mean: float | None  # mean of the per-pair PSNRs capped at PSNR_CAP_DB; None only without pairs
+    psnr_exact: int  # pairs with MSE 0 (counted at the cap in psnr_mean)
+    recovered_40db: int  # true images whose pair reaches 40 dB PSNR (an image recovered, as paper 001 counts)
     ssim_mean: float
     lpips_mean: float | None
     label_accuracy: float  # over the image pairing: label of rec_index[i] vs label of truth_index[i]
@@ -103,6 +104,8 @@ def multiset_label_accuracy(pred: torch.Tensor, true: torch.Tensor) -> float:
 
 #: ceiling of every PSNR that enters a mean (dB); exact pairs (+inf) count as this
 PSNR_CAP_DB = 100.0
+#: a true image counts as recovered when its pair reaches this PSNR (dB)
+RECOVERED_DB = 40.0
 
 
 def capped_psnr_mean(values: Sequence[float]) -> float | None:
@@ -150,6 +153,7 @@ def score_reconstruction(
         mse_mean=sum(per_mse) / len(per_mse),
         psnr_mean=capped_psnr_mean(per_psnr),
         psnr_exact=sum(1 for v in per_psnr if math.isinf(v)),
+        recovered_40db=sum(1 for v in per_psnr if v >= RECOVERED_DB),
         ssim_mean=sum(per_ssim) / len(per_ssim),
         lpips_mean=sum(per_lpips) / len(per_lpips) if per_lpips is not None else None,
         label_accuracy=label_accuracy(rec_labels[rec_idx], truth_labels[truth_idx]),

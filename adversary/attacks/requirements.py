@@ -37,6 +37,7 @@ class AttackSetting:
     tap: str = "mitm"  # mitm | server
     targets: str = "per-client"  # per-client | aggregate | both
     server: str = "honest"  # honest | malicious
+    modification: str | None = None  # the malicious server's model modification (adversary.modification.name)
     secagg: bool = False
     knows_local_training: bool = True
     knows_num_samples: bool = True

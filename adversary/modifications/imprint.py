@@ -1,0 +1,110 @@
+"""``imprint``: Robbing the Fed's imprint block (Fowl, Geiping, Czaja, Goldblum & Goldstein, ICLR 2022).
+
+The server puts a linear layer of ``bins`` rows in front of the agreed model. Every row holds the same
+measurement direction m (unit norm; brightness, a random direction, or a low Fourier mode) scaled by a small
+``scale`` s, and row i's bias is -s t_i, with the thresholds t_i at quantiles of the measurement m.x over
+calibration images, so that an image falls into each bin with about the same probability. After a ReLU the
+bins are summed into the model's first logit: every row receives the same gradient dL/dh from a sample, and
+a sample activates exactly the rows whose threshold lies below its measurement. The gradients of rows i and
+i+1 then differ by sum over the samples with t_i < m.x <= t_(i+1) of dL/dh_n x_n (weight) and dL/dh_n (bias):
+an image alone in its bin is their ratio, exactly, whatever other clients or images are averaged in
+(``adversary.attacks.rtf``). The scale s keeps the block's effect on the logits small while leaving the
+gradients unchanged (dL/dW = dL/dh x does not depend on s).
+
+Calibration (``calibration``): ``public`` (default) uses the measurement of the public images the server
+holds (a slice of the data set's test split that no client holds, recorded in the rows); ``gaussian`` assumes
+the measurement is normal with the given ``mean`` and ``std`` (no data at all).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import torch
+from pydantic import Field
+from torch import nn
+
+from adversary.modifications.base import MODIFICATIONS, ModificationConfig, PublicData
+
+
+class ImprintConfig(ModificationConfig):
+    name: Literal["imprint"] = Field("imprint", description="Robbing the Fed's imprint block (Fowl et al. 2022)")
+    bins: int = Field(128, ge=2, le=65536, description="rows of the imprint layer: images alone in a bin come back exactly")
+    measurement: Literal["brightness", "random", "fourier"] = Field(
+        "brightness", description="what every row measures: mean brightness, a random direction, a low Fourier mode"
+    )
+    calibration: Literal["public", "gaussian"] = Field(
+        "public", description="bin thresholds at quantiles of public images' measurements, or of a normal law"
+    )
+    public_images: int = Field(256, ge=2, description="public images for calibration (the test split's first ones)")
+    mean: float = Field(0.0, description="calibration: gaussian: mean of the measurement")
+    std: float = Field(1.0, gt=0, description="calibration: gaussian: standard deviation of the measurement")
+    scale: float = Field(1e-4, gt=0, description="factor on the block's weights and biases (its forward effect)")
+
+
+class ImprintedModel(nn.Module):
+    """The agreed model behind an imprint block whose bins feed its first logit."""
+
+    def __init__(self, model: nn.Module, input_size: int, bins: int) -> None:
+        super().__init__()
+        self.imprint = nn.Linear(input_size, bins)
+        self.model = model
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        bins = torch.relu(self.imprint(x.flatten(1)))
+        logits = self.model(x)
+        return torch.cat([logits[:, :1] + bins.sum(dim=1, keepdim=True), logits[:, 1:]], dim=1)
+
+
+def measurement_direction(kind: str, input_shape: tuple[int, int, int], seed: int) -> torch.Tensor:
+    """The unit vector m that every imprint row measures."""
+    channels, height, width = input_shape
+    size = channels * height * width
+    if kind == "brightness":
+        direction = torch.ones(size, dtype=torch.float64)
+    elif kind == "random":
+        direction = torch.randn(size, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    else:  # the lowest horizontal cosine mode, the same in every channel
+        columns = torch.cos(math.pi * (torch.arange(width, dtype=torch.float64) + 0.5) / width)
+        direction = columns.expand(channels, height, width).reshape(-1).clone()
+    return direction / direction.norm()
+
+
+def thresholds(config: ImprintConfig, measured: torch.Tensor | None) -> torch.Tensor:
+    """``bins`` increasing thresholds: the (i + 0.5) / bins quantiles of the measurement (i = 0..bins-1) shifted
+    down half a bin; the lowest sits far below every calibration image, so that every image activates a bin."""
+    levels = torch.arange(config.bins, dtype=torch.float64) / config.bins
+    if measured is None:
+        normal = torch.distributions.Normal(torch.tensor(config.mean, dtype=torch.float64), torch.tensor(config.std, dtype=torch.float64))
+        inner = normal.icdf(levels[1:].clamp(1e-6, 1 - 1e-6))
+        lowest = torch.tensor([config.mean - 10 * config.std], dtype=torch.float64)
+    else:
+        inner = torch.quantile(measured.double(), levels[1:])
+        spread = float(measured.max() - measured.min()) or 1.0
+        lowest = (measured.min().double() - 10 * spread).reshape(1)
+    return torch.cat([lowest, inner])
+
+
+def build_imprint(
+    config: ImprintConfig, model: nn.Module, input_shape: tuple[int, int, int], num_classes: int,
+    public: PublicData | None, seed: int,
+) -> nn.Module:  # fmt: skip
+    direction = measurement_direction(config.measurement, input_shape, seed)
+    if config.calibration == "public":
+        if public is None or len(public.images) == 0:
+            raise ValueError("imprint: calibration public needs public images (the data set's test split)")
+        measured = public.images.flatten(1).double() @ direction
+    else:
+        measured = None
+    cuts = thresholds(config, measured)
+    imprinted = ImprintedModel(model, direction.numel(), config.bins)
+    with torch.no_grad():
+        dtype = imprinted.imprint.weight.dtype
+        imprinted.imprint.weight.copy_((config.scale * direction).expand(config.bins, -1).to(dtype))
+        imprinted.imprint.bias.copy_((-config.scale * cuts).to(dtype))
+    return imprinted
+
+
+MODIFICATIONS.register("imprint", help="Robbing the Fed (Fowl et al. 2022): an imprint block in front of the model",
+                       config=ImprintConfig)(build_imprint)  # fmt: skip
