@@ -19,6 +19,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 
 import torch
 
@@ -91,6 +92,7 @@ class Adversary:
         self.grant_labels = grant_labels
         self.backlog = backlog
         self._open_jobs: dict[int, int] = {}  # round -> attack jobs not yet reported
+        self._round_models: dict[int, torch.nn.Module] = {}  # rounds a malicious server sent its own module in
         self._updates: dict[int, list[TappedUpdate]] = defaultdict(list)
         self._lock = threading.Lock()
         self.workers = workers or ProcessAttackWorkers(settings_for(config.workers, config.resources.cpus, device))
@@ -105,6 +107,11 @@ class Adversary:
         if update.tap == self.config.tap and self.config.attacks_round(update.round):
             with self._lock:
                 self._updates[update.round].append(update)
+
+    def set_round_model(self, server_round: int, module: torch.nn.Module) -> None:
+        """The module a malicious server sent in ``server_round``: that round's views are of it."""
+        with self._lock:
+            self._round_models[server_round] = module
 
     def round_finished(self, server_round: int) -> int:
         """Submit the round's attacks (before the round is committed); returns how many jobs were queued."""
@@ -130,7 +137,10 @@ class Adversary:
         return queued
 
     def _submit(self, server_round: int, updates: list[TappedUpdate], done: set[tuple[int, str]]) -> int:
-        views = build_views(updates, self.config, self.architecture, self.training, self.grant_labels)
+        with self._lock:
+            served = self._round_models.pop(server_round, None)
+        architecture = self.architecture if served is None else replace(self.architecture, model=served)
+        views = build_views(updates, self.config, architecture, self.training, self.grant_labels)
         # One job per attack and group of compatible views (run_attack batches a group and its restarts
         # itself): per-client targets and the aggregate are different problems, so they run side by side.
         jobs = []

@@ -35,7 +35,7 @@ LR = 0.1
 #: defense -> (its client.defenses entry, the adaptive attack, the TV weights tried)
 CASES = {
     "prune": ({"name": "prune", "ratio": 0.9}, "ig-prune", [1e-4, 1e-3, 1e-2]),
-    "noise": ({"name": "noise", "sigma": 0.01}, "ig-noise", [0.05, 0.2, 0.5, 1.0]),
+    "noise": ({"name": "noise", "sigma": 0.01}, "ig-noise", [0.05, 0.2, 0.5, 1.0, 2.0, 5.0]),
     "gradient_dropout": ({"name": "gradient_dropout", "p": 0.6, "sigma": 0.005}, "ig-dropout", [1e-4, 1e-3, 1e-2]),
     "soteria": ({"name": "soteria", "ratio": 0.8}, "ig-soteria", [1e-4, 1e-3, 1e-2]),
 }

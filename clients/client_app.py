@@ -9,6 +9,7 @@ run's ground-truth store, never into the reply.
 from __future__ import annotations
 
 import copy
+import io
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -104,26 +105,31 @@ def _load_global(state: _LocalState, message: Message) -> None:
 def _defend_update(
     spec: ClientSpec,
     state: _LocalState,
+    model: nn.Module,
     global_params: dict[str, torch.Tensor],
     trained_on: tuple[torch.Tensor, torch.Tensor],
     server_round: int,
     partition: int,
 ) -> tuple[dict[str, torch.Tensor], dict[str, float]]:
     """The weights to send: global + the update as shaped by the update-level defenses, with their records."""
-    weights = {name: value.detach().clone() for name, value in state.model.state_dict().items()}
+    weights = {name: value.detach().clone() for name, value in model.state_dict().items()}
     defenses = spec.config.client.defenses
     if not update_level(defenses):  # sent as trained, bit for bit
         return weights, {}
-    if state.reference is None:
-        state.reference = copy.deepcopy(state.model)
-    state.reference.load_state_dict({**weights, **global_params})
-    state.reference.train()
+    if model is not state.model:  # a model the server sent: its own reference copy
+        reference = copy.deepcopy(model)
+    else:
+        if state.reference is None:
+            state.reference = copy.deepcopy(state.model)
+        reference = state.reference
+    reference.load_state_dict({**weights, **global_params})
+    reference.train()
     lr = spec.config.client.lr
 
     def context_for(position: int) -> DefenseContext:
         seed = derive_seed(spec.config.seed, "defense", server_round, partition, position)
         return DefenseContext(
-            model=state.reference,
+            model=reference,
             x=trained_on[0],
             y=trained_on[1],
             lr=lr,
@@ -142,21 +148,30 @@ class LocalFit:
     metrics: dict[str, int | float]  # num-examples, train-loss, local-steps, partition-id, defense.<name>.<key>
 
 
-def fit_locally(spec: ClientSpec, partition: int, server_round: int, global_state: dict[str, torch.Tensor]) -> LocalFit:
+def fit_locally(
+    spec: ClientSpec,
+    partition: int,
+    server_round: int,
+    global_state: dict[str, torch.Tensor],
+    served: nn.Module | None = None,
+) -> LocalFit:
     """Train on the client's partition from the global state and shape the update with its defenses.
 
     The one training path of every protocol: the Message-API handler below and the legacy SecAgg+
     client (``clients.legacy_client``, which masks what this returns) both call it. Raises on
-    failure; ``clients.mods.error_reply_mod`` turns that into the protocol's error reply.
+    failure; ``clients.mods.error_reply_mod`` turns that into the protocol's error reply. ``served``: a
+    module the server sent instead of the agreed model; it is trained exactly as the agreed one would be
+    (``client.verify_model`` refuses it when its architecture differs).
     """
     state = _local_state(spec)
-    state.model.load_state_dict(global_state)
+    model = state.model if served is None else _accept_served(spec, state, served)
+    model.load_state_dict(global_state)
     x, y = _client_data(spec, state, partition)
-    global_params = {name: value.detach().clone() for name, value in state.model.named_parameters()}
+    global_params = {name: value.detach().clone() for name, value in model.named_parameters()}
     if data_poisoned():  # an injected `nan` failure (clients.mods): goes through the real non-finite-loss check
         x = torch.full_like(x, float("nan"))
     result = train_locally(
-        state.model,
+        model,
         x,
         y,
         spec.partitions[partition],
@@ -167,7 +182,7 @@ def fit_locally(spec: ClientSpec, partition: int, server_round: int, global_stat
         ),
     )
     used = _positions(spec.partitions[partition], result.batches)
-    weights, defense_records = _defend_update(spec, state, global_params, (x[used], y[used]), server_round, partition)
+    weights, defense_records = _defend_update(spec, state, model, global_params, (x[used], y[used]), server_round, partition)
     check_finite(weights)  # before anything leaves the client (under SecAgg+ the server never sees the values)
     if spec.config.output.ground_truth:
         GroundTruthStore(spec.run_dir).write(server_round, partition, result.batches, result.labels)
@@ -182,6 +197,35 @@ def fit_locally(spec: ClientSpec, partition: int, server_round: int, global_stat
     return LocalFit(weights, metrics)
 
 
+class ModelVerificationError(RuntimeError):
+    """The server sent a model whose architecture is not the agreed one (client.verify_model)."""
+
+
+def architecture_difference(agreed: nn.Module, served: nn.Module) -> str | None:
+    """How ``served`` differs from ``agreed`` (class, parameter and buffer names and shapes), or None."""
+    if type(served) is not type(agreed):
+        return f"a {type(served).__name__} instead of a {type(agreed).__name__}"
+    want = {name: tuple(value.shape) for name, value in agreed.state_dict().items()}
+    got = {name: tuple(value.shape) for name, value in served.state_dict().items()}
+    if want != got:
+        extra, missing = sorted(set(got) - set(want)), sorted(set(want) - set(got))
+        if extra or missing:
+            return f"tensors {extra[:3]} added, {missing[:3]} missing"
+        changed = next(name for name in want if want[name] != got[name])
+        return f"'{changed}' has shape {got[changed]} instead of {want[changed]}"
+    if repr(served) != repr(agreed):
+        return "the same tensors in other layers"
+    return None
+
+
+def _accept_served(spec: ClientSpec, state: _LocalState, served: nn.Module) -> nn.Module:
+    if spec.config.client.verify_model:
+        difference = architecture_difference(state.model, served)
+        if difference is not None:
+            raise ModelVerificationError(f"refused the server's model (client.verify_model): {difference}")
+    return served.to(state.device)
+
+
 def check_finite(weights: dict[str, torch.Tensor]) -> None:
     """Raise ``NonFiniteUpdateError`` naming the first tensor with NaN or infinite values."""
     for name, value in weights.items():
@@ -192,10 +236,19 @@ def check_finite(weights: dict[str, torch.Tensor]) -> None:
 
 def train_step(spec: ClientSpec, message: Message, context: Context) -> Message:
     """Handle one `train` message: load the global weights, train locally, reply with the new weights."""
-    server_round = int(message.content[wire.CONFIG][wire.SERVER_ROUND])
-    fit = fit_locally(spec, partition_of(context), server_round, message.content[wire.ARRAYS].to_torch_state_dict())
+    config = message.content[wire.CONFIG]
+    server_round = int(config[wire.SERVER_ROUND])
+    served = deserialise_model(config[wire.SERVED_MODEL]) if wire.SERVED_MODEL in config else None
+    global_state = message.content[wire.ARRAYS].to_torch_state_dict()
+    fit = fit_locally(spec, partition_of(context), server_round, global_state, served)
     content = RecordDict({wire.ARRAYS: ArrayRecord(fit.weights), wire.METRICS: MetricRecord(fit.metrics)})
     return Message(content, reply_to=message)
+
+
+def deserialise_model(payload: bytes) -> nn.Module:
+    """A module the server sent (``torch.save`` bytes). Unpickling runs the sender's code: a client that does
+    not trust its server should not accept served models at all; ``client.verify_model`` checks the result."""
+    return torch.load(io.BytesIO(payload), weights_only=False)
 
 
 def _positions(partition_ids: np.ndarray, batches: list[list[int]]) -> torch.Tensor:

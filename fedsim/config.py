@@ -17,13 +17,14 @@ import difflib
 import logging
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Optional, Union, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, Discriminator, Field, Tag, ValidationError, field_validator, model_validator
 
 from adversary.attacks.options import AttackOptions, OptimizationOptions
 from adversary.attacks.regularizers import REGULARIZERS
+from adversary.modifications import MODIFICATIONS
 from adversary.registry import ATTACKS
 from clients.defenses.registry import DEFENSES
 from fedsim.base import ConfigError, PluginSection, Registry, Section, check_device, upgrade_keys
@@ -186,6 +187,11 @@ class ClientConfig(Section):
     defenses: list[Defense] = Field(
         default_factory=list, description="defenses applied by every client, in order (see `fedsim list`)"
     )
+    verify_model: bool = Field(
+        False,
+        description="refuse a model from the server whose architecture differs from the agreed one (`model`): the "
+        "client fails that round instead of training it (stops a malicious server's modification)",
+    )
 
     @field_validator("defenses", mode="before")
     @classmethod
@@ -266,6 +272,8 @@ class StrategyConfig(Section):
 # Attacks: one options model per attack, discriminated by `name`, each declared and registered beside
 # the attack in adversary/attacks (``AttackOptions(name=...)`` builds the one of that name).
 Attack = _union(ATTACKS)
+# A malicious server's model modification (adversary/modifications), discriminated by `name`.
+Modification = _union(MODIFICATIONS)
 
 
 class AdversaryKnowledge(Section):
@@ -288,6 +296,14 @@ class AdversaryConfig(Section):
         "mitm", description="`mitm`: each reply on the wire; `server`: what the strategy sees (only the sum under SecAgg+)"
     )
     targets: Literal["per-client", "aggregate", "both"] = Field("per-client", description="what gets inverted")
+    server: Literal["honest", "malicious"] = Field(
+        "honest",
+        description="`malicious`: in the attacked rounds the server sends adversary.modification instead of the "
+        "global model and uses the replies only for the attack (those rounds do not train); needs tap: server",
+    )
+    modification: Modification | None = Field(  # type: ignore[valid-type]
+        None, description="what a malicious server sends, e.g. {name: imprint, bins: 128} (null = imprint's defaults)"
+    )
     rounds: RoundSpec = Field("all", description="rounds to attack: `all`, a list [1, 3], or an interval `2-5`")
     clients: Literal["all"] | list[int] = Field("all", description="victims attacked per client: `all` or a list")
     knows: AdversaryKnowledge = Field(default_factory=AdversaryKnowledge, description="the threat model's knowledge")
@@ -376,6 +392,19 @@ class AdversaryConfig(Section):
     @classmethod
     def _device(cls, value: str) -> str:
         return check_device(value)
+
+    @model_validator(mode="after")
+    def _malicious_server(self) -> "AdversaryConfig":
+        if self.server == "malicious":
+            if self.tap != "server":
+                raise ValueError(f"server = malicious with tap = {self.tap}: the malicious server attacks what it "
+                                 "receives; set tap: server")  # fmt: skip
+            if self.modification is None:
+                self.__dict__["modification"] = MODIFICATIONS.config("imprint")()
+        elif self.modification is not None:
+            raise ValueError(f"modification = {{name: {self.modification.name}, ...}}: only a malicious server "
+                             "modifies the model; set server: malicious, or modification: null")  # fmt: skip
+        return self
 
     @model_validator(mode="after")
     def _attacks_have_targets(self) -> "AdversaryConfig":
@@ -882,6 +911,7 @@ def _compose() -> None:
     Data, Model = _tagged_union(DATASETS, DataConfig), _tagged_union(MODELS, ModelConfig)
     _retype(ClientConfig, "defenses", list[Defense])  # type: ignore[valid-type]
     _retype(AdversaryConfig, "attacks", list[Attack])  # type: ignore[valid-type]
+    _retype(AdversaryConfig, "modification", Optional[_union(MODIFICATIONS)])  # type: ignore[misc]
     _retype(ExperimentConfig, "data", Data)
     _retype(ExperimentConfig, "model", Model)
 

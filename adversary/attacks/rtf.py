@@ -10,8 +10,12 @@ SecAgg+ weighting: both parts of a row scale alike)
 
 is exactly the image when one image alone fell into bin k, and a weighted mean of the images when several
 did. Bins whose bias difference is below ``threshold`` times the largest are empty (their ratio would be
-noise). One reconstruction per populated bin, in bin order; when fewer bins are populated than the
-attacker's ``num_samples``, the rest are blank images (zeros), scored as failures rather than left out.
+noise). One reconstruction per populated bin, in bin order. When fewer bins are populated than the
+attacker's ``num_samples``, some bins hold several images; the missing ones are filled with the read-outs
+of the bins with the largest bias differences (those most likely to hold several images), repeated: the
+blend is the attacker's best guess for each of a bin's images, and every true image is scored against
+something rather than left out (a blank filler would also pull the minimum-MSE pairing away from exact
+pairs, for dark images).
 Labels: the imprinted model's prediction on each reconstruction at the round's weights (Robbing the Fed
 reads no labels; label accuracy of rtf is that guess).
 """
@@ -63,11 +67,15 @@ def bin_differences(view: AttackerView) -> tuple[torch.Tensor, torch.Tensor]:
     return dw - next_dw, db - next_db
 
 
-def read_out(view: AttackerView, threshold: float) -> torch.Tensor:
-    """The images of the populated bins, (K, C, H, W) in the model's input space, float32."""
+def read_out(view: AttackerView, threshold: float, count: int = 0) -> torch.Tensor:
+    """The images of the populated bins, (K, C, H, W) in the model's input space, float32; at least ``count``
+    of them (the bins with the largest bias differences repeated)."""
     dw, db = bin_differences(view)
-    populated = db.abs() > threshold * db.abs().max().clamp(min=torch.finfo(torch.float64).tiny)
+    populated = torch.nonzero(db.abs() > threshold * db.abs().max().clamp(min=torch.finfo(torch.float64).tiny)).flatten()
     images = dw[populated] / db[populated, None]
+    if 0 < len(images) < count:
+        fullest = torch.argsort(db[populated].abs(), descending=True)
+        images = torch.cat([images, images[fullest.repeat(count // len(images) + 1)[: count - len(images)]]])
     return images.reshape(-1, *view.input_shape).float()
 
 
@@ -75,15 +83,17 @@ def attack(views: Sequence[AttackerView], options: RtfOptions, seed: int, device
     results = []
     for view in views:
         start = time.perf_counter()
-        images = read_out(view, options.threshold)
-        missing = view.num_samples - len(images)
-        if missing > 0:
-            images = torch.cat([images, torch.zeros(missing, *view.input_shape)])
+        populated = len(read_out(view, options.threshold))
+        images = read_out(view, options.threshold, view.num_samples)
+        if len(images) == 0:  # nothing populated (e.g. the block was refused everywhere): blank guesses
+            images = torch.zeros(view.num_samples, *view.input_shape)
+        # the objective: images beyond the populated bins (0 when every image may sit alone in a bin)
+        missing = max(view.num_samples - populated, 0)
         with torch.no_grad():
             state = {k: v.float() for k, v in view.global_state.items()}
             labels = functional_call(copy.deepcopy(view.model).float().eval(), state, (images,)).argmax(dim=1)
         results.append(Reconstruction(
-            images=images, labels=labels.to(torch.int64), objective=float(max(missing, 0)), restart_objectives=(),
+            images=images, labels=labels.to(torch.int64), objective=float(missing), restart_objectives=(),
             iterations=0, seconds=time.perf_counter() - start,
         ))  # fmt: skip
     return results

@@ -20,7 +20,9 @@ from flwr.serverapp import Grid
 
 from adversary.adversary import Adversary
 from adversary.images import plot_trajectory, save_grid
+from adversary.malicious_server import MaliciousServer
 from adversary.metrics import Lpips
+from adversary.modifications.base import PublicData
 from adversary.scoring import image_space, score_reconstruction, score_trajectory
 from adversary.taps import AGGREGATE
 from adversary.threat_models import Architecture, LabelGrant, TrainingHyperparameters
@@ -57,6 +59,7 @@ class LeakageScorer:
         self.lpips = lpips if lpips is not None else Lpips()  # unavailable: None + one warning
         self.image_dir = store.run_dir / RECONSTRUCTIONS_DIR
         self._lock = threading.Lock()  # attack workers report concurrently
+        self.extra_fields: dict[str, Any] = {"threat_model": "honest"}  # who produced the attacked update
 
     def used_samples(self, server_round: int, client: int) -> list[int]:
         """The distinct samples a client trained on in a round, in the order first used."""
@@ -95,7 +98,8 @@ class LeakageScorer:
             "attack": options.name,
             "status": "ok",
             "batch_size": len(truth.labels),
-            "restarts": options.restarts,
+            "restarts": getattr(options, "restarts", 1),
+            **self.extra_fields,
             **score.to_row(),
         }
         if reconstruction.cut:  # stopped by the attack's time_limit after row["iterations"] steps
@@ -177,4 +181,26 @@ def attach_adversary(
     layout = {name: tuple(value.shape) for name, value in architecture.model.state_dict().items()}
     if config.adversary.tap == "mitm":
         return AdversaryWiring(adversary, lambda grid: protocol.wire_tap(grid, adversary.observe, wants, layout), lambda s: s)
+    if config.adversary.server == "malicious":
+        public = public_data(federation, config.adversary.modification)
+        scorer.extra_fields = {"threat_model": "malicious server", "modification": config.adversary.modification.name,
+                               "public_data": public.source}  # fmt: skip
+
+        def malicious(strategy: object) -> object:
+            tapped = protocol.strategy_tap(strategy, adversary.observe, wants, layout)
+            return MaliciousServer(
+                tapped, config.adversary.modification, architecture.model, architecture.input_shape,
+                architecture.num_classes, public, derive_seed(config.seed, "modification"), wants,
+                adversary.set_round_model,
+            )  # fmt: skip
+
+        return AdversaryWiring(adversary, None, malicious)
     return AdversaryWiring(adversary, None, lambda strategy: protocol.strategy_tap(strategy, adversary.observe, wants, layout))
+
+
+def public_data(federation: Federation, modification: Any) -> PublicData:
+    """The images a malicious server calibrates with: the first test-split images (no client holds them),
+    in the model's input space."""
+    count = min(int(getattr(modification, "public_images", 256)), len(federation.dataset.x_test))
+    images = federation.test_stats.normalize(torch.from_numpy(federation.dataset.x_test[:count]))
+    return PublicData(images, f"test split 0-{count - 1}")

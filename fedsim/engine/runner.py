@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -198,16 +198,23 @@ def run_experiment(
             wiring.adversary.finish()  # every reconstruction already under way gets scored and recorded
     summary = summarize(store, time.perf_counter() - started)
     store.write_json(SUMMARY_FILE, summary)
-    untrained = rounds_without_update(store, after=last_round)
+    untrained = rounds_without_update(store, after=last_round, withheld=_withheld_rounds(config))
     if untrained is not None:
         raise TrainingFailed(f"{untrained}; reasons in the fit rows of {store.run_dir / 'metrics.jsonl'}")
     _log_summary(summary)
     return store.run_dir
 
 
-def rounds_without_update(store: RunStore, after: int) -> str | None:
-    """Why the rounds played after round ``after`` trained nothing, or None when at least one did."""
-    played = [row for row in store.rows() if row["event"] == "eval" and row["round"] > after]
+def _withheld_rounds(config: ExperimentConfig) -> Callable[[int], bool]:
+    """Rounds whose aggregate a malicious server keeps to itself by design (they are not failures)."""
+    adversary = config.adversary
+    return adversary.attacks_round if adversary.server == "malicious" else (lambda server_round: False)
+
+
+def rounds_without_update(store: RunStore, after: int, withheld: Callable[[int], bool] = lambda r: False) -> str | None:
+    """Why the rounds played after round ``after`` trained nothing, or None when at least one did (rounds a
+    malicious server ``withheld`` on purpose do not count)."""
+    played = [row for row in store.rows() if row["event"] == "eval" and row["round"] > after and not withheld(row["round"])]
     if not played or any(row.get("model_updated", True) for row in played):
         return None
     errors = sorted({row["error"] for row in played if row.get("error")})
