@@ -16,8 +16,10 @@ import io
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+import numpy as np
 import torch
 from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
+from flwr.common import ndarrays_to_parameters, parameters_to_ndarrays
 from flwr.serverapp import Grid
 from torch import nn
 
@@ -36,8 +38,8 @@ def serialise(module: nn.Module) -> bytes:
     return buffer.getvalue()
 
 
-class MaliciousServer:
-    """Wraps a Message-API strategy: modified model out, no aggregate back, in the rounds it attacks."""
+class _Modifier:
+    """What both protocols' malicious servers share: the modification and when to apply it."""
 
     def __init__(
         self,
@@ -83,13 +85,9 @@ class MaliciousServer:
             row["server_modified_model"] = self.modification.name
         return row
 
-    def configure_evaluate(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid) -> Iterable[Message]:
-        return self.strategy.configure_evaluate(server_round, arrays, config, grid)
 
-    def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> MetricRecord | None:
-        return self.strategy.aggregate_evaluate(server_round, replies)
-
-    # --- the modification
+class MaliciousServer(_Modifier):
+    """Wraps a Message-API strategy: modified model out, no aggregate back, in the rounds it attacks."""
 
     def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid) -> Iterable[Message]:
         if not self.attacks_round(server_round):
@@ -104,4 +102,47 @@ class MaliciousServer:
         aggregated, metrics = self.strategy.aggregate_train(server_round, replies)  # the tap inside sees them
         if self.attacks_round(server_round):
             return None, metrics  # the modified model's aggregate is the attacker's, not a new global model
+        return aggregated, metrics
+
+    def configure_evaluate(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid) -> Iterable[Message]:
+        return self.strategy.configure_evaluate(server_round, arrays, config, grid)
+
+    def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> MetricRecord | None:
+        return self.strategy.aggregate_evaluate(server_round, replies)
+
+
+class LegacyMaliciousServer(_Modifier):
+    """The same on Flower's legacy path (SecAgg+): the modified module's arrays as the FitIns parameters, the
+    module itself in the FitIns config; the strategy's aggregate of an attacked round is not released. It
+    keeps the SecAgg+ settings the config gives the server (``strategy.secagg``: clipping and quantisation
+    ranges, recorded in every round's row)."""
+
+    def __init__(self, strategy: Any, *args: Any, layout_of: Callable[[int, nn.Module], None], **kwargs: Any) -> None:
+        super().__init__(strategy, *args, **kwargs)
+        self.layout_of = layout_of
+
+    def summed_vectors(self, server_round: int) -> int | None:
+        return self.strategy.summed_vectors(server_round)
+
+    def configure_fit(self, server_round: int, parameters: Any, client_manager: Any) -> list[tuple[Any, Any]]:
+        if not self.attacks_round(server_round):
+            return self.strategy.configure_fit(server_round, parameters, client_manager)
+        names = list(self.architecture.state_dict())
+        arrays = parameters_to_ndarrays(parameters)
+        agreed = {name: torch.as_tensor(np.array(array)).reshape(self.architecture.state_dict()[name].shape)
+                  for name, array in zip(names, arrays, strict=True)}  # fmt: skip
+        module = self.modified(agreed)
+        self.on_round_model(server_round, copy.deepcopy(module))
+        self.layout_of(server_round, module)
+        payload = serialise(module)
+        state = [value.detach().cpu().numpy() for value in module.state_dict().values()]
+        instructions = self.strategy.configure_fit(server_round, ndarrays_to_parameters(state), client_manager)
+        for _, fit_ins in instructions:
+            fit_ins.config = {**fit_ins.config, wire.SERVED_MODEL: payload}
+        return instructions
+
+    def aggregate_fit(self, server_round: int, results: list, failures: list) -> tuple[Any, dict]:
+        aggregated, metrics = self.strategy.aggregate_fit(server_round, results, failures)
+        if self.attacks_round(server_round):
+            return None, metrics
         return aggregated, metrics

@@ -69,6 +69,11 @@ class LegacyStrategyTap(ListeningStrategy):
     def __init__(self, strategy: LegacyStrategy, sink: Sink, layout: Layout, wants: RoundFilter = every_round) -> None:
         super().__init__(strategy, sink, wants)
         self._layout = dict(layout)  # the legacy path sends unnamed arrays, in state_dict order
+        self._round_layouts: dict[int, dict[str, Sequence[int]]] = {}  # rounds whose model is not the agreed one
+
+    def set_round_layout(self, server_round: int, layout: Layout) -> None:
+        """The arrays of ``server_round`` are another module's (a malicious server's modification)."""
+        self._round_layouts[server_round] = dict(layout)
 
     # --- forwarded
     def summed_vectors(self, server_round: int) -> int | None:
@@ -79,7 +84,8 @@ class LegacyStrategyTap(ListeningStrategy):
         self, server_round: int, parameters: Parameters, client_manager: ClientManager
     ) -> list[tuple[ClientProxy, FitIns]]:
         if self._wants(server_round):
-            self._global[server_round] = _named(parameters_to_ndarrays(parameters), self._layout)
+            layout = self._round_layouts.get(server_round, self._layout)
+            self._global[server_round] = _named(parameters_to_ndarrays(parameters), layout)
         return self.strategy.configure_fit(server_round, parameters, client_manager)
 
     def aggregate_fit(
@@ -91,6 +97,7 @@ class LegacyStrategyTap(ListeningStrategy):
         if server_round not in self._global:
             return self.strategy.aggregate_fit(server_round, results, failures)
         global_state = self._global.pop(server_round)
+        layout = self._round_layouts.pop(server_round, self._layout)
         reports = [(ClientReport.from_metrics(fit.metrics, fit.num_examples), fit) for _, fit in results]
         payloads: dict[tuple[bytes, ...], list[tuple[ClientReport, FitRes]]] = {}
         for report, fit in reports:
@@ -99,12 +106,12 @@ class LegacyStrategyTap(ListeningStrategy):
             for group in payloads.values():
                 if len(group) == 1:
                     report, fit = group[0]
-                    observed = _named(parameters_to_ndarrays(fit.parameters), self._layout)
+                    observed = _named(parameters_to_ndarrays(fit.parameters), layout)
                     self._sink(tapped_update("server", server_round, global_state, observed, [report], counts_in_clear=True))
         aggregated, metrics = self.strategy.aggregate_fit(server_round, results, failures)
         if aggregated is not None:
             behind = sorted((report for report, _ in reports), key=lambda report: report.client)
-            observed = _named(parameters_to_ndarrays(aggregated), self._layout)
+            observed = _named(parameters_to_ndarrays(aggregated), layout)
             self._sink(
                 tapped_update("server", server_round, global_state, observed, behind, aggregate=True, counts_in_clear=True)
             )

@@ -31,7 +31,7 @@ from flwr.clientapp.typing import ClientAppCallable, Mod
 from flwr.common import NDArrays, Scalar
 
 import fedsim.wire as wire
-from clients.client_app import ClientSpec, _local_state, fit_locally, identify
+from clients.client_app import ClientSpec, _local_state, deserialise_model, fit_locally, identify
 from clients.mods import failure_mods, partition_of
 from fedsim.seeding import derive_seed
 from strategies.dp import seeded_numpy
@@ -45,9 +45,10 @@ class SecAggClient(NumPyClient):
         self.partition = partition
 
     def fit(self, parameters: NDArrays, config: dict[str, Scalar]) -> tuple[NDArrays, int, dict[str, Scalar]]:
-        names = list(_local_state(self.spec).model.state_dict())
+        served = deserialise_model(config[wire.SERVED_MODEL]) if wire.SERVED_MODEL in config else None
+        names = list((served if served is not None else _local_state(self.spec).model).state_dict())
         global_state = {name: torch.as_tensor(np.array(array)) for name, array in zip(names, parameters, strict=True)}
-        fit = fit_locally(self.spec, self.partition, int(config[wire.SERVER_ROUND]), global_state)
+        fit = fit_locally(self.spec, self.partition, int(config[wire.SERVER_ROUND]), global_state, served)
         # 0-d arrays travel as 1-element ones: Flower 1.41's unmask rescales the aggregate with `vec += offset`,
         # which rebinds a 0-d array instead of changing it, so a scalar (BatchNorm's num_batches_tracked)
         # would come back un-averaged. The server restores the shapes (fedsim.engine.secagg_protocol.to_state).

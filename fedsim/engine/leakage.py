@@ -20,7 +20,7 @@ from flwr.serverapp import Grid
 
 from adversary.adversary import Adversary
 from adversary.images import plot_trajectory, save_grid
-from adversary.malicious_server import MaliciousServer
+from adversary.malicious_server import LegacyMaliciousServer, MaliciousServer
 from adversary.metrics import Lpips
 from adversary.modifications.base import PublicData
 from adversary.scoring import image_space, score_reconstruction, score_trajectory
@@ -36,6 +36,7 @@ from fedsim.ground_truth import GroundTruthStore
 from fedsim.models import build_run_model
 from fedsim.results import RunStore
 from fedsim.seeding import derive_seed
+from strategies.secagg import SECAGG_STRATEGY
 
 logger = logging.getLogger("fedsim")
 RECONSTRUCTIONS_DIR = "reconstructions"
@@ -188,11 +189,14 @@ def attach_adversary(
 
         def malicious(strategy: object) -> object:
             tapped = protocol.strategy_tap(strategy, adversary.observe, wants, layout)
-            return MaliciousServer(
-                tapped, config.adversary.modification, architecture.model, architecture.input_shape,
-                architecture.num_classes, public, derive_seed(config.seed, "modification"), wants,
-                adversary.set_round_model,
-            )  # fmt: skip
+            arguments = (tapped, config.adversary.modification, architecture.model, architecture.input_shape,
+                         architecture.num_classes, public, derive_seed(config.seed, "modification"), wants,
+                         adversary.set_round_model)  # fmt: skip
+            if config.strategy.name != SECAGG_STRATEGY:
+                return MaliciousServer(*arguments)
+            # the legacy path sends unnamed arrays: the tap reads an attacked round's by the module's layout
+            return LegacyMaliciousServer(*arguments, layout_of=lambda server_round, module: tapped.set_round_layout(
+                server_round, {name: tuple(value.shape) for name, value in module.state_dict().items()}))  # fmt: skip
 
         return AdversaryWiring(adversary, None, malicious)
     return AdversaryWiring(adversary, None, lambda strategy: protocol.strategy_tap(strategy, adversary.observe, wants, layout))
