@@ -90,6 +90,12 @@ class LeakageScorer:
 
     def on_result(self, view: AttackerView, options: AttackOptions, reconstruction: Reconstruction) -> None:
         truth = self.truth_for(view)
+        if len(truth.labels) == 0:  # e.g. DP-SGD's Poisson sampling drew empty batches: nothing to leak
+            with self._lock:
+                self.store.append({"round": view.round, "event": "attack", "tap": view.tap, "target": view.target,
+                                   "attack": options.name, "status": "no-data", **self.extra_fields,
+                                   "error": "the target trained on no sample this round (empty batches)"})  # fmt: skip
+            return
         score = score_reconstruction(reconstruction, truth.images, truth.labels, truth.to_image_space, self.lpips)
         row: dict[str, Any] = {
             "round": view.round,
