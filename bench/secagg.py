@@ -1,7 +1,7 @@
 """SecAgg+ benchmarks: its cost per round against FedAvg, and per-client against aggregated leakage.
 
     .venv/bin/python bench/secagg.py timing  [--clients 10] [--rounds 5] [--repeats 2]
-    .venv/bin/python bench/secagg.py compare [--clients 2 4 8] [--iterations 300] [--out DIR]
+    .venv/bin/python bench/secagg.py compare [--clients 2 4 8] [--seeds 3] [--parallel 2] [--out DIR]
 
 ``timing`` runs the same federation (CIFAR-10 images, LeNet, one local epoch) under FedAvg and under
 SecAgg+, alternating, in one invocation, and prints the SecAgg+ / FedAvg ratio of the steady time per
@@ -9,11 +9,13 @@ round ((end of round R - end of round 1) / (R - 1): round 1 pays for Ray's start
 accuracy of both after every round: same seed, same clients, same updates, so any difference is
 SecAgg+'s quantisation and clipping.
 
-``compare`` runs ``configs/per-client-vs-aggregated.yaml`` once per variant and federation size (one
-CIFAR-10 image per client, so ``data.max_train_samples`` = clients) and prints the mean leakage per run
-and kind of target. The variants: FedAvg attacked on the wire per client, SecAgg+ attacked at the
-server on the aggregate, and SecAgg+ attacked on the wire (the masked vectors; it must recover nothing).
-All runs land in one folder; ``fedsim report OUT`` puts them side by side per target and round.
+``compare`` runs ``configs/per-client-vs-aggregated.yaml`` (each client trains on one CIFAR-10 image per
+round, one step; ``attacks: strongest``) as one resumable sweep per variant over federation sizes x seeds
+0-2, and prints per variant and size the mean over seeds (± 95 % t-interval) of the strongest attack's
+SSIM and PSNR per target, the fraction of images recovered at 40 dB or better, and which attacks won. The
+variants: FedAvg attacked on the wire per client, SecAgg+ attacked by an honest server on the aggregate,
+SecAgg+ attacked on the wire (the masked vectors; it must recover nothing), and SecAgg+ with a malicious
+server (Robbing the Fed's imprint, ``rtf``). ``fedsim report OUT/<variant>`` shows every target and round.
 """
 
 from __future__ import annotations
@@ -40,6 +42,9 @@ VARIANTS: dict[str, list[str]] = {
     "fedavg-mitm": ["strategy.name=fedavg", "adversary.tap=mitm", "adversary.targets=per-client"],
     "secagg-server": ["strategy.name=secagg+", "adversary.tap=server", "adversary.targets=aggregate"],
     "secagg-mitm": ["strategy.name=secagg+", "adversary.tap=mitm", "adversary.targets=per-client"],
+    "secagg-malicious": ["strategy.name=secagg+", "adversary.tap=server", "adversary.targets=aggregate",
+                         "adversary.server=malicious", "adversary.attacks=[rtf]", "adversary.portfolio=listed",
+                         "adversary.portfolio_exclude=[]", "adversary.portfolio_options={}"],
 }
 
 
@@ -80,54 +85,65 @@ def timing(args: argparse.Namespace) -> None:
         print(f"  {server_round:5d}  {a:7.4f}  {b:7.4f}  {b - a:+.4f}")
 
 
-def leakage_summary(run_dir: Path) -> list[dict[str, object]]:
-    rows = RunStore(run_dir).rows()
-    attacks = [row for row in rows if row["event"] == "attack" and row.get("status") == "ok"]
-    out = []
-    for kind in ("per-client", "aggregate"):
-        group = [row for row in attacks if (row["target"] == "aggregate") == (kind == "aggregate")]
-        if group:
-            out.append({
-                "kind": kind, "targets": len(group), "images": statistics.mean(row["batch_size"] for row in group),
-                **{metric: _mean([row.get(f"{metric}_mean") for row in group]) for metric in ("psnr", "ssim", "lpips")},
-            })  # fmt: skip
-    return out
-
-
-def _mean(values: list[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return statistics.mean(present) if present else None
-
-
-def _cell(value: float | None, digits: int) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
-
-
 def compare(args: argparse.Namespace) -> None:
-    out = Path(args.out) / f"per-client-vs-aggregated-{time.strftime('%Y%m%d-%H%M%S')}"
-    table = []
-    for clients in args.clients:
-        for variant in args.variants:
-            overrides = [
-                "data.dataset=npz", f"data.path={args.data}", f"data.max_train_samples={clients}",
-                f"federation.num_clients={clients}", f"output.dir={out}", f"output.run_name={variant}-{clients}clients",
-                *VARIANTS[variant], *([f"adversary.attacks.0.iterations={args.iterations}"] if args.iterations else []),
-            ]  # fmt: skip
-            config: ExperimentConfig = load_config(CONFIG, overrides)
-            started = time.perf_counter()
-            run_dir = run_experiment(config, quiet=True)
-            for row in leakage_summary(run_dir):
-                table.append({"variant": variant, "clients": clients, "tap": config.adversary.tap, **row})
-                print(f"{variant:14s} {clients} clients: {row['kind']:10s} PSNR {_cell(row['psnr'], 2)} dB, "
-                      f"SSIM {_cell(row['ssim'], 3)} ({time.perf_counter() - started:.0f}s)", flush=True)  # fmt: skip
-    iterations = args.iterations or load_config(CONFIG).adversary.attacks[0].iterations
-    print(f"\nDLG, {iterations} iterations, one CIFAR-10 image per client, one local step; mean per run and kind of target")
-    print("| variant | clients | tap | target | targets | images each | PSNR (dB) | SSIM | LPIPS |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for row in table:
-        print(f"| {row['variant']} | {row['clients']} | {row['tap']} | {row['kind']} | {row['targets']} | "
-              f"{row['images']:g} | {_cell(row['psnr'], 2)} | {_cell(row['ssim'], 3)} | {_cell(row['lpips'], 3)} |")  # fmt: skip
-    print(f"\nruns: {out}\nevery target and round side by side: .venv/bin/fedsim report {out}")
+    """One resumable sweep per variant over clients x seeds (``fedsim sweep --parallel``), then the table."""
+    import json
+    import math
+    import subprocess
+
+    import yaml
+    from scipy import stats
+
+    import fedsim
+
+    out = Path(args.out).resolve() / "per-client-vs-aggregated"
+    out.mkdir(parents=True, exist_ok=True)
+    results: dict[tuple[str, int], list[dict]] = {}
+    for variant in args.variants:
+        raw = yaml.safe_load(CONFIG.read_text())
+        raw["data"] = {**raw["data"], "dataset": "npz", "path": str(Path(args.data).resolve()),
+                       "max_train_samples": 8 * max(args.clients)}  # each client trains on one image per round
+        for assignment in VARIANTS[variant]:
+            key, value = assignment.split("=", 1)
+            node = raw
+            *parents, leaf = key.split(".")
+            for part in parents:
+                node = node.setdefault(part, {})
+            node[leaf] = yaml.safe_load(value)
+        raw["sweep"] = {"grid": {"federation.num_clients": list(args.clients), "seed": list(range(args.seeds))}}
+        config = out / f"{variant}.yaml"
+        config.write_text(yaml.safe_dump(raw, sort_keys=False))
+        subprocess.run([sys.executable, "-m", "fedsim.cli", "sweep", str(config), "--out", str(out / variant),
+                        "--parallel", str(args.parallel), "--quiet"], check=True, cwd=ROOT)  # fmt: skip
+        for run in fedsim.load_sweep(out / variant).runs.values():
+            best = run.strongest("ssim_mean", per="target")
+            if best.empty:
+                continue
+            results.setdefault((variant, run.config.federation.num_clients), []).append({
+                "ssim": float(best["ssim_mean"].mean()), "psnr": float(best["psnr_mean"].mean()),
+                "recovered": float(best["recovered_40db"].sum() / best["batch_size"].sum()) if "recovered_40db" in best else math.nan,
+                "winners": dict(best["attack"].value_counts()), "kind": "aggregate" if (best["target"] == "aggregate").all() else "per-client",
+            })  # fmt: skip
+
+    def interval(values: list[float]) -> str:
+        mean = statistics.mean(values)
+        if len(values) < 2:
+            return f"{mean:.3f}"
+        half = stats.t.ppf(0.975, len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
+        return f"{mean:.3f} ± {half:.3f}"
+
+    print("| variant | clients | target | SSIM (strongest) | PSNR (dB) | recovered at >= 40 dB | won by | seeds |")
+    print("|---|---|---|---|---|---|---|---|")
+    for (variant, clients), rows in sorted(results.items(), key=lambda item: (args.variants.index(item[0][0]), item[0][1])):
+        winners: dict[str, int] = {}
+        for row in rows:
+            for attack, count in row["winners"].items():
+                winners[attack] = winners.get(attack, 0) + int(count)
+        won = ", ".join(f"`{a}` {n}" for a, n in sorted(winners.items(), key=lambda item: -item[1]))
+        print(f"| {variant} | {clients} | {rows[0]['kind']} | {interval([r['ssim'] for r in rows])} | "
+              f"{interval([r['psnr'] for r in rows])} | {interval([r['recovered'] for r in rows])} | {won} | {len(rows)} |")  # fmt: skip
+    print(json.dumps({f"{v} {c}": {"ssim": statistics.mean(r["ssim"] for r in rows)} for (v, c), rows in results.items()}))
+    print(f"\nruns: {out}; every target and round side by side: .venv/bin/fedsim report {out}/<variant>")
 
 
 def main() -> None:
@@ -140,7 +156,8 @@ def main() -> None:
     compare_parser = sub.add_parser("compare", help="per-client vs aggregated leakage (configs/per-client-vs-aggregated.yaml)")
     compare_parser.add_argument("--clients", type=int, nargs="+", default=[2, 4, 8])
     compare_parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS))
-    compare_parser.add_argument("--iterations", type=int, default=None, help="DLG iterations per target (default: the config's)")
+    compare_parser.add_argument("--seeds", type=int, default=3)
+    compare_parser.add_argument("--parallel", type=int, default=2)
     for sub_parser in (time_parser, compare_parser):
         sub_parser.add_argument("--data", type=Path, default=CIFAR, help="CIFAR-10 images as npz")
         sub_parser.add_argument("--out", type=Path, default=Path("runs"), help="parent folder of the runs")
