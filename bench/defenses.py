@@ -37,6 +37,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import fedsim  # noqa: E402
+from fedsim.config import parse_config  # noqa: E402
 
 CONFIG = REPO / "configs" / "defense-evaluation.yaml"
 #: label -> client.defenses (the settings of the README's earlier table and papers 000, 001, 004)
@@ -58,6 +59,12 @@ PAPER_EXTRAS: dict[str, list[dict]] = {
     "gradient_dropout-p0.8": [{"name": "gradient_dropout", "p": 0.8, "sigma": 0.005}],
     "gradient_dropout-p0.4": [{"name": "gradient_dropout", "p": 0.4, "sigma": 0.005}],
 }
+
+
+def settings_key(defenses: list) -> str:
+    """A defense list as a comparable string (validated, so that defaults are filled alike)."""
+    parsed = parse_config({"client": {"defenses": defenses}}).client.defenses
+    return repr([d.model_dump() for d in parsed])
 
 
 def interval(values: list[float]) -> tuple[float, float]:
@@ -90,8 +97,8 @@ def per_run(run: fedsim.notebook.Run) -> dict:
     fits = run.events("fit")
     epsilons = [c for c in fits.columns if c.endswith(".epsilon")] if not fits.empty else []
     return {
-        "ssim": float(best["ssim_mean"].mean()),
-        "psnr": float(best["psnr_mean"].mean()),
+        "ssim": float(best["ssim_mean"].mean()) if not best.empty else math.nan,
+        "psnr": float(best["psnr_mean"].mean()) if "psnr_mean" in best and not best.empty else math.nan,
         "winners": Counter(best["attack"]),
         "accuracy": float(evals.iloc[-1]["accuracy"]),
         "epsilon": float(fits[epsilons].max().max()) if epsilons else None,
@@ -112,8 +119,11 @@ def main() -> None:
         raise SystemExit(f"--data {args.data}: no such file (MNIST npz with x, y)")
     sweep = fedsim.load_sweep(run_sweep(args.data.resolve(), args.out.resolve(), args.seeds, args.parallel))
     results: dict[str, list[dict]] = {label: [] for label in DEFENSES}
+    label_of = {settings_key(defenses): label for label, defenses in DEFENSES.items()}
     for run in sweep.runs.values():
-        results[run.labels["client.defenses"]].append({"seed": run.config.seed, **per_run(run)})
+        label = label_of.get(settings_key([d.model_dump() for d in run.config.client.defenses]))
+        if label is not None and run.summary:
+            results[label].append({"seed": run.config.seed, **per_run(run)})
     baseline = {r["seed"]: r["accuracy"] for r in results["none"]}
     table = {}
     for label, rows in results.items():
@@ -128,7 +138,7 @@ def main() -> None:
             "psnr": interval([r["psnr"] for r in rows]),
             "accuracy": interval([100 * r["accuracy"] for r in rows]),
             "drop": interval(drops) if drops else (math.nan, math.nan),
-            "winner": winners.most_common(1)[0][0],
+            "winner": winners.most_common(1)[0][0] if winners else "-",
             "winners": dict(winners),
             "epsilon": max(epsilons) if epsilons else None,
         }

@@ -31,25 +31,18 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 import fedsim  # noqa: E402
-from defenses import DEFENSES, PAPER_EXTRAS, interval, per_run, run_sweep  # noqa: E402
-from fedsim.config import parse_config  # noqa: E402
+from defenses import DEFENSES, PAPER_EXTRAS, interval, per_run, run_sweep, settings_key  # noqa: E402
 
 PAPERS = {"000": "000-dp-vs-pdp.yaml", "001": "001-defense-frontier.yaml", "004": "004-gradient-dropout.yaml"}
 START, END = "<!-- paper-results:start -->", "<!-- paper-results:end -->"
 COMMAND = ".venv/bin/python bench/paper_results.py --data ../shared/data/mnist_test.npz --parallel 2"
 
 
-def _key(defenses: list) -> str:
-    """A defense list as a comparable string (validated, so defaults are filled the same way)."""
-    parsed = parse_config({"client": {"defenses": defenses}}).client.defenses
-    return repr([d.model_dump() for d in parsed])
-
-
 def paper_table(paper: str, by_setting: dict[str, list[dict]]) -> list[str]:
     grid = yaml.safe_load((REPO / "configs" / "papers" / PAPERS[paper]).read_text())["sweep"]["grid"]["client.defenses"]
     lines = []
     for label, defenses in grid.items():
-        rows = by_setting.get(_key(defenses), [])
+        rows = by_setting.get(settings_key(defenses), [])
         if not rows:
             lines.append(f"| {paper} | {label} | not run | | | | |")
             continue
@@ -90,7 +83,7 @@ def main() -> None:
         result = per_run(run)
         seed = run.config.seed
         result["drop"] = 100 * (baseline[seed] - result["accuracy"]) if seed in baseline else None
-        by_setting.setdefault(_key([d.model_dump() for d in run.config.client.defenses]), []).append(result)
+        by_setting.setdefault(settings_key([d.model_dump() for d in run.config.client.defenses]), []).append(result)
     seconds = sum(float(run.summary.get("wall_seconds_last_session", 0.0)) for run in runs)
     lines = [
         START,
