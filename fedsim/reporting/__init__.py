@@ -121,7 +121,9 @@ def _threat_model(run: Run) -> str:
     granted = [name for name, on in (("local training", knows.local_training), ("sample counts", knows.num_samples),
                                      ("BatchNorm statistics", knows.bn_statistics)) if on]  # fmt: skip
     granted.append(f"labels {knows.labels}")
-    return f"{adversary.tap} tap, targets {adversary.targets}; knows {', '.join(granted)}"
+    server = (f"malicious server sending {adversary.modification.name}, " if adversary.server == "malicious"
+              else "honest server, ")  # fmt: skip
+    return f"{server}{adversary.tap} tap, targets {adversary.targets}; knows {', '.join(granted)}"
 
 
 def _summary_section(sweep: Sweep, attacks: pd.DataFrame, final: pd.DataFrame) -> ReportSection:
