@@ -99,10 +99,15 @@ adversary:
 """
 
 
-def write_old_run(run_dir: Path) -> Path:
+# What an old run may still run: gradinversion's BatchNorm prior is now refused on a model without BatchNorm
+# (an attack named explicitly that cannot apply), so the run that resumes attacks with plain ig instead.
+RUNNABLE_OLD_CONFIG = OLD_CONFIG.replace("- name: gradinversion", "- name: ig").replace("bn_weight: 0.5", "bn_weight: null")
+
+
+def write_old_run(run_dir: Path, config_text: str = OLD_CONFIG) -> Path:
     """An old-layout run killed after round 1: config, rows of rounds 0-2 (2 uncommitted), checkpoint of round 1."""
     run_dir.mkdir(parents=True)
-    (run_dir / "config.yaml").write_text(OLD_CONFIG)
+    (run_dir / "config.yaml").write_text(config_text)
     (run_dir / "environment.json").write_text(json.dumps({"python": "3.11", "device": "cpu"}))
     rows = [
         {"round": 0, "event": "eval", "loss": 2.3, "accuracy": 0.1, "time": 1.0},
@@ -219,12 +224,12 @@ def test_an_old_run_resumes_and_finishes_as_an_uninterrupted_one(tmp_path):
     """A real run, rewritten into the old layout after round 1, resumes to the same round-2 metrics."""
     from fedsim.engine.runner import run_experiment
 
-    config = load_config(write_old_run(tmp_path / "template") / "config.yaml")
+    config = load_config(write_old_run(tmp_path / "template", RUNNABLE_OLD_CONFIG) / "config.yaml")
     config.output.dir, config.output.run_name = tmp_path, "run"
     run_dir = Path(run_experiment(config, quiet=True))
     finished = [row for row in RunStore(run_dir).rows() if row["event"] == "eval"]
 
-    (run_dir / "config.yaml").write_text(OLD_CONFIG)  # the old layout, as an older fedsim wrote it
+    (run_dir / "config.yaml").write_text(RUNNABLE_OLD_CONFIG)  # the old layout, as an older fedsim wrote it
     (run_dir / "fingerprint.json").unlink()  # older runs kept none
     rows = [{k: v for k, v in row.items() if k != "schema"} for row in RunStore(run_dir).rows()]
     (run_dir / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
