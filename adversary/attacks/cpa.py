@@ -64,6 +64,7 @@ from adversary.view import AttackerView, Reconstruction
 
 _OVERSAMPLING = 10  # extra directions of the randomised range finder
 _POWER_ITERATIONS = 4
+_DEAD_UNIT = 1e-6  # a unit whose row in the signal space is below this share of the largest was not updated
 _MAX_CONDITION = 1e8  # of a refined mixing matrix; beyond it two images' columns collapsed onto one
 
 
@@ -113,7 +114,12 @@ def _samples(projected: torch.Tensor, input_shape: tuple[int, int, int], kind: s
 def _sparsest_columns(basis: torch.Tensor, unmixing: torch.Tensor, rounds: int, zero_share: float) -> torch.Tensor | None:
     """The unmixing whose images' coefficient columns vanish on their quietest units, or None (ill-conditioned)."""
     mixing = torch.linalg.inv(unmixing)  # column i: image i's coefficients in the signal space
+    # units no image activated (zero rows) constrain nothing: the quiet units are chosen among the others
+    norms = basis.norm(dim=1)
+    basis = basis[norms > _DEAD_UNIT * norms.max()]
     quiet_count = max(int(zero_share * len(basis)), basis.shape[1])
+    if len(basis) <= basis.shape[1]:
+        return None
     for _ in range(rounds):
         columns = basis @ mixing
         for i in range(mixing.shape[1]):
