@@ -71,7 +71,7 @@ _MAX_CONDITION = 1e8  # of a refined mixing matrix; beyond it two images' column
 class CpaOptions(AttackOptions):
     name: Literal["cpa"] = Field("cpa", description="Cocktail Party Attack (Kariyappa et al. 2023): ICA of the first FC layer")
     threat_model: ClassVar[str] = "honest"
-    requires: ClassVar[str] = "a first nn.Linear (with bias) on the flattened input, at least as many units as images; client.optimizer: sgd"
+    requires: ClassVar[str] = "a first nn.Linear (with bias) on the flattened input; client.optimizer: sgd; one unit per image at least"
     samples: Literal["pixels", "differences"] = Field("differences", description="what ICA sees as samples: the "
         "pixels, or the differences of neighbouring pixels (sparser and more independent across images)")
     contrast: Literal["logcosh", "exp", "cube"] = Field("exp", description="FastICA's non-Gaussianity contrast")
