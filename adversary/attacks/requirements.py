@@ -46,6 +46,8 @@ class AttackSetting:
     lr: float | None = None  # the clients' learning rate, when the attacker knows the local training
     local_steps: int | None = None  # None when clients train for epochs
     batch_size: int = 1
+    optimizer: str = "sgd"  # the clients' local optimizer (client.optimizer)
+    weight_decay: float = 0.0  # the clients' L2 weight decay (client.weight_decay)
 
     def defense(self, name: str) -> DefenseInForce | None:
         """The defense ``name`` when it is in force, else None."""
@@ -58,11 +60,17 @@ class AttackSetting:
 
 def first_weighted_layer(model: nn.Module) -> nn.Module | None:
     """The first module, in forward-registration order, that holds a weight (Linear, Conv, ...)."""
-    for module in model.modules():
-        if any(name == "weight" for name, _ in module.named_parameters(recurse=False)) and not isinstance(
+    named = named_first_weighted_layer(model)
+    return named[1] if named is not None else None
+
+
+def named_first_weighted_layer(model: nn.Module) -> tuple[str, nn.Module] | None:
+    """``first_weighted_layer`` with its name in ``model.named_modules()`` (the prefix of its parameters)."""
+    for name, module in model.named_modules():
+        if any(key == "weight" for key, _ in module.named_parameters(recurse=False)) and not isinstance(
             module, (nn.modules.batchnorm._BatchNorm, nn.LayerNorm, nn.GroupNorm)
         ):
-            return module
+            return name, module
     return None
 
 

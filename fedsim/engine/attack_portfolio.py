@@ -41,6 +41,8 @@ def attack_setting(config: ExperimentConfig, model: nn.Module, input_shape: tupl
         lr=client.lr if adversary.knows.local_training else None,
         local_steps=client.local_steps,
         batch_size=client.batch_size,
+        optimizer=client.optimizer,
+        weight_decay=client.weight_decay,
     )
 
 

@@ -1,0 +1,121 @@
+"""The closed-form attacks: ``fc-invert`` and ``cpa`` against an honest server's aggregate, and their cost beside ``rtf``.
+
+Set-up: paper 002's MLP-3 (``model.name: mlp3``, first layer 3072 -> 512 units, ReLU, PyTorch's default
+init, seed 0) on CIFAR-10 training images from index 1,000 on (a fresh draw per repetition; the attacks'
+defaults were chosen on CIFAR-10 *test* images, never on these), one image per client, one SGD step
+(lr 0.1), aggregated as an honest server receives it: FedAvg's weighted mean, or SecAgg+'s sum of
+stochastically quantised weights with Flower's defaults (clipping range 8, 2^22 levels), exactly as
+``bench/malicious.py`` computes it. The attacker knows the number of images and the input bounds [0, 1].
+
+Parts: ``scale`` (aggregates of 4 to 64 images: fraction of the images recovered at 30 dB or better, mean
+capped PSNR and SSIM over all images, 95 % t-intervals over seeds 0-2, attack seconds), ``timing`` (seconds
+per round of ``rtf`` on 64 clients x 1 image behind the imprint block of ``bench/malicious.py``, and of
+``fc-invert`` on 64 clients x 1 image of MLP-3). Last line: JSON.
+
+    .venv/bin/python bench/closed_form.py [--data ../shared/data/cifar10_subset.npz] [--repeats 3] [--part scale|timing|all]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from adversary.attacks.options import AttackOptions  # noqa: E402
+from adversary.registry import ATTACKS  # noqa: E402
+from adversary.scoring import score_reconstruction  # noqa: E402
+from adversary.view import AttackerView, LocalTraining  # noqa: E402
+from bench.malicious import LR, SECAGG_DEFAULT, aggregate, client_weights, imprinted_lenet, interval  # noqa: E402
+from fedsim.config import parse_config  # noqa: E402
+from fedsim.models import build_model  # noqa: E402
+
+RECOVERED_DB = 30.0
+SIZES = (4, 8, 16, 32, 64)
+ATTACK_CASES = {"fc-invert": {}, "cpa": {}, "cpa (refine: 0, plain ICA)": {"refine": 0}}
+
+
+def mlp3() -> torch.nn.Module:
+    return build_model(parse_config({"model": {"name": "mlp3"}}).model, 3, 10, 32, seed=0)
+
+
+def aggregate_view(model, state, x, y, clients, secure, seed) -> tuple[AttackerView, torch.Tensor, torch.Tensor]:
+    """An honest server's view of ``clients`` x 1 fresh training image (from index 1,000 on), and the truth."""
+    rng = np.random.default_rng(seed)
+    pick = 1000 + rng.choice(len(x) - 1000, clients, replace=False)
+    images, labels = torch.from_numpy(x[pick]).float() / 255, torch.from_numpy(y[pick]).long()
+    sent = [client_weights(model, state, images[c : c + 1], labels[c : c + 1], [], seed + c) for c in range(clients)]
+    observed = aggregate(sent, [1] * clients, secure, seed)
+    view = AttackerView(round=1, tap="server", target="aggregate", model=model, global_state=state, observed_state=observed,
+                        input_shape=(3, 32, 32), num_classes=10, num_samples=clients,
+                        local_training=LocalTraining(LR, 1, clients), input_bounds=(torch.zeros(3), torch.ones(3)))  # fmt: skip
+    return view, images, labels
+
+
+def run(name: str, options: dict, view: AttackerView, seed: int) -> tuple[object, float]:
+    attack_name = name.split(" ")[0]
+    started = time.perf_counter()
+    (reconstruction,) = ATTACKS.get(attack_name)([view], AttackOptions(name=attack_name, **options), seed, torch.device("cpu"))
+    return reconstruction, time.perf_counter() - started
+
+
+def scale(data, repeats: int, out: dict) -> None:
+    model = mlp3()
+    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    print(f"images (1 per client) | aggregation | attack | recovered (>= {RECOVERED_DB:.0f} dB) | PSNR (dB, capped) | SSIM | "
+          "label accuracy | seconds", flush=True)  # fmt: skip
+    for count in SIZES:
+        for aggregation, secure in (("FedAvg", None), ("SecAgg+", SECAGG_DEFAULT)):
+            views = [aggregate_view(model, state, data["x_train"], data["y_train"], count, secure, seed) for seed in range(repeats)]
+            for name, options in ATTACK_CASES.items():
+                rows = []
+                for seed, (view, images, labels) in enumerate(views):
+                    reconstruction, seconds = run(name, options, view, seed)
+                    score = score_reconstruction(reconstruction, images, labels, lambda t: t)
+                    rows.append({"recovered": float(np.mean(np.array(score.psnr) >= RECOVERED_DB)), "psnr": score.psnr_mean,
+                                 "ssim": score.ssim_mean, "labels": score.label_accuracy, "seconds": seconds})  # fmt: skip
+                key = f"{count} {aggregation} {name}"
+                out[key] = {m: [r[m] for r in rows] for m in rows[0]}
+                print(f"{count:>3} | {aggregation:<7} | {name:<26} | {interval(out[key]['recovered'])} | {interval(out[key]['psnr'])} | "
+                      f"{interval(out[key]['ssim'])} | {interval(out[key]['labels'])} | {max(out[key]['seconds']):.2f}", flush=True)  # fmt: skip
+
+
+def timing(data, repeats: int, out: dict) -> None:
+    print("attack | model | clients x images | seconds per round (mean, max over seeds)", flush=True)
+    public = torch.from_numpy(data["x_test"][:256]).float() / 255
+    cases = (("rtf", imprinted_lenet(public)), ("fc-invert", mlp3()))
+    for name, model in cases:
+        state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        seconds = []
+        for seed in range(repeats):
+            view, _, _ = aggregate_view(model, state, data["x_train"], data["y_train"], 64, None, seed)
+            seconds.append(run(name, {}, view, seed)[1])
+        out[f"timing {name}"] = {"seconds": seconds}
+        print(f"{name} | {'imprinted lenet' if name == 'rtf' else 'mlp3'} | 64 x 1 | {np.mean(seconds):.3f}, {max(seconds):.3f}", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data" / "cifar10_subset.npz")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--part", choices=("scale", "timing", "all"), default="all")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    data = np.load(args.data)
+    out: dict[str, dict] = {}
+    if args.part in ("timing", "all"):
+        timing(data, args.repeats, out)
+    if args.part in ("scale", "all"):
+        scale(data, args.repeats, out)
+    print(json.dumps({k: {m: float(np.mean(v)) for m, v in d.items()} for k, d in out.items()}))
+
+
+if __name__ == "__main__":
+    main()
