@@ -94,7 +94,7 @@ def _run_deployed(args: argparse.Namespace) -> Path:
         config = load_config(args.config, args.set)
         request = RunRequest(config=config, run_dir=planned_run_dir(config), submitted_by=command)
     superlink = SuperLink(args.superlink, insecure=args.insecure, root_certificates=args.root_certificates)
-    return submit(request, superlink, quiet=args.quiet)
+    return submit(request, superlink)
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:

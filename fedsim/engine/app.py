@@ -127,12 +127,16 @@ def partition_of_node(context: Context, config: ExperimentConfig) -> int:
 
 def client_spec(context: Context) -> tuple[ClientSpec, ExperimentConfig]:
     """What a simulated client is handed in memory, rebuilt from the Context alone."""
-    config, run_dir = client_config(context.run_config)
-    partition = partition_of_node(context, config)
+    where = f"node {context.node_id} (partition {context.node_config.get(wire.PARTITION_ID, '?')})"
+    try:  # the config names its data files: they must exist on this node's machine too
+        config, run_dir = client_config(context.run_config)
+    except ConfigError as error:
+        raise ConfigError(f"{where}: {error}") from None
+    partition_of_node(context, config)
     try:
         federation = prepare_federation(config)  # the seed fixes the partitions: the server derives the same
     except (DataError, FileNotFoundError) as error:
-        raise DataError(f"node {context.node_id} (partition {partition}) cannot load its data: {error}") from None
+        raise DataError(f"{where} cannot load its data: {error}") from None
     dataset = federation.dataset
     Path(run_dir).mkdir(parents=True, exist_ok=True)  # on another machine than the server's: a local copy of the path
     spec = ClientSpec(
@@ -145,6 +149,19 @@ def client_spec(context: Context) -> tuple[ClientSpec, ExperimentConfig]:
         image_size=dataset.image_size,
     )
     return spec, config
+
+
+def match_simulated_threads(config: ExperimentConfig) -> None:
+    """Compute with as many threads as a simulated client: Ray starts each client actor with OMP_NUM_THREADS set to
+    its CPUs (federation.client_resources.cpus), and the thread count changes the order of float sums, so a
+    SuperNode with torch's default (every core) would train a slightly different model than the simulation."""
+    import math
+    import os
+
+    import torch
+
+    if "OMP_NUM_THREADS" not in os.environ:  # as Ray does: a setting of the user's own wins in both
+        torch.set_num_threads(max(1, math.floor(config.federation.client_resources.cpus)))
 
 
 class FedsimClientApp(ClientApp):
@@ -162,6 +179,7 @@ class FedsimClientApp(ClientApp):
     def __call__(self, message: Message, context: Context) -> Message:
         if context.run_id not in self._apps:
             spec, config = client_spec(context)
+            match_simulated_threads(config)
             self._apps[context.run_id] = (protocol_of(config).client_app(spec), config)
         app, config = self._apps[context.run_id]
         partition_of_node(context, config)  # every node of a simulation shares this process's app

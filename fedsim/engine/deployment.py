@@ -28,7 +28,7 @@ from fedsim.base import ConfigError, TrainingFailed
 from fedsim.config import ExperimentConfig, load_config
 from fedsim.engine.network import probe
 from fedsim.engine.run_config import RunRequest, to_run_config
-from fedsim.results import CONFIG_FILE, METRICS_FILE
+from fedsim.results import CONFIG_FILE
 
 logger = logging.getLogger("fedsim")
 
@@ -119,6 +119,11 @@ class FlowerCli:
                                   f"{_last_line(done.stderr or done.stdout)}")  # fmt: skip
         return done.stdout
 
+    def popen(self, *arguments: str) -> subprocess.Popen[bytes]:
+        """A long-running ``flwr`` command whose output goes to this process's stderr."""
+        environment = {**os.environ, "FLWR_HOME": str(self.home)}
+        return subprocess.Popen([self.executable, *arguments], stdout=sys.stderr, stderr=sys.stderr, env=environment)
+
     def json(self, *arguments: str) -> dict[str, Any]:
         output = self(*arguments, "--format", "json")
         try:
@@ -137,9 +142,9 @@ def _last_line(text: str) -> str:
     return lines[-1].strip("│ ") if lines else "(no output)"
 
 
-def submit(request: RunRequest, superlink: SuperLink, quiet: bool = False) -> Path:
-    """Submit ``request`` to the SuperLink, wait for the run to finish and return its run directory (a path
-    on the SuperLink's machine)."""
+def submit(request: RunRequest, superlink: SuperLink) -> Path:
+    """Submit ``request`` to the SuperLink, wait for the run to finish (its log streamed to stderr) and return
+    its run directory (a path on the SuperLink's machine)."""
     probe(superlink.address, "--superlink", "start a SuperLink (flower-superlink, see the README's \"Beyond one "
           "machine\") or pass the address of its Control API")  # fmt: skip
     run_dir = request.resume if request.resume is not None else request.run_dir
@@ -156,7 +161,7 @@ def submit(request: RunRequest, superlink: SuperLink, quiet: bool = False) -> Pa
         logger.info("submitted as Flower run %s to the SuperLink at %s; run directory (on its machine): %s",
                     run_id, superlink.address, run_dir)  # fmt: skip
         try:
-            status = wait_for_run(cli, str(run_id), run_dir, quiet)
+            status = wait_for_run(cli, str(run_id))
         except KeyboardInterrupt:
             logger.warning("stopping Flower run %s", run_id)
             cli("stop", str(run_id), CONNECTION)
@@ -166,34 +171,23 @@ def submit(request: RunRequest, superlink: SuperLink, quiet: bool = False) -> Pa
     return run_dir
 
 
-def wait_for_run(cli: FlowerCli, run_id: str, run_dir: Path, quiet: bool) -> str:
-    """Poll the run's status until it finishes; log each committed round when the run directory is visible here."""
-    reported = 0
-    while True:
+def wait_for_run(cli: FlowerCli, run_id: str) -> str:
+    """Stream the run's log (the ServerApp's lines: fedsim's progress, Flower's own) to stderr until the run
+    finishes (``flwr log --stream`` returns then), and return its final status (``finished:completed``, ...)."""
+    stream = cli.popen("log", run_id, CONNECTION, "--stream")
+    try:
+        while stream.poll() is None:
+            time.sleep(POLL_INTERVAL_S)
+    finally:
+        if stream.poll() is None:
+            stream.terminate()
+            stream.wait()
+    while True:  # the stream also ends when the connection drops: the status says whether the run is over
         runs = cli.json("list", CONNECTION, "--run-id", run_id).get("runs") or [{}]
         status = str(runs[0].get("status", "unknown"))
-        reported = _report_rounds(run_dir, reported)
         if status.startswith("finished"):
             return status
         time.sleep(POLL_INTERVAL_S)
-
-
-def _report_rounds(run_dir: Path, reported: int) -> int:
-    """Log the `eval` rows written since the last call (only when the run directory is on this machine)."""
-    path = run_dir / METRICS_FILE
-    if not path.is_file():
-        return reported
-    evals = [row for row in map(_json_or_none, path.read_text().splitlines()) if row and row.get("event") == "eval"]
-    for row in evals[reported:]:
-        logger.info("round %d: test accuracy %.4f", row["round"], row.get("accuracy", float("nan")))
-    return len(evals)
-
-
-def _json_or_none(line: str) -> dict[str, Any] | None:
-    try:
-        return json.loads(line)
-    except ValueError:
-        return None  # a line being written
 
 
 def run_failure(cli: FlowerCli, run_id: str, status: str, superlink: SuperLink) -> Exception:

@@ -131,7 +131,7 @@ def cluster_address(config: ExperimentConfig) -> str | None:
         raise ConfigError(f"{where} = '{requested}': no running Ray cluster found ({error}); {hint}") from None
     if address is None:
         raise ConfigError(f"{where} = '{requested}': no running Ray cluster found; {hint}")
-    probe(address, where, hint)
+    probe(requested if requested != "auto" else address, where, hint)  # the address as the user wrote it
     return address
 
 
