@@ -86,7 +86,10 @@ def _backend_config(
         init_args = {**logs, "address": ray_address}
     else:
         attack_device = str(resolve_device(config.adversary.device)) if config.adversary.attacks else "cpu"
-        init_args = {**logs, **(ray_resources or {}), **ray_node_counts(config, attack_device, ray_resources)}
+        # "local": a Ray instance of the run's own, even when `ray start` left a cluster on this machine (which a
+        # plain ray.init() would join, with the caps below refused there)
+        init_args = {**logs, "address": "local", **(ray_resources or {}),
+                     **ray_node_counts(config, attack_device, ray_resources)}  # fmt: skip
     return {"client_resources": {"num_cpus": resources.cpus, "num_gpus": resources.gpus}, "init_args": init_args}
 
 
