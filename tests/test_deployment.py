@@ -238,3 +238,41 @@ def test_a_run_on_a_superlink_with_two_supernodes_is_the_simulations_run(tmp_pat
         name = f"checkpoints/round_{server_round:04d}.pt"
         a, b = torch.load(deployed / name), torch.load(simulated / name)
         assert a.keys() == b.keys() and all(torch.equal(a[key], b[key]) for key in a)
+
+
+class _FakeFlowerCli:
+    """Answers `flwr log RUN --show` with a given log."""
+
+    def __init__(self, log: str) -> None:
+        self.log = log
+
+    def __call__(self, *arguments: str, timeout: float = 0) -> str:
+        assert arguments[0] == "log" and "--show" in arguments
+        return self.log
+
+
+def test_a_failed_run_is_one_line_with_its_serverapps_last_error():
+    from fedsim.base import TrainingFailed
+    from fedsim.engine.deployment import DeploymentError, SuperLink, run_failure
+
+    superlink = SuperLink("127.0.0.1:9093", insecure=True)
+    log = "INFO: Start `flwr-serverapp` process\nTraceback (most recent call last):\n" \
+          "RuntimeError: client roll call failed: node 12 (partition 1): data.path = '/d.npz': no such file\n"  # fmt: skip
+    error = run_failure(_FakeFlowerCli(log), "42", "finished:failed", superlink)
+    assert isinstance(error, DeploymentError) and "\n" not in str(error)
+    assert str(error) == ("Flower run 42 on the SuperLink at 127.0.0.1:9093 ended finished:failed: RuntimeError: client "
+                          "roll call failed: node 12 (partition 1): data.path = '/d.npz': no such file")  # fmt: skip
+    untrained = run_failure(_FakeFlowerCli("fedsim.base.TrainingFailed: no round updated the global model\n"), "42",
+                            "finished:failed", superlink)  # fmt: skip
+    assert isinstance(untrained, TrainingFailed) and str(untrained) == "no round updated the global model"
+    silent = run_failure(_FakeFlowerCli(""), "42", "finished:stopped", superlink)
+    assert str(silent).endswith("ended finished:stopped: see `flwr log 42` against 127.0.0.1:9093")
+
+
+def test_the_flower_connection_is_insecure_or_trusts_the_given_ca_or_the_systems(tmp_path):
+    from fedsim.engine.deployment import SuperLink
+
+    assert SuperLink("h:1", insecure=True).connection()["superlink"]["fedsim"] == {"address": "h:1", "insecure": True}
+    trusted = SuperLink("h:1", root_certificates=tmp_path / "ca.crt").connection()["superlink"]["fedsim"]
+    assert trusted == {"address": "h:1", "root-certificates": str(tmp_path / "ca.crt")}
+    assert SuperLink("h:1").connection()["superlink"] == {"default": "fedsim", "fedsim": {"address": "h:1"}}

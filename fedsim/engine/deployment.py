@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -34,6 +35,7 @@ logger = logging.getLogger("fedsim")
 
 CONNECTION = "fedsim"  # the connection's name in the temporary Flower configuration
 POLL_INTERVAL_S = 2.0
+EXCEPTION_LINE = re.compile(r"^\s*[\w.]*(Error|Failed|Exception|Interrupt)\b[^:]*: ")  # a traceback's last line
 FLWR_TIMEOUT_S = 120.0  # one `flwr` CLI call (it starts a Python process and talks HTTP)
 
 
@@ -194,7 +196,7 @@ def run_failure(cli: FlowerCli, run_id: str, status: str, superlink: SuperLink) 
         log = cli("log", run_id, CONNECTION, "--show", timeout=30)
     except DeploymentError:
         log = ""
-    errors = [line.strip() for line in log.splitlines() if "Error" in line or "error:" in line]
+    errors = [line.strip() for line in log.splitlines() if EXCEPTION_LINE.match(line)]
     reason = errors[-1] if errors else f"see `flwr log {run_id}` against {superlink.address}"
     if "TrainingFailed" in reason:
         return TrainingFailed(reason.split("TrainingFailed:", 1)[-1].strip())
