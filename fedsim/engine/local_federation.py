@@ -21,8 +21,7 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from fedsim.engine.network import free_port, probe
-from fedsim.engine.network import Unreachable
+from fedsim.engine.network import Unreachable, free_port, probe
 
 HOST = "127.0.0.1"
 START_TIMEOUT_S = 60.0
