@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 CONFIG ?= configs/demo.yaml
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: run test bench install clean
+.PHONY: run test bench install clean deployment-smoke
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,13 @@ run: install
 
 test: install
 	$(BIN)/python -m pytest -q
+
+# The quickstart through the deployment engine: a SuperLink and one SuperNode per client on localhost (insecure,
+# free ports, runtime dependency installation disabled), a man-in-the-middle inverting round 1's updates;
+# every process it started is stopped, and the run directory is the last line.
+deployment-smoke: install
+	$(BIN)/python -m fedsim.engine.local_federation configs/quickstart.yaml --set adversary.tap=mitm \
+		--set 'adversary.rounds=[1]' --set 'adversary.attacks=[{name: dlg, iterations: 50, restarts: 1}]'
 
 bench: install
 	$(BIN)/python bench/overhead.py

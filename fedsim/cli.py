@@ -25,7 +25,10 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 
     from adversary.metrics import LpipsRequiredError
 
-    return (ConfigError, DataError, ModelError, ReportError, LpipsRequiredError, FileNotFoundError, FileExistsError)
+    from fedsim.engine.deployment import DeploymentError
+
+    return (ConfigError, DataError, ModelError, ReportError, LpipsRequiredError, FileNotFoundError, FileExistsError,
+            DeploymentError)  # fmt: skip
 
 
 def _setup_logging(quiet: bool) -> None:
@@ -47,14 +50,19 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.resume is not None:
         if args.config is not None or args.set:
             raise ConfigError("--resume continues a run with its own saved config; drop CONFIG and --set")
-        run_dir = run_experiment(resume=args.resume, rounds=args.rounds, quiet=args.quiet)
     else:
         if args.config is None:
             raise ConfigError("run: give a CONFIG file (e.g. configs/quickstart.yaml) or --resume RUN_DIR")
         if args.rounds is not None:
             raise ConfigError("--rounds extends a resumed run; for a new run use --set federation.rounds=N")
-        config = load_config(args.config, args.set)
-        run_dir = run_experiment(config, quiet=args.quiet)
+    if args.engine == "deployment":
+        run_dir = _run_deployed(args)
+    elif args.superlink is not None or args.insecure or args.root_certificates is not None:
+        raise ConfigError("--superlink, --insecure and --root-certificates go with --engine deployment")
+    elif args.resume is not None:
+        run_dir = run_experiment(resume=args.resume, rounds=args.rounds, quiet=args.quiet)
+    else:
+        run_dir = run_experiment(load_config(args.config, args.set), quiet=args.quiet)
     if args.report:
         from fedsim.reporting import write_report
         from fedsim.reporting.leakage_table import print_leakage_table
@@ -66,6 +74,27 @@ def _cmd_run(args: argparse.Namespace) -> int:
             print(f"report: {html}")
     print(run_dir)  # always the last line
     return 0
+
+
+def _run_deployed(args: argparse.Namespace) -> Path:
+    """Submit the run to a SuperLink (fedsim.engine.deployment) and wait for it."""
+    import shlex
+
+    from fedsim.engine.deployment import SuperLink, planned_run_dir, resume_request, submit
+    from fedsim.engine.run_config import RunRequest
+
+    if args.superlink is None:
+        raise ConfigError("--engine deployment: give --superlink HOST:PORT, the SuperLink's Control API address")
+    if args.insecure and args.root_certificates is not None:
+        raise ConfigError("--insecure and --root-certificates exclude each other (plain HTTP, or TLS with that CA)")
+    command = shlex.join(["fedsim", *sys.argv[1:]])
+    if args.resume is not None:
+        request = resume_request(args.resume.resolve(), args.rounds, command)
+    else:
+        config = load_config(args.config, args.set)
+        request = RunRequest(config=config, run_dir=planned_run_dir(config), submitted_by=command)
+    superlink = SuperLink(args.superlink, insecure=args.insecure, root_certificates=args.root_certificates)
+    return submit(request, superlink)
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
@@ -222,6 +251,16 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--rounds", type=int, metavar="N",
                      help="with --resume: extend the run to N rounds (the only change a resumed run accepts)")
     run.add_argument("--quiet", action="store_true", help="log lines only, no live display")
+    run.add_argument("--engine", choices=["simulation", "deployment"], default="simulation",
+                     help="simulation: Flower's simulation on this machine (or federation.ray_address's Ray cluster); "
+                     "deployment: submit to a running SuperLink and its SuperNodes (--superlink)")
+    run.add_argument("--superlink", metavar="HOST:PORT",
+                     help="with --engine deployment: the SuperLink's Control API address (as for `flwr run`)")
+    run.add_argument("--insecure", action="store_true",
+                     help="with --engine deployment: plain HTTP, for a SuperLink started with --insecure")
+    run.add_argument("--root-certificates", type=Path, metavar="PEM",
+                     help="with --engine deployment: CA certificate that signed the SuperLink's TLS certificate "
+                     "(default: the system's CAs)")
     run.set_defaults(func=_cmd_run)
 
     validate = sub.add_parser("validate", help="check a config without running it")

@@ -145,6 +145,11 @@ class FederationConfig(Section):
     )
     round_timeout: float = Field(3600.0, gt=0, description="seconds to wait for replies before a client counts as failed")
     client_resources: ClientResources = Field(default_factory=ClientResources, description="Ray resources per client")
+    ray_address: str | None = Field(
+        None,
+        description="simulate on this running Ray cluster (`auto`: the one `ray start` started on this machine, or "
+        "HOST:PORT of its head node); null: Ray's own RAY_ADDRESS if set, else a Ray instance of the run's own",
+    )
     failures: list[FailureInjection] = Field(
         default_factory=list, description="failures to inject (dropout studies, robustness tests)"
     )

@@ -18,18 +18,33 @@ def collect_replies(
     timeout: float | None,
     on_reply: Callable[[Message], None] = lambda reply: None,
 ) -> list[Message]:
-    """``Grid.send_and_receive``, but handing each reply to ``on_reply`` as soon as it arrives."""
-    pending = set(grid.push_messages(messages))
+    """``Grid.send_and_receive``, but handing each reply to ``on_reply`` as soon as it arrives.
+
+    Every reply comes from the node its message went to: a SuperLink answers a message for a node that stopped
+    sending heartbeats (a SuperNode that disconnected) with an error reply of its own, sent from the SuperLink's
+    node id; that error is handed on as the node's, as a node's own failure would be.
+    """
+    messages = list(messages)
+    ids = list(grid.push_messages(messages))
+    sent = dict(zip(ids, messages))
+    pending = set(ids)
     replies: list[Message] = []
     deadline = None if timeout is None else time.monotonic() + timeout
     while pending and (deadline is None or time.monotonic() < deadline):
         for reply in grid.pull_messages(pending):
             pending.discard(reply.metadata.reply_to_message_id)
+            reply = _from_destination(reply, sent.get(reply.metadata.reply_to_message_id))
             replies.append(reply)
             on_reply(reply)
         if pending:
             time.sleep(PULL_INTERVAL_S)
     return replies
+
+
+def _from_destination(reply: Message, message: Message | None) -> Message:
+    if message is None or not reply.has_error() or reply.metadata.src_node_id == message.metadata.dst_node_id:
+        return reply
+    return Message(reply.error, reply_to=message)  # the SuperLink's stand-in error, as the node's own
 
 
 class ForwardingGrid(Grid):

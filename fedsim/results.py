@@ -93,7 +93,9 @@ class RunStore:
 
     # ------------------------------------------------------------------ creation and resumption
     @classmethod
-    def create(cls, config: ExperimentConfig, device: str, run_dir: Path | None = None) -> "RunStore":
+    def create(
+        cls, config: ExperimentConfig, device: str, run_dir: Path | None = None, engine: dict[str, Any] | None = None
+    ) -> "RunStore":
         """Claim a new run directory atomically (two runs never share one) and write its config.
 
         A named directory (``output.run_name``, or ``run_dir`` from a sweep) is claimed by creating its
@@ -116,8 +118,16 @@ class RunStore:
             (run_dir / METRICS_FILE).touch()
         store = cls(run_dir)
         store._write_config(with_absolute_paths(config))
-        write_json_atomic(run_dir / ENVIRONMENT_FILE, environment_info(device), durable=True, indent=2)
+        environment = {**(engine or {"engine": "simulation"}), **environment_info(device)}
+        write_json_atomic(run_dir / ENVIRONMENT_FILE, environment, durable=True, indent=2)
         return store
+
+    def record_resumption(self, device: str, engine: dict[str, Any]) -> None:
+        """Add a resumed session's engine and environment to environment.json (`resumed`, oldest first)."""
+        path = self.run_dir / ENVIRONMENT_FILE
+        environment = json.loads(path.read_text()) if path.is_file() else {}
+        environment.setdefault("resumed", []).append({**engine, **environment_info(device)})
+        write_json_atomic(path, environment, durable=True, indent=2)
 
     def _write_config(self, config: ExperimentConfig) -> None:
         text = dump_config(config)

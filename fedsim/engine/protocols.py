@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flwr.clientapp import ClientApp
+from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
 from adversary.secagg_taps import Layout, LegacyStrategyTap, MaskedWireTap
@@ -22,7 +23,7 @@ from clients.client_app import ClientSpec, build_client_app
 from clients.legacy_client import build_legacy_client_app
 from fedsim.config import SECAGG_STRATEGY, ExperimentConfig
 from fedsim.engine.message_protocol import MessageRounds
-from fedsim.engine.rounds import RoundProtocol, ServerSpec, build_server_app
+from fedsim.engine.rounds import RoundProtocol, ServerSpec, build_server_app, serve
 from fedsim.engine.secagg_protocol import SecAggPlusParameters, SecAggRounds
 from fedsim.engine.federation import Federation
 from fedsim.base import Registry
@@ -43,6 +44,10 @@ class Protocol:
 
     def server_app(self, spec: ServerSpec, federation: Federation) -> ServerApp:
         return build_server_app(spec, self.rounds(spec, federation))
+
+    def serve(self, spec: ServerSpec, federation: Federation, grid: Grid, context: Context) -> None:
+        """Play the run on a grid Flower already handed a ServerApp (the deployment engine's)."""
+        serve(spec, self.rounds(spec, federation), grid, context)
 
 
 PROTOCOLS: Registry[Protocol] = Registry("protocol")

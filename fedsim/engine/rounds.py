@@ -43,7 +43,7 @@ def wait_for_nodes(grid: Grid, count: int, timeout: float = ROLL_CALL_TIMEOUT_S)
     deadline = time.monotonic() + timeout
     while len(nodes := list(grid.get_node_ids())) < count:
         if time.monotonic() > deadline:
-            raise TimeoutError(f"only {len(nodes)} of {count} simulated clients came up in {timeout:.0f}s")
+            raise TimeoutError(f"only {len(nodes)} of {count} clients (nodes) came up in {timeout:.0f}s")
         time.sleep(PULL_INTERVAL_S)
     return nodes
 
@@ -62,7 +62,17 @@ def roll_call(grid: Grid, count: int, timeout: float = ROLL_CALL_TIMEOUT_S) -> d
     if failed or len(replies) != count:
         reason = failed[0].error.reason if failed else f"{len(replies)} of {count} answered"
         raise RuntimeError(f"client roll call failed: {reason}")
-    return {int(r.content[wire.IDENTITY][wire.PARTITION_ID]): r.metadata.src_node_id for r in replies}
+    node_of_partition: dict[int, int] = {}
+    for reply in replies:
+        partition, node = int(reply.content[wire.IDENTITY][wire.PARTITION_ID]), reply.metadata.src_node_id
+        if not 0 <= partition < count:
+            raise RuntimeError(f"client roll call failed: node {node} holds partition-id {partition}; allowed: 0 to {count - 1}")
+        if partition in node_of_partition:
+            raise RuntimeError(
+                f"client roll call failed: nodes {node_of_partition[partition]} and {node} both hold partition-id {partition}"
+            )
+        node_of_partition[partition] = node
+    return node_of_partition
 
 
 def client_fields(metrics: Mapping[str, Any]) -> dict[str, Any]:
@@ -179,11 +189,16 @@ def commit_round(spec: ServerSpec, server_round: int, state: State, outcome: dic
     spec.progress.round_finished(server_round, scores.get("accuracy"))
 
 
+def serve(spec: ServerSpec, protocol: RoundProtocol, grid: Grid, context: Context) -> None:
+    """The ServerApp's work on the grid Flower hands it (a simulation's or a SuperLink's), taps included."""
+    run_rounds(spec, protocol, spec.wrap_grid(grid) if spec.wrap_grid else grid, context)
+
+
 def build_server_app(spec: ServerSpec, protocol: RoundProtocol) -> ServerApp:
     app = ServerApp()
 
     @app.main()
     def main(grid: Grid, context: Context) -> None:
-        run_rounds(spec, protocol, spec.wrap_grid(grid) if spec.wrap_grid else grid, context)
+        serve(spec, protocol, grid, context)
 
     return app

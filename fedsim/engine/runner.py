@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import logging
+import os
 import time
 import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol as TypingProtocol
 
 import torch
 
@@ -18,20 +19,33 @@ from fedsim.engine.attack_portfolio import attack_setting, resolve_attacks
 from fedsim.engine.attack_reservation import ray_node_counts
 from fedsim.config import ExperimentConfig
 from fedsim.devices import resolve_device
-from fedsim.engine.protocols import protocol_of
+from fedsim.engine.protocols import Protocol, protocol_of
 from fedsim.engine.rounds import ServerSpec
 from fedsim.evaluation import evaluate
 from fedsim.engine.federation import PARTITIONS_FILE, Federation, partition_record, prepare_federation
 from fedsim.engine.leakage import attach_adversary
+from fedsim.engine.network import probe
 from fedsim.models import build_run_model
 from fedsim.engine.progress import LogProgress, RichProgress
 from adversary.metrics import Lpips
-from fedsim.base import TrainingFailed
+from fedsim.base import ConfigError, TrainingFailed
 from fedsim.results import SUMMARY_FILE, RunStore
 from fedsim.seeding import derive_seed
 from strategies import build_strategy
 
 logger = logging.getLogger("fedsim")
+
+
+class Engine(TypingProtocol):
+    """Where a run's rounds are played: Flower's simulation, or a SuperLink's grid (the deployment engine)."""
+
+    name: str
+
+    def environment(self) -> dict[str, Any]:
+        """What environment.json records of the engine (its name first)."""
+
+    def play(self, protocol: Protocol, server: ServerSpec, federation: Federation, client: ClientSpec) -> None:
+        """Play every round of the run (the server side; the clients are the engine's)."""
 
 
 class CentralEvaluator:
@@ -57,17 +71,71 @@ def _quiet_frameworks() -> None:
     logging.getLogger("flwr").setLevel(logging.ERROR)
 
 
-def _backend_config(config: ExperimentConfig, ray_resources: Mapping[str, float] | None = None) -> dict[str, Any]:
+def _backend_config(
+    config: ExperimentConfig, ray_resources: Mapping[str, float] | None = None, ray_address: str | None = None
+) -> dict[str, Any]:
     """Flower's Ray backend settings; ``ray_resources`` (e.g. ``{"num_cpus": 1}``) caps this run's Ray instance,
     so that runs side by side (``fedsim sweep --parallel``) share the machine instead of each claiming all of it.
-    The attack workers' CPUs and GPU shares are kept out of it (fedsim.engine.attack_reservation)."""
+    The attack workers' CPUs and GPU shares are kept out of it (fedsim.engine.attack_reservation).
+
+    ``ray_address``: join that running Ray cluster instead (``federation.ray_address`` or ``RAY_ADDRESS``); its
+    resources are the cluster's, so nothing is capped and Ray places the clients on its nodes."""
     resources = config.federation.client_resources
-    attack_device = str(resolve_device(config.adversary.device)) if config.adversary.attacks else "cpu"
-    return {
-        "client_resources": {"num_cpus": resources.cpus, "num_gpus": resources.gpus},
-        "init_args": {"logging_level": logging.ERROR, "log_to_driver": False, "include_dashboard": False,
-                      **(ray_resources or {}), **ray_node_counts(config, attack_device, ray_resources)},
-    }
+    logs = {"logging_level": logging.ERROR, "log_to_driver": False, "include_dashboard": False}
+    if ray_address is not None:
+        init_args = {**logs, "address": ray_address}
+    else:
+        attack_device = str(resolve_device(config.adversary.device)) if config.adversary.attacks else "cpu"
+        # "local": a Ray instance of the run's own, even when `ray start` left a cluster on this machine (which a
+        # plain ray.init() would join, with the caps below refused there)
+        init_args = {**logs, "address": "local", **(ray_resources or {}),
+                     **ray_node_counts(config, attack_device, ray_resources)}  # fmt: skip
+    return {"client_resources": {"num_cpus": resources.cpus, "num_gpus": resources.gpus}, "init_args": init_args}
+
+
+class SimulationEngine:
+    """Flower's in-process simulation (Ray backend): a Ray instance of its own, or a running Ray cluster."""
+
+    name = "simulation"
+
+    def __init__(self, config: ExperimentConfig, ray_resources: Mapping[str, float] | None = None) -> None:
+        self.ray_resources = ray_resources
+        self.ray_address = cluster_address(config)
+
+    def environment(self) -> dict[str, Any]:
+        return {"engine": self.name, "ray_address": self.ray_address}
+
+    def play(self, protocol: Protocol, server: ServerSpec, federation: Federation, client: ClientSpec) -> None:
+        from flwr.simulation import run_simulation
+
+        if self.ray_address is not None and self.ray_resources:
+            logger.info("on Ray cluster %s: the cluster's resources apply, not %s", self.ray_address, dict(self.ray_resources))
+        run_simulation(
+            server_app=protocol.server_app(server, federation),
+            client_app=protocol.client_app(client),
+            num_supernodes=server.config.federation.num_clients,
+            backend_config=_backend_config(server.config, self.ray_resources, self.ray_address),
+        )
+
+
+def cluster_address(config: ExperimentConfig) -> str | None:
+    """The running Ray cluster this run joins: ``federation.ray_address``, else Ray's own ``RAY_ADDRESS``
+    (``auto`` resolved to the cluster's GCS address), or None for a Ray instance of the run's own."""
+    requested = config.federation.ray_address or os.environ.get("RAY_ADDRESS") or None
+    if requested is None:
+        return None
+    where = "federation.ray_address" if config.federation.ray_address else "RAY_ADDRESS"
+    from ray._private.services import canonicalize_bootstrap_address
+
+    hint = "start one with `ray start --head`, or drop the setting for a Ray instance of the run's own"
+    try:
+        address = canonicalize_bootstrap_address(requested)  # `auto`: the cluster `ray start` last started here
+    except (ConnectionError, ValueError) as error:
+        raise ConfigError(f"{where} = '{requested}': no running Ray cluster found ({error}); {hint}") from None
+    if address is None:
+        raise ConfigError(f"{where} = '{requested}': no running Ray cluster found; {hint}")
+    probe(requested if requested != "auto" else address, where, hint)  # the address as the user wrote it
+    return address
 
 
 def summarize(store: RunStore, wall_seconds: float) -> dict[str, Any]:
@@ -122,11 +190,11 @@ def run_experiment(
     quiet: bool = False,
     run_dir: Path | None = None,
     ray_resources: Mapping[str, float] | None = None,
+    engine: Engine | None = None,
 ) -> Path:
     """Run (or resume) one experiment and return its run directory (``rounds``: extend a resumed run to that
-    many rounds; ``ray_resources``: see _backend_config)."""
-    from flwr.simulation import run_simulation
-
+    many rounds; ``ray_resources``: see _backend_config; ``engine``: where the rounds are played, Flower's
+    simulation by default, or the grid a deployed ServerApp got: ``fedsim.engine.app``)."""
     started = time.perf_counter()
     _quiet_frameworks()
     store: RunStore | None = None
@@ -137,6 +205,8 @@ def run_experiment(
         assert config is not None, "a config or a run to resume is required"
         last_round, initial_state = 0, None
     device = resolve_device(config.device)
+    if engine is None:
+        engine = SimulationEngine(config, ray_resources)
     federation = prepare_federation(config)
     dataset = federation.dataset
     model_seed = derive_seed(config.seed, "model")
@@ -151,7 +221,9 @@ def run_experiment(
     # adversary.lpips: required refuses here, before the run directory exists
     lpips = Lpips(config.adversary.lpips) if config.adversary.attacks else None
     if store is None:  # created once data and model are known good: a failed start leaves no orphan directory
-        store = RunStore.create(config, str(device), run_dir)
+        store = RunStore.create(config, str(device), run_dir, engine.environment())
+    else:
+        store.record_resumption(str(device), engine.environment())
     store.write_json(PARTITIONS_FILE, partition_record(federation))
 
     client_spec = ClientSpec(
@@ -184,12 +256,7 @@ def run_experiment(
     try:
         if last_round < config.federation.rounds:
             protocol = protocol_of(config)  # Message API, or Flower's legacy path for SecAgg+
-            run_simulation(
-                server_app=protocol.server_app(server_spec, federation),
-                client_app=protocol.client_app(client_spec),
-                num_supernodes=config.federation.num_clients,
-                backend_config=_backend_config(config, ray_resources),
-            )
+            engine.play(protocol, server_spec, federation, client_spec)
     finally:
         progress.stop()
         if wiring:
