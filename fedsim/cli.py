@@ -196,7 +196,7 @@ def _cmd_prior_train(args: argparse.Namespace) -> int:
     if len(data.x_test) == 0:
         raise ConfigError(f"--dataset {args.dataset}: it has no held-out test images to train a prior on")
     record = train_prior(data.x_test, args.out, dataset=args.dataset, split="test", preset=args.preset,
-                         steps=args.steps, seed=args.seed, resume=args.resume)  # fmt: skip
+                         steps=args.steps, seed=args.seed, resume=args.resume, threads=args.threads)  # fmt: skip
     print(f"{args.out}: prior trained on {record.images} test images of {args.dataset} ({record.steps} steps)")
     return 0
 
@@ -271,7 +271,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--image-size", type=int, default=8)
     train.add_argument("--preset", choices=["cpu", "gpu"], default="cpu", help="cpu: digits in minutes; gpu: CIFAR-10 size")
     train.add_argument("--steps", type=int, default=None, help="training steps (default: the preset's)")
-    train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--seed", type=int, default=0,
+                       help="seed of the held-out split and of training (a run with another seed holds out other images)")
+    train.add_argument("--threads", type=int, default=None, help="torch threads while training (default: the preset's)")
     train.add_argument("--resume", action="store_true", help="continue the training saved in OUT")
     train.add_argument("--out", type=Path, required=True, help="folder of the diffusers checkpoint")
     train.set_defaults(func=_cmd_prior_train)

@@ -9,6 +9,7 @@ with the linear DDPM schedule. Hub ids (e.g. ``google/ddpm-cifar10-32``) load fr
 from __future__ import annotations
 
 import os
+import json
 from pathlib import Path
 from typing import Any, Literal
 
@@ -28,10 +29,24 @@ class DiffusersPrior:
         return self.unet(x_t, steps).sample
 
 
+def _image_shape(channels: int, sample_size: int | list[int] | tuple[int, int]) -> tuple[int, int, int]:
+    height, width = (sample_size, sample_size) if isinstance(sample_size, int) else sample_size
+    return (int(channels), int(height), int(width))
+
+
 class DiffusersPriorConfig(PriorConfig):
     name: Literal["diffusers"] = Field("diffusers", description="a diffusers checkpoint folder or hub id")
     path: str = Field(..., description="diffusers checkpoint folder or hub id (e.g. google/ddpm-cifar10-32)")
     offline: bool | None = Field(None, description="load from local files only (default: HF_HUB_OFFLINE)")
+
+    def image_shape(self) -> tuple[int, int, int] | None:
+        """From a local folder's UNet config (a hub id is checked when it loads)."""
+        root = Path(self.path).expanduser()
+        for config in (root / "unet" / "config.json", root / "config.json"):
+            if config.is_file():
+                spec = json.loads(config.read_text())
+                return _image_shape(spec["in_channels"], spec["sample_size"])
+        return None
 
     def load(self, shape: tuple[int, ...], device: torch.device, dtype: torch.dtype) -> DiffusersPrior:
         try:
@@ -54,7 +69,7 @@ class DiffusersPriorConfig(PriorConfig):
         except (OSError, ValueError):
             alphas = linear_alphas_cumprod(1000)
         config = unet.config
-        expected = (int(config.in_channels), int(config.sample_size), int(config.sample_size))
+        expected = _image_shape(config.in_channels, config.sample_size)
         if tuple(shape) != expected:
             raise ValueError(f"prior.path = {self.path!r}: the prior makes images of shape {expected}, "
                              f"the attacked model takes {tuple(shape)}")  # fmt: skip
