@@ -1,4 +1,4 @@
-"""The `fedsim` command line: run, sweep, validate, config-schema, list, report."""
+"""The `fedsim` command line: run, sweep, validate, config-schema, list, vulnerability, prior, report."""
 
 from __future__ import annotations
 
@@ -134,6 +134,7 @@ def _attack_table() -> Table:
 def _cmd_list(args: argparse.Namespace) -> int:
     from adversary import ATTACKS
     from adversary.attacks.regularizers import REGULARIZERS
+    from adversary.priors import PRIORS
     from clients.defenses import DEFENSES
     from fedsim.data import DATASETS
     from fedsim.models import MODELS
@@ -149,6 +150,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
         ("defenses (client.defenses)", DEFENSES),
         ("attacks", ATTACKS),
         ("regularizers (adversary.attacks[].regularizers)", REGULARIZERS),
+        ("generative priors (the prior of ggssr; `fedsim prior train` makes one)", PRIORS),
     )
     for title, registry in registries:
         if registry is ATTACKS:
@@ -163,6 +165,11 @@ def _cmd_list(args: argparse.Namespace) -> int:
         if not registry.names():
             table.add_row("(none yet)", "")
         console.print(table)
+    table = Table("command", "description", title="model diagnostics", title_justify="left", box=None)
+    table.add_row("fedsim vulnerability CONFIG", "RV (paper 002, Reconstruction Vulnerability): Frobenius norm of d(parameter "
+                  "gradient)/d(input) of the run's initial model, from random orthogonal projections, with its standard "
+                  "error; larger = the update says more about the input")  # fmt: skip
+    console.print(table)
     return 0
 
 

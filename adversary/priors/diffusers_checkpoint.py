@@ -57,8 +57,9 @@ class DiffusersPriorConfig(PriorConfig):
         root = Path(self.path).expanduser()
         subfolder = "unet" if (root / "unet").is_dir() or not root.exists() else None
         try:
+            # low_cpu_mem_usage=False: the small priors need no `accelerate` (nor its warning on every load)
             unet = UNet2DModel.from_pretrained(str(root) if root.exists() else self.path, subfolder=subfolder,
-                                               local_files_only=offline)  # fmt: skip
+                                               local_files_only=offline, torch_dtype=dtype, low_cpu_mem_usage=False)  # fmt: skip
         except (OSError, ValueError) as error:
             raise ValueError(f"prior.path = {self.path!r}: no diffusers UNet2DModel could be loaded "
                              f"({'offline, ' if offline else ''}{str(error).splitlines()[0]})") from None  # fmt: skip
@@ -73,7 +74,7 @@ class DiffusersPriorConfig(PriorConfig):
         if tuple(shape) != expected:
             raise ValueError(f"prior.path = {self.path!r}: the prior makes images of shape {expected}, "
                              f"the attacked model takes {tuple(shape)}")  # fmt: skip
-        unet = unet.to(device=device, dtype=dtype).eval().requires_grad_(False)
+        unet = unet.to(device=device).eval().requires_grad_(False)
         return DiffusersPrior(unet, alphas.to(device=device, dtype=dtype))
 
 
