@@ -45,10 +45,10 @@ def main() -> None:
     images = torch.from_numpy(data["x_train"].astype(np.float32) / 255)
     labels = torch.from_numpy(data["y_train"].astype(np.int64))
     model = build_model(ModelConfig(name="lenet"), 3, 10, 32, 0)
-    settings = [("single, clean", [[10], [11], [12]], 0.0), ("single, noise 3", [[10], [11], [12]], 3.0),
+    settings = [("single, clean", [[10], [11], [12]], 0.0), ("single, noise 0.1", [[10], [11], [12]], 0.1),
                 ("batch of 4, clean", [[13, 14, 15, 16]], 0.0)]  # fmt: skip
     if not args.quick:
-        settings.append(("batch of 4, noise 3", [[13, 14, 15, 16], [17, 18, 19, 20]], 3.0))
+        settings.append(("batch of 4, noise 0.1", [[13, 14, 15, 16], [17, 18, 19, 20]], 0.1))
     attacks = {"ig": AttackOptions(name="ig", iterations=iterations), "dip": AttackOptions(name="ig-dip", iterations=iterations)}
     out: dict[str, list] = {"setting": [], "ig_psnr": [], "dip_psnr": [], "ig_objective": [], "dip_objective": []}
     start = time.perf_counter()
