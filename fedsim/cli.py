@@ -1,4 +1,4 @@
-"""The `fedsim` command line: run, sweep, validate, config-schema, list, report."""
+"""The `fedsim` command line: run, sweep, validate, config-schema, list, vulnerability, prior, report."""
 
 from __future__ import annotations
 
@@ -163,6 +163,7 @@ def _attack_table() -> Table:
 def _cmd_list(args: argparse.Namespace) -> int:
     from adversary import ATTACKS
     from adversary.attacks.regularizers import REGULARIZERS
+    from adversary.priors import PRIORS
     from clients.defenses import DEFENSES
     from fedsim.data import DATASETS
     from fedsim.models import MODELS
@@ -178,6 +179,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
         ("defenses (client.defenses)", DEFENSES),
         ("attacks", ATTACKS),
         ("regularizers (adversary.attacks[].regularizers)", REGULARIZERS),
+        ("generative priors (the prior of ggssr; `fedsim prior train` makes one)", PRIORS),
     )
     for title, registry in registries:
         if registry is ATTACKS:
@@ -192,6 +194,11 @@ def _cmd_list(args: argparse.Namespace) -> int:
         if not registry.names():
             table.add_row("(none yet)", "")
         console.print(table)
+    table = Table("command", "description", title="model diagnostics", title_justify="left", box=None)
+    table.add_row("fedsim vulnerability CONFIG", "RV (paper 002, Reconstruction Vulnerability): Frobenius norm of d(parameter "
+                  "gradient)/d(input) of the run's initial model, from random orthogonal projections, with its standard "
+                  "error; larger = the update says more about the input")  # fmt: skip
+    console.print(table)
     return 0
 
 
@@ -225,7 +232,7 @@ def _cmd_prior_train(args: argparse.Namespace) -> int:
     if len(data.x_test) == 0:
         raise ConfigError(f"--dataset {args.dataset}: it has no held-out test images to train a prior on")
     record = train_prior(data.x_test, args.out, dataset=args.dataset, split="test", preset=args.preset,
-                         steps=args.steps, seed=args.seed, resume=args.resume)  # fmt: skip
+                         steps=args.steps, seed=args.seed, resume=args.resume, threads=args.threads)  # fmt: skip
     print(f"{args.out}: prior trained on {record.images} test images of {args.dataset} ({record.steps} steps)")
     return 0
 
@@ -310,7 +317,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--image-size", type=int, default=8)
     train.add_argument("--preset", choices=["cpu", "gpu"], default="cpu", help="cpu: digits in minutes; gpu: CIFAR-10 size")
     train.add_argument("--steps", type=int, default=None, help="training steps (default: the preset's)")
-    train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--seed", type=int, default=0,
+                       help="seed of the held-out split and of training (a run with another seed holds out other images)")
+    train.add_argument("--threads", type=int, default=None, help="torch threads while training (default: the preset's)")
     train.add_argument("--resume", action="store_true", help="continue the training saved in OUT")
     train.add_argument("--out", type=Path, required=True, help="folder of the diffusers checkpoint")
     train.set_defaults(func=_cmd_prior_train)

@@ -107,3 +107,11 @@ def test_report_lists_the_defenses_and_the_epsilon_spent_per_round(capsys, tmp_p
 def test_report_of_a_folder_without_metrics_is_one_line(capsys, tmp_path):
     code, _, err = run_cli(capsys, "report", str(tmp_path))
     assert code == 2 and "no metrics.jsonl" in err
+
+
+def test_list_shows_ggssr_with_its_prior_requirement_the_priors_and_rv(capsys):
+    code, out, _ = run_cli(capsys, "list")
+    assert code == 0
+    (ggssr,) = [line for line in out.splitlines() if line.strip().startswith("ggssr ")]
+    assert "prior:" in ggssr
+    assert "diffusers" in out and "fedsim vulnerability CONFIG" in out and "RV (paper 002" in out

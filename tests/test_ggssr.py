@@ -81,7 +81,7 @@ def test_guided_sampling_lands_closer_to_the_truth_than_unguided_sampling(digit)
 def test_restarts_are_batched_and_the_lowest_loss_wins(digit):
     x, y = digit
     view = linear_view(x, y)
-    rec = run_attack(AttackOptions(name="ggssr", steps=10, restarts=3), [view], seed=0, device=CPU)[0]
+    rec = run_attack(AttackOptions(name="ggssr", steps=10, restarts=3, prior={"name": "gaussian"}), [view], seed=0, device=CPU)[0]
     assert len(rec.restart_objectives) == 3 and rec.objective == min(rec.restart_objectives)
     assert rec.images.shape == x.shape[1:] or rec.images.shape == x.shape
 
@@ -91,3 +91,23 @@ def test_a_missing_diffusers_checkpoint_is_one_clear_line(tmp_path):
     with pytest.raises(ValueError, match="prior.path") as error:
         config.load((1, 8, 8), CPU, torch.float32)
     assert "\n" not in str(error.value)
+
+
+def test_ggssr_without_a_prior_is_refused_in_one_line_naming_the_option():
+    from adversary.attacks.requirements import AttackSetting
+
+    setting = AttackSetting(model=nn.Linear(64, 10), model_name="mlp", input_shape=(1, 8, 8), num_classes=10)
+    reason = AttackOptions(name="ggssr").refusal(setting)
+    assert reason is not None and "prior:" in reason and "\n" not in reason
+    assert AttackOptions(name="ggssr", prior={"name": "gaussian"}).refusal(setting) is None
+    assert "prior" in type(AttackOptions(name="ggssr")).requires
+
+
+def test_a_prior_of_another_image_shape_is_refused(tmp_path):
+    from adversary.attacks.requirements import AttackSetting
+
+    (tmp_path / "unet").mkdir()
+    (tmp_path / "unet" / "config.json").write_text('{"in_channels": 3, "sample_size": 32}')
+    setting = AttackSetting(model=nn.Linear(64, 10), model_name="mlp", input_shape=(1, 8, 8), num_classes=10)
+    options = AttackOptions(name="ggssr", prior={"name": "diffusers", "path": str(tmp_path)})
+    assert options.refusal(setting) == "prior diffusers makes images of shape (3, 32, 32), the model takes (1, 8, 8)"

@@ -25,13 +25,14 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, ClassVar, Literal, Union
 
 import torch
 from pydantic import Field
 
 from adversary.attacks.options import AttackOptions, OptimizationOptions
 from adversary.attacks.problem import BatchedProblem, group_views, init_seed
+from adversary.attacks.requirements import AttackSetting
 from adversary.attacks.spec import AttackSpec
 from adversary.priors import PRIORS, Prior
 from adversary.registry import ATTACKS
@@ -47,10 +48,11 @@ def _prior_union() -> Any:
 
 class GgssrOptions(AttackOptions):
     name: Literal["ggssr"] = Field("ggssr", description="GGSS-R: DDIM sampling guided by the gradient (paper 002)")
-    prior: _prior_union() = Field(  # type: ignore[valid-type]
-        default_factory=lambda: PRIORS.config("gaussian")(),
-        description="the generative prior: {name: diffusers, path: FOLDER_OR_HUB_ID} (e.g. a `fedsim prior train` "
-        "folder); the default gaussian prior knows nothing about images",
+    requires: ClassVar[str] = "prior: a generative prior of the model's image shape ({name: diffusers, path: ...})"
+    prior: _prior_union() | None = Field(  # type: ignore[valid-type]
+        None,
+        description="the generative prior (required): {name: diffusers, path: FOLDER_OR_HUB_ID} (e.g. a `fedsim prior "
+        "train` folder), or {name: gaussian} (a baseline that knows nothing about images)",
     )
     steps: int = Field(50, ge=2, description="DDIM sampling steps")
     guidance_rate: float = Field(0.2, ge=0, le=1, description="gamma of the spherical guided step (paper 002, Table 6)")
@@ -58,6 +60,19 @@ class GgssrOptions(AttackOptions):
     loss: Literal["l2", "cosine", "l1"] = Field("l2", description="gradient-matching distance (paper 002: Euclidean)")
     precision: Literal["float32", "float64"] = Field("float32", description="arithmetic of the attack")
     deterministic: bool = Field(False, description="unused by sampling; kept for a uniform attack interface")
+
+
+    def refusal(self, setting: AttackSetting) -> str | None:
+        reason = super().refusal(setting)
+        if reason is None and self.prior is None:
+            reason = ("ggssr samples from a generative prior and none is given: set prior: {name: diffusers, path: "
+                      "FOLDER} (`fedsim prior train` makes one) or {name: gaussian}")  # fmt: skip
+        if reason is None:
+            shape = self.prior.image_shape()
+            if shape is not None and tuple(shape) != tuple(setting.input_shape):
+                reason = (f"prior {self.prior.name} makes images of shape {tuple(shape)}, the model takes "
+                          f"{tuple(setting.input_shape)}")  # fmt: skip
+        return reason
 
 
 SPEC = AttackSpec(name="ggssr")
@@ -138,6 +153,8 @@ def attack(views: Sequence[AttackerView], options: GgssrOptions, seed: int, devi
     """Reconstruct every view by guided sampling; compatible views and all restarts are one batched problem."""
     device = torch.device(device)
     dtype = DTYPES[options.precision]
+    if options.prior is None:
+        raise ValueError("ggssr: prior is required (e.g. {name: diffusers, path: FOLDER} or {name: gaussian})")
     matching = OptimizationOptions.model_construct(name="ggssr", loss=options.loss, regularizers=[], init="zeros",
                                                    init_scale=1.0, restarts=options.restarts)  # fmt: skip
     results: dict[int, Reconstruction] = {}
@@ -184,6 +201,6 @@ def attack(views: Sequence[AttackerView], options: GgssrOptions, seed: int, devi
 ATTACKS.register(
     "ggssr",
     help="GGSS-R (paper 002; spherical step of DSG, Yang et al. 2024): DDIM sampling of a diffusion prior guided by "
-    "gradient matching; requires a prior (prior: {name: diffusers, path: ...}; default gaussian = no image knowledge)",
+    "gradient matching of the denoised estimate",
     config=GgssrOptions,
 )(attack)

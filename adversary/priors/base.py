@@ -28,6 +28,10 @@ class PriorConfig(Section):
 
     name: str
 
+    def image_shape(self) -> tuple[int, int, int] | None:
+        """The (C, H, W) the prior makes, when known without loading it (None: any shape, or unknown yet)."""
+        return None
+
     def load(self, shape: tuple[int, ...], device: torch.device, dtype: torch.dtype) -> Prior:
         raise NotImplementedError(f"prior {self.name!r} has no loader")
 

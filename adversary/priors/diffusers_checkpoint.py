@@ -9,6 +9,7 @@ with the linear DDPM schedule. Hub ids (e.g. ``google/ddpm-cifar10-32``) load fr
 from __future__ import annotations
 
 import os
+import json
 from pathlib import Path
 from typing import Any, Literal
 
@@ -28,10 +29,24 @@ class DiffusersPrior:
         return self.unet(x_t, steps).sample
 
 
+def _image_shape(channels: int, sample_size: int | list[int] | tuple[int, int]) -> tuple[int, int, int]:
+    height, width = (sample_size, sample_size) if isinstance(sample_size, int) else sample_size
+    return (int(channels), int(height), int(width))
+
+
 class DiffusersPriorConfig(PriorConfig):
     name: Literal["diffusers"] = Field("diffusers", description="a diffusers checkpoint folder or hub id")
     path: str = Field(..., description="diffusers checkpoint folder or hub id (e.g. google/ddpm-cifar10-32)")
     offline: bool | None = Field(None, description="load from local files only (default: HF_HUB_OFFLINE)")
+
+    def image_shape(self) -> tuple[int, int, int] | None:
+        """From a local folder's UNet config (a hub id is checked when it loads)."""
+        root = Path(self.path).expanduser()
+        for config in (root / "unet" / "config.json", root / "config.json"):
+            if config.is_file():
+                spec = json.loads(config.read_text())
+                return _image_shape(spec["in_channels"], spec["sample_size"])
+        return None
 
     def load(self, shape: tuple[int, ...], device: torch.device, dtype: torch.dtype) -> DiffusersPrior:
         try:
@@ -42,8 +57,9 @@ class DiffusersPriorConfig(PriorConfig):
         root = Path(self.path).expanduser()
         subfolder = "unet" if (root / "unet").is_dir() or not root.exists() else None
         try:
+            # low_cpu_mem_usage=False: the small priors need no `accelerate` (nor its warning on every load)
             unet = UNet2DModel.from_pretrained(str(root) if root.exists() else self.path, subfolder=subfolder,
-                                               local_files_only=offline)  # fmt: skip
+                                               local_files_only=offline, torch_dtype=dtype, low_cpu_mem_usage=False)  # fmt: skip
         except (OSError, ValueError) as error:
             raise ValueError(f"prior.path = {self.path!r}: no diffusers UNet2DModel could be loaded "
                              f"({'offline, ' if offline else ''}{str(error).splitlines()[0]})") from None  # fmt: skip
@@ -54,11 +70,11 @@ class DiffusersPriorConfig(PriorConfig):
         except (OSError, ValueError):
             alphas = linear_alphas_cumprod(1000)
         config = unet.config
-        expected = (int(config.in_channels), int(config.sample_size), int(config.sample_size))
+        expected = _image_shape(config.in_channels, config.sample_size)
         if tuple(shape) != expected:
             raise ValueError(f"prior.path = {self.path!r}: the prior makes images of shape {expected}, "
                              f"the attacked model takes {tuple(shape)}")  # fmt: skip
-        unet = unet.to(device=device, dtype=dtype).eval().requires_grad_(False)
+        unet = unet.to(device=device).eval().requires_grad_(False)
         return DiffusersPrior(unet, alphas.to(device=device, dtype=dtype))
 
 
