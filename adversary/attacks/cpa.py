@@ -52,7 +52,6 @@ from typing import ClassVar, Literal
 import numpy as np
 import torch
 from pydantic import Field
-from sklearn.decomposition import FastICA
 
 from adversary.attacks.first_layer import (
     coefficients, first_layer_refusal, first_layer_update, gradient_labels, out_of_bounds,
@@ -148,6 +147,10 @@ def separate(view: AttackerView, options: CpaOptions, seed: int) -> tuple[torch.
     generator = torch.Generator().manual_seed(seed)
     basis = signal_space(weight, rank, generator)
     projected = basis.T @ weight  # (rank, D)
+    # Imported here, not with the registry: scikit-learn pulls in rich, which records the importing process's
+    # working directory, and an attack worker imports the registry before it leaves the server's.
+    from sklearn.decomposition import FastICA
+
     ica = FastICA(n_components=rank, whiten="unit-variance", fun=options.contrast, max_iter=options.max_iter,
                   tol=options.tol, random_state=seed % 2**32)  # fmt: skip
     ica.fit(_samples(projected, view.input_shape, options.samples).numpy())
