@@ -45,8 +45,6 @@ to the images is implemented.
 from __future__ import annotations
 
 import math
-import time
-from collections.abc import Sequence
 from typing import ClassVar, Literal
 
 import numpy as np
@@ -54,12 +52,12 @@ import torch
 from pydantic import Field
 
 from adversary.attacks.first_layer import (
-    coefficients, first_layer_refusal, first_layer_update, gradient_labels, out_of_bounds,
+    coefficients, each_view_in_closed_form, first_layer_refusal, first_layer_update, gradient_labels, out_of_bounds,
 )  # fmt: skip
 from adversary.attacks.options import AttackOptions
 from adversary.attacks.requirements import AttackSetting, named_first_weighted_layer
 from adversary.registry import ATTACKS
-from adversary.view import AttackerView, Reconstruction
+from adversary.view import AttackerView
 
 _OVERSAMPLING = 10  # extra directions of the randomised range finder
 _POWER_ITERATIONS = 4
@@ -171,16 +169,7 @@ def separate(view: AttackerView, options: CpaOptions, seed: int) -> tuple[torch.
     return images, labels, objective
 
 
-def attack(views: Sequence[AttackerView], options: CpaOptions, seed: int, device: torch.device) -> list[Reconstruction]:
-    results = []
-    for view in views:
-        start = time.perf_counter()
-        images, labels, objective = separate(view, options, seed)
-        results.append(Reconstruction(
-            images=images.float(), labels=labels, objective=objective, restart_objectives=(),
-            iterations=0, seconds=time.perf_counter() - start,
-        ))  # fmt: skip
-    return results
+attack = each_view_in_closed_form(separate)
 
 
 ATTACKS.register("cpa", help="Cocktail Party Attack (Kariyappa et al. 2023): ICA separates the images mixed in a first "

@@ -33,20 +33,18 @@ column (``first_layer.gradient_labels``). Objective: the returned images that no
 
 from __future__ import annotations
 
-import time
-from collections.abc import Sequence
 from typing import ClassVar, Literal
 
 import torch
 from pydantic import Field
 
 from adversary.attacks.first_layer import (
-    coefficients, first_layer_refusal, first_layer_update, gradient_labels, out_of_bounds,
+    coefficients, each_view_in_closed_form, first_layer_refusal, first_layer_update, gradient_labels, out_of_bounds,
 )
 from adversary.attacks.options import AttackOptions
 from adversary.attacks.requirements import AttackSetting
 from adversary.registry import ATTACKS
-from adversary.view import AttackerView, Reconstruction
+from adversary.view import AttackerView
 
 _PROJECTION = 64  # dimensions of the random projection the ratios are compared in
 
@@ -132,16 +130,7 @@ def invert(view: AttackerView, options: FcInvertOptions, seed: int) -> tuple[tor
     return images, labels, unconfirmed
 
 
-def attack(views: Sequence[AttackerView], options: FcInvertOptions, seed: int, device: torch.device) -> list[Reconstruction]:
-    results = []
-    for view in views:
-        start = time.perf_counter()
-        images, labels, objective = invert(view, options, seed)
-        results.append(Reconstruction(
-            images=images.float(), labels=labels, objective=objective, restart_objectives=(),
-            iterations=0, seconds=time.perf_counter() - start,
-        ))  # fmt: skip
-    return results
+attack = each_view_in_closed_form(invert)
 
 
 ATTACKS.register("fc-invert", help="exact inversion of a first fully-connected layer (Phong et al. 2017): an image that "

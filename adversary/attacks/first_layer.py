@@ -26,13 +26,15 @@ way, by the best one-to-one assignment of the cosines.
 from __future__ import annotations
 
 import copy
+import time
+from collections.abc import Callable, Sequence
 
 import torch
 from scipy.optimize import linear_sum_assignment
 from torch import nn
 
 from adversary.attacks.requirements import AttackSetting, named_first_weighted_layer
-from adversary.view import AttackerView
+from adversary.view import AttackerView, Reconstruction
 
 
 def first_layer_refusal(attack: str, setting: AttackSetting) -> str | None:
@@ -171,3 +173,21 @@ def _label_cosines(view: AttackerView, layer_name: str, images: torch.Tensor, co
     per_class = expected[:, None, :] - jacobian  # (N, classes, units)
     observed = columns.T.double()[:, None, :]  # (N, 1, units)
     return torch.nn.functional.cosine_similarity(per_class, observed, dim=2).detach()
+
+
+def each_view_in_closed_form(solve: Callable) -> Callable:
+    """The attack function of a closed-form attack: ``solve(view, options, seed)`` gives one view's images
+    (float64), labels and objective; views are solved one after the other, without restarts or iterations."""
+
+    def attack(views: Sequence[AttackerView], options, seed: int, device: torch.device) -> list[Reconstruction]:
+        results = []
+        for view in views:
+            start = time.perf_counter()
+            images, labels, objective = solve(view, options, seed)
+            results.append(Reconstruction(
+                images=images.float(), labels=labels, objective=objective, restart_objectives=(),
+                iterations=0, seconds=time.perf_counter() - start,
+            ))  # fmt: skip
+        return results
+
+    return attack
