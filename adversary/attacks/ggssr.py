@@ -33,6 +33,7 @@ from pydantic import Field
 from adversary.attacks.options import AttackOptions, OptimizationOptions
 from adversary.attacks.problem import BatchedProblem, group_views, init_seed
 from adversary.attacks.requirements import AttackSetting
+from adversary.attacks.solver import best_restarts
 from adversary.attacks.spec import AttackSpec
 from adversary.priors import PRIORS, Prior
 from adversary.registry import ATTACKS
@@ -178,23 +179,10 @@ def attack(views: Sequence[AttackerView], options: GgssrOptions, seed: int, devi
         x0 = guided_sample(prior, loss_and_grad, x_T, options.steps, options.guidance_rate, generator).clamp(-1, 1)
         images = to_model(x0)
         finals, _ = problem.evaluate(images.reshape(rows, -1))
-        finals = torch.where(torch.isfinite(finals), finals, torch.full_like(finals, math.inf))
-        finals = finals.reshape(problem.num_targets, problem.restarts).cpu()
-        images = images.reshape(problem.num_targets, problem.restarts, *problem.x_shape)
         labels = problem.labels_of(images.reshape(rows, -1))
-        seconds = time.perf_counter() - start
-        for t, index in enumerate(group):
-            best = int(torch.argmin(finals[t]))
-            results[index] = Reconstruction(
-                images=images[t, best].detach().to(device="cpu", dtype=torch.float32).clone(),
-                labels=labels[t, best].to(torch.int64).clone(),
-                objective=float(finals[t, best]),
-                restart_objectives=tuple(float(v) for v in finals[t]),
-                iterations=options.steps,
-                seconds=seconds,
-                trajectory=(),
-                cut=False,
-            )
+        recs = best_restarts(finals, images.reshape(problem.num_targets, problem.restarts, *problem.x_shape), labels,
+                             iterations=options.steps, seconds=time.perf_counter() - start)  # fmt: skip
+        results.update(zip(group, recs, strict=True))
     return [results[i] for i in range(len(views))]
 
 

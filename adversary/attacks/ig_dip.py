@@ -30,10 +30,10 @@ from pydantic import Field, model_validator
 from torch import nn
 from torch.func import functional_call, vmap
 
-from adversary.attacks.optimizers import Budget, FirstOrderSettings, LbfgsSettings, first_order, ig_milestones, lbfgs
+from adversary.attacks.optimizers import Budget
 from adversary.attacks.options import OptimizationOptions
 from adversary.attacks.problem import BatchedProblem, group_views, init_seed
-from adversary.attacks.solver import DTYPES, _deterministic
+from adversary.attacks.solver import DTYPES, _deterministic, best_restarts, optimize, trajectory_monitor
 from adversary.attacks.spec import AttackSpec
 from adversary.registry import ATTACKS
 from adversary.view import AttackerView, Reconstruction, TrajectoryPoint
@@ -164,51 +164,18 @@ def attack(views: Sequence[AttackerView], options: IgDipOptions, seed: int, devi
                 return f, grad
 
             trajectories: list[list[TrajectoryPoint]] = [[] for _ in group]
-            monitor = _monitor(problem, dip, options.log_every, trajectories) if options.log_every else None
+            shape = (problem.num_targets, problem.restarts, *problem.x_shape)
+            monitor = trajectory_monitor(lambda w: dip.images(w).reshape(shape), options.log_every, trajectories) \
+                if options.log_every else None  # fmt: skip
             budget = Budget(deadline)
-            if options.optimizer == "lbfgs":
-                w, f = lbfgs(evaluate, dip.w0, options.iterations, LbfgsSettings(lr=float(options.lr)), monitor, budget)
-            else:
-                settings = FirstOrderSettings(method=str(options.optimizer), lr=float(options.lr), signed=False,
-                                              decay_milestones=ig_milestones(options.iterations))  # fmt: skip
-                w, f = first_order(evaluate, dip.w0, options.iterations, settings, None, monitor, budget)
+            w, f = optimize(evaluate, dip.w0, options, SPEC, None, monitor, budget)
             with torch.no_grad():
                 images = dip.images(w)
-            finals = torch.where(torch.isfinite(f), f, torch.full_like(f, math.inf))
-            finals = finals.reshape(problem.num_targets, problem.restarts).cpu()
-            images = images.reshape(problem.num_targets, problem.restarts, *problem.x_shape)
             labels = problem.labels_of(images.reshape(rows, -1))
-            seconds = time.perf_counter() - start
-            for t, index in enumerate(group):
-                best = int(torch.argmin(finals[t]))
-                results[index] = Reconstruction(
-                    images=images[t, best].detach().to(device="cpu", dtype=torch.float32).clone(),
-                    labels=labels[t, best].to(torch.int64).clone(),
-                    objective=float(finals[t, best]),
-                    restart_objectives=tuple(float(v) for v in finals[t]),
-                    iterations=budget.iterations,
-                    seconds=seconds,
-                    trajectory=tuple(trajectories[t]),
-                    cut=budget.cut,
-                )
+            recs = best_restarts(f, images.reshape(shape), labels, budget, seconds=time.perf_counter() - start,
+                                 trajectories=trajectories)  # fmt: skip
+            results.update(zip(group, recs, strict=True))
     return [results[i] for i in range(len(views))]
-
-
-def _monitor(problem: BatchedProblem, dip: DipParametrization, every: int, out: list[list[TrajectoryPoint]]):
-    """Every ``every`` iterations, keep each target's best-so-far restart (by its current objective)."""
-
-    def monitor(iteration: int, w: torch.Tensor, f: torch.Tensor) -> None:
-        if iteration % every:
-            return
-        values = torch.where(torch.isfinite(f), f, torch.full_like(f, math.inf)).reshape(problem.num_targets, problem.restarts)
-        with torch.no_grad():
-            images = dip.images(w).reshape(problem.num_targets, problem.restarts, *problem.x_shape)
-        for t in range(problem.num_targets):
-            best = int(torch.argmin(values[t]))
-            out[t].append(TrajectoryPoint(iteration=iteration, objective=float(values[t, best]),
-                                          images=images[t, best].detach().to(device="cpu", dtype=torch.float32).clone()))  # fmt: skip
-
-    return monitor
 
 
 ATTACKS.register(

@@ -11,7 +11,7 @@ import contextlib
 import dataclasses
 import math
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -87,23 +87,49 @@ def _invert_group(
     problem = BatchedProblem.build(spec, options, views, restart_ids, device, dtype)
     v0 = problem.initial(seed, target_ids, restart_ids)
     trajectories: list[list[TrajectoryPoint]] = [[] for _ in views]
-    monitor = _trajectory_monitor(problem, options.log_every, trajectories) if options.log_every else None
+    monitor = (
+        trajectory_monitor(lambda v: problem.split(v)[0], options.log_every, trajectories) if options.log_every else None
+    )
+    v, f = optimize(problem.evaluate, v0, options, spec, problem.project, monitor, budget)
+    images, _ = problem.split(v)
+    return best_restarts(f, images, problem.labels_of(v), budget, trajectories=trajectories)
+
+
+def optimize(
+    evaluate: Callable, v0: torch.Tensor, options: OptimizationOptions, spec: AttackSpec,
+    project: Callable | None, monitor: Callable | None, budget: Budget,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The attack's optimizer (L-BFGS, or first-order with the spec's signed steps and step decay) on
+    ``evaluate`` from the rows ``v0``: the final rows and their objectives."""
     iterations = int(options.iterations or 0)
     if options.optimizer == "lbfgs":
-        v, f = lbfgs(problem.evaluate, v0, iterations, LbfgsSettings(lr=float(options.lr or 1.0)), monitor, budget)
-    else:
-        settings = FirstOrderSettings(
-            method=str(options.optimizer),
-            lr=float(options.lr or 0.0),
-            signed=spec.signed,
-            decay_milestones=ig_milestones(iterations) if spec.lr_decay else (),
-        )
-        v, f = first_order(problem.evaluate, v0, iterations, settings, problem.project, monitor, budget)
-    images, _ = problem.split(v)
-    labels = problem.labels_of(v)
-    finals = _finite_or_inf(f).reshape(problem.num_targets, problem.restarts).cpu()
+        return lbfgs(evaluate, v0, iterations, LbfgsSettings(lr=float(options.lr or 1.0)), monitor, budget)
+    settings = FirstOrderSettings(
+        method=str(options.optimizer),
+        lr=float(options.lr or 0.0),
+        signed=spec.signed,
+        decay_milestones=ig_milestones(iterations) if spec.lr_decay else (),
+    )
+    return first_order(evaluate, v0, iterations, settings, project, monitor, budget)
+
+
+def best_restarts(
+    objectives: torch.Tensor,
+    images: torch.Tensor,
+    labels: torch.Tensor,
+    budget: Budget | None = None,
+    iterations: int | None = None,
+    seconds: float = 0.0,
+    trajectories: Sequence[Sequence[TrajectoryPoint]] | None = None,
+) -> list[Reconstruction]:
+    """Each target's restart with the lowest final objective (non-finite ones count as +inf).
+
+    ``images`` (targets, restarts, C, H, W), ``labels`` (targets, restarts, ...) and ``objectives`` (one per
+    row, targets x restarts); ``budget`` gives the iterations taken and whether the time limit cut them,
+    else ``iterations``."""
+    finals = finite_or_inf(objectives).reshape(images.shape[:2]).cpu()
     recs = []
-    for t in range(problem.num_targets):
+    for t in range(len(finals)):
         best = int(torch.argmin(finals[t]))
         recs.append(
             Reconstruction(
@@ -111,24 +137,26 @@ def _invert_group(
                 labels=labels[t, best].to(torch.int64).clone(),
                 objective=float(finals[t, best]),
                 restart_objectives=tuple(float(value) for value in finals[t]),
-                iterations=budget.iterations,
-                seconds=0.0,
-                trajectory=tuple(trajectories[t]),
-                cut=budget.cut,
+                iterations=budget.iterations if budget is not None else int(iterations or 0),
+                seconds=seconds,
+                trajectory=tuple(trajectories[t]) if trajectories is not None else (),
+                cut=budget.cut if budget is not None else False,
             )
         )
     return recs
 
 
-def _trajectory_monitor(problem: BatchedProblem, every: int, out: list[list[TrajectoryPoint]]):
-    """Every ``every`` iterations, keep each target's best-so-far restart (by its current objective)."""
+def trajectory_monitor(images_of: Callable[[torch.Tensor], torch.Tensor], every: int, out: list[list[TrajectoryPoint]]):
+    """Every ``every`` iterations, keep each target's best-so-far restart (by its current objective);
+    ``images_of(v)`` gives the (targets, restarts, C, H, W) images of the optimised rows."""
 
     def monitor(iteration: int, v: torch.Tensor, f: torch.Tensor) -> None:
         if iteration % every:
             return
-        values = _finite_or_inf(f).reshape(problem.num_targets, problem.restarts)
-        images, _ = problem.split(v)
-        for t in range(problem.num_targets):
+        with torch.no_grad():
+            images = images_of(v)
+        values = finite_or_inf(f).reshape(images.shape[:2])
+        for t in range(len(values)):
             best = int(torch.argmin(values[t]))
             out[t].append(
                 TrajectoryPoint(
@@ -141,7 +169,7 @@ def _trajectory_monitor(problem: BatchedProblem, every: int, out: list[list[Traj
     return monitor
 
 
-def _finite_or_inf(f: torch.Tensor) -> torch.Tensor:
+def finite_or_inf(f: torch.Tensor) -> torch.Tensor:
     return torch.where(torch.isfinite(f), f, torch.full_like(f, math.inf))
 
 
