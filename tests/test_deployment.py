@@ -236,7 +236,7 @@ def test_a_run_on_a_superlink_with_two_supernodes_is_the_simulations_run(tmp_pat
     assert attacks == _rows(simulated, "attack")  # the mitm tap saw the same updates: the same reconstructions
     for server_round in (0, 1, 2):
         name = f"checkpoints/round_{server_round:04d}.pt"
-        a, b = torch.load(deployed / name), torch.load(simulated / name)
+        a, b = torch.load(deployed / name, weights_only=True), torch.load(simulated / name, weights_only=True)
         assert a.keys() == b.keys() and all(torch.equal(a[key], b[key]) for key in a)
 
 

@@ -126,7 +126,7 @@ def _train(images: np.ndarray, out: Path, *, dataset: str, split: str, preset: s
     optimizer = torch.optim.AdamW(unet.parameters(), lr=spec["lr"])
     step, earlier_seconds = 0, 0.0
     if resume and (out / STATE).exists():
-        state = torch.load(out / STATE, weights_only=False)
+        state = torch.load(out / STATE, weights_only=True)  # tensors, state dicts and numbers only: no code runs
         unet.load_state_dict(state["unet"])
         average.load_state_dict(state.get("ema", state["unet"]))
         optimizer.load_state_dict(state["optimizer"])
