@@ -30,7 +30,7 @@ test: install
 # free ports, runtime dependency installation disabled), a man-in-the-middle inverting round 1's updates;
 # every process it started is stopped, and the run directory is the last line.
 deployment-smoke: install
-	$(BIN)/python -m fedsim.engine.local_federation configs/quickstart.yaml --set adversary.tap=mitm \
+	$(BIN)/python -m fedsim.engine.deployment.local_federation configs/quickstart.yaml --set adversary.tap=mitm \
 		--set 'adversary.rounds=[1]' --set 'adversary.attacks=[{name: dlg, iterations: 50, restarts: 1}]'
 
 bench: install

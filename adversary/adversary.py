@@ -23,14 +23,14 @@ from dataclasses import replace
 
 import torch
 
-from adversary.attacks import resolve_options
-from adversary.attacks.problem import group_views
-from adversary.attacks.options import AttackOptions
+from adversary.inversion import resolve_options
+from adversary.inversion.problem import group_views
+from adversary.inversion.options import AttackOptions
 from adversary.taps import TappedUpdate
 from adversary.threat_models import Architecture, LabelGrant, TrainingHyperparameters, build_views
 from adversary.view import AttackerView, Reconstruction
 from adversary.workers import AttackJob, AttackWorkers, ProcessAttackWorkers, settings_for
-from fedsim.seeding import derive_seed
+from fedsim.core.seeding import derive_seed
 
 if TYPE_CHECKING:  # type hints only: plugins never import the config that composes them
     from fedsim.config import AdversaryConfig
@@ -42,7 +42,7 @@ FailureSink = Callable[[AttackerView, AttackOptions, BaseException], None]
 
 
 class Backlog(Protocol):
-    """Where a round's tapped updates wait until its attacks are done (fedsim.engine.attack_backlog)."""
+    """Where a round's tapped updates wait until its attacks are done (fedsim.rundir.backlog)."""
 
     def save(self, server_round: int, updates: list[TappedUpdate]) -> None: ...
     def load(self, server_round: int) -> list[TappedUpdate]: ...

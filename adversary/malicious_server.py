@@ -23,7 +23,7 @@ from flwr.common import ndarrays_to_parameters, parameters_to_ndarrays
 from flwr.serverapp import Grid
 from torch import nn
 
-import fedsim.wire as wire
+import fedsim.core.wire as wire
 from adversary.modifications import MODIFICATIONS, ModificationConfig
 from adversary.modifications.base import PublicData
 from strategies.base import SAMPLE_TRAIN, Row

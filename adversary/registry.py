@@ -1,5 +1,5 @@
 """Registry of gradient-inversion attacks: name -> attack (see adversary.attacks)."""
 
-from fedsim.base import Registry
+from fedsim.core.registry import Registry
 
 ATTACKS: Registry = Registry("attack")

@@ -28,7 +28,7 @@ from flwr.server.client_manager import ClientManager
 from flwr.server.client_proxy import ClientProxy
 from flwr.serverapp import Grid
 
-import fedsim.wire as wire
+import fedsim.core.wire as wire
 from adversary.taps import ClientReport, ListeningStrategy, RoundFilter, Sink, TappedUpdate, WireTap, every_round, tapped_update
 from strategies.base import LegacyStrategy
 

@@ -19,8 +19,8 @@ import torch
 from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord
 from flwr.serverapp import Grid
 
-import fedsim.wire as wire
-from fedsim.messaging import ForwardingGrid, collect_replies
+import fedsim.core.wire as wire
+from fedsim.core.messaging import ForwardingGrid, collect_replies
 from strategies.base import SAMPLE_TRAIN, MessageStrategy, Row
 
 AGGREGATE = "aggregate"

@@ -207,7 +207,7 @@ def _ready() -> int:
 
 def run_job(payload: bytes) -> bytes:
     """Worker side of ``submit``: deserialise the job, run the attack on this worker's device, serialise the result."""
-    from adversary.attacks import run_attack
+    from adversary.inversion import run_attack
 
     job = AttackJob.from_bytes(payload)
     device = _DEVICE if _DEVICE is not None else torch.device("cpu")

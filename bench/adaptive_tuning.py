@@ -22,9 +22,9 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from adversary.attacks import run_attack  # noqa: E402
-from adversary.attacks.options import AttackOptions  # noqa: E402
-from adversary.attacks.requirements import AttackSetting, DefenseInForce  # noqa: E402
+from adversary.inversion import run_attack  # noqa: E402
+from adversary.inversion.options import AttackOptions  # noqa: E402
+from adversary.inversion.requirements import AttackSetting, DefenseInForce  # noqa: E402
 from adversary.metrics import psnr, ssim  # noqa: E402
 from adversary.view import AttackerView, LocalTraining  # noqa: E402
 from clients.defenses import DEFENSES, DefenseContext  # noqa: E402

@@ -32,7 +32,7 @@ from scipy import stats
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from adversary.attacks import run_attack  # noqa: E402
+from adversary.inversion import run_attack  # noqa: E402
 from adversary.scoring import score_reconstruction  # noqa: E402
 from adversary.taps import TappedUpdate  # noqa: E402
 from adversary.threat_models import Architecture, TrainingHyperparameters, build_views  # noqa: E402

@@ -44,9 +44,9 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from adversary.attacks import run_attack  # noqa: E402
+from adversary.inversion import run_attack  # noqa: E402
 from adversary.attacks import dlg, inverting_gradients  # noqa: E402
-from adversary.attacks.solver import invert  # noqa: E402
+from adversary.inversion.solver import invert  # noqa: E402
 from adversary.view import AttackerView, LocalTraining  # noqa: E402
 from adversary.workers import AttackJob, ProcessAttackWorkers, WorkerSettings  # noqa: E402
 from clients.training import train_locally  # noqa: E402

@@ -14,8 +14,8 @@ from flwr.clientapp import ClientApp
 from clients.training import train_locally
 from fedsim.config import ExperimentConfig
 from fedsim.models import build_run_model
-from fedsim.engine.runner import Federation, prepare_federation
-from fedsim.seeding import derive_seed
+from fedsim.engine.lifecycle.runner import Federation, prepare_federation
+from fedsim.core.seeding import derive_seed
 
 
 @functools.lru_cache(maxsize=1)

@@ -29,7 +29,7 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from adversary.attacks.options import AttackOptions  # noqa: E402
+from adversary.inversion.options import AttackOptions  # noqa: E402
 from adversary.registry import ATTACKS  # noqa: E402
 from adversary.scoring import score_reconstruction  # noqa: E402
 from adversary.view import AttackerView, LocalTraining  # noqa: E402

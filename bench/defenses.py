@@ -91,7 +91,7 @@ def run_sweep(data: Path, out: Path, seeds: int, parallel: int, settings: dict[s
     return sweep_dir
 
 
-def per_run(run: fedsim.notebook.Run) -> dict:
+def per_run(run: fedsim.rundir.reader.Run) -> dict:
     best = run.strongest("ssim_mean", per="round")
     evals = run.events("eval")
     fits = run.events("fit")

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from adversary.attacks import AttackOptions, run_attack
+from adversary.inversion import AttackOptions, run_attack
 from fedsim.config import ModelConfig
 from fedsim.models import build_model
 

@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from adversary.attacks import AttackOptions, run_attack
+from adversary.inversion import AttackOptions, run_attack
 from adversary.attacks.ggssr import guided_sample
 from adversary.matching import pair_by_mse
 from adversary.priors import PRIORS

@@ -36,7 +36,7 @@ from scipy import stats
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from adversary.attacks.options import AttackOptions  # noqa: E402
+from adversary.inversion.options import AttackOptions  # noqa: E402
 from adversary.attacks.rtf import attack as rtf  # noqa: E402
 from adversary.modifications import MODIFICATIONS  # noqa: E402
 from adversary.modifications.base import PublicData  # noqa: E402

@@ -37,8 +37,8 @@ import bare_flower_app  # noqa: E402
 
 from fedsim.config import ExperimentConfig, load_config  # noqa: E402
 from fedsim.models import build_run_model  # noqa: E402
-from fedsim.results import RunStore  # noqa: E402
-from fedsim.engine.runner import CentralEvaluator, _backend_config, _quiet_frameworks, run_experiment  # noqa: E402
+from fedsim.rundir.writer import RunStore  # noqa: E402
+from fedsim.engine.lifecycle.runner import CentralEvaluator, _backend_config, _quiet_frameworks, run_experiment  # noqa: E402
 
 QUICKSTART = Path(__file__).resolve().parents[1] / "configs" / "quickstart.yaml"
 

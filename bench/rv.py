@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from scipy.stats import spearmanr
 
-from adversary.attacks import AttackOptions, run_attack
+from adversary.inversion import AttackOptions, run_attack
 from adversary.vulnerability import reconstruction_vulnerability
 from fedsim.config import DataConfig, ModelConfig
 from fedsim.data import load_dataset

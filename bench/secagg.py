@@ -31,8 +31,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from fedsim.config import ExperimentConfig, load_config  # noqa: E402
-from fedsim.results import RunStore  # noqa: E402
-from fedsim.engine.runner import _quiet_frameworks, run_experiment  # noqa: E402
+from fedsim.rundir.writer import RunStore  # noqa: E402
+from fedsim.engine.lifecycle.runner import _quiet_frameworks, run_experiment  # noqa: E402
 
 CONFIG = ROOT / "configs" / "per-client-vs-aggregated.yaml"
 CIFAR = ROOT.parent / "shared" / "data" / "cifar10_subset.npz"

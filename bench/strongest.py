@@ -28,7 +28,7 @@ sys.path.insert(0, str(REPO))
 
 import fedsim  # noqa: E402
 from fedsim.config import load_config  # noqa: E402
-from fedsim.engine.runner import run_experiment  # noqa: E402
+from fedsim.engine.lifecycle.runner import run_experiment  # noqa: E402
 
 CONFIG = REPO / "configs" / "defense-comparison.yaml"
 VARIANTS: dict[str, str] = {

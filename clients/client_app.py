@@ -20,7 +20,7 @@ from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 from torch import nn
 
-import fedsim.wire as wire
+import fedsim.core.wire as wire
 from clients.defenses import DefenseContext
 from clients.defenses.pipeline import apply_update_defenses, pseudo_gradient, update_level, weights_to_send
 from clients.defenses.base import TrainingContext
@@ -28,11 +28,11 @@ from clients.failures import data_poisoned
 from clients.mods import failure_mods, partition_of
 from clients.training import NonFiniteUpdateError, train_locally
 from fedsim.data import ChannelStats, load_dataset
-from fedsim.devices import resolve_device
-from fedsim.evaluation import evaluate
-from fedsim.ground_truth import GroundTruthStore
+from fedsim.core.devices import resolve_device
+from fedsim.core.evaluation import evaluate
+from fedsim.rundir.ground_truth import GroundTruthStore
 from fedsim.models import build_run_model
-from fedsim.seeding import derive_seed
+from fedsim.core.seeding import derive_seed
 from strategies.dp import client_mods
 
 if TYPE_CHECKING:  # type hints only: plugins never import the config that composes them

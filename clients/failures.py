@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
-from fedsim.wire import SECAGG_TRAINING_STAGE
+from fedsim.core.wire import SECAGG_TRAINING_STAGE
 
 if TYPE_CHECKING:  # type hints only: plugins never import the config that composes them
     from fedsim.config import ExperimentConfig

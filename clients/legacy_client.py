@@ -30,10 +30,10 @@ from flwr.clientapp import ClientApp
 from flwr.clientapp.typing import ClientAppCallable, Mod
 from flwr.common import NDArrays, Scalar
 
-import fedsim.wire as wire
+import fedsim.core.wire as wire
 from clients.client_app import ClientSpec, _local_state, deserialise_model, fit_locally, identify
 from clients.mods import failure_mods, partition_of
-from fedsim.seeding import derive_seed
+from fedsim.core.seeding import derive_seed
 from strategies.dp import seeded_numpy
 
 
@@ -51,7 +51,7 @@ class SecAggClient(NumPyClient):
         fit = fit_locally(self.spec, self.partition, int(config[wire.SERVER_ROUND]), global_state, served)
         # 0-d arrays travel as 1-element ones: Flower 1.41's unmask rescales the aggregate with `vec += offset`,
         # which rebinds a 0-d array instead of changing it, so a scalar (BatchNorm's num_batches_tracked)
-        # would come back un-averaged. The server restores the shapes (fedsim.engine.secagg_protocol.to_state).
+        # would come back un-averaged. The server restores the shapes (fedsim.engine.lifecycle.secagg_protocol.to_state).
         weights = [np.atleast_1d(fit.weights[name].detach().cpu().numpy()) for name in names]
         return weights, int(fit.metrics[wire.NUM_EXAMPLES]), dict(fit.metrics)
 

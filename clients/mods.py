@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from flwr.app import Context, Error, Message, MessageType
 from flwr.clientapp.typing import ClientAppCallable, Mod
 
-import fedsim.wire as wire
+import fedsim.core.wire as wire
 from clients.failures import fail, injected_kind, poisoned_data
 from clients.training import NonFiniteLossError
 

@@ -11,7 +11,7 @@ __all__ = ["load_run", "load_sweep"]
 def __getattr__(name: str) -> Any:
     # The notebook API pulls in pandas and torch; importing it lazily keeps `import fedsim` (and the CLI) light.
     if name in ("load_run", "load_sweep"):
-        from fedsim import notebook
+        from fedsim.rundir import reader as notebook
 
         return getattr(notebook, name)
     raise AttributeError(f"module 'fedsim' has no attribute {name!r}")

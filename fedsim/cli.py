@@ -12,9 +12,9 @@ from rich.logging import RichHandler
 from rich.markup import escape
 from rich.table import Table
 
-from fedsim.base import TrainingFailed
+from fedsim.core.errors import TrainingFailed
 from fedsim.config import SWEEP_SECTION, ConfigError, load_config, read_yaml
-from fedsim.schema import plugin_schema, schema_markdown, schema_rows
+from fedsim.config.schema import plugin_schema, schema_markdown, schema_rows
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
@@ -25,7 +25,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 
     from adversary.metrics import LpipsRequiredError
 
-    from fedsim.engine.deployment import DeploymentError
+    from fedsim.engine.deployment.submit import DeploymentError
 
     return (ConfigError, DataError, ModelError, ReportError, LpipsRequiredError, FileNotFoundError, FileExistsError,
             DeploymentError)  # fmt: skip
@@ -45,7 +45,7 @@ def _setup_logging(quiet: bool) -> None:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from fedsim.engine.runner import run_experiment
+    from fedsim.engine.lifecycle.runner import run_experiment
 
     if args.resume is not None:
         if args.config is not None or args.set:
@@ -77,11 +77,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _run_deployed(args: argparse.Namespace) -> Path:
-    """Submit the run to a SuperLink (fedsim.engine.deployment) and wait for it."""
+    """Submit the run to a SuperLink (fedsim.engine.deployment.submit) and wait for it."""
     import shlex
 
-    from fedsim.engine.deployment import SuperLink, planned_run_dir, resume_request, submit
-    from fedsim.engine.run_config import RunRequest
+    from fedsim.engine.deployment.submit import SuperLink, planned_run_dir, resume_request, submit
+    from fedsim.engine.deployment.run_config import RunRequest
 
     if args.superlink is None:
         raise ConfigError("--engine deployment: give --superlink HOST:PORT, the SuperLink's Control API address")
@@ -162,7 +162,7 @@ def _attack_table() -> Table:
 
 def _cmd_list(args: argparse.Namespace) -> int:
     from adversary import ATTACKS
-    from adversary.attacks.regularizers import REGULARIZERS
+    from adversary.inversion.regularizers import REGULARIZERS
     from adversary.priors import PRIORS
     from clients.defenses import DEFENSES
     from fedsim.data import DATASETS

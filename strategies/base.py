@@ -1,4 +1,4 @@
-"""The strategy contract: what the round driver (``fedsim.engine.rounds``) calls on a server strategy.
+"""The strategy contract: what the round driver (``fedsim.engine.lifecycle.rounds``) calls on a server strategy.
 
 A registered strategy, and every wrapper around one (``strategy.dp``'s mechanisms, the adversary's
 server taps), implements the contract of its protocol method by method: a wrapper forwards what it
@@ -17,7 +17,7 @@ from flwr.serverapp import Grid
 
 Row = dict[str, float | int | str | None]  # fields a strategy adds to the round's `eval` row
 
-# What a round samples clients for; each purpose draws from its own seed (fedsim.seeding).
+# What a round samples clients for; each purpose draws from its own seed (fedsim.core.seeding).
 SAMPLE_TRAIN = "sample-train"
 SAMPLE_EVALUATE = "sample-evaluate"
 
@@ -26,7 +26,7 @@ SAMPLE_EVALUATE = "sample-evaluate"
 class ServerStrategy(Protocol):
     """What the driver asks of every strategy, whatever its protocol."""
 
-    protocol: str  # how its rounds travel (fedsim.engine.protocols): "message" or "secagg+"
+    protocol: str  # how its rounds travel (fedsim.engine.lifecycle.protocols): "message" or "secagg+"
 
     def bind(self, node_of_partition: Mapping[int, int]) -> None:
         """Tell the strategy which node holds which partition (from the server's roll call)."""

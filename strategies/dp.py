@@ -59,9 +59,10 @@ from flwr.supercore.differential_privacy import compute_stdv
 
 from pydantic import Field, field_validator, model_validator
 
-import fedsim.wire as wire
-from fedsim.base import Registry, Section
-from fedsim.seeding import derive_seed
+import fedsim.core.wire as wire
+from fedsim.core.registry import Registry
+from fedsim.core.sections import Section
+from fedsim.core.seeding import derive_seed
 from strategies.base import SAMPLE_TRAIN, MessageStrategy, Row
 from strategies.fedavg import partition_of, sample_size
 from strategies.privacy import ACCOUNTANT, AggregatePrivacyLedger

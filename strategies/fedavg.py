@@ -18,8 +18,8 @@ from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricReco
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg as FlowerFedAvg
 
-import fedsim.wire as wire
-from fedsim.seeding import rng
+import fedsim.core.wire as wire
+from fedsim.core.seeding import rng
 from strategies.base import SAMPLE_EVALUATE, SAMPLE_TRAIN, Row
 from strategies.registry import STRATEGIES
 
@@ -55,7 +55,7 @@ def partition_of(reply: Message) -> int:
 
 @STRATEGIES.register("fedavg", help="Federated Averaging (McMahan et al. 2017), weighted by num-examples")
 class FedAvg(FlowerFedAvg):
-    protocol = "message"  # how it talks to clients (fedsim.engine.protocols): Flower's Message API
+    protocol = "message"  # how it talks to clients (fedsim.engine.lifecycle.protocols): Flower's Message API
 
     def __init__(self, federation: FederationConfig, seed: int) -> None:
         super().__init__(

@@ -3,6 +3,6 @@
 The strategy modules register themselves when ``strategies`` imports them.
 """
 
-from fedsim.base import Registry
+from fedsim.core.registry import Registry
 
 STRATEGIES: Registry = Registry("strategy")

@@ -6,7 +6,7 @@ Flower 1.41 implements SecAgg+ on its legacy path only: the server runs ``SecAgg
 in four stages (setup, share keys, collect masked vectors, unmask); each client sends
 ``[w, w * params]`` quantised and masked, and the workflow hands the strategy only the unmasked
 weighted sum. The round itself (workflow, drop-outs, rows) is played by
-``fedsim.engine.secagg_protocol``; what each tap sees is ``adversary.secagg_taps``.
+``fedsim.engine.lifecycle.secagg_protocol``; what each tap sees is ``adversary.secagg_taps``.
 
 ``SecAggPlusFedAvg`` is the legacy strategy: the same reproducible sampling by partition as
 fedsim's FedAvg, and an ``aggregate_fit`` that releases the unmasked aggregate (Flower gives every
@@ -26,9 +26,9 @@ from flwr.server.client_proxy import ClientProxy
 from flwr.server.strategy import FedAvg as LegacyFedAvg
 from pydantic import Field
 
-import fedsim.wire as wire
-from fedsim.base import Section
-from fedsim.wire import SECAGG_STAGES, SECAGG_TRAINING_STAGE
+import fedsim.core.wire as wire
+from fedsim.core.sections import Section
+from fedsim.core.wire import SECAGG_STAGES, SECAGG_TRAINING_STAGE
 from strategies.base import SAMPLE_TRAIN, Row
 from strategies.fedavg import draw_partitions, sample_size
 from strategies.registry import STRATEGIES
@@ -106,7 +106,7 @@ class SecAggConfig(Section):
     config=SecAggConfig,
 )
 class SecAggPlusFedAvg(LegacyFedAvg):
-    protocol = SECAGG_STRATEGY  # how it talks to clients (fedsim.engine.protocols): Flower's legacy path with SecAgg+
+    protocol = SECAGG_STRATEGY  # how it talks to clients (fedsim.engine.lifecycle.protocols): Flower's legacy path with SecAgg+
 
     def __init__(self, federation: FederationConfig, seed: int) -> None:
         super().__init__(
@@ -137,7 +137,7 @@ class SecAggPlusFedAvg(LegacyFedAvg):
         return self.summed.get(server_round)
 
     def round_metrics(self, server_round: int) -> Row:
-        return {}  # the protocol's own fields come from fedsim.engine.secagg_protocol
+        return {}  # the protocol's own fields come from fedsim.engine.lifecycle.secagg_protocol
 
     def configure_fit(
         self, server_round: int, parameters: Parameters, client_manager: ClientManager
@@ -163,4 +163,4 @@ class SecAggPlusFedAvg(LegacyFedAvg):
         return results[0][1].parameters, {}
 
     def configure_evaluate(self, server_round: int, parameters: Parameters, client_manager: ClientManager) -> list:
-        return []  # the global model is scored on the test set by the server (fedsim.engine.rounds)
+        return []  # the global model is scored on the test set by the server (fedsim.engine.lifecycle.rounds)

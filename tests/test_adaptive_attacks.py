@@ -10,15 +10,15 @@ import pytest
 import torch
 from torch import nn
 
-from adversary.attacks.options import AttackOptions
-from adversary.attacks.problem import BatchedProblem
-from adversary.attacks.requirements import AttackSetting, DefenseInForce
+from adversary.inversion.options import AttackOptions
+from adversary.inversion.problem import BatchedProblem
+from adversary.inversion.requirements import AttackSetting, DefenseInForce
 from adversary.registry import ATTACKS
 from adversary.view import AttackerView, LocalTraining
 from clients.defenses import DEFENSES, DefenseContext
-from fedsim.base import ConfigError
+from fedsim.core.errors import ConfigError
 from fedsim.config import parse_config
-from fedsim.engine.attack_portfolio import attack_setting, resolve_attacks
+from fedsim.engine.leakage.portfolio import attack_setting, resolve_attacks
 
 CPU = torch.device("cpu")
 SHAPE = (1, 6, 6)

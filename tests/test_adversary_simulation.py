@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from fedsim.results import RunStore
-from fedsim.engine.runner import run_experiment
+from fedsim.rundir.writer import RunStore
+from fedsim.engine.lifecycle.runner import run_experiment
 from tiny_configs import tiny_config
 
 pytestmark = pytest.mark.simulation

@@ -13,8 +13,8 @@ import pytest
 import torch
 from torch import nn
 
-from adversary.attacks.options import AttackOptions
-from adversary.attacks.problem import BatchedProblem
+from adversary.inversion.options import AttackOptions
+from adversary.inversion.problem import BatchedProblem
 from adversary.registry import ATTACKS
 from adversary.taps import AGGREGATE, TappedUpdate
 from adversary.threat_models import Architecture, TrainingHyperparameters, build_views
@@ -103,8 +103,8 @@ def test_the_truth_of_an_aggregate_is_exactly_the_clients_in_it(tmp_path):
     images are not in the truth the aggregate is scored against."""
     from types import SimpleNamespace
 
-    from fedsim.engine.leakage import LeakageScorer
-    from fedsim.ground_truth import GroundTruthStore
+    from fedsim.engine.leakage.scoring import LeakageScorer
+    from fedsim.rundir.ground_truth import GroundTruthStore
 
     x_train = np.arange(6 * 16, dtype=np.float32).reshape(6, 1, 4, 4) / 96
     identity = SimpleNamespace(denormalize=lambda x: x)

@@ -146,7 +146,7 @@ def test_no_import_cycle_among_the_packages():
 
 
 def test_plugins_never_import_the_config():
-    """Plugins import fedsim.base; fedsim.config imports them (type hints go under TYPE_CHECKING)."""
+    """Plugins import fedsim.core; fedsim.config imports them (type hints go under TYPE_CHECKING)."""
     graph = import_graph()
     plugin_packages = ("clients.defenses", "adversary.attacks", "strategies", "fedsim.data", "fedsim.models")
     offenders = sorted(
@@ -154,25 +154,24 @@ def test_plugins_never_import_the_config():
         if module.startswith(plugin_packages) and "fedsim.config" in targets
     )  # fmt: skip
     assert not offenders, f"plugins importing fedsim.config: {', '.join(offenders)}"
-    assert graph["fedsim.base"] == set(), "fedsim.base imports nothing of the project"
+    assert graph["fedsim.core"] == set(), "fedsim.core imports nothing of the project"
 
 
 # Layers, lowest first. A module belongs to the layer of its longest matching prefix and may import its
 # own layer or the layers below it, never one above.
 LAYERS: dict[str, tuple[str, ...]] = {
     # what every layer builds on; imports nothing of the project (but Flower's types, in wire/messaging)
-    "base": ("fedsim.base", "fedsim.wire", "fedsim.messaging", "fedsim.seeding", "fedsim.atomic",
-             "fedsim.devices", "fedsim.evaluation"),
+    "base": ("fedsim.core",),
     # data sets, models and the ground-truth files: the floor the plugins stand on
-    "floor": ("fedsim.data", "fedsim.models", "fedsim.ground_truth"),
+    "floor": ("fedsim.data", "fedsim.models", "fedsim.rundir.ground_truth"),
     # defenses and client apps, strategies, taps and attacks: each registers itself and its config model
     "plugins": ("clients", "strategies", "adversary"),
     # the config composed from the plugins' registries, and the run directory that records it
-    "config": ("fedsim.config", "fedsim.plugins", "fedsim.schema", "fedsim.results"),
-    # runner, round driver, protocols, federation, leakage scoring, attack backlog
+    "config": ("fedsim.config", "fedsim.rundir"),
+    # run lifecycle (runner, round driver, protocols), leakage scheduling and scoring, deployment
     "engine": ("fedsim.engine",),
     # what users call: command line, sweeps, reports, the notebook API
-    "interface": ("fedsim.cli", "fedsim.sweep", "fedsim.reporting", "fedsim.notebook", "fedsim"),
+    "interface": ("fedsim.cli", "fedsim.sweep", "fedsim.reporting", "fedsim.rundir.reader", "fedsim"),
 }  # fmt: skip
 
 
@@ -198,11 +197,11 @@ def upward_imports(graph: dict[str, set[str]]) -> list[str]:
 def test_a_lower_layer_importing_a_higher_one_is_caught(tmp_path):
     package = tmp_path / "fedsim"
     (package / "engine").mkdir(parents=True)
-    for name in ("__init__.py", "base.py", "engine/__init__.py", "engine/runner.py"):
+    for name in ("__init__.py", "core.py", "engine/__init__.py", "engine/runner.py"):
         (package / name).write_text("")
     assert upward_imports(import_graph(tmp_path)) == []
-    (package / "base.py").write_text("def later():\n    from fedsim.engine import runner\n")
-    assert upward_imports(import_graph(tmp_path)) == ["fedsim.base (base) imports fedsim.engine.runner (engine)"]
+    (package / "core.py").write_text("def later():\n    from fedsim.engine import runner\n")
+    assert upward_imports(import_graph(tmp_path)) == ["fedsim.core (base) imports fedsim.engine.runner (engine)"]
 
 
 def test_imports_run_one_way_down_the_layers():

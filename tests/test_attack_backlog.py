@@ -8,10 +8,10 @@ import torch
 
 from adversary.adversary import recorded_attacks
 from adversary.taps import TappedUpdate
-from fedsim.engine.attack_backlog import AttackBacklog
+from fedsim.rundir.backlog import AttackBacklog
 from fedsim.config import AttackOptions
-from fedsim.results import RunStore
-from fedsim.engine.runner import run_experiment
+from fedsim.rundir.writer import RunStore
+from fedsim.engine.lifecycle.runner import run_experiment
 from tiny_configs import tiny_config
 
 

@@ -6,10 +6,10 @@ import os
 import pytest
 import torch
 
-from adversary.attacks import run_attack
+from adversary.inversion import run_attack
 from adversary.view import AttackerView, LocalTraining
 from adversary.workers import AttackJob, ProcessAttackWorkers, WorkerSettings, settings_for
-from fedsim.engine.attack_reservation import ray_node_counts
+from fedsim.engine.lifecycle.ray_resources import ray_node_counts
 from fedsim.config import AttackOptions, ConfigError, parse_config
 
 

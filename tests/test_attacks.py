@@ -16,12 +16,12 @@ import torch
 from torch import nn
 
 from adversary import ATTACKS
-from adversary.attacks import recover_labels, resolve_options, run_attack
+from adversary.inversion import recover_labels, resolve_options, run_attack
 from adversary.attacks import dlg, gradinversion, inverting_gradients
-from adversary.attacks.model import AttackerModel, victim_batch_statistics
-from adversary.attacks.problem import BatchedProblem, group_views
-from adversary.attacks.solver import invert
-from adversary.attacks.spec import DEFAULTED_FIELDS
+from adversary.inversion.model import AttackerModel, victim_batch_statistics
+from adversary.inversion.problem import BatchedProblem, group_views
+from adversary.inversion.solver import invert
+from adversary.inversion.spec import DEFAULTED_FIELDS
 from adversary.view import AttackerView, LocalTraining
 from clients.training import train_locally
 from fedsim.config import AttackOptions, ClientConfig, ConfigError, DataConfig, ModelConfig, parse_config
@@ -346,7 +346,7 @@ def test_sgd_with_momentum_and_weight_decay_is_simulated_exactly(digits):
     the attacker's unrolled update equals what the client sent, so the objective is zero."""
     from dataclasses import replace
 
-    from adversary.attacks.problem import BatchedProblem
+    from adversary.inversion.problem import BatchedProblem
 
     x, y = digits
     index = one_per_class(y, [1, 7])

@@ -5,11 +5,11 @@ import pytest
 import torch
 import yaml
 
-from fedsim.base import ConfigError
+from fedsim.core.errors import ConfigError
 from fedsim.cli import main
 from fedsim.config import load_config, parse_config
 from fedsim.data import DataError, load_dataset
-from fedsim.results import RunStore
+from fedsim.rundir.writer import RunStore
 from tiny_configs import tiny_config, tiny_raw
 
 

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from fedsim.cli import main
-from fedsim.results import RunStore
+from fedsim.rundir.writer import RunStore
 
 
 def run_cli(capsys, *argv: str) -> tuple[int, str, str]:

@@ -15,7 +15,7 @@ from clients.failures import data_poisoned
 from clients.legacy_client import build_legacy_client_app
 from clients.mods import CLIENT_ERROR_LOG, CLIENT_EXCEPTION, CLIENT_NON_FINITE_LOSS, injected_failure_mod
 from fedsim.config import parse_config
-from fedsim.engine.federation import prepare_federation
+from fedsim.engine.lifecycle.federation import prepare_federation
 from fedsim.models import build_run_model
 from strategies import build_strategy
 

@@ -19,7 +19,7 @@ import yaml
 import fedsim
 from fedsim.cli import main
 from fedsim.config import SCHEMA_VERSION, dump_config, load_config, parse_config
-from fedsim.results import RunStore
+from fedsim.rundir.writer import RunStore
 
 OLD_ATTACKS = """\
   attacks:
@@ -162,9 +162,9 @@ def test_an_old_run_reopens_for_resume_and_new_rows_carry_the_schema(tmp_path):
 
 
 def test_old_keys_say_once_which_key_replaced_them(tmp_path, caplog, monkeypatch):
-    import fedsim.base
+    import fedsim.core.sections
 
-    monkeypatch.setattr(fedsim.base, "_said", set())  # what earlier tests of this process were told
+    monkeypatch.setattr(fedsim.core.sections, "_said", set())  # what earlier tests of this process were told
     logger = logging.getLogger("fedsim")
     logger.addHandler(caplog.handler)
     try:
@@ -222,7 +222,7 @@ def test_a_config_from_a_newer_fedsim_is_refused_in_one_line():
 @pytest.mark.simulation
 def test_an_old_run_resumes_and_finishes_as_an_uninterrupted_one(tmp_path):
     """A real run, rewritten into the old layout after round 1, resumes to the same round-2 metrics."""
-    from fedsim.engine.runner import run_experiment
+    from fedsim.engine.lifecycle.runner import run_experiment
 
     config = load_config(write_old_run(tmp_path / "template", RUNNABLE_OLD_CONFIG) / "config.yaml")
     config.output.dir, config.output.run_name = tmp_path, "run"

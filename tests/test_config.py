@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from fedsim.config import ConfigError, ExperimentConfig, apply_override, load_config, parse_config
-from fedsim.schema import schema_rows
+from fedsim.config.schema import schema_rows
 
 CONFIGS = sorted((Path(__file__).parents[1] / "configs").rglob("*.yaml"))
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from adversary.attacks.options import AttackOptions
+from adversary.inversion.options import AttackOptions
 from adversary.registry import ATTACKS
 from adversary.scoring import score_reconstruction
 from adversary.view import AttackerView, LocalTraining

@@ -5,8 +5,8 @@ import pytest
 import torch
 
 import adversary.adversary as adversary_module
-from fedsim.results import RunStore
-from fedsim.engine.runner import run_experiment
+from fedsim.rundir.writer import RunStore
+from fedsim.engine.lifecycle.runner import run_experiment
 from tiny_configs import tiny_config
 
 pytestmark = pytest.mark.simulation

@@ -242,7 +242,7 @@ def test_a_batchnorm_model_is_refused_in_one_line_naming_the_layer():
 
 
 def test_the_run_refuses_a_batchnorm_model_before_any_round(tmp_path):
-    from fedsim.engine.runner import run_experiment
+    from fedsim.engine.lifecycle.runner import run_experiment
 
     config = tiny_config(
         data={"max_train_samples": 40},
@@ -378,9 +378,9 @@ def test_pdp_penalty_covers_every_linear_and_conv_weight_with_its_own_detached_i
 
 @pytest.mark.simulation
 def test_dpsgd_in_a_federation_reports_growing_epsilon_per_client_and_keeps_a_ledger_each(tmp_path):
-    from fedsim.ground_truth import GroundTruthStore
-    from fedsim.results import RunStore
-    from fedsim.engine.runner import run_experiment
+    from fedsim.rundir.ground_truth import GroundTruthStore
+    from fedsim.rundir.writer import RunStore
+    from fedsim.engine.lifecycle.runner import run_experiment
 
     config = tiny_config(
         data={"max_train_samples": 60, "normalize": "global"},

@@ -18,8 +18,8 @@ from tiny_configs import tiny_config
 
 from fedsim.cli import main
 from fedsim.config import ConfigError, dump_config, with_absolute_paths
-from fedsim.engine.network import Unreachable, free_port, host_and_port, probe
-from fedsim.engine.run_config import DEFAULTS, RunRequest, client_config, from_run_config, to_run_config
+from fedsim.engine.lifecycle.network import Unreachable, free_port, host_and_port, probe
+from fedsim.engine.deployment.run_config import DEFAULTS, RunRequest, client_config, from_run_config, to_run_config
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -48,9 +48,9 @@ def test_pyproject_declares_the_app_and_every_run_config_key_with_its_default():
     from flwr.clientapp import ClientApp
     from flwr.serverapp import ServerApp
 
-    import fedsim.engine.app as app
+    import fedsim.engine.deployment.app as app
 
-    assert flwr["components"] == {"serverapp": "fedsim.engine.app:server_app", "clientapp": "fedsim.engine.app:client_app"}
+    assert flwr["components"] == {"serverapp": "fedsim.engine.deployment.app:server_app", "clientapp": "fedsim.engine.deployment.app:client_app"}
     assert isinstance(app.server_app, ServerApp) and isinstance(app.client_app, ClientApp)
 
 
@@ -61,7 +61,7 @@ def test_the_flower_app_bundle_holds_the_packages_and_no_tests():
     from flwr.cli.build import build_fab_from_disk
 
     names = zipfile.ZipFile(io.BytesIO(build_fab_from_disk(ROOT))).namelist()
-    assert "fedsim/engine/app.py" in names and "clients/client_app.py" in names and "adversary/taps.py" in names
+    assert "fedsim/engine/deployment/app.py" in names and "clients/client_app.py" in names and "adversary/taps.py" in names
     assert not [name for name in names if name.startswith(("tests/", "bench/", "runs/"))]
 
 
@@ -83,7 +83,7 @@ def test_an_empty_run_config_is_every_default_and_bad_ones_are_refused_naming_th
 
 
 def test_a_supernode_without_its_partition_or_with_another_federation_size_is_refused_naming_the_node(tmp_path):
-    from fedsim.engine.app import client_spec
+    from fedsim.engine.deployment.app import client_spec
 
     run_config = to_run_config(RunRequest(config=tiny_config(), run_dir=tmp_path))
     with pytest.raises(ConfigError, match=r"node 7: its node config has no 'partition-id'; start the SuperNode with --node-config"):
@@ -97,7 +97,7 @@ def test_a_supernode_without_its_partition_or_with_another_federation_size_is_re
 
 
 def test_a_clientapp_that_cannot_find_its_data_names_its_node_and_the_path(tmp_path):
-    from fedsim.engine.app import client_spec
+    from fedsim.engine.deployment.app import client_spec
 
     import numpy as np
 
@@ -111,8 +111,8 @@ def test_a_clientapp_that_cannot_find_its_data_names_its_node_and_the_path(tmp_p
 
 
 def test_the_partitions_a_clientapp_derives_are_the_servers(tmp_path):
-    from fedsim.engine.app import client_spec
-    from fedsim.engine.federation import prepare_federation
+    from fedsim.engine.deployment.app import client_spec
+    from fedsim.engine.lifecycle.federation import prepare_federation
 
     config = tiny_config(data={"partition": {"name": "dirichlet", "alpha": 0.5}})
     spec, _ = client_spec(_context({"partition-id": 0, "num-partitions": 2}, to_run_config(RunRequest(config, tmp_path))))
@@ -154,7 +154,7 @@ def test_addresses_are_parsed_and_probed():
 
 
 def test_a_new_deployed_run_gets_an_absolute_run_directory_and_its_config_no_engine(tmp_path, monkeypatch):
-    from fedsim.engine.deployment import planned_run_dir
+    from fedsim.engine.deployment.submit import planned_run_dir
 
     monkeypatch.chdir(tmp_path)
     config = tiny_config(name="tiny", output={"dir": "runs"})
@@ -169,7 +169,7 @@ def test_a_new_deployed_run_gets_an_absolute_run_directory_and_its_config_no_eng
 
 
 def test_a_ray_cluster_address_joins_the_cluster_without_capping_it(monkeypatch):
-    from fedsim.engine.runner import _backend_config
+    from fedsim.engine.lifecycle.runner import _backend_config
 
     config = tiny_config(adversary={"attacks": [{"name": "dlg"}]})
     own = _backend_config(config, {"num_cpus": 2})
@@ -180,7 +180,7 @@ def test_a_ray_cluster_address_joins_the_cluster_without_capping_it(monkeypatch)
 
 
 def test_a_ray_cluster_that_is_not_there_is_one_line_naming_the_setting(monkeypatch):
-    from fedsim.engine.runner import cluster_address
+    from fedsim.engine.lifecycle.runner import cluster_address
 
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     assert cluster_address(tiny_config()) is None
@@ -204,9 +204,9 @@ def _rows(run_dir: Path, event: str) -> list[dict]:
 
 @pytest.mark.simulation
 def test_a_run_on_a_superlink_with_two_supernodes_is_the_simulations_run(tmp_path):
-    from fedsim.engine.deployment import SuperLink, submit
-    from fedsim.engine.local_federation import LocalFederation
-    from fedsim.engine.runner import run_experiment
+    from fedsim.engine.deployment.submit import SuperLink, submit
+    from fedsim.engine.deployment.local_federation import LocalFederation
+    from fedsim.engine.lifecycle.runner import run_experiment
 
     config = tiny_config(
         name="deployed",
@@ -252,8 +252,8 @@ class _FakeFlowerCli:
 
 
 def test_a_failed_run_is_one_line_with_its_serverapps_last_error():
-    from fedsim.base import TrainingFailed
-    from fedsim.engine.deployment import DeploymentError, SuperLink, run_failure
+    from fedsim.core.errors import TrainingFailed
+    from fedsim.engine.deployment.submit import DeploymentError, SuperLink, run_failure
 
     superlink = SuperLink("127.0.0.1:9093", insecure=True)
     log = "INFO: Start `flwr-serverapp` process\nTraceback (most recent call last):\n" \
@@ -262,7 +262,7 @@ def test_a_failed_run_is_one_line_with_its_serverapps_last_error():
     assert isinstance(error, DeploymentError) and "\n" not in str(error)
     assert str(error) == ("Flower run 42 on the SuperLink at 127.0.0.1:9093 ended finished:failed: RuntimeError: client "
                           "roll call failed: node 12 (partition 1): data.path = '/d.npz': no such file")  # fmt: skip
-    untrained = run_failure(_FakeFlowerCli("fedsim.base.TrainingFailed: no round updated the global model\n"), "42",
+    untrained = run_failure(_FakeFlowerCli("fedsim.core.TrainingFailed: no round updated the global model\n"), "42",
                             "finished:failed", superlink)  # fmt: skip
     assert isinstance(untrained, TrainingFailed) and str(untrained) == "no round updated the global model"
     silent = run_failure(_FakeFlowerCli(""), "42", "finished:stopped", superlink)
@@ -270,7 +270,7 @@ def test_a_failed_run_is_one_line_with_its_serverapps_last_error():
 
 
 def test_the_flower_connection_is_insecure_or_trusts_the_given_ca_or_the_systems(tmp_path):
-    from fedsim.engine.deployment import SuperLink
+    from fedsim.engine.deployment.submit import SuperLink
 
     assert SuperLink("h:1", insecure=True).connection()["superlink"]["fedsim"] == {"address": "h:1", "insecure": True}
     trusted = SuperLink("h:1", root_certificates=tmp_path / "ca.crt").connection()["superlink"]["fedsim"]
@@ -282,7 +282,7 @@ def test_the_superlinks_error_for_a_vanished_node_counts_as_that_nodes_reply(tas
     """A SuperNode that stops heartbeating gets an error reply from the SuperLink itself (node id 1)."""
     from flwr.app import ConfigRecord, Error, Message
 
-    from fedsim.messaging import collect_replies
+    from fedsim.core.messaging import collect_replies
 
     to_node = Message(RecordDict({"config": ConfigRecord({"server-round": 2})}), dst_node_id=5, message_type="train")
 

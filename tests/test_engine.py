@@ -14,8 +14,8 @@ from flwr.serverapp import Grid
 from adversary.secagg_taps import LegacyStrategyTap, MaskedWireTap
 from adversary.taps import StrategyTap, WireTap
 from fedsim.config import parse_config
-from fedsim.engine.secagg_protocol import ProtocolMonitor
-from fedsim.messaging import ForwardingGrid
+from fedsim.engine.lifecycle.secagg_protocol import ProtocolMonitor
+from fedsim.core.messaging import ForwardingGrid
 from strategies import STRATEGIES, build_strategy
 from strategies.base import LegacyStrategy, MessageStrategy, ServerStrategy
 
@@ -190,7 +190,7 @@ def test_adversary_clients_and_strategies_never_import_the_engine():
 
 def test_the_wire_module_and_the_messaging_helpers_import_nothing_of_the_project():
     for module in ("wire", "messaging"):
-        assert project_imports(ROOT / "fedsim" / f"{module}.py") <= {"fedsim"}, module
+        assert project_imports(ROOT / "fedsim" / "core" / f"{module}.py") <= {"fedsim"}, module
 
 
 def test_wire_keys_are_spelled_only_in_the_wire_module():
@@ -207,8 +207,8 @@ def test_roll_call_messages_are_queries_without_content(monkeypatch):
     """The roll call is the one message the driver sends itself; it asks nothing but the partition."""
     from flwr.supercore.task_identity import TaskIdentity
 
-    from fedsim import wire
-    from fedsim.engine.rounds import roll_call
+    from fedsim.core import wire
+    from fedsim.engine.lifecycle.rounds import roll_call
 
     for key in ("_run_id", "_node_id", "_task_id"):  # messages are stamped with the process's run and node
         monkeypatch.setattr(TaskIdentity, key, 1)

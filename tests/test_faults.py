@@ -8,9 +8,9 @@ import torch
 from clients.client_app import check_finite
 from clients.training import NonFiniteUpdateError
 from fedsim.config import ConfigError, parse_config
-from fedsim.engine.progress import LogProgress
-from fedsim.engine.rounds import NON_FINITE_AGGREGATE, RoundResult, ServerSpec, run_rounds
-from fedsim.results import RunStore
+from fedsim.engine.lifecycle.progress import LogProgress
+from fedsim.engine.lifecycle.rounds import NON_FINITE_AGGREGATE, RoundResult, ServerSpec, run_rounds
+from fedsim.rundir.writer import RunStore
 from tiny_configs import tiny_config, tiny_raw
 
 
@@ -64,7 +64,7 @@ def test_a_non_finite_aggregate_is_never_committed(tmp_path, monkeypatch):
     config = tiny_config(output={"dir": str(tmp_path), "run_name": "nan"}, federation={"rounds": 2})
     store = RunStore.create(config, "cpu")
     initial = {"w": torch.ones(2, 2)}
-    monkeypatch.setattr("fedsim.engine.rounds.roll_call", lambda grid, count, timeout=None: {0: 10, 1: 11})
+    monkeypatch.setattr("fedsim.engine.lifecycle.rounds.roll_call", lambda grid, count, timeout=None: {0: 10, 1: 11})
     spec = ServerSpec(config, store, TwoClients(), initial, 0, lambda state: {"accuracy": 0.5}, LogProgress())
     run_rounds(spec, NonFiniteAggregate(), grid=None, context=None)
     evals = [row for row in store.rows() if row["event"] == "eval" and row["round"] > 0]

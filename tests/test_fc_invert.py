@@ -8,13 +8,13 @@ import pytest
 import torch
 from torch import nn
 
-from adversary.attacks.options import AttackOptions
-from adversary.attacks.requirements import AttackSetting
+from adversary.inversion.options import AttackOptions
+from adversary.inversion.requirements import AttackSetting
 from adversary.registry import ATTACKS
 from adversary.view import AttackerView, LocalTraining
 from fedsim.config import DataConfig, ModelConfig, parse_config
 from fedsim.data import load_dataset
-from fedsim.engine.attack_portfolio import attack_setting, resolve_attacks
+from fedsim.engine.leakage.portfolio import attack_setting, resolve_attacks
 from fedsim.models import build_model
 
 SIDE = 8

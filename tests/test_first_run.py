@@ -7,7 +7,7 @@ import yaml
 
 from fedsim.config import load_config
 from fedsim.reporting.leakage_table import leakage_rows
-from fedsim.results import RunStore
+from fedsim.rundir.writer import RunStore
 from tiny_configs import tiny_config, tiny_raw
 
 ROOT = Path(__file__).resolve().parents[1]

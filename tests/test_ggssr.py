@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-from adversary.attacks import AttackOptions, run_attack
+from adversary.inversion import AttackOptions, run_attack
 from adversary.attacks.ggssr import sphere_step
 from adversary.priors import PRIORS
 from adversary.priors.gaussian import GaussianPrior
@@ -94,7 +94,7 @@ def test_a_missing_diffusers_checkpoint_is_one_clear_line(tmp_path):
 
 
 def test_ggssr_without_a_prior_is_refused_in_one_line_naming_the_option():
-    from adversary.attacks.requirements import AttackSetting
+    from adversary.inversion.requirements import AttackSetting
 
     setting = AttackSetting(model=nn.Linear(64, 10), model_name="mlp", input_shape=(1, 8, 8), num_classes=10)
     reason = AttackOptions(name="ggssr").refusal(setting)
@@ -104,7 +104,7 @@ def test_ggssr_without_a_prior_is_refused_in_one_line_naming_the_option():
 
 
 def test_a_prior_of_another_image_shape_is_refused(tmp_path):
-    from adversary.attacks.requirements import AttackSetting
+    from adversary.inversion.requirements import AttackSetting
 
     (tmp_path / "unet").mkdir()
     (tmp_path / "unet" / "config.json").write_text('{"in_channels": 3, "sample_size": 32}')

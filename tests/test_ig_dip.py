@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from adversary.attacks import AttackOptions, run_attack
+from adversary.inversion import AttackOptions, run_attack
 from adversary.attacks.ig_dip import DipParametrization
 
 CPU = torch.device("cpu")

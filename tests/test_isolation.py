@@ -11,7 +11,7 @@ from adversary.view import AttackerView
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT_PACKAGES = ("fedsim", "adversary", "strategies", "clients")
 # Where the truth lives (who trained on what, the run's records) and the scoring side that reads it.
-TRUTH_MODULES = {"fedsim.ground_truth", "fedsim.results", "fedsim.engine.leakage", "fedsim.engine.runner"}
+TRUTH_MODULES = {"fedsim.rundir.ground_truth", "fedsim.rundir.writer", "fedsim.engine.leakage.scoring", "fedsim.engine.lifecycle.runner"}
 ATTACKER_ROOTS = ["adversary.view", "adversary.threat_models", "adversary.adversary", "adversary.attacks"]
 
 
@@ -64,8 +64,8 @@ def test_no_import_path_leads_from_the_attacker_to_the_ground_truth():
 
 
 def test_the_scan_would_catch_a_leak():
-    seen = reachable(["fedsim.engine.runner"])
-    assert "fedsim.ground_truth" in seen or "fedsim.results" in seen
+    seen = reachable(["fedsim.engine.lifecycle.runner"])
+    assert "fedsim.rundir.ground_truth" in seen or "fedsim.rundir.writer" in seen
 
 
 def test_the_attackers_input_holds_only_what_a_threat_model_exposes():
@@ -83,11 +83,11 @@ def test_the_attackers_input_holds_only_what_a_threat_model_exposes():
 
 def test_an_attack_runs_with_the_ground_truth_and_the_data_locked_away(monkeypatch):
     """Every route to the truth raises while the attack runs; it still reconstructs."""
-    from adversary.attacks import run_attack
+    from adversary.inversion import run_attack
     from adversary.view import LocalTraining
     from fedsim import data as data_package
     from fedsim.config import AttackOptions
-    from fedsim.ground_truth import GroundTruthStore
+    from fedsim.rundir.ground_truth import GroundTruthStore
 
     def locked(*args, **kwargs):
         raise AssertionError("the attacker touched the ground truth")
@@ -127,11 +127,11 @@ def test_inside_an_attack_worker_nothing_leads_to_the_ground_truth(tmp_path, mon
 
     from adversary.workers import ProcessAttackWorkers
     from fedsim.config import parse_config
-    from fedsim.engine.federation import PARTITIONS_FILE, partition_record, prepare_federation
-    from fedsim.ground_truth import GroundTruthStore
-    from fedsim.engine.leakage import attach_adversary
-    from fedsim.results import RunStore
-    from fedsim.seeding import derive_seed
+    from fedsim.engine.lifecycle.federation import PARTITIONS_FILE, partition_record, prepare_federation
+    from fedsim.rundir.ground_truth import GroundTruthStore
+    from fedsim.engine.leakage.scoring import attach_adversary
+    from fedsim.rundir.writer import RunStore
+    from fedsim.core.seeding import derive_seed
     from adversary.taps import TappedUpdate
 
     run_dir = tmp_path / "run-isolation"

@@ -4,15 +4,15 @@ import pytest
 import torch
 from torch import nn
 
-from adversary.attacks.options import AttackOptions
-from adversary.attacks.requirements import AttackSetting
+from adversary.inversion.options import AttackOptions
+from adversary.inversion.requirements import AttackSetting
 from adversary.attacks.rtf import read_out
 from adversary.modifications import MODIFICATIONS
 from adversary.modifications.base import PublicData
 from adversary.registry import ATTACKS
 from adversary.view import AttackerView, LocalTraining
-from fedsim.engine.runner import run_experiment
-from fedsim.results import RunStore
+from fedsim.engine.lifecycle.runner import run_experiment
+from fedsim.rundir.writer import RunStore
 from tiny_configs import tiny_config
 
 SHAPE = (1, 8, 8)

@@ -14,10 +14,10 @@ import pytest
 import torch
 
 from clients.defenses import DEFENSES
-from fedsim import plugins
+from fedsim.config import plugins
 from fedsim.cli import main
 from fedsim.config import ConfigError, parse_config, refresh_plugins
-from fedsim.schema import plugin_schema, schema_rows
+from fedsim.config.schema import plugin_schema, schema_rows
 
 EXTRA_DEFENSE = '''
 """A defense from outside fedsim: scale the update."""
@@ -45,7 +45,7 @@ DEFENSES.register("scale", help="scale the update by a constant", config=ScaleDe
 
 
 def install_entry_point_plugin(tmp_path, monkeypatch, module: str, source: str, registry, name: str):
-    """Install ``source`` as ``module``, named in the `fedsim.plugins` entry points as a package would; yields,
+    """Install ``source`` as ``module``, named in the `fedsim.config.plugins` entry points as a package would; yields,
     then removes the plugin ``name`` from ``registry`` and recomposes the config without it."""
     (tmp_path / f"{module}.py").write_text(textwrap.dedent(source))
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -63,7 +63,7 @@ def install_entry_point_plugin(tmp_path, monkeypatch, module: str, source: str, 
 
 @pytest.fixture
 def extra_defense(tmp_path, monkeypatch):
-    """The module above, installed as if by a package that names it in its `fedsim.plugins` entry points."""
+    """The module above, installed as if by a package that names it in its `fedsim.config.plugins` entry points."""
     yield from install_entry_point_plugin(tmp_path, monkeypatch, "fedsim_extra_defense", EXTRA_DEFENSE, DEFENSES, "scale")
 
 
@@ -164,7 +164,7 @@ def test_the_readme_config_reference_is_generated_from_the_schema():
     """Regenerate with: fedsim config-schema --markdown, between the README's config-schema markers."""
     from pathlib import Path
 
-    from fedsim.schema import schema_markdown
+    from fedsim.config.schema import schema_markdown
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     start, end = "<!-- config-schema:start -->\n", "<!-- config-schema:end -->"
@@ -192,7 +192,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from adversary.attacks.regularizers import REGULARIZERS, Regularizer, RegularizerConfig
+from adversary.inversion.regularizers import REGULARIZERS, Regularizer, RegularizerConfig
 
 
 class EnergyRegularizer(RegularizerConfig):
@@ -208,7 +208,7 @@ REGULARIZERS.register("energy", help="mean squared pixel", config=EnergyRegulari
 @pytest.fixture
 def extra_regularizer(tmp_path, monkeypatch):
     """A regularizer module named by an entry point, imported after adversary.attacks built its option models."""
-    from adversary.attacks.regularizers import REGULARIZERS
+    from adversary.inversion.regularizers import REGULARIZERS
 
     yield from install_entry_point_plugin(
         tmp_path, monkeypatch, "fedsim_extra_regularizer", EXTRA_REGULARIZER, REGULARIZERS, "energy"
@@ -216,7 +216,7 @@ def extra_regularizer(tmp_path, monkeypatch):
 
 
 def test_a_regularizer_from_an_entry_point_is_named_in_attack_configs_and_the_schema(extra_regularizer):
-    from adversary.attacks.regularizers import REGULARIZERS
+    from adversary.inversion.regularizers import REGULARIZERS
     from fedsim.config import AttackOptions
 
     config = parse_config({"adversary": {"attacks": [

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from adversary.attacks import AttackOptions, run_attack
+from adversary.inversion import AttackOptions, run_attack
 from adversary.priors.training import image_hashes, read_record, train_prior
 from fedsim.config import DataConfig
 from fedsim.data import load_dataset
@@ -53,8 +53,8 @@ def test_a_trained_folder_is_a_ggssr_prior(trained):
 def test_a_run_attacking_with_a_trained_prior_writes_attack_rows(trained, tmp_path):
     from tiny_configs import tiny_config
 
-    from fedsim.engine.runner import run_experiment
-    from fedsim.results import RunStore
+    from fedsim.engine.lifecycle.runner import run_experiment
+    from fedsim.rundir.writer import RunStore
 
     _, folder = trained
     config = tiny_config(

@@ -18,7 +18,7 @@ from fedsim.reporting.frontier import baselines, frontier_table, pareto_front
 from fedsim.reporting.render import cell, markdown_table
 from fedsim.reporting.run_summary import round_table
 from fedsim.reporting.tables import attack_results, grid_file, leakage_rounds, utility_rounds
-from fedsim.results import RunStore
+from fedsim.rundir.writer import RunStore
 
 # ------------------------------------------------------------------------------------ the frontier
 

@@ -6,10 +6,10 @@ import threading
 import pytest
 import torch
 
-from fedsim.atomic import save_torch_atomic, write_atomic, write_json_atomic
+from fedsim.core.atomic import save_torch_atomic, write_atomic, write_json_atomic
 from fedsim.config import parse_config
-from fedsim.ground_truth import GroundTruthStore
-from fedsim.results import RunStore
+from fedsim.rundir.ground_truth import GroundTruthStore
+from fedsim.rundir.writer import RunStore
 
 
 @pytest.fixture

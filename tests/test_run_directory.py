@@ -9,9 +9,9 @@ import pytest
 import torch
 import yaml
 
-import fedsim.atomic
+import fedsim.core.atomic
 from fedsim.config import ConfigError, load_config
-from fedsim.results import RunStore
+from fedsim.rundir.writer import RunStore
 from tiny_configs import tiny_config, tiny_raw
 
 
@@ -87,10 +87,10 @@ def test_a_failed_append_leaves_no_torn_row_behind(tmp_path, monkeypatch):
         real_write(descriptor, data[: len(data) // 2])
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(fedsim.atomic.os, "write", disk_full)
+    monkeypatch.setattr(fedsim.core.atomic.os, "write", disk_full)
     with pytest.raises(OSError, match="No space left"):
         store.append({"round": 1, "event": "eval", "accuracy": 0.2})
-    monkeypatch.setattr(fedsim.atomic.os, "write", real_write)
+    monkeypatch.setattr(fedsim.core.atomic.os, "write", real_write)
     store.append({"round": 1, "event": "eval", "accuracy": 0.3})
     lines = store.metrics_path.read_text().splitlines()
     assert [json.loads(line)["accuracy"] for line in lines] == [0.1, 0.3]
@@ -99,6 +99,6 @@ def test_a_failed_append_leaves_no_torn_row_behind(tmp_path, monkeypatch):
 def test_a_checkpoint_is_synced_with_its_directory_before_the_round_counts_as_committed(tmp_path, monkeypatch):
     store = RunStore.create(tiny_config(output={"dir": str(tmp_path), "run_name": "r"}), "cpu")
     synced = []
-    monkeypatch.setattr(fedsim.atomic, "fsync_directory", lambda folder: synced.append(Path(folder)))
+    monkeypatch.setattr(fedsim.core.atomic, "fsync_directory", lambda folder: synced.append(Path(folder)))
     store.save_checkpoint(1, {"w": torch.ones(2)})
     assert store.checkpoint_dir in synced

@@ -29,11 +29,11 @@ from adversary.taps import AGGREGATE
 from clients.client_app import ClientSpec
 from clients.legacy_client import secagg_client_mods
 from fedsim.config import ConfigError, parse_config
-from fedsim.engine.rounds import ServerSpec, run_rounds
-from fedsim.engine.secagg_protocol import SecAggPlusParameters, SecAggRounds
-from fedsim.messaging import collect_replies
-from fedsim.engine.progress import LogProgress
-from fedsim.results import RunStore
+from fedsim.engine.lifecycle.rounds import ServerSpec, run_rounds
+from fedsim.engine.lifecycle.secagg_protocol import SecAggPlusParameters, SecAggRounds
+from fedsim.core.messaging import collect_replies
+from fedsim.engine.lifecycle.progress import LogProgress
+from fedsim.rundir.writer import RunStore
 from strategies import build_strategy
 from tiny_configs import TRAINING, merged, tiny_config
 
@@ -375,7 +375,7 @@ SIMULATED = merged(
 @pytest.fixture(scope="module")
 def fedavg_and_secagg(tmp_path_factory) -> tuple[RunStore, RunStore]:
     """The same federation and seed under FedAvg and SecAgg+ (server tap on round 2); client 1 fails in round 2."""
-    from fedsim.engine.runner import run_experiment
+    from fedsim.engine.lifecycle.runner import run_experiment
 
     out = tmp_path_factory.mktemp("runs")
     fedavg = {**SIMULATED, "output": {"dir": str(out), "run_name": "fedavg"}}
@@ -425,7 +425,7 @@ def test_the_server_tap_never_gets_a_client_update_under_secagg(fedavg_and_secag
 
 @pytest.mark.simulation
 def test_attacking_masked_vectors_on_the_wire_recovers_nothing(tmp_path):
-    from fedsim.engine.runner import run_experiment
+    from fedsim.engine.lifecycle.runner import run_experiment
 
     config = tiny_config(
         name="masked",

@@ -13,12 +13,12 @@ import pytest
 import torch
 import yaml
 
-from fedsim.base import TrainingFailed
+from fedsim.core.errors import TrainingFailed
 from fedsim.config import parse_config
-from fedsim.ground_truth import GroundTruthStore
+from fedsim.rundir.ground_truth import GroundTruthStore
 from fedsim.reporting import write_report
-from fedsim.results import RunStore
-from fedsim.engine.runner import run_experiment
+from fedsim.rundir.writer import RunStore
+from fedsim.engine.lifecycle.runner import run_experiment
 from tiny_configs import TRAINING, merged
 
 pytestmark = pytest.mark.simulation

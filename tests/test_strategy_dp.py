@@ -180,7 +180,7 @@ def test_the_noise_std_is_sigma_times_clip_over_the_sampled_clients():
 
 def test_the_client_mod_clips_what_a_client_sends(tmp_path):
     from clients.client_app import ClientSpec, build_client_app
-    from fedsim.engine.federation import prepare_federation
+    from fedsim.engine.lifecycle.federation import prepare_federation
     from fedsim.models import build_run_model
 
     def client_reply(dp):
@@ -374,8 +374,8 @@ def test_a_resumed_run_continues_the_epsilon_and_the_adaptive_norm():
 
 @pytest.mark.simulation
 def test_a_federation_under_client_side_dp_records_noise_and_epsilon(tmp_path):
-    from fedsim.results import RunStore
-    from fedsim.engine.runner import run_experiment
+    from fedsim.rundir.writer import RunStore
+    from fedsim.engine.lifecycle.runner import run_experiment
 
     raw = merged(
         TRAINING,

@@ -10,7 +10,7 @@ import yaml
 
 from fedsim.cli import main
 from fedsim.config import ConfigError, load_config, parse_config
-from fedsim.results import RunStore
+from fedsim.rundir.writer import RunStore
 from fedsim.sweep import plan_sweep, run_sweep
 from fedsim.sweep.execute import point_action, ray_share
 from fedsim.sweep.grid import parse_grid_arg, split_top_level

@@ -1,6 +1,6 @@
 """``cpa``: the Cocktail Party Attack (Kariyappa et al., ICML 2023) on a first fully-connected layer.
 
-The first layer's weight update is dW = G X (``adversary.attacks.first_layer``): the N images X (N, D) mixed
+The first layer's weight update is dW = G X (``adversary.inversion.first_layer``): the N images X (N, D) mixed
 by one coefficient column per image (G, units x N), for one client's batch and for a FedAvg or SecAgg+
 aggregate alike. Seen over the D pixels, the rows of dW are linear mixtures of N sources, the images, and
 images are far from Gaussian and from each other: independent component analysis separates them, up to
@@ -51,11 +51,11 @@ import numpy as np
 import torch
 from pydantic import Field
 
-from adversary.attacks.first_layer import (
+from adversary.inversion.first_layer import (
     coefficients, each_view_in_closed_form, first_layer_refusal, first_layer_update, gradient_labels, out_of_bounds,
 )  # fmt: skip
-from adversary.attacks.options import AttackOptions
-from adversary.attacks.requirements import AttackSetting, named_first_weighted_layer
+from adversary.inversion.options import AttackOptions
+from adversary.inversion.requirements import AttackSetting, named_first_weighted_layer
 from adversary.registry import ATTACKS
 from adversary.view import AttackerView
 

@@ -1,7 +1,7 @@
 """``fc-invert``: exact inversion of a first fully-connected layer by an honest-but-curious server.
 
 For a first layer y = W x + b on the flattened input, row j of the update is dW_j = sum_i c_ij x_i and
-db_j = sum_i c_ij (``adversary.attacks.first_layer``: any learning rate, FedAvg or SecAgg+ weighting,
+db_j = sum_i c_ij (``adversary.inversion.first_layer``: any learning rate, FedAvg or SecAgg+ weighting,
 several plain SGD steps, momentum; weight decay removed when the local training is known). Behind a
 ReLU-like activation, a unit that only image i activated has c_ij = 0 for every other image, so
 
@@ -38,11 +38,11 @@ from typing import ClassVar, Literal
 import torch
 from pydantic import Field
 
-from adversary.attacks.first_layer import (
+from adversary.inversion.first_layer import (
     coefficients, each_view_in_closed_form, first_layer_refusal, first_layer_update, gradient_labels, out_of_bounds,
 )
-from adversary.attacks.options import AttackOptions
-from adversary.attacks.requirements import AttackSetting
+from adversary.inversion.options import AttackOptions
+from adversary.inversion.requirements import AttackSetting
 from adversary.registry import ATTACKS
 from adversary.view import AttackerView
 

@@ -30,11 +30,11 @@ from typing import Annotated, Any, ClassVar, Literal, Union
 import torch
 from pydantic import Field
 
-from adversary.attacks.options import AttackOptions, OptimizationOptions
-from adversary.attacks.problem import BatchedProblem, group_views, init_seed
-from adversary.attacks.requirements import AttackSetting
-from adversary.attacks.solver import best_restarts
-from adversary.attacks.spec import AttackSpec
+from adversary.inversion.options import AttackOptions, OptimizationOptions
+from adversary.inversion.problem import BatchedProblem, group_views, init_seed
+from adversary.inversion.requirements import AttackSetting
+from adversary.inversion.solver import best_restarts
+from adversary.inversion.spec import AttackSpec
 from adversary.priors import PRIORS, Prior
 from adversary.registry import ATTACKS
 from adversary.view import AttackerView, Reconstruction

@@ -17,12 +17,12 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 
 from adversary.attacks.inverting_gradients import DEFAULTS as IG_DEFAULTS
-from adversary.attacks.options import BN_WEIGHT, TV_WEIGHT, OptimizationOptions
-from adversary.attacks.solver import Attack
-from adversary.attacks.requirements import AttackSetting, has_batchnorm
-from adversary.attacks.spec import AttackSpec
+from adversary.inversion.options import BN_WEIGHT, TV_WEIGHT, OptimizationOptions
+from adversary.inversion.solver import Attack
+from adversary.inversion.requirements import AttackSetting, has_batchnorm
+from adversary.inversion.spec import AttackSpec
 from adversary.registry import ATTACKS
-from fedsim.base import Renamed
+from fedsim.core.sections import Renamed
 
 
 class GradInversionOptions(OptimizationOptions):

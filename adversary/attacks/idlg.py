@@ -11,9 +11,9 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from adversary.attacks.options import OptimizationOptions
-from adversary.attacks.solver import Attack
-from adversary.attacks.spec import AttackSpec
+from adversary.inversion.options import OptimizationOptions
+from adversary.inversion.solver import Attack
+from adversary.inversion.spec import AttackSpec
 from adversary.registry import ATTACKS
 
 

@@ -12,9 +12,9 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from adversary.attacks.adaptive import AdaptiveOptions, adaptive_spec
-from adversary.attacks.requirements import AttackSetting, DefenseInForce
-from adversary.attacks.solver import Attack
+from adversary.inversion.adaptive import AdaptiveOptions, adaptive_spec
+from adversary.inversion.requirements import AttackSetting, DefenseInForce
+from adversary.inversion.solver import Attack
 from adversary.registry import ATTACKS
 
 

@@ -30,11 +30,11 @@ from pydantic import Field, model_validator
 from torch import nn
 from torch.func import functional_call, vmap
 
-from adversary.attacks.optimizers import Budget
-from adversary.attacks.options import OptimizationOptions
-from adversary.attacks.problem import BatchedProblem, group_views, init_seed
-from adversary.attacks.solver import DTYPES, _deterministic, best_restarts, optimize, trajectory_monitor
-from adversary.attacks.spec import AttackSpec
+from adversary.inversion.optimizers import Budget
+from adversary.inversion.options import OptimizationOptions
+from adversary.inversion.problem import BatchedProblem, group_views, init_seed
+from adversary.inversion.solver import DTYPES, _deterministic, best_restarts, optimize, trajectory_monitor
+from adversary.inversion.spec import AttackSpec
 from adversary.registry import ATTACKS
 from adversary.view import AttackerView, Reconstruction, TrajectoryPoint
 

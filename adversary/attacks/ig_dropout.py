@@ -13,10 +13,10 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from adversary.attacks.adaptive import AdaptiveOptions, adaptive_spec
+from adversary.inversion.adaptive import AdaptiveOptions, adaptive_spec
 from adversary.attacks.inverting_gradients import DEFAULTS as IG_DEFAULTS
-from adversary.attacks.requirements import AttackSetting, DefenseInForce
-from adversary.attacks.solver import Attack
+from adversary.inversion.requirements import AttackSetting, DefenseInForce
+from adversary.inversion.solver import Attack
 from adversary.registry import ATTACKS
 
 

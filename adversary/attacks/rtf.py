@@ -31,8 +31,8 @@ import torch
 from pydantic import Field
 from torch.func import functional_call
 
-from adversary.attacks.options import AttackOptions
-from adversary.attacks.requirements import AttackSetting
+from adversary.inversion.options import AttackOptions
+from adversary.inversion.requirements import AttackSetting
 from adversary.registry import ATTACKS
 from adversary.view import AttackerView, Reconstruction
 

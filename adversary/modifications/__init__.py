@@ -6,7 +6,7 @@ travel in the message).
 """
 
 from adversary.modifications.base import MODIFICATIONS, Modification, ModificationConfig
-from fedsim.base import import_submodules
+from fedsim.core.registry import import_submodules
 
 import_submodules(__name__, __path__)
 

@@ -8,7 +8,8 @@ from typing import Protocol
 import torch
 from torch import nn
 
-from fedsim.base import Registry, Section
+from fedsim.core.registry import Registry
+from fedsim.core.sections import Section
 
 
 class ModificationConfig(Section):

@@ -4,7 +4,7 @@ One module per prior; each registers itself in ``PRIORS`` when this package impo
 """
 
 from adversary.priors.base import PRIORS, Prior, PriorConfig, linear_alphas_cumprod
-from fedsim.base import import_submodules
+from fedsim.core.registry import import_submodules
 
 import_submodules(__name__, __path__)
 

@@ -12,7 +12,8 @@ from typing import Protocol
 
 import torch
 
-from fedsim.base import Registry, Section
+from fedsim.core.registry import Registry
+from fedsim.core.sections import Section
 
 
 class Prior(Protocol):

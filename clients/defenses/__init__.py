@@ -6,7 +6,7 @@ config model in ``DEFENSES``: a new defense is one new file.
 
 from clients.defenses.base import DefenseConfig, DefenseContext, DefenseEntry, DefenseOutcome, Update, global_norm
 from clients.defenses.registry import DEFENSES
-from fedsim.base import import_submodules
+from fedsim.core.registry import import_submodules
 
 __all__ = ["DEFENSES", "DefenseConfig", "DefenseContext", "DefenseEntry", "DefenseOutcome", "Update", "global_norm"]
 

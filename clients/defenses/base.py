@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from fedsim.base import Section
+from fedsim.core.sections import Section
 
 class DefenseConfig(Section):
     """Base of every defense's config model: ``name`` (a ``Literal`` of the registered name) tags it in

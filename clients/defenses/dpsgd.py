@@ -46,7 +46,7 @@ from clients.defenses.base import DefenseConfig, DefenseEntry, TrainingPlan, Tra
 from clients.defenses.privacy_ledger import ClientPrivacyLedger, LedgerEntry, epsilon
 from clients.defenses.registry import DEFENSES
 from fedsim.models import ModelError
-from fedsim.seeding import derive_seed
+from fedsim.core.seeding import derive_seed
 
 # Opacus' backward hook on the first layer sees an input that needs no gradient (the data), and PyTorch
 # says so on every step; the per-sample gradients of the layer's own weights are unaffected.

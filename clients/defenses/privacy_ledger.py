@@ -24,7 +24,7 @@ from pathlib import Path
 
 from opacus.accountants import create_accountant
 
-from fedsim.atomic import write_json_atomic
+from fedsim.core.atomic import write_json_atomic
 
 LEDGER_FILE = "privacy.json"
 

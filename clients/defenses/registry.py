@@ -3,6 +3,6 @@
 from __future__ import annotations
 
 from clients.defenses.base import DefenseEntry
-from fedsim.base import Registry
+from fedsim.core.registry import Registry
 
 DEFENSES: Registry[DefenseEntry] = Registry("defense")

@@ -7,7 +7,7 @@
 
 from fedsim.data.base import DataError, ImageDataset
 from fedsim.data.load import load_dataset
-from fedsim.data.loaders import DATASETS, DataConfig
+from fedsim.data.sources import DATASETS, DataConfig
 from fedsim.data.normalization import ChannelStats, channel_stats, federation_stats
 from fedsim.data.partition import partition_indices
 

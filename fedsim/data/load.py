@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from fedsim.data.base import DataError, ImageDataset
-from fedsim.data.loaders import DATASETS
+from fedsim.data.sources import DATASETS
 
 if TYPE_CHECKING:
     from fedsim.config import DataConfig

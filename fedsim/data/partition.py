@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 import numpy as np
 from pydantic import Field
 
-from fedsim.base import Registry, Section
+from fedsim.core.registry import Registry
+from fedsim.core.sections import Section
 from fedsim.data.base import DataError
 
 if TYPE_CHECKING:

@@ -16,7 +16,8 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, Field, field_validator
 from torch import nn
 
-from fedsim.base import PluginSection, Registry
+from fedsim.core.registry import Registry
+from fedsim.core.sections import PluginSection
 
 #: builder(cfg, in_channels, num_classes, image_size) -> freshly initialised module
 ModelBuilder = Callable[[Any, int, int, int], nn.Module]

@@ -14,12 +14,12 @@ from pathlib import Path
 import pandas as pd
 
 from adversary.scoring import PSNR_CAP_DB
-from fedsim.notebook import Run, Sweep, is_run_dir, load_run, load_sweep
+from fedsim.rundir.reader import Run, Sweep, is_run_dir, load_run, load_sweep
 from fedsim.reporting import figures, tables
 from fedsim.reporting.frontier import LEAKAGE_METRICS, UTILITY_LOSS, baselines, frontier_table
 from fedsim.reporting.render import Code, Image, ReportSection, Table, Text, render_html, render_markdown
 from fedsim.reporting.run_summary import write_run_summary
-from fedsim.results import CONFIG_FILE
+from fedsim.rundir.writer import CONFIG_FILE
 
 REPORT_DIR = "report"
 UTILITY_ROUNDS_FIGURE = "utility_rounds.png"

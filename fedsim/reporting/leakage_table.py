@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from fedsim.results import RunStore
+from fedsim.rundir.writer import RunStore
 
 
 def _target_order(target: str) -> tuple[int, int]:

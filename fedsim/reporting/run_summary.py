@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from fedsim.notebook import Run
+from fedsim.rundir.reader import Run
 from fedsim.reporting.render import markdown_table
 from fedsim.reporting.tables import CENTRAL_DP, defense_settings, parameter_text, round_epsilons
-from fedsim.results import RunStore
+from fedsim.rundir.writer import RunStore
 
 if TYPE_CHECKING:
     from fedsim.config import ExperimentConfig

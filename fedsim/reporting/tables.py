@@ -1,4 +1,4 @@
-"""The report's tables, derived from loaded runs (fedsim.notebook): one job, numbers only, no plotting.
+"""The report's tables, derived from loaded runs (fedsim.rundir.reader): one job, numbers only, no plotting.
 
 Column conventions: ``run`` names the run directory; metric columns are floats (NaN where a run has no
 value). PSNR means count an exact pair at the 100 dB cap (adversary.scoring.PSNR_CAP_DB); ``psnr_exact`` counts them.
@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from adversary.scoring import PSNR_CAP_DB
-from fedsim.notebook import Run, Sweep
+from fedsim.rundir.reader import Run, Sweep
 
 if TYPE_CHECKING:
     from fedsim.config import ExperimentConfig
 
 AGGREGATE = "aggregate"
-RECONSTRUCTIONS_DIR = "reconstructions"  # fedsim.engine.leakage.RECONSTRUCTIONS_DIR
+RECONSTRUCTIONS_DIR = "reconstructions"  # fedsim.engine.leakage.scoring.RECONSTRUCTIONS_DIR
 
 
 def numeric(frame: pd.DataFrame, column: str) -> pd.Series:
@@ -183,5 +183,5 @@ def best_grids(run: Run, attacks: pd.DataFrame) -> list[tuple[str, Path]]:
 
 
 def grid_file(server_round: int, target: str, attack: str) -> str:
-    """The file name fedsim.engine.leakage gives a round's grid (``round_0001_client-0_dlg.png``)."""
+    """The file name fedsim.engine.leakage.scoring gives a round's grid (``round_0001_client-0_dlg.png``)."""
     return f"round_{server_round:04d}_{re.sub(r'[^A-Za-z0-9-]', '-', target)}_{attack}.png"

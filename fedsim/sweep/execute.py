@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from fedsim.config import ConfigError, ExperimentConfig, load_config
-from fedsim.results import CONFIG_FILE, METRICS_FILE, SUMMARY_FILE, RunStore
+from fedsim.rundir.writer import CONFIG_FILE, METRICS_FILE, SUMMARY_FILE, RunStore
 from fedsim.sweep.grid import SweepPoint
 from fedsim.sweep.manifest import Manifest
 
@@ -107,7 +107,7 @@ def _comparable(config: ExperimentConfig) -> dict[str, Any]:
     dumped = config.model_dump(mode="json")
     dumped.pop("output")
     if dumped["adversary"]["portfolio"] == "strongest":
-        # a run records the portfolio as resolved against its model and defenses (fedsim.engine.attack_portfolio);
+        # a run records the portfolio as resolved against its model and defenses (fedsim.engine.leakage.portfolio);
         # `strongest` with the same portfolio options and exclusions is the same point
         dumped["adversary"].pop("attacks")
     walk("", dumped)
@@ -116,7 +116,7 @@ def _comparable(config: ExperimentConfig) -> dict[str, Any]:
 
 def execute_point(job: PointJob) -> PointOutcome:
     """Run, resume or restart one point; a failure is returned as an outcome, so the other points go on."""
-    from fedsim.engine.runner import run_experiment
+    from fedsim.engine.lifecycle.runner import run_experiment
 
     _CURRENT_POINT[0] = job.name
     started = time.perf_counter()

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from fedsim.atomic import write_json_atomic, write_text_atomic
+from fedsim.core.atomic import write_json_atomic, write_text_atomic
 from fedsim.config import SWEEP_SECTION
 from fedsim.sweep.grid import Axis, SweepPoint
 

@@ -1,0 +1,38 @@
+"""Entry points: run an attack on a round's views."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from adversary.inversion.options import AttackOptions
+from adversary.inversion.solver import Attack
+from adversary.registry import ATTACKS
+from adversary.view import AttackerView, Reconstruction
+
+
+def _attack(name: str) -> Attack:
+    try:
+        return ATTACKS.get(name)
+    except KeyError as error:
+        raise ValueError(error.args[0]) from None
+
+
+def resolve_options(options: AttackOptions) -> AttackOptions:
+    """``options`` as the attack runs them: every option has its attack's default as a real field default
+    already (older configs' nulls are filled when they are read), so this is ``options`` itself."""
+    _attack(options.name)
+    return options
+
+
+def run_attack(
+    options: AttackOptions, views: Sequence[AttackerView], seed: int, device: torch.device
+) -> list[Reconstruction]:
+    """Run ``options.name`` on ``views`` (one Reconstruction per view, in order, on the CPU).
+
+    Views of one round that share the architecture, the global state, num_samples and the local training
+    are solved together with all restarts as one batched problem on ``device``.
+    """
+    attack = _attack(options.name)
+    return attack(list(views), options, seed, torch.device(device))

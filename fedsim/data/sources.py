@@ -1,0 +1,364 @@
+"""Registry of data sets: each loader reads one source into an ImageDataset at its native size.
+
+Loaders do no subsetting, no test split and no resizing (except ``imagefolder`` when data.image_size is set,
+since its files may differ in size and must match before they can be stacked); ``load_dataset`` does those
+the same way for every source. Heavy libraries (torchvision, scikit-image,
+scikit-learn, PIL) are imported inside the loaders so that listing data sets and validating configs stays fast.
+"""
+
+from __future__ import annotations
+
+import pickle
+import tarfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+import numpy as np
+from pydantic import Field, field_validator, model_validator
+
+from fedsim.core.registry import Registry
+from fedsim.core.sections import PluginSection
+from fedsim.data.base import DataError, ImageDataset
+from fedsim.data.partition import IidPartition, Partition
+
+if TYPE_CHECKING:
+    from PIL.Image import Image as PilImage
+    from torchvision.datasets import ImageFolder
+
+Loader = Callable[[Any], ImageDataset]
+
+DATASETS: Registry[Loader] = Registry("data set")
+
+
+class DataConfig(PluginSection):
+    """What every data set takes; ``DataConfig(dataset=..., **keys)`` builds the config model that data set registered.
+
+    Data sets registered without a config model take these keys alone.
+    """
+
+    plugins: ClassVar[Registry[Any]] = DATASETS
+    tag_key: ClassVar[str] = "dataset"
+
+    dataset: str = Field("digits", description="data set name (see `fedsim list`)")
+    image_size: int | None = Field(None, ge=4, le=1024, description="resize images to this side (null = native)")
+    test_fraction: float = Field(
+        0.2, gt=0, lt=1, description="held-out share for data sets that ship without a test split"
+    )
+    max_train_samples: int | None = Field(None, ge=1, description="use only the first N training samples")
+    max_test_samples: int | None = Field(None, ge=1, description="evaluate on only the first N test samples")
+    normalize: Literal["global", "client", "none"] = Field(
+        "global",
+        description="standardise inputs with channel mean/std of the whole training set, of each client's own data, or not",
+    )
+    # fedsim.config puts the union of every registered partition scheme here (entry-point ones included)
+    partition: Partition = Field(default_factory=IidPartition, description="how samples are split across clients")
+
+    @field_validator("partition", mode="before")
+    @classmethod
+    def _partition_shorthand(cls, value: Any) -> Any:
+        # `partition: iid` is accepted as shorthand for `partition: {name: iid}`.
+        return {"name": value} if isinstance(value, str) else value
+
+    @field_validator("dataset")
+    @classmethod
+    def _known_dataset(cls, value: str) -> str:
+        if value not in DATASETS:
+            raise ValueError(DATASETS.unknown_message(value))
+        return value
+
+
+class TorchvisionDataConfig(DataConfig):
+    """A data set read through torchvision, from a folder it may download into."""
+
+    root: Path = Field(
+        Path("~/.cache/fedsim/data"), description="where torchvision data sets are (or get downloaded to)"
+    )
+    download: bool = Field(True, description="let torchvision download the data set when it is missing")
+
+
+class FileDataConfig(DataConfig):
+    """A data set read from the user's own file or folder."""
+
+    path: Path = Field(..., description="the file or folder the data set is read from")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _path_given(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("path") is None:
+            raise ValueError(f"path = null: data set '{data.get('dataset')}' reads its files from data.path; set it")
+        return data
+
+    @model_validator(mode="after")
+    def _path_exists(self) -> FileDataConfig:
+        if not self.path.expanduser().exists():
+            raise ValueError(f"path = '{self.path}': no such file or folder")
+        return self
+
+# What torchvision's own loaders raise when files are missing, truncated or cannot be fetched
+# (RuntimeError "Dataset not found", URLError/OSError offline, broken archives or pickles).
+_TORCHVISION_FAILURES = (RuntimeError, OSError, ValueError, EOFError, tarfile.TarError, pickle.UnpicklingError)
+
+
+# ---------------------------------------------------------------------------------------- conversion
+
+_LAYOUTS = "expected (N, H, W), (N, C, H, W) or (N, H, W, C) with C = 1 or 3"
+
+
+def _float_images(x: np.ndarray, what: str, channels_last: bool | None = None) -> np.ndarray:
+    """(N, H, W), (N, C, H, W) or (N, H, W, C) uint8 / [0, 1] float -> float32 (N, C, H, W) in [0, 1].
+
+    ``channels_last=None`` guesses the layout: a last axis of 1 or 3 while axis 1 is not means (N, H, W, C).
+    """
+    x = np.asarray(x)
+    if x.ndim == 3:
+        x = x[:, None]
+    elif x.ndim == 4:
+        if channels_last is None:
+            channels_last = x.shape[-1] in (1, 3) and x.shape[1] not in (1, 3)
+        if channels_last:
+            x = x.transpose(0, 3, 1, 2)
+        if x.shape[1] not in (1, 3):
+            raise DataError(f"{what} has shape {x.shape}; {_LAYOUTS}")
+    else:
+        raise DataError(f"{what} has shape {x.shape}; {_LAYOUTS}")
+    if x.dtype == np.uint8:
+        scaled = np.ascontiguousarray(x, dtype=np.float32)
+        scaled /= 255  # in place: a CIFAR training set is 600 MB as float32, no need for a second copy
+        return scaled
+    if not np.issubdtype(x.dtype, np.floating):
+        raise DataError(f"{what} has dtype {x.dtype}; store uint8 (0..255) or floats in [0, 1]")
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    if x.size and not (np.isfinite(x).all() and x.min() >= 0 and x.max() <= 1):
+        low, high = np.nanmin(x), np.nanmax(x)
+        raise DataError(f"{what} holds floats in [{low:g}, {high:g}]; scale them to [0, 1] or store uint8")
+    return x
+
+
+MAX_CLASSES = 100_000
+
+
+def _labels(y: Any, what: str, length: int) -> np.ndarray:
+    y = np.asarray(y)
+    if y.ndim != 1 or not np.issubdtype(y.dtype, np.integer):
+        raise DataError(f"{what} must be a 1-D array of integer class ids, got {y.dtype} {y.shape}")
+    if len(y) != length:
+        raise DataError(f"{what} has {len(y)} labels for {length} images")
+    if y.size and y.min() < 0:
+        raise DataError(f"{what} holds negative class ids; use 0..num_classes-1")
+    if y.size and y.max() >= MAX_CLASSES:  # a stray id must not size a one-hot or a confusion matrix
+        raise DataError(f"{what} holds class id {int(y.max())}; ids must be 0..num_classes-1 with at most {MAX_CLASSES:,} classes")
+    return y.astype(np.int64)
+
+
+def _empty_like(x: np.ndarray) -> np.ndarray:
+    return np.empty((0, *x.shape[1:]), dtype=x.dtype)
+
+
+def _without_test_split(x: np.ndarray, y: np.ndarray, class_names: Sequence[str]) -> ImageDataset:
+    """A source that ships no test split: load_dataset holds out data.test_fraction later, with the run's seed."""
+    return ImageDataset(x, y, _empty_like(x), np.empty(0, np.int64), len(class_names), tuple(class_names))
+
+
+def _numbered_classes(*label_arrays: np.ndarray) -> tuple[str, ...]:
+    top = max((int(y.max()) for y in label_arrays if y.size), default=-1)
+    return tuple(str(c) for c in range(top + 1))
+
+
+# ------------------------------------------------------------------------------- bundled, no download
+
+
+@DATASETS.register("digits", help="scikit-learn's 8x8 handwritten digits: 1,797 gray images, 10 classes, bundled", config=DataConfig)
+def load_digits(cfg: DataConfig) -> ImageDataset:
+    from sklearn.datasets import load_digits as sklearn_digits
+
+    bunch = sklearn_digits()
+    # Pixels are counts of set bits in 4x4 blocks of the scanned 32x32 bitmap: 0..16.
+    x = (bunch.images / 16.0).astype(np.float32)[:, None]
+    return _without_test_split(x, bunch.target.astype(np.int64), [str(c) for c in bunch.target_names])
+
+
+@DATASETS.register("lfw-faces", help="scikit-image's LFW subset: 200 gray 25x25 crops, face vs non-face, bundled", config=DataConfig)
+def load_lfw_faces(cfg: DataConfig) -> ImageDataset:
+    from skimage.data import lfw_subset
+
+    images = lfw_subset()
+    # scikit-image documents the order: the first half are faces, the second half are not.
+    half = len(images) // 2
+    labels = np.r_[np.ones(half, np.int64), np.zeros(len(images) - half, np.int64)]
+    return _without_test_split(_float_images(images, "lfw_subset"), labels, ["non-face", "face"])
+
+
+# ------------------------------------------------------------------------------------------ torchvision
+
+
+def _torchvision(cfg: TorchvisionDataConfig, class_name: str, files: str) -> ImageDataset:
+    """Read a torchvision data set through its in-memory ``.data``/``.targets`` (no per-item transforms)."""
+    import torchvision.datasets
+
+    dataset_class = getattr(torchvision.datasets, class_name)
+    root = cfg.root.expanduser()
+    try:
+        train = dataset_class(str(root), train=True, download=cfg.download)
+        test = dataset_class(str(root), train=False, download=cfg.download)
+    except _TORCHVISION_FAILURES as error:
+        reason = "could not be downloaded (offline?)" if cfg.download else "data.download is false"
+        raise DataError(
+            f"data.dataset = {cfg.dataset!r}: not found under {cfg.root} and {reason}; put torchvision's {files} "
+            f"there, set data.root, or use dataset: npz with data.path"
+        ) from error
+    x_train = _float_images(np.asarray(train.data), class_name)
+    x_test = _float_images(np.asarray(test.data), class_name)
+    y_train = _labels(np.asarray(train.targets), f"{class_name} targets", len(x_train))
+    y_test = _labels(np.asarray(test.targets), f"{class_name} targets", len(x_test))
+    return ImageDataset(x_train, y_train, x_test, y_test, len(train.classes), tuple(train.classes))
+
+
+@DATASETS.register("mnist", help="MNIST digits via torchvision: 60k/10k gray 28x28, 10 classes (downloads)", config=TorchvisionDataConfig)
+def load_mnist(cfg: TorchvisionDataConfig) -> ImageDataset:
+    return _torchvision(cfg, "MNIST", "MNIST/raw folder (the four unpacked *-ubyte files)")
+
+
+@DATASETS.register("fashion-mnist", help="Fashion-MNIST via torchvision: 60k/10k gray 28x28, 10 classes (downloads)", config=TorchvisionDataConfig)
+def load_fashion_mnist(cfg: TorchvisionDataConfig) -> ImageDataset:
+    return _torchvision(cfg, "FashionMNIST", "FashionMNIST/raw folder (the four unpacked *-ubyte files)")
+
+
+@DATASETS.register("cifar10", help="CIFAR-10 via torchvision: 50k/10k color 32x32, 10 classes (downloads)", config=TorchvisionDataConfig)
+def load_cifar10(cfg: TorchvisionDataConfig) -> ImageDataset:
+    return _torchvision(cfg, "CIFAR10", "cifar-10-batches-py folder")
+
+
+@DATASETS.register("cifar100", help="CIFAR-100 via torchvision: 50k/10k color 32x32, 100 classes (downloads)", config=TorchvisionDataConfig)
+def load_cifar100(cfg: TorchvisionDataConfig) -> ImageDataset:
+    return _torchvision(cfg, "CIFAR100", "cifar-100-python folder")
+
+
+# ------------------------------------------------------------------------------------------ your own
+
+
+def _required_path(cfg: FileDataConfig, kind: str) -> Path:
+    path = cfg.path.expanduser()
+    exists = path.is_file() if kind.endswith("file") else path.is_dir()
+    if not exists:
+        raise DataError(f"data.path = '{cfg.path}': no such {kind}")
+    return path
+
+
+@DATASETS.register("npz", help="your arrays in data.path (.npz): x, y (+ x_test, y_test) or x_train, y_train, x_test, y_test (+ classes)", config=FileDataConfig)
+def load_npz(cfg: FileDataConfig) -> ImageDataset:
+    path = _required_path(cfg, ".npz file")
+    where = f"data.path = '{cfg.path}'"
+    found = _npz_arrays(path, where)
+    if {"x_train", "y_train", "x_test", "y_test"} <= found.keys():
+        suffixes = ["_train", "_test"]
+    elif {"x", "y", "x_test", "y_test"} <= found.keys():  # everything, plus a test split of its own
+        suffixes = ["", "_test"]
+    elif {"x", "y"} <= found.keys():
+        suffixes = [""]
+    else:
+        names = ", ".join(sorted(found)) or "none"
+        raise DataError(f"{where}: expected arrays x, y (+ x_test, y_test) or x_train, y_train, x_test, y_test; found {names}")
+    xs = [_float_images(found[f"x{s}"], f"{where}: x{s}") for s in suffixes]
+    ys = [_labels(found[f"y{s}"], f"{where}: y{s}", len(x)) for s, x in zip(suffixes, xs)]
+    class_names = _npz_class_names(found.get("classes"), ys, where)
+    if len(xs) == 1:
+        return _without_test_split(xs[0], ys[0], class_names)
+    if not len(xs[1]):
+        raise DataError(
+            f"{where}: x_test is empty; give test images, or store x/y alone to hold out "
+            "data.test_fraction of them"
+        )
+    if xs[0].shape[1:] != xs[1].shape[1:]:
+        raise DataError(f"{where}: x_train images are {xs[0].shape[1:]} but x_test images are {xs[1].shape[1:]}")
+    return ImageDataset(xs[0], ys[0], xs[1], ys[1], len(class_names), class_names)
+
+
+def _npz_arrays(path: Path, where: str) -> dict[str, np.ndarray]:
+    try:
+        archive = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as error:
+        raise DataError(f"{where}: not a readable .npz archive ({error}); save it with numpy.savez") from None
+    if not isinstance(archive, np.lib.npyio.NpzFile):  # a .npy file: one bare array, no names
+        raise DataError(f"{where}: holds one bare array, not an .npz archive; use numpy.savez(path, x=..., y=...)")
+    with archive:
+        try:
+            return {name: archive[name] for name in archive.files}
+        except ValueError as error:  # object arrays would need pickle, which data files never get
+            raise DataError(f"{where}: {error}; store plain numeric arrays (and classes as strings)") from None
+
+
+def _npz_class_names(classes: np.ndarray | None, labels: list[np.ndarray], where: str) -> tuple[str, ...]:
+    if classes is None:
+        return _numbered_classes(*labels)
+    names = tuple(str(name) for name in np.asarray(classes).reshape(-1).tolist())
+    top = max((int(y.max()) for y in labels if y.size), default=-1)
+    if top >= len(names):
+        raise DataError(f"{where}: labels go up to {top} but classes lists only {len(names)} names; add the rest")
+    return names
+
+
+@DATASETS.register("imagefolder", help="class subfolders of images at data.path (optionally inside train/ and test/)", config=FileDataConfig)
+def load_imagefolder(cfg: FileDataConfig) -> ImageDataset:
+    root = _required_path(cfg, "folder")
+    where = f"data.path = '{cfg.path}'"
+    has_split = (root / "train").is_dir() and (root / "test").is_dir()
+    parts = [root / "train", root / "test"] if has_split else [root]
+    folders = [_image_folder(part, where) for part in parts]
+    class_names = tuple(folders[0].classes)
+    if any(tuple(folder.classes) != class_names for folder in folders):
+        raise DataError(
+            f"{where}: train/ has classes {list(class_names)} but test/ has {folders[1].classes}; "
+            f"use the same class folders in both"
+        )
+    images = [[_open_image(path) for path, _ in folder.samples] for folder in folders]
+    # One mode for every image so that all share a channel count: gray only when all of them are gray.
+    mode = "L" if all(image.mode in ("1", "L", "LA") for group in images for image in group) else "RGB"
+    xs = [_stack_images(group, mode, cfg.image_size, where) for group in images]
+    if len(xs) == 2 and xs[0].shape[1:] != xs[1].shape[1:]:
+        sizes = f"{xs[0].shape[2:]} train and {xs[1].shape[2:]} test images"
+        raise DataError(f"data.image_size = None: {where} has {sizes}; set data.image_size")
+    ys = [np.asarray(folder.targets, dtype=np.int64) for folder in folders]
+    if len(xs) == 1:
+        return _without_test_split(xs[0], ys[0], class_names)
+    return ImageDataset(xs[0], ys[0], xs[1], ys[1], len(class_names), class_names)
+
+
+def _image_folder(path: Path, where: str) -> ImageFolder:
+    from torchvision.datasets import ImageFolder
+
+    try:
+        return ImageFolder(str(path))
+    except (FileNotFoundError, OSError) as error:
+        raise DataError(f"{where}: {str(error).splitlines()[0]}") from None
+
+
+def _open_image(path: str) -> PilImage:
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as image:
+            image.load()  # decode now, so the file handle can close
+            return image
+    except (OSError, UnidentifiedImageError) as error:
+        raise DataError(f"data.path: cannot read image '{path}' ({error})") from None
+
+
+def _stack_images(images: list[PilImage], mode: str, image_size: int | None, where: str) -> np.ndarray:
+    from PIL import Image
+
+    arrays = []
+    for image in images:
+        image = image.convert(mode)
+        if image_size is not None and image.size != (image_size, image_size):
+            # PIL's bilinear filter widens its support when shrinking, i.e. it antialiases.
+            image = image.resize((image_size, image_size), Image.Resampling.BILINEAR)
+        arrays.append(np.asarray(image))
+    sizes = sorted({a.shape[:2] for a in arrays})
+    if len(sizes) > 1:
+        raise DataError(
+            f"data.image_size = None: {where} holds images of different sizes ({sizes[0]} and {sizes[-1]}); "
+            f"set data.image_size"
+        )
+    stacked = np.stack(arrays)  # (N, H, W) for L, (N, H, W, 3) for RGB
+    return _float_images(stacked, where, channels_last=stacked.ndim == 4)

@@ -1,0 +1,66 @@
+"""The attacks a run actually runs: each attack's requirements checked against the run, before it starts.
+
+An attack the config names that cannot apply (``refusal``) stops the run in one line; under
+``adversary.attacks: strongest`` it is left out instead, and the run records which attacks it kept (the
+run's ``config.yaml`` lists them). Every kept attack is then ``adapted`` to the defenses in force (the
+adaptive variants read the defenses' public options).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from torch import nn
+
+from adversary.inversion.requirements import AttackSetting, DefenseInForce
+from fedsim.core.errors import ConfigError
+from fedsim.config import ExperimentConfig
+from strategies.secagg import SECAGG_STRATEGY
+
+logger = logging.getLogger("fedsim")
+
+
+def attack_setting(config: ExperimentConfig, model: nn.Module, input_shape: tuple[int, int, int], num_classes: int) -> AttackSetting:
+    """The run as the attacks' requirements see it: the agreed model, the defenses' public options, the threat model."""
+    adversary, client = config.adversary, config.client
+    return AttackSetting(
+        model=model,
+        model_name=config.model.name,
+        input_shape=input_shape,
+        num_classes=num_classes,
+        defenses=tuple(DefenseInForce(d.name, d.model_dump(exclude={"name"})) for d in client.defenses),
+        tap=adversary.tap,
+        targets=adversary.targets,
+        server=adversary.server,
+        modification=adversary.modification.name if adversary.modification is not None else None,
+        secagg=config.strategy.name == SECAGG_STRATEGY,
+        knows_local_training=adversary.knows.local_training,
+        knows_num_samples=adversary.knows.num_samples,
+        knows_labels=adversary.knows.labels == "known",
+        knows_bn_statistics=adversary.knows.bn_statistics,
+        lr=client.lr if adversary.knows.local_training else None,
+        local_steps=client.local_steps,
+        batch_size=client.batch_size,
+        optimizer=client.optimizer,
+        weight_decay=client.weight_decay,
+    )
+
+
+def resolve_attacks(config: ExperimentConfig, setting: AttackSetting) -> ExperimentConfig:
+    """``config`` with the attacks that apply to ``setting``, adapted to its defenses (ConfigError: a listed one cannot)."""
+    adversary = config.adversary
+    kept, left_out = [], []
+    for index, options in enumerate(adversary.attacks):
+        reason = options.refusal(setting)
+        if reason is None:
+            kept.append(options.adapted(setting))
+        elif adversary.portfolio == "strongest":
+            left_out.append(f"{options.name} ({reason})")
+        else:
+            raise ConfigError(f"adversary.attacks[{index}] = {options.name}: {reason}")
+    if left_out:
+        logger.info("strongest: running %s; left out %s", ", ".join(o.name for o in kept), "; ".join(left_out))
+    if adversary.attacks and not kept:
+        raise ConfigError(f"adversary.attacks = strongest: no attack applies to this run ({'; '.join(left_out)})")
+    resolved = adversary.model_copy(update={"attacks": kept})
+    return config.model_copy(update={"adversary": resolved})

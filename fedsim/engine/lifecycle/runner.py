@@ -1,0 +1,303 @@
+"""Run one experiment: prepare data and model, launch the Flower simulation, write the summary."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+import warnings
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Protocol as TypingProtocol
+
+import torch
+
+from clients.client_app import ClientSpec
+from clients.mods import CLIENT_ERROR_LOG
+from clients.training import check_training_defenses
+from fedsim.engine.leakage.portfolio import attack_setting, resolve_attacks
+from fedsim.engine.lifecycle.ray_resources import ray_node_counts
+from fedsim.config import ExperimentConfig
+from fedsim.core.devices import resolve_device
+from fedsim.engine.lifecycle.protocols import Protocol, protocol_of
+from fedsim.engine.lifecycle.rounds import ServerSpec
+from fedsim.core.evaluation import evaluate
+from fedsim.engine.lifecycle.federation import PARTITIONS_FILE, Federation, partition_record, prepare_federation
+from fedsim.engine.leakage.scoring import attach_adversary
+from fedsim.engine.lifecycle.network import probe
+from fedsim.models import build_run_model
+from fedsim.engine.lifecycle.progress import LogProgress, RichProgress
+from adversary.metrics import Lpips
+from fedsim.core.errors import ConfigError, TrainingFailed
+from fedsim.rundir.writer import SUMMARY_FILE, RunStore
+from fedsim.core.seeding import derive_seed
+from strategies import build_strategy
+
+logger = logging.getLogger("fedsim")
+
+
+class Engine(TypingProtocol):
+    """Where a run's rounds are played: Flower's simulation, or a SuperLink's grid (the deployment engine)."""
+
+    name: str
+
+    def environment(self) -> dict[str, Any]:
+        """What environment.json records of the engine (its name first)."""
+
+    def play(self, protocol: Protocol, server: ServerSpec, federation: Federation, client: ClientSpec) -> None:
+        """Play every round of the run (the server side; the clients are the engine's)."""
+
+
+class CentralEvaluator:
+    """Scores global weights on the held-out test set (server side, after every round)."""
+
+    def __init__(self, config: ExperimentConfig, federation: Federation, device: torch.device) -> None:
+        dataset = federation.dataset
+        self.model = build_run_model(config, dataset, seed=0, with_weights=False).to(device)
+        self.x = federation.test_stats.normalize(torch.from_numpy(dataset.x_test))
+        self.y = torch.from_numpy(dataset.y_test)
+        self.num_classes = dataset.num_classes
+
+    def __call__(self, state: dict[str, torch.Tensor]) -> dict[str, float]:
+        self.model.load_state_dict(state)
+        return evaluate(self.model, self.x, self.y, self.num_classes)
+
+
+def _quiet_frameworks() -> None:
+    # Ray warns that it will stop hiding GPUs from actors that reserved none; clients pick their device
+    # from federation.client_resources.gpus themselves (clients.client_app.client_device), so that is moot.
+    warnings.filterwarnings("ignore", message="Tip: In future versions of Ray", category=FutureWarning)
+    # Flower's own INFO/WARNING lines (deprecations, sampling chatter) would drown the progress display.
+    logging.getLogger("flwr").setLevel(logging.ERROR)
+
+
+def _backend_config(
+    config: ExperimentConfig, ray_resources: Mapping[str, float] | None = None, ray_address: str | None = None
+) -> dict[str, Any]:
+    """Flower's Ray backend settings; ``ray_resources`` (e.g. ``{"num_cpus": 1}``) caps this run's Ray instance,
+    so that runs side by side (``fedsim sweep --parallel``) share the machine instead of each claiming all of it.
+    The attack workers' CPUs and GPU shares are kept out of it (fedsim.engine.lifecycle.ray_resources).
+
+    ``ray_address``: join that running Ray cluster instead (``federation.ray_address`` or ``RAY_ADDRESS``); its
+    resources are the cluster's, so nothing is capped and Ray places the clients on its nodes."""
+    resources = config.federation.client_resources
+    logs = {"logging_level": logging.ERROR, "log_to_driver": False, "include_dashboard": False}
+    if ray_address is not None:
+        init_args = {**logs, "address": ray_address}
+    else:
+        attack_device = str(resolve_device(config.adversary.device)) if config.adversary.attacks else "cpu"
+        # "local": a Ray instance of the run's own, even when `ray start` left a cluster on this machine (which a
+        # plain ray.init() would join, with the caps below refused there)
+        init_args = {**logs, "address": "local", **(ray_resources or {}),
+                     **ray_node_counts(config, attack_device, ray_resources)}  # fmt: skip
+    return {"client_resources": {"num_cpus": resources.cpus, "num_gpus": resources.gpus}, "init_args": init_args}
+
+
+class SimulationEngine:
+    """Flower's in-process simulation (Ray backend): a Ray instance of its own, or a running Ray cluster."""
+
+    name = "simulation"
+
+    def __init__(self, config: ExperimentConfig, ray_resources: Mapping[str, float] | None = None) -> None:
+        self.ray_resources = ray_resources
+        self.ray_address = cluster_address(config)
+
+    def environment(self) -> dict[str, Any]:
+        return {"engine": self.name, "ray_address": self.ray_address}
+
+    def play(self, protocol: Protocol, server: ServerSpec, federation: Federation, client: ClientSpec) -> None:
+        from flwr.simulation import run_simulation
+
+        if self.ray_address is not None and self.ray_resources:
+            logger.info("on Ray cluster %s: the cluster's resources apply, not %s", self.ray_address, dict(self.ray_resources))
+        run_simulation(
+            server_app=protocol.server_app(server, federation),
+            client_app=protocol.client_app(client),
+            num_supernodes=server.config.federation.num_clients,
+            backend_config=_backend_config(server.config, self.ray_resources, self.ray_address),
+        )
+
+
+def cluster_address(config: ExperimentConfig) -> str | None:
+    """The running Ray cluster this run joins: ``federation.ray_address``, else Ray's own ``RAY_ADDRESS``
+    (``auto`` resolved to the cluster's GCS address), or None for a Ray instance of the run's own."""
+    requested = config.federation.ray_address or os.environ.get("RAY_ADDRESS") or None
+    if requested is None:
+        return None
+    where = "federation.ray_address" if config.federation.ray_address else "RAY_ADDRESS"
+    from ray._private.services import canonicalize_bootstrap_address
+
+    hint = "start one with `ray start --head`, or drop the setting for a Ray instance of the run's own"
+    try:
+        address = canonicalize_bootstrap_address(requested)  # `auto`: the cluster `ray start` last started here
+    except (ConnectionError, ValueError) as error:
+        raise ConfigError(f"{where} = '{requested}': no running Ray cluster found ({error}); {hint}") from None
+    if address is None:
+        raise ConfigError(f"{where} = '{requested}': no running Ray cluster found; {hint}")
+    probe(requested if requested != "auto" else address, where, hint)  # the address as the user wrote it
+    return address
+
+
+def summarize(store: RunStore, wall_seconds: float) -> dict[str, Any]:
+    rows = store.rows()
+    evals = [r for r in rows if r["event"] == "eval"]
+    fits = [r for r in rows if r["event"] == "fit"]
+    final = evals[-1] if evals else {}
+    return {
+        "run_dir": str(store.run_dir),
+        "rounds_completed": final.get("round", 0),
+        "final": {k: final[k] for k in ("loss", "accuracy", "precision", "recall", "specificity", "f1", "mcc") if k in final},
+        "best_accuracy": max((r["accuracy"] for r in evals), default=None),
+        "client_updates": len(fits),
+        "client_failures": sum(1 for r in fits if r.get("status") == "failed"),
+        "leakage": leakage_summary([r for r in rows if r["event"] == "attack"]),
+        "wall_seconds_last_session": round(wall_seconds, 2),
+    }
+
+
+def leakage_summary(attack_rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Mean PSNR / SSIM / label accuracy per attack, per client versus aggregate, over all attacked rounds."""
+    summary: dict[str, Any] = {}
+    for row in attack_rows:
+        if row.get("status") != "ok":
+            continue
+        kind = "aggregate" if row["target"] == "aggregate" else "per-client"
+        summary.setdefault(row["attack"], {}).setdefault(kind, []).append(row)
+    return {
+        attack: {
+            kind: {
+                "targets": len(group),
+                **{
+                    metric: _mean([r[metric] for r in group if r.get(metric) is not None])
+                    for metric in ("psnr_mean", "ssim_mean", "lpips_mean", "label_accuracy")
+                },
+            }
+            for kind, group in kinds.items()
+        }
+        for attack, kinds in summary.items()
+    }
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def run_experiment(
+    config: ExperimentConfig | None = None,
+    *,
+    resume: Path | None = None,
+    rounds: int | None = None,
+    quiet: bool = False,
+    run_dir: Path | None = None,
+    ray_resources: Mapping[str, float] | None = None,
+    engine: Engine | None = None,
+) -> Path:
+    """Run (or resume) one experiment and return its run directory (``rounds``: extend a resumed run to that
+    many rounds; ``ray_resources``: see _backend_config; ``engine``: where the rounds are played, Flower's
+    simulation by default, or the grid a deployed ServerApp got: ``fedsim.engine.deployment.app``)."""
+    started = time.perf_counter()
+    _quiet_frameworks()
+    store: RunStore | None = None
+    if resume is not None:
+        store, config, last_round = RunStore.open_for_resume(resume, rounds)
+        initial_state = store.load_checkpoint(last_round)
+    else:
+        assert config is not None, "a config or a run to resume is required"
+        last_round, initial_state = 0, None
+    device = resolve_device(config.device)
+    if engine is None:
+        engine = SimulationEngine(config, ray_resources)
+    federation = prepare_federation(config)
+    dataset = federation.dataset
+    model_seed = derive_seed(config.seed, "model")
+    if initial_state is None:
+        model = build_run_model(config, dataset, seed=model_seed, with_weights=True)
+        check_training_defenses(model, config.client.defenses)  # e.g. BatchNorm under dpsgd: one line, no round run
+        initial_state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+    if config.adversary.attacks:  # an attack that cannot apply is refused here, before the run directory exists
+        architecture = build_run_model(config, dataset, seed=model_seed, with_weights=False)
+        shape = (dataset.channels, dataset.image_size, dataset.image_size)
+        config = resolve_attacks(config, attack_setting(config, architecture, shape, dataset.num_classes))
+    # adversary.lpips: required refuses here, before the run directory exists
+    lpips = Lpips(config.adversary.lpips) if config.adversary.attacks else None
+    if store is None:  # created once data and model are known good: a failed start leaves no orphan directory
+        store = RunStore.create(config, str(device), run_dir, engine.environment())
+    else:
+        store.record_resumption(str(device), engine.environment())
+    store.write_json(PARTITIONS_FILE, partition_record(federation))
+
+    client_spec = ClientSpec(
+        config=config,
+        run_dir=store.run_dir.resolve(),
+        partitions=federation.partitions,
+        stats=federation.client_stats,
+        num_classes=dataset.num_classes,
+        channels=dataset.channels,
+        image_size=dataset.image_size,
+    )
+    strategy = build_strategy(config, history=store.rows() if resume is not None else ())
+    wiring = attach_adversary(config, federation, store, model_seed, lpips) if config.adversary.attacks else None
+    if wiring and resume is not None:
+        queued = wiring.adversary.resume(store.rows(), last_round)
+        if queued:
+            logger.info("re-running %d attack job(s) that the killed run left unfinished", queued)
+    progress = LogProgress() if quiet else RichProgress()
+    server_spec = ServerSpec(
+        config=config,
+        store=store,
+        strategy=wiring.wrap_strategy(strategy) if wiring else strategy,
+        initial_state=initial_state,
+        start_round=last_round,
+        evaluate=CentralEvaluator(config, federation, device),
+        progress=progress,
+        wrap_grid=wiring.wrap_grid if wiring else None,
+        round_hooks=(wiring.adversary.round_finished,) if wiring else (),
+    )
+    try:
+        if last_round < config.federation.rounds:
+            protocol = protocol_of(config)  # Message API, or Flower's legacy path for SecAgg+
+            engine.play(protocol, server_spec, federation, client_spec)
+    finally:
+        progress.stop()
+        if wiring:
+            if wiring.adversary.pending():
+                logger.info("waiting for %d attack(s) still running", wiring.adversary.pending())
+            wiring.adversary.finish()  # every reconstruction already under way gets scored and recorded
+    summary = summarize(store, time.perf_counter() - started)
+    store.write_json(SUMMARY_FILE, summary)
+    untrained = rounds_without_update(store, after=last_round, withheld=_withheld_rounds(config))
+    if untrained is not None:
+        raise TrainingFailed(f"{untrained}; reasons in the fit rows of {store.run_dir / 'metrics.jsonl'}")
+    _log_summary(summary)
+    return store.run_dir
+
+
+def _withheld_rounds(config: ExperimentConfig) -> Callable[[int], bool]:
+    """Rounds whose aggregate a malicious server keeps to itself by design (they are not failures)."""
+    adversary = config.adversary
+    return adversary.attacks_round if adversary.server == "malicious" else (lambda server_round: False)
+
+
+def rounds_without_update(store: RunStore, after: int, withheld: Callable[[int], bool] = lambda r: False) -> str | None:
+    """Why the rounds played after round ``after`` trained nothing, or None when at least one did (rounds a
+    malicious server ``withheld`` on purpose do not count)."""
+    played = [row for row in store.rows() if row["event"] == "eval" and row["round"] > after and not withheld(row["round"])]
+    if not played or any(row.get("model_updated", True) for row in played):
+        return None
+    errors = sorted({row["error"] for row in played if row.get("error")})
+    why = f" ({'; '.join(errors)})" if errors else ": every client update failed or was refused"
+    return f"no round updated the global model in rounds {played[0]['round']}-{played[-1]['round']}{why}"
+
+
+def _log_summary(summary: dict[str, Any]) -> None:
+    final = summary["final"]
+    logger.info(
+        "finished %d rounds: test accuracy %.4f (best %.4f), loss %.4f",
+        summary["rounds_completed"], final.get("accuracy", float("nan")),
+        summary["best_accuracy"] or float("nan"), final.get("loss", float("nan")),
+    )
+    if summary["client_failures"]:
+        logger.warning(
+            "%d of %d client updates failed; reasons in metrics.jsonl, tracebacks in %s/%s",
+            summary["client_failures"], summary["client_updates"], summary["run_dir"], CLIENT_ERROR_LOG,
+        )

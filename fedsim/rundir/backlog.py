@@ -1,0 +1,46 @@
+"""What the adversary saw in a round, kept on disk until every attack on it has been scored.
+
+Attacks run beside the training, so a run killed mid-way can leave a committed round whose attacks never
+finished. The round's tapped updates are written here before the round is committed and removed once all
+its attack jobs have recorded their rows; ``fedsim run --resume`` re-attacks whatever is still here (same
+seeds, hence the same reconstructions). Only what the tap saw is stored: never ground truth.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+
+from adversary.taps import TappedUpdate
+from fedsim.core.atomic import save_torch_atomic
+
+BACKLOG_DIR = "adversary"
+_FILE = re.compile(r"observed_round_(\d+)\.pt$")
+
+
+class AttackBacklog:
+    def __init__(self, run_dir: Path) -> None:
+        self.dir = Path(run_dir) / BACKLOG_DIR
+
+    def path(self, server_round: int) -> Path:
+        return self.dir / f"observed_round_{server_round:04d}.pt"
+
+    def save(self, server_round: int, updates: list[TappedUpdate]) -> None:
+        """Write the round's tapped updates atomically (a kill leaves the old file or the new one)."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        save_torch_atomic(self.path(server_round), [asdict(update) for update in updates])
+
+    def load(self, server_round: int) -> list[TappedUpdate]:
+        records = torch.load(self.path(server_round), weights_only=True)
+        return [TappedUpdate(**{**record, "contributors": tuple(record["contributors"])}) for record in records]
+
+    def rounds(self) -> list[int]:
+        if not self.dir.is_dir():
+            return []
+        return sorted(int(match.group(1)) for p in self.dir.iterdir() if (match := _FILE.match(p.name)))
+
+    def discard(self, server_round: int) -> None:
+        self.path(server_round).unlink(missing_ok=True)

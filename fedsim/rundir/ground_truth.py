@@ -1,0 +1,37 @@
+"""What each client really trained on, kept apart from everything the attacker can reach.
+
+Clients write one file per (round, client) into the run directory, never into their Flower reply.
+Only scoring (outside any attack) reads it back.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from fedsim.core.atomic import write_json_atomic
+
+GROUND_TRUTH_DIR = "ground_truth"
+
+
+class GroundTruthStore:
+    def __init__(self, run_dir: Path) -> None:
+        self.root = Path(run_dir) / GROUND_TRUTH_DIR
+
+    def _path(self, server_round: int, client: int) -> Path:
+        return self.root / f"round_{server_round:04d}" / f"client_{client:04d}.json"
+
+    def write(self, server_round: int, client: int, batches: list[list[int]], labels: list[list[int]]) -> None:
+        """Record the sample ids of every local step, in the order they were used, and their labels."""
+        path = self._path(server_round, client)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        payload = {"round": server_round, "client": client, "batches": batches, "labels": labels}
+        write_json_atomic(path, payload)
+
+    def read(self, server_round: int, client: int) -> dict[str, Any]:
+        return json.loads(self._path(server_round, client).read_text())
+
+    def clients(self, server_round: int) -> list[int]:
+        folder = self.root / f"round_{server_round:04d}"
+        return sorted(int(p.stem.split("_")[1]) for p in folder.glob("client_*.json")) if folder.is_dir() else []

@@ -1,0 +1,146 @@
+"""Runs and sweeps as pandas DataFrames, for notebooks: ``fedsim.load_run(path)``, ``fedsim.load_sweep(path)``.
+
+    run = fedsim.load_run("runs/quickstart-20261122-101500")
+    run.config.client.lr                        # the resolved ExperimentConfig
+    run.metrics.query("event == 'eval'")        # one row per metrics.jsonl line, columns as recorded
+
+    sweep = fedsim.load_sweep("runs/defense-frontier-sweep-20261123-101500")
+    sweep.points                                # one row per point: run, status, the value label of every grid key
+    sweep.metrics                               # every run's rows, with `run` and the grid keys as columns
+
+Reports are built on the same loaders, so a figure and a notebook read the same numbers.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from fedsim.config import ExperimentConfig, load_config
+from fedsim.rundir.writer import CONFIG_FILE, ENVIRONMENT_FILE, METRICS_FILE, SUMMARY_FILE, RunStore
+from fedsim.sweep.manifest import SWEEP_MANIFEST
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run directory: its config, metrics (one row per event) and, once finished, its summary."""
+
+    path: Path
+    config: ExperimentConfig
+    metrics: pd.DataFrame
+    summary: dict[str, Any] | None
+    environment: dict[str, Any] | None
+    labels: dict[str, str] = field(default_factory=dict)  # grid key -> value label, for a point of a sweep
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    def strongest(self, metric: str = "ssim_mean", per: str = "target") -> pd.DataFrame:
+        """The strongest attack result, over the attacks, their restarts (a row holds an attack's best restart,
+        picked by its own objective) and the attacked rounds: one row per target (``per="target"``), per round
+        and target (``"round"``), or the one of the whole run (``"run"``), with the attack that achieved it.
+
+        ``metric``: a per-target column of the attack rows; higher is stronger except for ``mse_mean`` and
+        ``lpips_mean``. Targets are ``client:<id>`` or ``aggregate``.
+        """
+        groups = {"target": ["target"], "round": ["round", "target"], "run": []}
+        if per not in groups:
+            raise ValueError(f"per = {per!r}; allowed: {', '.join(groups)}")
+        attacks = self.events("attack")
+        if attacks.empty or metric not in attacks:
+            return pd.DataFrame(columns=["round", "target", "attack", metric])
+        ok = attacks[(attacks.get("status", "ok") == "ok") & attacks[metric].notna()]
+        ok = ok.sort_values(metric, ascending=metric in ("mse_mean", "lpips_mean"), kind="stable")
+        best = ok.drop_duplicates(subset=groups[per]) if groups[per] else ok.head(1)
+        first = ["round", "target", "attack", metric]
+        return best[first + [c for c in best.columns if c not in first]].sort_values(groups[per] or ["round"]).reset_index(drop=True)
+
+    def events(self, event: str) -> pd.DataFrame:
+        """The rows of one event (``eval``, ``fit``, ``client_eval``, ``attack``), without all-empty columns."""
+        if "event" not in self.metrics:
+            return self.metrics
+        return self.metrics[self.metrics["event"] == event].dropna(axis="columns", how="all").reset_index(drop=True)
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """A sweep directory (or any folder of run directories): its runs in order, and their grid labels."""
+
+    path: Path
+    runs: dict[str, Run]
+    grid: dict[str, list[str]]  # key -> value labels, in grid order ({} for a plain folder of runs)
+    status: dict[str, str]  # run -> status in the manifest (every point, including those not started)
+
+    @property
+    def points(self) -> pd.DataFrame:
+        return pd.DataFrame(
+            [{"run": name, "status": status, **(self.runs[name].labels if name in self.runs else {})}
+             for name, status in self.status.items()]  # fmt: skip
+        )
+
+    @property
+    def metrics(self) -> pd.DataFrame:
+        frames = [run.metrics.assign(run=name, **run.labels) for name, run in self.runs.items()]
+        if not frames:
+            return pd.DataFrame()
+        frame = pd.concat(frames, ignore_index=True)
+        first = ["run", *self.grid]
+        return frame[first + [c for c in frame.columns if c not in first]]
+
+
+def is_run_dir(path: Path) -> bool:
+    return (Path(path) / METRICS_FILE).is_file() and (Path(path) / CONFIG_FILE).is_file()
+
+
+def is_sweep_dir(path: Path) -> bool:
+    return (Path(path) / SWEEP_MANIFEST).is_file()
+
+
+def load_run(path: str | Path, labels: dict[str, str] | None = None) -> Run:
+    """Load a run directory; FileNotFoundError (one line) when it is not one."""
+    path = Path(path)
+    if not is_run_dir(path):
+        raise FileNotFoundError(f"'{path}' is not a fedsim run directory (no {METRICS_FILE} and {CONFIG_FILE})")
+    rows = RunStore(path).rows()
+    metrics = pd.DataFrame.from_records(rows)
+    if not metrics.empty:
+        metrics = metrics[["event", "round"] + [c for c in metrics.columns if c not in ("event", "round")]]
+    return Run(
+        path=path,
+        config=load_config(path / CONFIG_FILE),
+        metrics=metrics,
+        summary=_read_json(path / SUMMARY_FILE),
+        environment=_read_json(path / ENVIRONMENT_FILE),
+        labels=dict(labels or {}),
+    )
+
+
+def load_sweep(path: str | Path) -> Sweep:
+    """Load a sweep directory (its points in grid order) or a plain folder of run directories (by name)."""
+    path = Path(path)
+    if is_sweep_dir(path):
+        manifest = json.loads((path / SWEEP_MANIFEST).read_text())
+        status = {point["name"]: point["status"] for point in manifest["points"]}
+        runs = {
+            point["name"]: load_run(path / point["run_dir"], point["labels"])
+            for point in manifest["points"]
+            if is_run_dir(path / point["run_dir"])
+        }
+        return Sweep(path, runs, dict(manifest.get("grid", {})), status)
+    children = sorted(child for child in path.iterdir() if is_run_dir(child)) if path.is_dir() else []
+    if not children:
+        raise FileNotFoundError(f"'{path}' is neither a sweep directory (no {SWEEP_MANIFEST}) nor a folder of runs")
+    runs = {child.name: load_run(child) for child in children}
+    return Sweep(path, runs, {}, {name: "complete" if run.summary else "incomplete" for name, run in runs.items()})
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None

@@ -1,0 +1,250 @@
+"""The run directory: resolved config, environment, metrics log, checkpoints and summary.
+
+A round is committed when its checkpoint is renamed into place; every metrics row of that round is
+written (and fsynced) before. ``--resume`` therefore restarts after the last checkpoint and drops the
+rows of the round that was interrupted, which the resumed run recomputes identically.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import re
+import sys
+import threading
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from fedsim.core.atomic import append_line_durably, save_torch_atomic, write_json_atomic, write_text_atomic
+from fedsim.core.errors import ConfigError
+from fedsim.config import SCHEMA_VERSION, ExperimentConfig, config_changes, dump_config, load_config, with_absolute_paths
+
+CONFIG_FILE = "config.yaml"
+ENVIRONMENT_FILE = "environment.json"
+METRICS_FILE = "metrics.jsonl"
+SUMMARY_FILE = "summary.json"
+FINGERPRINT_FILE = "fingerprint.json"  # the resolved config and fedsim version a run started with
+CHECKPOINT_DIR = "checkpoints"
+_CHECKPOINT = re.compile(r"round_(\d{4,})\.pt$")
+
+
+def environment_info(device: str) -> dict[str, Any]:
+    packages = ("fedsim", "flwr", "ray", "torch", "torchvision", "numpy", "opacus", "scikit-image", "pydantic")
+    versions = {}
+    for name in packages:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "device": device,
+        "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "versions": versions,
+        "command": sys.argv,
+    }
+
+
+def _check_output_dir(folder: Path) -> None:
+    """One line naming output.dir when runs cannot be written there (a file, no permission)."""
+    existing = next((p for p in (folder, *folder.parents) if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        raise ConfigError(f"output.dir = '{folder}': '{existing}' is a file, not a folder")
+    if existing is not None and not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"output.dir = '{folder}': '{existing}' is not writable")
+
+
+def claim_new_directory(parent: Path, name: str) -> Path:
+    """Create ``parent/name`` (or ``name-2``, ``name-3``, ...) that no one else holds; mkdir is the lock."""
+    parent.mkdir(parents=True, exist_ok=True)
+    for attempt in range(1, 10_000):
+        candidate = parent / (name if attempt == 1 else f"{name}-{attempt}")
+        try:
+            candidate.mkdir()
+        except FileExistsError:
+            continue
+        return candidate
+    raise FileExistsError(f"output.dir: no free run directory named {name}-N left in '{parent}'")
+
+
+def _fedsim_version() -> str:
+    try:
+        return metadata.version("fedsim")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+class RunStore:
+    """Everything a run persists, in one directory (side effects live here, not in the simulation)."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = Path(run_dir)
+        self.metrics_path = self.run_dir / METRICS_FILE
+        self.checkpoint_dir = self.run_dir / CHECKPOINT_DIR
+        self._append_lock = threading.Lock()  # the server thread and attack workers append concurrently
+
+    # ------------------------------------------------------------------ creation and resumption
+    @classmethod
+    def create(
+        cls, config: ExperimentConfig, device: str, run_dir: Path | None = None, engine: dict[str, Any] | None = None
+    ) -> "RunStore":
+        """Claim a new run directory atomically (two runs never share one) and write its config.
+
+        A named directory (``output.run_name``, or ``run_dir`` from a sweep) is claimed by creating its
+        metrics file exclusively; a generated ``<name>-<timestamp>`` one by creating the directory itself,
+        with ``-2``, ``-3``... when another run took that second.
+        """
+        _check_output_dir(config.output.dir if run_dir is None else Path(run_dir).parent)
+        if run_dir is not None or config.output.run_name:
+            run_dir = Path(run_dir) if run_dir is not None else config.output.dir / str(config.output.run_name)
+            run_dir.mkdir(parents=True, exist_ok=True)
+            what = "output.run_name" if config.output.run_name and run_dir.name == config.output.run_name else "the run directory"
+            try:
+                (run_dir / METRICS_FILE).open("x").close()
+            except FileExistsError:
+                raise FileExistsError(
+                    f"{what}: '{run_dir}' already holds a run; use `fedsim run --resume {run_dir}` or another name"
+                ) from None
+        else:
+            run_dir = claim_new_directory(config.output.dir, f"{config.name}-{time.strftime('%Y%m%d-%H%M%S')}")
+            (run_dir / METRICS_FILE).touch()
+        store = cls(run_dir)
+        store._write_config(with_absolute_paths(config))
+        environment = {**(engine or {"engine": "simulation"}), **environment_info(device)}
+        write_json_atomic(run_dir / ENVIRONMENT_FILE, environment, durable=True, indent=2)
+        return store
+
+    def record_resumption(self, device: str, engine: dict[str, Any]) -> None:
+        """Add a resumed session's engine and environment to environment.json (`resumed`, oldest first)."""
+        path = self.run_dir / ENVIRONMENT_FILE
+        environment = json.loads(path.read_text()) if path.is_file() else {}
+        environment.setdefault("resumed", []).append({**engine, **environment_info(device)})
+        write_json_atomic(path, environment, durable=True, indent=2)
+
+    def _write_config(self, config: ExperimentConfig) -> None:
+        text = dump_config(config)
+        fingerprint = {
+            "fedsim": _fedsim_version(),
+            "config_sha256": hashlib.sha256(text.encode()).hexdigest(),
+            "config": text,
+        }
+        write_json_atomic(self.run_dir / FINGERPRINT_FILE, fingerprint, durable=True, indent=1)
+        write_text_atomic(self.run_dir / CONFIG_FILE, text, durable=True)
+
+    def _check_fingerprint(self, config: ExperimentConfig, rounds: int | None) -> ExperimentConfig:
+        """The run's config as it started (refusing an edited one or another fedsim), with ``rounds`` raised."""
+        path = self.run_dir / FINGERPRINT_FILE
+        if path.is_file():
+            recorded = json.loads(path.read_text())
+            if recorded["fedsim"] != _fedsim_version():
+                raise ConfigError(
+                    f"--resume {self.run_dir}: the run started with fedsim {recorded['fedsim']}, this is "
+                    f"{_fedsim_version()}; resume it with that version"
+                )
+            changed = config_changes(recorded["config"], dump_config(config))
+            if changed:
+                raise ConfigError(
+                    f"--resume {self.run_dir}: {CONFIG_FILE} was edited since the run started ({', '.join(changed)}); "
+                    "a resumed run must continue the same experiment (use --rounds N to extend federation.rounds)"
+                )
+        if rounds is None:
+            return config
+        if rounds < config.federation.rounds:
+            raise ConfigError(
+                f"--rounds {rounds}: must be >= the run's federation.rounds ({config.federation.rounds}); "
+                "a run can be extended, not cut"
+            )
+        extended = config.model_copy(deep=True)
+        extended.federation.rounds = rounds
+        self._write_config(extended)
+        return extended
+
+    @classmethod
+    def open_for_resume(cls, run_dir: Path, rounds: int | None = None) -> tuple["RunStore", ExperimentConfig, int]:
+        """Open a killed run; returns the store, its config and the last committed round.
+
+        The config must be the one the run started with (``fingerprint.json``); ``rounds`` extends
+        ``federation.rounds``, the one change a resumed run may make.
+        """
+        run_dir = Path(run_dir)
+        if not (run_dir / CONFIG_FILE).is_file():
+            raise FileNotFoundError(f"--resume {run_dir}: not a fedsim run directory (no {CONFIG_FILE})")
+        store = cls(run_dir)
+        config = store._check_fingerprint(load_config(run_dir / CONFIG_FILE), rounds)
+        last = store.last_committed_round()
+        if last is None:
+            raise FileNotFoundError(
+                f"--resume {run_dir}: no checkpoint to resume from (the run was killed before it started)"
+            )
+        store._drop_rows_after(last)
+        return store, config, last
+
+    def _drop_rows_after(self, last_round: int) -> None:
+        kept = [row for row in self.rows() if row.get("round", 0) <= last_round]
+        body = "".join(json.dumps(row) + "\n" for row in kept)
+        write_text_atomic(self.metrics_path, body, durable=True)
+
+    # ------------------------------------------------------------------------------- metrics
+    def append(self, row: dict[str, Any]) -> None:
+        """Append one metrics row, stamped with the schema version and the time, and make it durable.
+
+        Rows written before versions existed have no ``schema``: they read as version 1.
+        """
+        if "round" not in row or "event" not in row:
+            raise ValueError("every metrics row needs 'round' and 'event'")
+        line = json.dumps({**row, "schema": SCHEMA_VERSION, "time": round(time.time(), 3)}, allow_nan=True)
+        with self._append_lock:
+            append_line_durably(self.metrics_path, line + "\n")
+
+    def rows(self) -> list[dict[str, Any]]:
+        """All complete rows; a line torn by a kill mid-write is ignored."""
+        if not self.metrics_path.exists():
+            return []
+        rows = []
+        for line in self.metrics_path.read_text().splitlines():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+        return rows
+
+    # --------------------------------------------------------------------------- checkpoints
+    def checkpoint_path(self, server_round: int) -> Path:
+        return self.checkpoint_dir / f"round_{server_round:04d}.pt"
+
+    def save_checkpoint(self, server_round: int, state_dict: dict[str, torch.Tensor]) -> None:
+        self.checkpoint_dir.mkdir(exist_ok=True)
+        path = self.checkpoint_path(server_round)
+        # durable: the checkpoint's presence commits the round (see the module docstring)
+        save_torch_atomic(path, {k: v.detach().cpu() for k, v in state_dict.items()}, durable=True)
+
+    def load_checkpoint(self, server_round: int) -> dict[str, torch.Tensor]:
+        return torch.load(self.checkpoint_path(server_round), map_location="cpu", weights_only=True)
+
+    def last_committed_round(self) -> int | None:
+        if not self.checkpoint_dir.is_dir():
+            return None
+        rounds = [int(m.group(1)) for p in self.checkpoint_dir.iterdir() if (m := _CHECKPOINT.match(p.name))]
+        return max(rounds, default=None)
+
+    def prune_checkpoints(self, keep: int) -> None:
+        """Keep only the newest checkpoint (when the user did not ask for all of them)."""
+        for path in self.checkpoint_dir.glob("round_*.pt"):
+            match = _CHECKPOINT.match(path.name)
+            if match and int(match.group(1)) != keep:
+                path.unlink()
+
+    # ------------------------------------------------------------------------------- summary
+    def write_json(self, name: str, payload: dict[str, Any]) -> None:
+        write_json_atomic(self.run_dir / name, payload, durable=True, indent=2)
+
+    def read_json(self, name: str) -> dict[str, Any]:
+        return json.loads((self.run_dir / name).read_text())
