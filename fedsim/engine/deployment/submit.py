@@ -62,7 +62,7 @@ class SuperLink:
 
 def app_directory() -> Path:
     """The checkout whose ``pyproject.toml`` declares fedsim's Flower App (``[tool.flwr.app]``)."""
-    root = Path(__file__).resolve().parents[2]  # <root>/fedsim/engine/deployment.py
+    root = Path(__file__).resolve().parents[3]  # <root>/fedsim/engine/deployment/submit.py
     pyproject = root / "pyproject.toml"
     if not pyproject.is_file() or "[tool.flwr.app]" not in pyproject.read_text():
         raise ConfigError(f"--engine deployment builds fedsim's Flower App from its source checkout, but {root} has no "
