@@ -1,4 +1,4 @@
-"""A bare Flower ClientApp for bench/overhead.py, written as Flower's PyTorch quickstart writes one.
+"""A bare Flower ClientApp for ``bench.overhead``, written as Flower's PyTorch quickstart writes one.
 
 It lives in its own module so that Ray's workers import it instead of unpickling data with every message.
 """
