@@ -64,7 +64,9 @@ def data_file(data_dir: Path | None, name: str) -> Path:
     if data_dir is None:
         from_env = os.environ.get(DATA_ENV)
         if not from_env:
-            raise SystemExit(f"{name}: give the folder that holds it with --data-dir DIR or the {DATA_ENV} environment variable")
+            raise SystemExit(
+                f"{name}: give the folder that holds it with --data-dir DIR or the {DATA_ENV} environment variable"
+            )
         data_dir, origin = Path(from_env), f"{DATA_ENV}={from_env}"
     else:
         origin = f"--data-dir {data_dir}"
@@ -119,7 +121,7 @@ def set_dotted(raw: dict[str, Any], key: str, value: Any) -> None:
     node[leaf] = value
 
 
-def run_sweep(raw: dict[str, Any], config: Path, out: Path, parallel: int) -> Path:
+def fedsim_sweep(raw: dict[str, Any], config: Path, out: Path, parallel: int) -> Path:
     """Write ``raw`` (a config with a ``sweep:`` section) to ``config`` and run or resume it with ``fedsim sweep``.
 
     Finished points under ``out`` are skipped, so a killed benchmark resumes and a larger grid adds only its
@@ -127,8 +129,8 @@ def run_sweep(raw: dict[str, Any], config: Path, out: Path, parallel: int) -> Pa
     """
     config.parent.mkdir(parents=True, exist_ok=True)
     config.write_text(yaml.safe_dump(raw, sort_keys=False))
-    command = [sys.executable, "-m", "fedsim.cli", "sweep", str(config), "--out", str(out), "--parallel", str(parallel), "--quiet"]
-    subprocess.run(command, check=True, cwd=REPO)
+    command = ["sweep", str(config), "--out", str(out), "--parallel", str(parallel), "--quiet"]
+    subprocess.run([sys.executable, "-m", "fedsim.cli", *command], check=True, cwd=REPO)
     return out
 
 

@@ -31,8 +31,19 @@ import numpy as np
 import yaml
 
 import fedsim
-from bench import common
-from bench.common import CONFIGS, DOCS_PAGES, MNIST, REPO, add_data_dir, add_docs_flag, data_file, format_interval, interval
+from bench.common import (
+    CONFIGS,
+    DOCS_PAGES,
+    MNIST,
+    REPO,
+    add_data_dir,
+    add_docs_flag,
+    data_file,
+    fedsim_sweep,
+    format_interval,
+    interval,
+    write_between_markers,
+)
 from fedsim.config import parse_config
 
 CONFIG = CONFIGS / "defense-evaluation.yaml"
@@ -70,7 +81,7 @@ def run_sweep(data: Path, out: Path, seeds: int, parallel: int, settings: dict[s
     raw = yaml.safe_load(CONFIG.read_text())
     raw["data"] = {**raw["data"], "dataset": "npz", "path": str(data)}
     raw["sweep"] = {"grid": {"client.defenses": settings, "seed": list(range(seeds))}}
-    return common.run_sweep(raw, out / f"config-{len(settings)}.yaml", out / "sweep", parallel)
+    return fedsim_sweep(raw, out / f"config-{len(settings)}.yaml", out / "sweep", parallel)
 
 
 def per_run(run: fedsim.rundir.reader.Run) -> dict:
@@ -149,7 +160,7 @@ def main(argv: list[str] | None = None) -> None:
         print("\n" + "\n".join(lines))
     if args.docs:
         seconds = sum(float((run.summary or {}).get("wall_seconds_last_session", 0.0)) for run in sweep.runs.values())
-        common.write_between_markers(DOCS_PAGES[MARKER], MARKER, [
+        write_between_markers(DOCS_PAGES[MARKER], MARKER, [
             f"Regenerate with `.venv/bin/python -m bench.defenses --data-dir DIR --docs`, DIR holding `{MNIST}` "
             f"({len(sweep.runs)} runs, {seconds / 60:.0f} min of run time on {os.cpu_count()} CPU cores; `--parallel 2` runs two "
             "at once). Means over seeds 0-2 ± 95 % t-interval half-widths:",

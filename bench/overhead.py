@@ -22,12 +22,12 @@ import time
 from pathlib import Path
 
 import torch
-from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
+from flwr.app import ArrayRecord, ConfigRecord, Context, MetricRecord
 from flwr.serverapp import Grid, ServerApp
 from flwr.serverapp.strategy import FedAvg
 from flwr.simulation import run_simulation
 
-from bench import bare_flower_app
+from bench.bare_flower_app import build_client_app, cached_federation
 from bench.common import CONFIGS, REPO
 from fedsim.config import ExperimentConfig, load_config
 from fedsim.engine.lifecycle.runner import CentralEvaluator, _backend_config, _quiet_frameworks, run_experiment
@@ -44,14 +44,14 @@ def steady_seconds_per_round(round_ends: list[float]) -> float:
 
 def bare_flower_seconds_per_round(config: ExperimentConfig) -> float:
     """The same experiment written the way Flower's own PyTorch quickstart is written."""
-    federation = bare_flower_app.federation(config.model_dump_json())
+    federation = cached_federation(config.model_dump_json())
     dataset = federation.dataset
     evaluator = CentralEvaluator(config, federation, torch.device("cpu"))
 
     def new_model() -> torch.nn.Module:
         return build_run_model(config, dataset, seed=0, with_weights=True)
 
-    client_app = bare_flower_app.build_client_app(config)
+    client_app = build_client_app(config)
     round_ends: list[float] = []
     server_app = ServerApp()
 

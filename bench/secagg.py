@@ -31,7 +31,7 @@ from pathlib import Path
 import yaml
 
 import fedsim
-from bench.common import CIFAR, CONFIGS, add_data_dir, data_file, format_interval, interval, run_sweep, set_dotted
+from bench.common import CIFAR, CONFIGS, add_data_dir, data_file, fedsim_sweep, format_interval, interval, set_dotted
 from fedsim.config import load_config
 from fedsim.engine.lifecycle.runner import _quiet_frameworks, run_experiment
 from fedsim.rundir.writer import RunStore
@@ -98,7 +98,7 @@ def compare(args: argparse.Namespace, data: Path) -> None:
             key, value = assignment.split("=", 1)
             set_dotted(raw, key, yaml.safe_load(value))
         raw["sweep"] = {"grid": {"federation.num_clients": list(args.clients), "seed": list(range(args.seeds))}}
-        run_sweep(raw, out / f"{variant}.yaml", out / variant, args.parallel)
+        fedsim_sweep(raw, out / f"{variant}.yaml", out / variant, args.parallel)
         for run in fedsim.load_sweep(out / variant).runs.values():
             best = run.strongest("ssim_mean", per="target")
             if best.empty:
