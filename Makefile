@@ -34,7 +34,7 @@ deployment-smoke: install
 		--set 'adversary.rounds=[1]' --set 'adversary.attacks=[{name: dlg, iterations: 50, restarts: 1}]'
 
 bench: install
-	$(BIN)/python bench/overhead.py
+	$(BIN)/python -m bench.overhead
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

@@ -2,34 +2,30 @@
 
 The set-up of ``configs/defense-comparison.yaml`` (DLG's tanh LeNet at its seeded initialisation, one SGD
 step of lr 0.1 on one image), each defense applied to the update exactly as a client applies it. Tuning
-images: CIFAR-10 **test** images 0-3 of ``../shared/data/cifar10_subset.npz`` (the reported numbers come
+images: CIFAR-10 **test** images 0-3 of ``cifar10_subset.npz`` (the reported numbers come
 from clients' training images in runs). For each defense, plain Inverting Gradients against its adaptive
 variant over a small grid of the variant's TV weight; prints mean SSIM / PSNR per setting, one JSON line last.
 
-    .venv/bin/python bench/adaptive_tuning.py [--data ../shared/data/cifar10_subset.npz] [--images 4] [--iterations 1000]
+    .venv/bin/python -m bench.adaptive_tuning [--data-dir DIR] [--images 4] [--iterations 1000]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from adversary.inversion import run_attack  # noqa: E402
-from adversary.inversion.options import AttackOptions  # noqa: E402
-from adversary.inversion.requirements import AttackSetting, DefenseInForce  # noqa: E402
-from adversary.metrics import psnr, ssim  # noqa: E402
-from adversary.view import AttackerView, LocalTraining  # noqa: E402
-from clients.defenses import DEFENSES, DefenseContext  # noqa: E402
-from fedsim.config import parse_config  # noqa: E402
-from fedsim.models import build_model  # noqa: E402
+from adversary.inversion import run_attack
+from adversary.inversion.options import AttackOptions
+from adversary.inversion.requirements import AttackSetting, DefenseInForce
+from adversary.metrics import psnr, ssim
+from adversary.view import AttackerView, LocalTraining
+from bench.common import CIFAR, add_data_dir, data_file
+from clients.defenses import DEFENSES, DefenseContext
+from fedsim.config import parse_config
+from fedsim.models import build_model
 
 LR = 0.1
 #: defense -> (its client.defenses entry, the adaptive attack, the TV weights tried)
@@ -69,15 +65,15 @@ def score(options: AttackOptions, views: list[AttackerView], truth: torch.Tensor
     return float(np.mean(ssims)), float(np.mean(psnrs))
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data" / "cifar10_subset.npz")
+    add_data_dir(parser)
     parser.add_argument("--images", type=int, default=4)
     parser.add_argument("--iterations", type=int, default=1000)
     parser.add_argument("--only", default=",".join(CASES))
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    data = np.load(args.data)
+    data = np.load(data_file(args.data_dir, CIFAR))
     truth = torch.from_numpy(data["x_test"][: args.images]).float() / 255.0
     labels = [int(v) for v in data["y_test"][: args.images]]
     model = lenet()

@@ -9,10 +9,10 @@ samples. Reconstructions are scored outside the attack (``adversary.scoring``: H
 [0, 1] images), mean over the pairs with a 95 % t-interval.
 
 DLG's settings are those of the aggregate attack in ``configs/dlg-per-client-vs-aggregated.yaml`` (2,000
-L-BFGS iterations, init scale 0.05, TV weight 0.03), chosen on CIFAR-10 test images 0-2 (``bench/attacks.py``);
+L-BFGS iterations, init scale 0.05, TV weight 0.03), chosen on CIFAR-10 test images 0-2 (``bench.attacks``);
 the pairs reported here are training images from index 1,000 on, which nobody tuned on.
 
-    .venv/bin/python bench/aggregate.py [--pairs 5] [--iterations 2000] [--data ../shared/data/cifar10_subset.npz]
+    .venv/bin/python -m bench.aggregate [--pairs 5] [--iterations 2000] [--data-dir DIR]
 """
 
 from __future__ import annotations
@@ -21,24 +21,19 @@ import argparse
 import copy
 import dataclasses
 import json
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
-from scipy import stats
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from adversary.inversion import run_attack  # noqa: E402
-from adversary.scoring import score_reconstruction  # noqa: E402
-from adversary.taps import TappedUpdate  # noqa: E402
-from adversary.threat_models import Architecture, TrainingHyperparameters, build_views  # noqa: E402
-from clients.training import train_locally  # noqa: E402
-from fedsim.config import AdversaryConfig, AttackOptions, ClientConfig, ModelConfig  # noqa: E402
-from fedsim.models import build_model  # noqa: E402
+from adversary.inversion import run_attack
+from adversary.scoring import score_reconstruction
+from adversary.taps import TappedUpdate
+from adversary.threat_models import Architecture, TrainingHyperparameters, build_views
+from bench.common import CIFAR, add_data_dir, data_file, format_interval, interval
+from clients.training import train_locally
+from fedsim.config import AdversaryConfig, AttackOptions, ClientConfig, ModelConfig
+from fedsim.models import build_model
 
 CPU = torch.device("cpu")
 LR = 0.1
@@ -62,22 +57,14 @@ def aggregate_view(model, images, labels):
     return view
 
 
-def interval(values: list[float]) -> str:
-    mean = float(np.mean(values))
-    if len(values) < 2:
-        return f"{mean:.2f}"
-    half = stats.t.ppf(0.975, len(values) - 1) * stats.sem(values)
-    return f"{mean:.2f} ± {half:.2f}"
-
-
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data" / "cifar10_subset.npz")
+    add_data_dir(parser)
     parser.add_argument("--pairs", type=int, default=5)
     parser.add_argument("--iterations", type=int, default=2000)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     torch.set_num_threads(2)
-    data = np.load(args.data)
+    data = np.load(data_file(args.data_dir, CIFAR))
     options = AttackOptions(
         name="dlg", iterations=args.iterations, restarts=1, init_scale=0.05, regularizers=[{"name": "tv", "weight": 0.03}]
     )
@@ -97,8 +84,8 @@ def main() -> None:
             print(f"pair {pair} (train images {index.tolist()}): {name:8s} {value:6.2f} dB", flush=True)
     print(f"\nPartitions {PARTITIONS}, one image step each, DLG {args.iterations} iterations, {args.pairs} pairs, "
           f"{time.perf_counter() - started:.0f} s")  # fmt: skip
-    print(f"aggregate modelled with the clients' shares: {interval(psnr['shares'])} dB")
-    print(f"aggregate modelled as one uniform mean:      {interval(psnr['uniform'])} dB")
+    print(f"aggregate modelled with the clients' shares: {format_interval(interval(psnr['shares']), 2)} dB")
+    print(f"aggregate modelled as one uniform mean:      {format_interval(interval(psnr['uniform']), 2)} dB")
     print(json.dumps({"pairs": args.pairs, "shares_psnr": psnr["shares"], "uniform_psnr": psnr["uniform"]}))
 
 

@@ -5,16 +5,16 @@
    gradient, which paper 003 shares). Per-client: the 3 clients' updates are attacked together (3 targets,
    one batched problem). Aggregated: the FedAvg average of the 3 updates is attacked as one batch of 3
    images, labels from DLG's soft labels. Reconstructions are scored in [0, 1] (clamped) against the truth
-   under the best of the 3! pairings (by MSE; the scoring module proper lives elsewhere). Targets:
+   under the pairing of least total MSE (``adversary.matching``). Targets:
    per-client mean PSNR >= 45 dB, label accuracy 100 %, both modes together < 60 s on 2 CPU cores. The two
    modes are two attack jobs run side by side in two attack worker processes with one torch thread each, as
    `adversary.workers: 2` runs them (adversary.workers); the cost of the processes (start-up once per run,
    shipping views and reconstructions per job) is measured against the same jobs in threads of this process.
    At the true 3 images, the Jacobian of this LeNet's gradient w.r.t. the images has a numerical null
-   space of ~2,500 dimensions (bench/identifiability.py, which also checks other points and cut-offs), so the
+   space of ~2,500 dimensions (``bench.identifiability``, which also checks other points and cut-offs), so the
    aggregate's PSNR largely measures which nearly gradient-equivalent images the TV prior picks. The TV
    weight of the aggregate (3e-2) was chosen on these same three images: its aggregate PSNR is a tuned
-   number; bench/aggregate.py reports aggregates of training images that were never tuned on.
+   number; ``bench.aggregate`` reports aggregates of training images that were never tuned on.
 2. Batched restarts: the same single-image problem with 1 restart, 8 restarts batched (one vmapped
    problem) and 8 restarts in a Python loop (each restart run alone, same seeds, hence the same results).
    Targets: batched-8 <= 3x one restart; loop-8 >= 3x batched-8.
@@ -23,17 +23,14 @@
    (the same initial image and TV weight, 2 CPU threads; measured once with breaching, which is not a
    dependency). Target: at most breaching's time.
 
-    .venv/bin/python bench/attacks.py [--data ../shared/data/cifar10_subset.npz] [--iterations 1300]
+    .venv/bin/python -m bench.attacks [--data-dir DIR] [--iterations 1300]
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
-import itertools
-import math
 import os
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -41,17 +38,17 @@ from pathlib import Path
 import numpy as np
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from adversary.inversion import run_attack  # noqa: E402
-from adversary.attacks import dlg, inverting_gradients  # noqa: E402
-from adversary.inversion.solver import invert  # noqa: E402
-from adversary.view import AttackerView, LocalTraining  # noqa: E402
-from adversary.workers import AttackJob, ProcessAttackWorkers, WorkerSettings  # noqa: E402
-from clients.training import train_locally  # noqa: E402
-from fedsim.config import AttackOptions, ClientConfig, ModelConfig  # noqa: E402
-from fedsim.models import build_model  # noqa: E402
+from adversary.attacks import dlg, inverting_gradients
+from adversary.inversion import run_attack
+from adversary.inversion.solver import invert
+from adversary.matching import pair_by_mse
+from adversary.metrics import psnr
+from adversary.view import AttackerView, LocalTraining
+from adversary.workers import AttackJob, ProcessAttackWorkers, WorkerSettings
+from bench.common import CIFAR, add_data_dir, data_file
+from clients.training import train_locally
+from fedsim.config import AttackOptions, ClientConfig, ModelConfig
+from fedsim.models import build_model
 
 CPU = torch.device("cpu")
 CLIENTS = 3
@@ -106,16 +103,6 @@ def federation_round(x: torch.Tensor, y: torch.Tensor) -> tuple[list[AttackerVie
     return [view(f"client:{i}", sent[i], 1) for i in range(CLIENTS)], view("aggregate", average, CLIENTS)
 
 
-def psnr(estimate: torch.Tensor, truth: torch.Tensor) -> float:
-    mse = float(((estimate.clamp(0, 1) - truth) ** 2).mean())
-    return 10 * math.log10(1.0 / mse) if mse > 0 else math.inf
-
-
-def best_pairing(estimate: torch.Tensor, truth: torch.Tensor) -> list[int]:
-    """The permutation p minimising the MSE between estimate[p] and truth."""
-    return list(min(itertools.permutations(range(len(truth))), key=lambda p: float(((estimate[list(p)] - truth) ** 2).mean())))
-
-
 def paper003(data: Path, iterations: int, aggregate_iterations: int) -> None:
     x, y = load_images(data)
     per_client, aggregate = federation_round(x, y)
@@ -154,10 +141,11 @@ def paper003(data: Path, iterations: int, aggregate_iterations: int) -> None:
     torch.set_num_threads(threads)
     same = all(torch.equal(a.images, b.images) for a, b in zip([*recs, rec], [*thread_recs[0], *thread_recs[1]]))
 
-    client_psnr = [psnr(rec.images, x[i : i + 1]) for i, rec in enumerate(recs)]
+    client_psnr = [float(psnr(rec.images.clamp(0, 1), x[i : i + 1])) for i, rec in enumerate(recs)]
     client_labels = [int(rec.labels[0]) == int(y[i]) for i, rec in enumerate(recs)]
-    pairing = best_pairing(rec.images, x)
-    aggregate_psnr = [psnr(rec.images[p], x[i]) for i, p in enumerate(pairing)]
+    pairing, _ = pair_by_mse(rec.images, x)  # pairs ordered by truth index: rec.images[pairing[i]] is x[i]'s
+    aggregate_psnr = psnr(rec.images.clamp(0, 1)[pairing], x).tolist()
+    pairing = pairing.tolist()
     aggregate_labels = [int(rec.labels[p]) == int(y[i]) for i, p in enumerate(pairing)]
     # Labels scored as a multiset too: with a failed image reconstruction the pairing says nothing about labels.
     multiset = sum(min(rec.labels.tolist().count(c), y.tolist().count(c)) for c in set(y.tolist())) / CLIENTS
@@ -166,7 +154,7 @@ def paper003(data: Path, iterations: int, aggregate_iterations: int) -> None:
           f"(target >= 45), objective {' '.join(f'{r.objective:.1e}' for r in recs)}")  # fmt: skip
     print(f"   per-client labels : {100 * np.mean(client_labels):.0f} % (target 100 %)")
     print(f"   aggregated PSNR   : {' '.join(f'{v:.2f}' for v in aggregate_psnr)} dB, mean {np.mean(aggregate_psnr):.2f} dB "
-          f"(target >= 30; not identifiable, see bench/identifiability.py), objective {rec.objective:.1e}")  # fmt: skip
+          f"(target >= 30; not identifiable, see bench.identifiability), objective {rec.objective:.1e}")  # fmt: skip
     print(f"   aggregated labels : {100 * np.mean(aggregate_labels):.0f} % paired, {100 * multiset:.0f} % as a multiset "
           f"(recovered {sorted(rec.labels.tolist())}, true {sorted(y.tolist())})")  # fmt: skip
     print(f"   wall time         : per-client {per_client_seconds:.1f} s and aggregated {aggregate_seconds:.1f} s side by side, "
@@ -254,9 +242,9 @@ def _gap(batched, looped) -> float:
     return max(abs(a - b.objective) / max(abs(a), 1e-300) for a, b in zip(batched.restart_objectives, looped))
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", type=Path, default=REPO / ".." / "shared" / "data" / "cifar10_subset.npz")
+    add_data_dir(parser)
     parser.add_argument("--iterations", type=int, default=1300, help="DLG iterations per client in part 1")
     parser.add_argument("--aggregate-iterations", type=int, default=2000, help="DLG iterations on the aggregate in part 1")
     parser.add_argument("--restart-iterations", type=int, default=200, help="DLG iterations in part 2")
@@ -265,19 +253,18 @@ def main() -> None:
     parser.add_argument("--single-repeats", type=int, default=5)
     parser.add_argument("--only", choices=("1", "2", "3"), help="run one part")
     parser.add_argument("--threads", type=int, help="torch intra-op threads of this process (default: torch's)")
-    args = parser.parse_args()
-    if not args.data.is_file():
-        raise SystemExit(f"--data {args.data}: no such file (CIFAR-10 subset npz with x_test, y_test)")
+    args = parser.parse_args(argv)
+    data = data_file(args.data_dir, CIFAR)
     torch.manual_seed(0)
     if args.threads:
         torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, CPU")
     if args.only in (None, "1"):
-        paper003(args.data, args.iterations, args.aggregate_iterations)
+        paper003(data, args.iterations, args.aggregate_iterations)
     if args.only in (None, "2"):
-        batched_restarts(args.data, args.restart_iterations, args.restarts)
+        batched_restarts(data, args.restart_iterations, args.restarts)
     if args.only in (None, "3"):
-        single_problem(args.data, args.single_iterations, args.single_repeats)
+        single_problem(data, args.single_iterations, args.single_repeats)
 
 
 if __name__ == "__main__":

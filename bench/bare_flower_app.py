@@ -1,4 +1,4 @@
-"""A bare Flower ClientApp for bench/overhead.py, written as Flower's PyTorch quickstart writes one.
+"""A bare Flower ClientApp for ``bench.overhead``, written as Flower's PyTorch quickstart writes one.
 
 It lives in its own module so that Ray's workers import it instead of unpickling data with every message.
 """
@@ -19,7 +19,7 @@ from fedsim.core.seeding import derive_seed
 
 
 @functools.lru_cache(maxsize=1)
-def federation(config_json: str) -> Federation:
+def cached_federation(config_json: str) -> Federation:
     """Data and partitions, loaded once per process, as Flower's quickstarts cache their FederatedDataset."""
     return prepare_federation(ExperimentConfig.model_validate_json(config_json))
 
@@ -31,7 +31,7 @@ def build_client_app(config: ExperimentConfig) -> ClientApp:
     @client_app.train()
     def train(message: Message, context: Context) -> Message:
         # Only the config travels to the Ray actors; each loads the data itself (cached per process).
-        local = federation(config_json)
+        local = cached_federation(config_json)
         partition = int(context.node_config["partition-id"])
         ids = local.partitions[partition]
         x = local.client_stats[partition].normalize(torch.from_numpy(local.dataset.x_train[ids]))

@@ -5,37 +5,33 @@ init, seed 0) on CIFAR-10 training images from index 1,000 on (a fresh draw per 
 defaults were chosen on CIFAR-10 *test* images, never on these), one image per client, one SGD step
 (lr 0.1), aggregated as an honest server receives it: FedAvg's weighted mean, or SecAgg+'s sum of
 stochastically quantised weights with Flower's defaults (clipping range 8, 2^22 levels), exactly as
-``bench/malicious.py`` computes it. The attacker knows the number of images and the input bounds [0, 1].
+``bench.malicious`` computes it. The attacker knows the number of images and the input bounds [0, 1].
 
 Parts: ``scale`` (aggregates of 4 to 64 images: fraction of the images recovered at 30 dB or better, mean
 capped PSNR and SSIM over all images, 95 % t-intervals over seeds 0-2, attack seconds), ``timing`` (seconds
-per round of ``rtf`` on 64 clients x 1 image behind the imprint block of ``bench/malicious.py``, and of
+per round of ``rtf`` on 64 clients x 1 image behind the imprint block of ``bench.malicious``, and of
 ``fc-invert`` on 64 clients x 1 image of MLP-3). Last line: JSON.
 
-    .venv/bin/python bench/closed_form.py [--data ../shared/data/cifar10_subset.npz] [--repeats 3] [--part scale|timing|all]
+    .venv/bin/python -m bench.closed_form [--data-dir DIR] [--repeats 3] [--part scale|timing|all]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from adversary.inversion.options import AttackOptions  # noqa: E402
-from adversary.registry import ATTACKS  # noqa: E402
-from adversary.scoring import score_reconstruction  # noqa: E402
-from adversary.view import AttackerView, LocalTraining  # noqa: E402
-from bench.malicious import LR, SECAGG_DEFAULT, aggregate, client_weights, imprinted_lenet, interval  # noqa: E402
-from fedsim.config import parse_config  # noqa: E402
-from fedsim.models import build_model  # noqa: E402
+from adversary.inversion.options import AttackOptions
+from adversary.registry import ATTACKS
+from adversary.scoring import score_reconstruction
+from adversary.view import AttackerView, LocalTraining
+from bench.common import CIFAR, add_data_dir, data_file, format_interval, interval
+from bench.malicious import LR, SECAGG_DEFAULT, aggregate, client_weights, imprinted_lenet
+from fedsim.config import parse_config
+from fedsim.models import build_model
 
 RECOVERED_DB = 30.0
 SIZES = (4, 8, 16, 32, 64)
@@ -83,8 +79,9 @@ def scale(data, repeats: int, out: dict) -> None:
                                  "ssim": score.ssim_mean, "labels": score.label_accuracy, "seconds": seconds})  # fmt: skip
                 key = f"{count} {aggregation} {name}"
                 out[key] = {m: [r[m] for r in rows] for m in rows[0]}
-                print(f"{count:>3} | {aggregation:<7} | {name:<26} | {interval(out[key]['recovered'])} | {interval(out[key]['psnr'])} | "
-                      f"{interval(out[key]['ssim'])} | {interval(out[key]['labels'])} | {max(out[key]['seconds']):.2f}", flush=True)  # fmt: skip
+                shown = {m: format_interval(interval(out[key][m]), 3) for m in ("recovered", "psnr", "ssim", "labels")}
+                print(f"{count:>3} | {aggregation:<7} | {name:<26} | {shown['recovered']} | {shown['psnr']} | "
+                      f"{shown['ssim']} | {shown['labels']} | {max(out[key]['seconds']):.2f}", flush=True)  # fmt: skip
 
 
 def timing(data, repeats: int, out: dict) -> None:
@@ -101,14 +98,14 @@ def timing(data, repeats: int, out: dict) -> None:
         print(f"{name} | {'imprinted lenet' if name == 'rtf' else 'mlp3'} | 64 x 1 | {np.mean(seconds):.3f}, {max(seconds):.3f}", flush=True)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data" / "cifar10_subset.npz")
+    add_data_dir(parser)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--part", choices=("scale", "timing", "all"), default="all")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    data = np.load(args.data)
+    data = np.load(data_file(args.data_dir, CIFAR))
     out: dict[str, dict] = {}
     if args.part in ("timing", "all"):
         timing(data, args.repeats, out)

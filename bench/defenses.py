@@ -12,10 +12,10 @@ whose requirements hold, the adaptive one of the defense included). Per run:
 
 Per defense it prints the mean over seeds with a 95 % t-interval (``mean ± half-width``), and checks the
 protocol's bar: the undefended accuracy is at least three times the constant predictor's. The adaptive
-attacks' settings were tuned on CIFAR-10 test images (bench/adaptive_tuning.py), never on these.
-Last line: JSON. Markdown table for the README with ``--markdown``.
+attacks' settings were tuned on CIFAR-10 test images (``bench.adaptive_tuning``), never on these.
+Last line: JSON. The markdown table with ``--markdown``; ``--docs`` writes it into ``docs/results/defenses.md``.
 
-    .venv/bin/python bench/defenses.py [--data ../shared/data/mnist_test.npz] [--out DIR] [--parallel 2] [--seeds 3]
+    .venv/bin/python -m bench.defenses [--data-dir DIR] [--out DIR] [--parallel 2] [--seeds 3] [--docs]
 """
 
 from __future__ import annotations
@@ -24,23 +24,31 @@ import argparse
 import json
 import math
 import os
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import yaml
-from scipy import stats
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+import fedsim
+from bench.common import (
+    CONFIGS,
+    DOCS_PAGES,
+    MNIST,
+    REPO,
+    add_data_dir,
+    add_docs_flag,
+    data_file,
+    fedsim_sweep,
+    format_interval,
+    interval,
+    write_between_markers,
+)
+from fedsim.config import parse_config
 
-import fedsim  # noqa: E402
-from fedsim.config import parse_config  # noqa: E402
-
-CONFIG = REPO / "configs" / "defense-evaluation.yaml"
-#: label -> client.defenses (the settings of the README's earlier table and papers 000, 001, 004)
+CONFIG = CONFIGS / "defense-evaluation.yaml"
+MARKER = "defense-table"
+#: label -> client.defenses (the settings of the earlier defense table and papers 000, 001, 004)
 DEFENSES: dict[str, list[dict]] = {
     "none": [],
     "dpsgd": [{"name": "dpsgd", "target_epsilon": 8, "max_grad_norm": 1.0}],
@@ -51,7 +59,7 @@ DEFENSES: dict[str, list[dict]] = {
     "noise": [{"name": "noise", "sigma": 0.01}],
     "clip": [{"name": "clip", "max_norm": 0.5}],
 }
-#: the other settings of papers 000, 001 and 004 (configs/papers/), run into the same sweep by bench/paper_results.py
+#: the other settings of papers 000, 001 and 004 (configs/papers/), run into the same sweep by bench.paper_results
 PAPER_EXTRAS: dict[str, list[dict]] = {
     "dpsgd-eps1": [{"name": "dpsgd", "target_epsilon": 1, "max_grad_norm": 1.0}],
     "pdpsgd-sigma1": [{"name": "pdpsgd", "sigma": 1.0}],
@@ -67,28 +75,13 @@ def settings_key(defenses: list) -> str:
     return repr([d.model_dump() for d in parsed])
 
 
-def interval(values: list[float]) -> tuple[float, float]:
-    """Mean and the half-width of its 95 % t-interval (nan half-width for one value)."""
-    array = np.asarray(values, dtype=float)
-    if len(array) < 2:
-        return float(array.mean()), math.nan
-    return float(array.mean()), float(stats.t.ppf(0.975, len(array) - 1) * array.std(ddof=1) / math.sqrt(len(array)))
-
-
 def run_sweep(data: Path, out: Path, seeds: int, parallel: int, settings: dict[str, list[dict]] = DEFENSES) -> Path:
     """Run (or continue) the sweep of ``settings`` x seeds under ``out/sweep``; finished points are skipped, so
     a larger ``settings`` later adds only its new points."""
-    sweep_dir = out / "sweep"
     raw = yaml.safe_load(CONFIG.read_text())
     raw["data"] = {**raw["data"], "dataset": "npz", "path": str(data)}
     raw["sweep"] = {"grid": {"client.defenses": settings, "seed": list(range(seeds))}}
-    out.mkdir(parents=True, exist_ok=True)
-    config = out / f"config-{len(settings)}.yaml"
-    config.write_text(yaml.safe_dump(raw, sort_keys=False))
-    command = [str(config), "--out", str(sweep_dir)]
-    subprocess.run([sys.executable, "-m", "fedsim.cli", "sweep", *command, "--parallel", str(parallel), "--quiet"],
-                   check=True, cwd=REPO)  # fmt: skip
-    return sweep_dir
+    return fedsim_sweep(raw, out / f"config-{len(settings)}.yaml", out / "sweep", parallel)
 
 
 def per_run(run: fedsim.rundir.reader.Run) -> dict:
@@ -106,18 +99,17 @@ def per_run(run: fedsim.rundir.reader.Run) -> dict:
     }
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data" / "mnist_test.npz")
+    add_data_dir(parser)
     parser.add_argument("--out", type=Path, default=REPO / "runs" / "bench-defenses")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--parallel", type=int, default=2)
-    parser.add_argument("--markdown", action="store_true", help="print the README's table too")
-    parser.add_argument("--readme", type=Path, default=None, help="write the table into this README's defense-table markers")
-    args = parser.parse_args()
-    if not args.data.is_file():
-        raise SystemExit(f"--data {args.data}: no such file (MNIST npz with x, y)")
-    sweep = fedsim.load_sweep(run_sweep(args.data.resolve(), args.out.resolve(), args.seeds, args.parallel))
+    parser.add_argument("--markdown", action="store_true", help="print the markdown table too")
+    add_docs_flag(parser, MARKER)
+    args = parser.parse_args(argv)
+    data = data_file(args.data_dir, MNIST)
+    sweep = fedsim.load_sweep(run_sweep(data, args.out.resolve(), args.seeds, args.parallel))
     results: dict[str, list[dict]] = {label: [] for label in DEFENSES}
     label_of = {settings_key(defenses): label for label, defenses in DEFENSES.items()}
     for run in sweep.runs.values():
@@ -145,16 +137,13 @@ def main() -> None:
     print(f"{CONFIG.name}: {len(sweep.runs)} runs under {sweep.path}; means over seeds ± 95 % t-interval half-width")
     header = f"   {'defense':<17} {'SSIM':>14} {'PSNR (dB)':>12} {'accuracy %':>13} {'drop (pts)':>13} {'epsilon':>8}  strongest attack"
     print(header)
-
-    def fmt(pair: tuple[float, float], digits: int) -> str:
-        return f"{pair[0]:.{digits}f} ± {pair[1]:.{digits}f}"
-
+    fmt = format_interval  # a (mean, half-width) pair as both tables show it
     for label, row in table.items():
         epsilon = f"{row['epsilon']:.2f}" if row["epsilon"] is not None else "-"
         won = ", ".join(f"{a} {n}" for a, n in Counter(row["winners"]).most_common())
         print(f"   {label:<17} {fmt(row['ssim'], 3):>14} {fmt(row['psnr'], 1):>12} {fmt(row['accuracy'], 1):>13} "
               f"{fmt(row['drop'], 1):>13} {epsilon:>8}  {won}")  # fmt: skip
-    classes = np.bincount(np.load(args.data)["y"])  # the test split is a random stratum of these
+    classes = np.bincount(np.load(data)["y"])  # the test split is a random stratum of these
     constant = 100 * classes.max() / classes.sum()
     if "none" in table:
         ratio = table["none"]["accuracy"][0] / constant
@@ -169,11 +158,10 @@ def main() -> None:
                      f"{fmt(row['drop'], 1)} | {epsilon} | {won} |")  # fmt: skip
     if args.markdown:
         print("\n" + "\n".join(lines))
-    if args.readme is not None:
+    if args.docs:
         seconds = sum(float((run.summary or {}).get("wall_seconds_last_session", 0.0)) for run in sweep.runs.values())
-        block = "\n".join([
-            "<!-- defense-table:start -->",
-            f"Regenerate with `.venv/bin/python bench/defenses.py --data ../shared/data/mnist_test.npz --readme README.md` "
+        write_between_markers(DOCS_PAGES[MARKER], MARKER, [
+            f"Regenerate with `.venv/bin/python -m bench.defenses --data-dir DIR --docs`, DIR holding `{MNIST}` "
             f"({len(sweep.runs)} runs, {seconds / 60:.0f} min of run time on {os.cpu_count()} CPU cores; `--parallel 2` runs two "
             "at once). Means over seeds 0-2 ± 95 % t-interval half-widths:",
             "",
@@ -184,11 +172,7 @@ def main() -> None:
             "the mean over the attacked (round, client) pairs of the best SSIM any attack reached on that client's batch "
             "of 4 images; won by: how many of those pairs each attack won, over all seeds. Drop: paired with the "
             "undefended run of the same seed.",
-            "<!-- defense-table:end -->",
         ])  # fmt: skip
-        text = args.readme.read_text()
-        head, rest = text.split("<!-- defense-table:start -->", 1)
-        args.readme.write_text(head + block + rest.split("<!-- defense-table:end -->", 1)[1])
     print(json.dumps({label: {k: v for k, v in row.items() if k != "winners"} for label, row in table.items()}))
 
 

@@ -1,15 +1,16 @@
 """ig-dip (Inverting Gradients through a deep image prior, paper 001) against plain Inverting Gradients.
 
-Victims: CIFAR-10 training images from ../shared/data/cifar10_subset.npz (indices 10-12 single, 13-16 as one
+Victims: CIFAR-10 training images from ``cifar10_subset.npz`` (indices 10-12 single, 13-16 as one
 batch of 4; image 0 was the only one looked at while choosing settings). Model: fedsim's `lenet` at 32 px,
 3 channels (its initialisation for seed 0), one SGD step with lr 1 (the update is the gradient). Noise, where
 given, is added to the update with per-entry std ``scale * RMS(clean update)``. Both attacks get the same
 iterations and one restart; ig-dip runs its defaults (Adam lr 0.01 on the generator's weights, DIP's U(0, 0.1)
 input, width 32, 2 levels, TV 1e-4), IG its own (signed Adam lr 0.1, TV 1e-4, box).
 
-    python bench/dip.py --quick   # ~10 min on two cores
+    python -m bench.dip --data-dir DIR --quick   # ~10 min on two cores
 The last line is JSON: {"setting": [...], "ig_psnr": [...], "dip_psnr": [...], "ig_objective": [...],
-"dip_objective": [...]}, one entry per setting (means over its images).
+"dip_objective": [...]}, one entry per setting (means over its images; PSNR ± the 95 % t-interval half-width on
+stderr).
 """
 
 from __future__ import annotations
@@ -18,30 +19,26 @@ import argparse
 import json
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
 
 from adversary.inversion import AttackOptions, run_attack
+from bench.common import CIFAR, add_data_dir, data_file, interval, paired_psnr
+from bench.ggssr import noisy_view
 from fedsim.config import ModelConfig
 from fedsim.models import build_model
 
-sys.path.insert(0, str(Path(__file__).parent))
-from ggssr import interval, noisy_view, psnr  # noqa: E402
 
-DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "cifar10_subset.npz"
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser()
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--data", type=Path, default=DATA)
+    add_data_dir(parser)
     parser.add_argument("--iterations", type=int, default=None)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     torch.set_num_threads(1)  # small problems: one thread is faster on a shared two-core machine
     iterations = args.iterations or (300 if args.quick else 1000)
-    data = np.load(args.data)
+    data = np.load(data_file(args.data_dir, CIFAR))
     images = torch.from_numpy(data["x_train"].astype(np.float32) / 255)
     labels = torch.from_numpy(data["y_train"].astype(np.int64))
     model = build_model(ModelConfig(name="lenet"), 3, 10, 32, 0)
@@ -63,11 +60,11 @@ def main() -> None:
                 begin = time.perf_counter()
                 rec = run_attack(options, [view], seed=0, device=torch.device("cpu"))[0]
                 seconds[name] += time.perf_counter() - begin
-                scores[name].append(psnr(rec.images, x))
+                scores[name].append(paired_psnr(rec.images, x))
                 objectives[name].append(rec.objective)
         out["setting"].append(title)
         for name in attacks:
-            mean, half = interval(scores[name]) if len(scores[name]) > 1 else (scores[name][0], float("nan"))
+            mean, half = interval(scores[name])
             out[f"{name}_psnr"].append(round(mean, 2))
             out[f"{name}_objective"].append(float(f"{np.mean(objectives[name]):.3g}"))
             print(f"{title:20s} {name:3s}: PSNR {mean:6.2f} +- {half:5.2f} dB (per image {', '.join(f'{s:.1f}' for s in scores[name])}), "

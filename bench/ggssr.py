@@ -10,13 +10,13 @@ on the victim images (the update is the gradient); noise is added to the update 
 Attack settings: ``--tune`` runs the small grid that chose them, on training images 0-3 (never reported) at
 noise scales 1 and 10; the constants below are its pick (see TUNED).
 
-    python bench/ggssr.py --quick     # trains the CPU prior if absent (~5 min alone), then ~10 min on two cores
-    python bench/ggssr.py             # Gaussian and Laplace noise, single images and batches of 4 (long)
-    python bench/ggssr.py --tune      # the tuning grid (~10 min)
+    python -m bench.ggssr --quick     # trains the CPU prior if absent (~5 min alone), then ~10 min on two cores
+    python -m bench.ggssr             # Gaussian and Laplace noise, single images and batches of 4 (long)
+    python -m bench.ggssr --tune      # the tuning grid (~10 min)
 
 The last line is JSON: {"noise": [...], "ggssr_psnr": [...], "ig_psnr": [...], "dlg_psnr": [...],
 "unguided_psnr": [...]} for Gaussian noise on single images (means over images and seeds; the table above it
-has 95% intervals); the full mode adds "settings" with every distribution and batch size.
+has 95 % t-intervals); the full mode adds "settings" with every distribution and batch size.
 """
 
 from __future__ import annotations
@@ -33,11 +33,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from adversary.inversion import AttackOptions, run_attack
 from adversary.attacks.ggssr import guided_sample
-from adversary.matching import pair_by_mse
+from adversary.inversion import AttackOptions, run_attack
 from adversary.priors import PRIORS
 from adversary.view import AttackerView, LocalTraining
+from bench.common import interval, paired_psnr
 from clients.training import train_locally
 from fedsim.config import ClientConfig, DataConfig, ModelConfig
 from fedsim.data import load_dataset
@@ -77,19 +77,6 @@ def noisy_view(model, x, y, scale: float, distribution: str, seed: int) -> Attac
         local_training=LocalTraining(lr=1.0, local_steps=1, batch_size=len(x)),
         input_bounds=(torch.zeros(x.shape[1]), torch.ones(x.shape[1])),
     )  # fmt: skip
-
-
-def psnr(estimate: torch.Tensor, truth: torch.Tensor) -> float:
-    """Mean PSNR (data range 1) over the images of ``truth`` (N, C, H, W), each paired with its closest estimate."""
-    estimate = estimate.reshape(-1, *truth.shape[1:]).clamp(0, 1)
-    rec, true = pair_by_mse(estimate, truth)
-    mse = ((estimate[rec] - truth[true]) ** 2).flatten(1).mean(1).clamp_min(1e-10)
-    return float((10 * torch.log10(1 / mse)).mean())
-
-
-def interval(values: list[float]) -> tuple[float, float]:
-    """Mean and the half-width of its normal 95% interval."""
-    return float(np.mean(values)), 1.96 * float(np.std(values, ddof=1)) / math.sqrt(len(values)) if len(values) > 1 else math.nan
 
 
 def ensure_prior(folder: Path) -> dict:
@@ -139,7 +126,7 @@ def measure(data, attacks: dict, scales, distribution: str, batch: int, indices,
                 view = noisy_view(model, x, y, scale, distribution, seed * 1000 + first)
                 for name, options in attacks.items():
                     rec = run_attack(options, [view], seed=seed, device=CPU)[0]
-                    out[name][s].append(psnr(rec.images, x))
+                    out[name][s].append(paired_psnr(rec.images, x))
     return out
 
 
@@ -161,8 +148,8 @@ def tune(data, prior: dict) -> None:
             print(f"tune noise {scale:4}: dlg iterations {iterations:3d}   PSNR {mean:6.2f} +- {half:.2f}", file=sys.stderr)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--tune", action="store_true", help="run the tuning grid on training images 0-3 and stop")
     parser.add_argument("--prior", type=Path, default=DEFAULT_PRIOR)
@@ -170,7 +157,7 @@ def main() -> None:
                         help="noise std relative to the RMS of the clean update")  # fmt: skip
     parser.add_argument("--images", type=int, default=None, help="victim images (or batches) per seed")
     parser.add_argument("--seeds", type=int, default=None)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     torch.set_num_threads(1)  # the attacks are small: one thread is faster on a shared two-core machine
     record = ensure_prior(args.prior)
     assert record["split"] == "test", "the prior must be trained on the held-out split"
@@ -204,7 +191,7 @@ def main() -> None:
         for s, scale in enumerate(scales):
             row = "  ".join(f"{name} {summary[key][f'{name}_psnr'][s]:6.2f} +- {summary[key][f'{name}_half_width'][s]:5.2f}"
                             for name in attacks)  # fmt: skip
-            print(f"{distribution:8s} batch {batch} noise {scale:5}: {row}  (dB, 95% interval, n={len(values['ggssr'][s])})",
+            print(f"{distribution:8s} batch {batch} noise {scale:5}: {row}  (dB, 95 % t-interval, n={len(values['ggssr'][s])})",
                   file=sys.stderr)  # fmt: skip
     print(f"{time.perf_counter() - start:.0f} s", file=sys.stderr)
     main_setting = summary["gaussian-batch1"]

@@ -21,25 +21,22 @@ gradient cannot tell from the truth to first order (truth + null space), it take
 squared finite differences (a quadratic stand-in for TV), chosen with the truth in hand, and prints its
 PSNR. Attacks can land above it (TV is not quadratic, the fibre is curved, other priors exist) or below it.
 
-    .venv/bin/python bench/identifiability.py [--data ../shared/data/cifar10_subset.npz] [--max-batch 3] [--oracle]
+    .venv/bin/python -m bench.identifiability [--data-dir DIR] [--max-batch 3] [--oracle]
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
 from torch.func import functional_call, grad, jvp, vmap
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from fedsim.config import ModelConfig  # noqa: E402
-from fedsim.models import build_model  # noqa: E402
+from adversary.metrics import psnr
+from bench.common import CIFAR, add_data_dir, data_file
+from fedsim.config import ModelConfig
+from fedsim.models import build_model
 
 RELATIVE_TOLERANCE = 1e-10
 CHUNK = 256  # Jacobian columns (JVPs) per vmapped call
@@ -65,16 +62,14 @@ def gradient_jacobian(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) 
     return torch.cat(columns).T
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", type=Path, default=REPO / ".." / "shared" / "data" / "cifar10_subset.npz")
+    add_data_dir(parser)
     parser.add_argument("--max-batch", type=int, default=3)
     parser.add_argument("--oracle", action="store_true", help="the smoothest gradient-equivalent images (largest B)")
     parser.add_argument("--perturbed", type=int, default=2, choices=(0, 1, 2), help="other points to measure the rank at")
-    args = parser.parse_args()
-    if not args.data.is_file():
-        raise SystemExit(f"--data {args.data}: no such file (CIFAR-10 subset npz with x_test, y_test)")
-    data = np.load(args.data)
+    args = parser.parse_args(argv)
+    data = np.load(data_file(args.data_dir, CIFAR))
     images = torch.from_numpy(data["x_test"][: args.max_batch].astype(np.float64) / 255.0)
     labels = torch.from_numpy(data["y_test"][: args.max_batch].astype(np.int64))
     model = build_model(ModelConfig(name="lenet", init="uniform"), 3, 10, 32, seed=0).double()
@@ -96,10 +91,9 @@ def main() -> None:
     if args.oracle:
         start = time.perf_counter()
         estimate = smoothest_equivalent(truth_jacobian, images)
-        mse = ((estimate.clamp(0, 1) - images) ** 2).flatten(1).mean(dim=1)
-        psnr = (10 * torch.log10(1.0 / mse)).tolist()
-        print(f"oracle B={args.max_batch}: smoothest gradient-equivalent images, PSNR {' '.join(f'{v:.2f}' for v in psnr)} dB, "
-              f"mean {sum(psnr) / len(psnr):.2f} dB [{time.perf_counter() - start:.0f} s]")  # fmt: skip
+        per_image = psnr(estimate.clamp(0, 1), images).tolist()
+        print(f"oracle B={args.max_batch}: smoothest gradient-equivalent images, PSNR {' '.join(f'{v:.2f}' for v in per_image)} dB, "
+              f"mean {sum(per_image) / len(per_image):.2f} dB [{time.perf_counter() - start:.0f} s]")  # fmt: skip
 
 
 def describe(head: str, shape: tuple[int, int], singular: torch.Tensor, seconds: float) -> None:

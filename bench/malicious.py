@@ -16,35 +16,29 @@ or better, mean capped PSNR and SSIM over all images, 95 % t-intervals over repe
 time per round), ``defenses`` (8 clients x 4 images under SecAgg+ with each update-level defense). Last line:
 JSON.
 
-    .venv/bin/python bench/malicious.py [--data ../shared/data/cifar10_subset.npz] [--repeats 3] [--part scale|defenses|all]
+    .venv/bin/python -m bench.malicious [--data-dir DIR] [--repeats 3] [--part scale|defenses|all]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
 from flwr.common.secure_aggregation.quantization import dequantize, quantize
-from scipy import stats
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from adversary.inversion.options import AttackOptions  # noqa: E402
-from adversary.attacks.rtf import attack as rtf  # noqa: E402
-from adversary.modifications import MODIFICATIONS  # noqa: E402
-from adversary.modifications.base import PublicData  # noqa: E402
-from adversary.scoring import score_reconstruction  # noqa: E402
-from adversary.view import AttackerView, LocalTraining  # noqa: E402
-from clients.defenses import DEFENSES, DefenseContext  # noqa: E402
-from fedsim.config import parse_config  # noqa: E402
-from fedsim.models import build_model  # noqa: E402
+from adversary.attacks.rtf import attack as rtf
+from adversary.inversion.options import AttackOptions
+from adversary.modifications import MODIFICATIONS
+from adversary.modifications.base import PublicData
+from adversary.scoring import score_reconstruction
+from adversary.view import AttackerView, LocalTraining
+from bench.common import CIFAR, add_data_dir, data_file, format_interval, interval
+from clients.defenses import DEFENSES, DefenseContext
+from fedsim.config import parse_config
+from fedsim.models import build_model
 
 LR = 0.1
 #: SecAgg+ settings: Flower's / fedsim's defaults, and what a malicious server may choose instead (finer levels,
@@ -120,22 +114,19 @@ def one_case(model, state, x, y, clients, per_client, defenses, secure, seed) ->
     return {"recovered": score.recovered_40db / len(images), "psnr": score.psnr_mean, "ssim": score.ssim_mean, "seconds": seconds}
 
 
-def interval(values: list[float]) -> str:
-    mean = float(np.mean(values))
-    if len(values) < 2:
-        return f"{mean:.3f}"
-    half = stats.t.ppf(0.975, len(values) - 1) * float(np.std(values, ddof=1)) / math.sqrt(len(values))
-    return f"{mean:.3f} ± {half:.3f}"
+def shown(values: list[float]) -> str:
+    """A column of the tables: mean ± 95 % t-interval half-width over the repetitions, 3 decimals."""
+    return format_interval(interval(values), 3)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data" / "cifar10_subset.npz")
+    add_data_dir(parser)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--part", choices=("scale", "defenses", "all"), default="all")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    data = np.load(args.data)
+    data = np.load(data_file(args.data_dir, CIFAR))
     public = torch.from_numpy(data["x_test"][:256]).float() / 255
     model = imprinted_lenet(public)
     state = {k: v.detach().clone() for k, v in model.state_dict().items()}
@@ -149,8 +140,8 @@ def main() -> None:
                             for seed in range(args.repeats)]  # fmt: skip
                     key = f"{clients}x{per_client} {name}"
                     out[key] = {m: [r[m] for r in runs] for m in ("recovered", "psnr", "ssim", "seconds")}
-                    print(f"{clients:>3} x {per_client} | {name:<7} | {interval(out[key]['recovered'])} | "
-                          f"{interval(out[key]['psnr'])} | {interval(out[key]['ssim'])} | {max(out[key]['seconds']):.3f}", flush=True)  # fmt: skip
+                    print(f"{clients:>3} x {per_client} | {name:<7} | {shown(out[key]['recovered'])} | "
+                          f"{shown(out[key]['psnr'])} | {shown(out[key]['ssim'])} | {max(out[key]['seconds']):.3f}", flush=True)  # fmt: skip
     if args.part in ("defenses", "all"):
         print("defense (8 clients x 4 images) | aggregation | recovered (>= 40 dB) | PSNR (dB, capped) | SSIM", flush=True)
         for label, defenses in DEFENSE_CASES.items():
@@ -159,8 +150,8 @@ def main() -> None:
                 runs = [one_case(model, state, data["x_train"], data["y_train"], 8, 4, defenses, secure, seed)
                         for seed in range(args.repeats)]  # fmt: skip
                 out[f"defense {label} {name}"] = {m: [r[m] for r in runs] for m in ("recovered", "psnr", "ssim")}
-                print(f"{label:<22} | {name:<33} | {interval([r['recovered'] for r in runs])} | "
-                      f"{interval([r['psnr'] for r in runs])} | {interval([r['ssim'] for r in runs])}", flush=True)  # fmt: skip
+                print(f"{label:<22} | {name:<33} | {shown([r['recovered'] for r in runs])} | "
+                      f"{shown([r['psnr'] for r in runs])} | {shown([r['ssim'] for r in runs])}", flush=True)  # fmt: skip
     print(json.dumps({k: {m: float(np.mean(v)) for m, v in d.items()} for k, d in out.items()}))
 
 

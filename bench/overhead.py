@@ -8,7 +8,7 @@ round 1 is left out on both sides because it pays for Ray's actor start-up and e
 data load, which are the same for both and not per-round work. Runs alternate (bare, fedsim, bare, ...) and
 the medians are compared. Target: ratio <= 1.2.
 
-    .venv/bin/python bench/overhead.py [--rounds 5] [--repeats 3] [--clients 4]
+    .venv/bin/python -m bench.overhead [--rounds 5] [--repeats 3] [--clients 4]
 """
 
 from __future__ import annotations
@@ -17,30 +17,24 @@ import argparse
 import logging
 import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import torch
-from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
+from flwr.app import ArrayRecord, ConfigRecord, Context, MetricRecord
 from flwr.serverapp import Grid, ServerApp
 from flwr.serverapp.strategy import FedAvg
 from flwr.simulation import run_simulation
 
-BENCH_DIR = Path(__file__).resolve().parent
-sys.path[:0] = [str(BENCH_DIR.parent), str(BENCH_DIR)]
-# Ray's workers inherit the environment: let them import the bare Flower client app from here.
-os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(BENCH_DIR), os.environ.get("PYTHONPATH")]))
+from bench.bare_flower_app import build_client_app, cached_federation
+from bench.common import CONFIGS, REPO
+from fedsim.config import ExperimentConfig, load_config
+from fedsim.engine.lifecycle.runner import CentralEvaluator, _backend_config, _quiet_frameworks, run_experiment
+from fedsim.models import build_run_model
+from fedsim.rundir.writer import RunStore
 
-import bare_flower_app  # noqa: E402
-
-from fedsim.config import ExperimentConfig, load_config  # noqa: E402
-from fedsim.models import build_run_model  # noqa: E402
-from fedsim.rundir.writer import RunStore  # noqa: E402
-from fedsim.engine.lifecycle.runner import CentralEvaluator, _backend_config, _quiet_frameworks, run_experiment  # noqa: E402
-
-QUICKSTART = Path(__file__).resolve().parents[1] / "configs" / "quickstart.yaml"
+QUICKSTART = CONFIGS / "quickstart.yaml"
 
 
 def steady_seconds_per_round(round_ends: list[float]) -> float:
@@ -50,14 +44,14 @@ def steady_seconds_per_round(round_ends: list[float]) -> float:
 
 def bare_flower_seconds_per_round(config: ExperimentConfig) -> float:
     """The same experiment written the way Flower's own PyTorch quickstart is written."""
-    federation = bare_flower_app.federation(config.model_dump_json())
+    federation = cached_federation(config.model_dump_json())
     dataset = federation.dataset
     evaluator = CentralEvaluator(config, federation, torch.device("cpu"))
 
     def new_model() -> torch.nn.Module:
         return build_run_model(config, dataset, seed=0, with_weights=True)
 
-    client_app = bare_flower_app.build_client_app(config)
+    client_app = build_client_app(config)
     round_ends: list[float] = []
     server_app = ServerApp()
 
@@ -91,18 +85,20 @@ def fedsim_seconds_per_round(config: ExperimentConfig, workdir: Path) -> float:
     return steady_seconds_per_round([row["time"] for row in RunStore(run_dir).rows() if row["event"] == "eval"])
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", type=Path, default=QUICKSTART)
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.rounds < 3:
         parser.error("--rounds must be at least 3 (round 1 is warm-up)")
     config = load_config(
         args.config, [f"federation.rounds={args.rounds}", f"federation.num_clients={args.clients}", "device=cpu"]
     )
+    # Ray's workers inherit the environment: let them import bench.bare_flower_app from the repository.
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
     _quiet_frameworks()
     logging.getLogger("fedsim").setLevel(logging.WARNING)
     bare, ours = [], []

@@ -1,17 +1,18 @@
-"""The papers' results under fedsim's evaluation protocol, written into README.md.
+"""The papers' results under fedsim's evaluation protocol, one table (``--docs``: into docs/results/papers.md).
 
 Papers 000, 001 and 004 (``configs/papers/``) compare defense settings on the protocol of
 ``configs/defense-evaluation.yaml`` (MNIST, a model that learns, rounds 1/20/40, clients 0-2, the strongest
 attack, seeds 0-2). Their settings overlap, so every setting runs once, in the sweep of
-``bench/defenses.py`` (``--out``, default ``runs/bench-defenses``; finished points are skipped, so a killed
+``bench.defenses`` (``--out``, default ``runs/bench-defenses``; finished points are skipped, so a killed
 invocation resumes and the defense table's runs are reused), and each paper's table is read from it:
 per setting the mean over seeds ± the 95 % t-interval half-width of the strongest attack's SSIM (mean over
 the attacked rounds and clients of the best attack there), the attack that won most often, the final test
 accuracy and its drop against the undefended run of the same seed (paired), and the largest epsilon. The
-table replaces what lies between the README's markers; every number comes from the runs' metrics.
-Paper 003's question (per client versus aggregated) has its own table (bench/secagg.py compare).
+table is printed, and with ``--docs`` replaces what lies between the paper-results markers of
+``docs/results/papers.md``; every number comes from the runs' metrics. Paper 003's question (per client versus
+aggregated) has its own table (``python -m bench.secagg compare``).
 
-    .venv/bin/python bench/paper_results.py [--data ../shared/data/mnist_test.npz] [--parallel 2] [--table-only]
+    .venv/bin/python -m bench.paper_results [--data-dir DIR] [--parallel 2] [--table-only] [--docs]
 """
 
 from __future__ import annotations
@@ -19,27 +20,34 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import sys
 import time
 from collections import Counter
 from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
-
-import fedsim  # noqa: E402
-from defenses import DEFENSES, PAPER_EXTRAS, interval, per_run, run_sweep, settings_key  # noqa: E402
+import fedsim
+from bench.common import (
+    CONFIGS,
+    DOCS_PAGES,
+    MNIST,
+    REPO,
+    add_data_dir,
+    add_docs_flag,
+    data_file,
+    format_interval,
+    interval,
+    write_between_markers,
+)
+from bench.defenses import DEFENSES, PAPER_EXTRAS, per_run, run_sweep, settings_key
 
 PAPERS = {"000": "000-dp-vs-pdp.yaml", "001": "001-defense-frontier.yaml", "004": "004-gradient-dropout.yaml"}
-START, END = "<!-- paper-results:start -->", "<!-- paper-results:end -->"
-COMMAND = ".venv/bin/python bench/paper_results.py --data ../shared/data/mnist_test.npz --parallel 2"
+MARKER = "paper-results"
+COMMAND = ".venv/bin/python -m bench.paper_results --data-dir DIR --parallel 2 --docs"
 
 
 def paper_table(paper: str, by_setting: dict[str, list[dict]]) -> list[str]:
-    grid = yaml.safe_load((REPO / "configs" / "papers" / PAPERS[paper]).read_text())["sweep"]["grid"]["client.defenses"]
+    grid = yaml.safe_load((CONFIGS / "papers" / PAPERS[paper]).read_text())["sweep"]["grid"]["client.defenses"]
     lines = []
     for label, defenses in grid.items():
         rows = by_setting.get(settings_key(defenses), [])
@@ -52,29 +60,28 @@ def paper_table(paper: str, by_setting: dict[str, list[dict]]) -> list[str]:
         winners = sum((r["winners"] for r in rows), Counter())
         epsilons = [r["epsilon"] for r in rows if r["epsilon"] is not None]
         lines.append(
-            f"| {paper} | {label} | {ssim[0]:.3f} ± {ssim[1]:.3f} | "
+            f"| {paper} | {label} | {format_interval(ssim, 3)} | "
             + ", ".join(f"`{a}` {n}" for a, n in winners.most_common()) + " | "
-            + f"{accuracy[0]:.1f} ± {accuracy[1]:.1f} | "
-            + (f"{drop[0]:.1f} ± {drop[1]:.1f}" if drop else "-") + " | "
+            + f"{format_interval(accuracy, 1)} | "
+            + (format_interval(drop, 1) if drop else "-") + " | "
             + (f"{max(epsilons):.2f}" if epsilons else "-") + f" ({len(rows)} seeds) |"
         )  # fmt: skip
     return lines
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data" / "mnist_test.npz")
+    add_data_dir(parser)
     parser.add_argument("--out", type=Path, default=REPO / "runs" / "bench-defenses")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--parallel", type=int, default=2)
-    parser.add_argument("--readme", type=Path, default=REPO / "README.md")
     parser.add_argument("--table-only", action="store_true", help="run nothing; tabulate the runs there are")
-    args = parser.parse_args()
+    add_docs_flag(parser, MARKER)
+    args = parser.parse_args(argv)
     sweep_dir = args.out.resolve() / "sweep"
     if not args.table_only:
-        if not args.data.is_file():
-            raise SystemExit(f"--data {args.data}: no such file (MNIST npz with x, y)")
-        run_sweep(args.data.resolve(), args.out.resolve(), args.seeds, args.parallel, {**DEFENSES, **PAPER_EXTRAS})
+        data = data_file(args.data_dir, MNIST)
+        run_sweep(data, args.out.resolve(), args.seeds, args.parallel, {**DEFENSES, **PAPER_EXTRAS})
     sweep = fedsim.load_sweep(sweep_dir)
     runs = [run for run in sweep.runs.values() if run.summary]
     baseline = {run.config.seed: per_run(run)["accuracy"] for run in runs if not run.config.client.defenses}
@@ -86,9 +93,8 @@ def main() -> None:
         by_setting.setdefault(settings_key([d.model_dump() for d in run.config.client.defenses]), []).append(result)
     seconds = sum(float(run.summary.get("wall_seconds_last_session", 0.0)) for run in runs)
     lines = [
-        START,
-        f"Regenerate with `{COMMAND}` (about 20 minutes on 2 cores beyond `bench/defenses.py`, whose runs it reuses). "
-        f"Data: MNIST arrays `{args.data.name}` (20 % held out); machine: {os.cpu_count()} CPU cores "
+        f"Regenerate with `{COMMAND}`, DIR holding `{MNIST}` (about 20 minutes on 2 cores beyond `bench.defenses`, "
+        f"whose runs it reuses). Data: MNIST arrays `{MNIST}` (20 % held out); machine: {os.cpu_count()} CPU cores "
         f"({platform.machine()}), no GPU; {len(runs)} runs, {seconds / 60:.0f} min of run time; generated "
         f"{time.strftime('%Y-%m-%d')}.",
         "",
@@ -99,15 +105,10 @@ def main() -> None:
         "Means over seeds ± 95 % t-interval half-widths. SSIM: per run, the mean over the attacked (round, client) "
         "pairs (rounds 1, 20, 40; clients 0-2; 4 images each) of the best SSIM any attack reached there; won by: how "
         "many of those pairs each attack won. Drop: against the undefended run of the same seed.",
-        END,
     ]
-    block = "\n".join(lines)
-    text = args.readme.read_text()
-    if START not in text or END not in text:
-        raise SystemExit(f"{args.readme}: no {START} ... {END} markers to write between")
-    head, rest = text.split(START, 1)
-    args.readme.write_text(head + block + rest.split(END, 1)[1])
-    print(block)
+    if args.docs:
+        write_between_markers(DOCS_PAGES[MARKER], MARKER, lines)
+    print("\n".join(lines))
 
 
 if __name__ == "__main__":

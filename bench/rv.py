@@ -5,8 +5,8 @@ convnet, which pool twice), RV from random orthogonal projections over training 
 Gradients' PSNR on single training images (one SGD step, lr 1, no noise). Spearman's rank correlation between
 RV and PSNR is DESCRIPTIVE: five or six models cannot make it significant.
 
-    python bench/rv.py --quick    # five models (convnet's attacks take too long on two cores), a few minutes
-    python bench/rv.py            # all six, more images and projections
+    python -m bench.rv --quick    # five models (convnet's attacks take too long on two cores), a few minutes
+    python -m bench.rv            # all six, more images and projections
 The last line is JSON: {"models": [...], "rv": [...], "rv_se": [...], "ig_psnr": [...], "spearman": r}.
 """
 
@@ -24,20 +24,19 @@ from scipy.stats import spearmanr
 
 from adversary.inversion import AttackOptions, run_attack
 from adversary.vulnerability import reconstruction_vulnerability
+from bench.common import paired_psnr
+from bench.ggssr import noisy_view
 from fedsim.config import DataConfig, ModelConfig
 from fedsim.data import load_dataset
 from fedsim.models import build_model
 
-sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from ggssr import noisy_view, psnr  # noqa: E402
-
 MODELS = {"mlp3": 8, "mlp4": 8, "mlp5": 8, "cnn": 8, "lenet": 16, "convnet": 16}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     images, projections, iterations = (2, 4, 150) if args.quick else (8, 16, 500)
     torch.set_num_threads(1)  # small problems: one thread is faster on a shared two-core machine
     models = {name: side for name, side in MODELS.items() if not (args.quick and name == "convnet")}
@@ -52,7 +51,7 @@ def main() -> None:
         for i in range(images):
             view = noisy_view(model, x[i : i + 1], y[i : i + 1], 0.0, "gaussian", i)
             rec = run_attack(AttackOptions(name="ig", iterations=iterations), [view], seed=0, device=torch.device("cpu"))[0]
-            scores.append(psnr(rec.images.reshape(x[i : i + 1].shape), x[i : i + 1]))
+            scores.append(paired_psnr(rec.images.reshape(x[i : i + 1].shape), x[i : i + 1]))
         out["models"].append(name)
         out["rv"].append(round(rv.rv, 4))
         out["rv_se"].append(round(rv.standard_error, 4))

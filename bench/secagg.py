@@ -1,7 +1,7 @@
 """SecAgg+ benchmarks: its cost per round against FedAvg, and per-client against aggregated leakage.
 
-    .venv/bin/python bench/secagg.py timing  [--clients 10] [--rounds 5] [--repeats 2]
-    .venv/bin/python bench/secagg.py compare [--clients 2 4 8] [--seeds 3] [--parallel 2] [--out DIR]
+    .venv/bin/python -m bench.secagg timing  [--data-dir DIR] [--clients 10] [--rounds 5] [--repeats 2]
+    .venv/bin/python -m bench.secagg compare [--data-dir DIR] [--clients 2 4 8] [--seeds 3] [--parallel 2] [--out DIR]
 
 ``timing`` runs the same federation (CIFAR-10 images, LeNet, one local epoch) under FedAvg and under
 SecAgg+, alternating, in one invocation, and prints the SecAgg+ / FedAvg ratio of the steady time per
@@ -21,21 +21,22 @@ server (Robbing the Fed's imprint, ``rtf``). ``fedsim report OUT/<variant>`` sho
 from __future__ import annotations
 
 import argparse
+import json
 import logging
+import math
 import statistics
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import yaml
 
-from fedsim.config import ExperimentConfig, load_config  # noqa: E402
-from fedsim.rundir.writer import RunStore  # noqa: E402
-from fedsim.engine.lifecycle.runner import _quiet_frameworks, run_experiment  # noqa: E402
+import fedsim
+from bench.common import CIFAR, CONFIGS, add_data_dir, data_file, fedsim_sweep, format_interval, interval, set_dotted
+from fedsim.config import load_config
+from fedsim.engine.lifecycle.runner import _quiet_frameworks, run_experiment
+from fedsim.rundir.writer import RunStore
 
-CONFIG = ROOT / "configs" / "per-client-vs-aggregated.yaml"
-CIFAR = ROOT.parent / "shared" / "data" / "cifar10_subset.npz"
+CONFIG = CONFIGS / "per-client-vs-aggregated.yaml"
 
 # variant -> what it sets on top of the config
 VARIANTS: dict[str, list[str]] = {
@@ -57,9 +58,9 @@ def accuracies(run_dir: Path) -> list[float]:
     return [row["accuracy"] for row in RunStore(run_dir).rows() if row["event"] == "eval"]
 
 
-def timing(args: argparse.Namespace) -> None:
+def timing(args: argparse.Namespace, data: Path) -> None:
     common = [
-        "data.dataset=npz", f"data.path={args.data}", "data.normalize=global", f"data.max_train_samples={100 * args.clients}",
+        "data.dataset=npz", f"data.path={data}", "data.normalize=global", f"data.max_train_samples={100 * args.clients}",
         "data.max_test_samples=500", "model.init=default", "model.activation=relu", f"federation.num_clients={args.clients}",
         f"federation.rounds={args.rounds}", "client.batch_size=20", "client.local_steps=null", "client.local_epochs=1",
         "client.lr=0.05", "adversary.attacks=[]", "device=cpu", "output.ground_truth=false",
@@ -85,36 +86,19 @@ def timing(args: argparse.Namespace) -> None:
         print(f"  {server_round:5d}  {a:7.4f}  {b:7.4f}  {b - a:+.4f}")
 
 
-def compare(args: argparse.Namespace) -> None:
+def compare(args: argparse.Namespace, data: Path) -> None:
     """One resumable sweep per variant over clients x seeds (``fedsim sweep --parallel``), then the table."""
-    import json
-    import math
-    import subprocess
-
-    import yaml
-    from scipy import stats
-
-    import fedsim
-
     out = Path(args.out).resolve() / "per-client-vs-aggregated"
-    out.mkdir(parents=True, exist_ok=True)
     results: dict[tuple[str, int], list[dict]] = {}
     for variant in args.variants:
         raw = yaml.safe_load(CONFIG.read_text())
-        raw["data"] = {**raw["data"], "dataset": "npz", "path": str(Path(args.data).resolve()),
+        raw["data"] = {**raw["data"], "dataset": "npz", "path": str(data),
                        "max_train_samples": 8 * max(args.clients)}  # each client trains on one image per round
         for assignment in VARIANTS[variant]:
             key, value = assignment.split("=", 1)
-            node = raw
-            *parents, leaf = key.split(".")
-            for part in parents:
-                node = node.setdefault(part, {})
-            node[leaf] = yaml.safe_load(value)
+            set_dotted(raw, key, yaml.safe_load(value))
         raw["sweep"] = {"grid": {"federation.num_clients": list(args.clients), "seed": list(range(args.seeds))}}
-        config = out / f"{variant}.yaml"
-        config.write_text(yaml.safe_dump(raw, sort_keys=False))
-        subprocess.run([sys.executable, "-m", "fedsim.cli", "sweep", str(config), "--out", str(out / variant),
-                        "--parallel", str(args.parallel), "--quiet"], check=True, cwd=ROOT)  # fmt: skip
+        fedsim_sweep(raw, out / f"{variant}.yaml", out / variant, args.parallel)
         for run in fedsim.load_sweep(out / variant).runs.values():
             best = run.strongest("ssim_mean", per="target")
             if best.empty:
@@ -125,12 +109,8 @@ def compare(args: argparse.Namespace) -> None:
                 "winners": dict(best["attack"].value_counts()), "kind": "aggregate" if (best["target"] == "aggregate").all() else "per-client",
             })  # fmt: skip
 
-    def interval(values: list[float]) -> str:
-        mean = statistics.mean(values)
-        if len(values) < 2:
-            return f"{mean:.3f}"
-        half = stats.t.ppf(0.975, len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
-        return f"{mean:.3f} ± {half:.3f}"
+    def shown(values: list[float]) -> str:
+        return format_interval(interval(values), 3)
 
     print("| variant | clients | target | SSIM (strongest) | PSNR (dB) | recovered at >= 40 dB | won by | seeds |")
     print("|---|---|---|---|---|---|---|---|")
@@ -140,13 +120,13 @@ def compare(args: argparse.Namespace) -> None:
             for attack, count in row["winners"].items():
                 winners[attack] = winners.get(attack, 0) + int(count)
         won = ", ".join(f"`{a}` {n}" for a, n in sorted(winners.items(), key=lambda item: -item[1]))
-        print(f"| {variant} | {clients} | {rows[0]['kind']} | {interval([r['ssim'] for r in rows])} | "
-              f"{interval([r['psnr'] for r in rows])} | {interval([r['recovered'] for r in rows])} | {won} | {len(rows)} |")  # fmt: skip
+        print(f"| {variant} | {clients} | {rows[0]['kind']} | {shown([r['ssim'] for r in rows])} | "
+              f"{shown([r['psnr'] for r in rows])} | {shown([r['recovered'] for r in rows])} | {won} | {len(rows)} |")  # fmt: skip
     print(json.dumps({f"{v} {c}": {"ssim": statistics.mean(r["ssim"] for r in rows)} for (v, c), rows in results.items()}))
     print(f"\nruns: {out}; every target and round side by side: .venv/bin/fedsim report {out}/<variant>")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     time_parser = sub.add_parser("timing", help="SecAgg+ / FedAvg time per round, and accuracy, same seed")
@@ -159,14 +139,15 @@ def main() -> None:
     compare_parser.add_argument("--seeds", type=int, default=3)
     compare_parser.add_argument("--parallel", type=int, default=2)
     for sub_parser in (time_parser, compare_parser):
-        sub_parser.add_argument("--data", type=Path, default=CIFAR, help="CIFAR-10 images as npz")
+        add_data_dir(sub_parser)
         sub_parser.add_argument("--out", type=Path, default=Path("runs"), help="parent folder of the runs")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.command == "timing" and args.rounds < 3:
         parser.error("--rounds must be at least 3 (round 1 is warm-up)")
+    data = data_file(args.data_dir, CIFAR)
     _quiet_frameworks()
     logging.getLogger("fedsim").setLevel(logging.WARNING)
-    timing(args) if args.command == "timing" else compare(args)
+    timing(args, data) if args.command == "timing" else compare(args, data)
 
 
 if __name__ == "__main__":

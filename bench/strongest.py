@@ -4,33 +4,28 @@ For each defense, one run of ``configs/defense-comparison.yaml`` (DLG's tanh LeN
 CIFAR-10 training images, one SGD step on one image) stopped after round 1: a man-in-the-middle inverts
 clients 0-2's updates with every attack whose requirements hold (``attacks: strongest``, the adaptive
 variants where their defense is in force). Prints, per defense, the mean over the three clients of each
-client's best SSIM and which attack won it, beside DLG's alone (the attack the README's older table used).
-The adaptive attacks' TV weights were tuned on CIFAR-10 *test* images 0-2 (bench/adaptive_tuning.py); the
+client's best SSIM and which attack won it, beside DLG's alone (the attack the older defense table used).
+The adaptive attacks' TV weights were tuned on CIFAR-10 *test* images 0-2 (``bench.adaptive_tuning``); the
 clients' images here are training images, never used for tuning. Last line: JSON.
 
-    .venv/bin/python bench/strongest.py [--data ../shared/data/cifar10_subset.npz] [--only prune,noise] [--out DIR]
+    .venv/bin/python -m bench.strongest [--data-dir DIR] [--only prune,noise] [--out DIR]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 
-import numpy as np
+import fedsim
+from bench.common import CIFAR, CONFIGS, add_data_dir, data_file
+from fedsim.config import load_config
+from fedsim.engine.lifecycle.runner import run_experiment
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-import fedsim  # noqa: E402
-from fedsim.config import load_config  # noqa: E402
-from fedsim.engine.lifecycle.runner import run_experiment  # noqa: E402
-
-CONFIG = REPO / "configs" / "defense-comparison.yaml"
+CONFIG = CONFIGS / "defense-comparison.yaml"
 VARIANTS: dict[str, str] = {
     "none": "[]",
     "prune": "[{name: prune, ratio: 0.9}]",
@@ -64,21 +59,20 @@ def run_variant(name: str, data: Path, out: Path) -> dict:
     }
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data" / "cifar10_subset.npz")
+    add_data_dir(parser)
     parser.add_argument("--only", default=",".join(VARIANTS))
     parser.add_argument("--out", type=Path, default=None, help="runs go here (kept; rerunning resumes)")
-    args = parser.parse_args()
-    if not args.data.is_file():
-        raise SystemExit(f"--data {args.data}: no such file (CIFAR-10 npz with x_train, y_train, x_test, y_test)")
+    args = parser.parse_args(argv)
+    data = data_file(args.data_dir, CIFAR)
     out = (args.out or Path(tempfile.mkdtemp(prefix="fedsim-strongest-"))).resolve()
     print(f"{CONFIG.name}, round 1, clients 0-2, attacks: strongest; runs under {out}")
     print(f"   {'defense':<17} {'best SSIM':>9} {'PSNR':>6} {'DLG SSIM':>9}  winning attack (per client)   ran")
     results = {}
     for name in args.only.split(","):
         started = time.perf_counter()
-        result = results[name] = run_variant(name, args.data.resolve(), out)
+        result = results[name] = run_variant(name, data, out)
         winners = ", ".join(f"{attack} x{count}" for attack, count in result["winners"].items())
         dlg = f"{result['dlg_ssim']:.3f}" if result["dlg_ssim"] is not None else "-"
         print(f"   {name:<17} {result['ssim']:9.3f} {result['psnr']:6.1f} {dlg:>9}  {winners:<28} "

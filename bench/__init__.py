@@ -1,0 +1,38 @@
+"""fedsim's benchmarks: each one a module run from the repository root as ``python -m bench.<name>``.
+
+``python -m bench.<name> --help`` says what a benchmark measures and its options. Those that read images take
+``--data-dir DIR`` (or the ``FEDSIM_DATA`` environment variable): the folder holding ``mnist_test.npz`` and
+``cifar10_subset.npz``. Every ``mean ± half-width`` they print is ``bench.common.interval``: the mean over
+seeds or repetitions and the half-width of its 95 % Student-t interval.
+
+Benchmarks, and what each prints:
+
+- ``overhead``: fedsim's time per round against a bare Flower ``run_simulation`` of the same experiment,
+  per repeat and the median ratio (``make bench``).
+- ``secagg``: ``timing``, SecAgg+'s time per round against FedAvg's and both accuracy curves on one seed;
+  ``compare``, per-client against aggregated leakage as a markdown table per variant and federation size.
+- ``attacks``: paper 003's set-up (per-client and aggregated DLG PSNR, labels, wall time, worker-process
+  cost), batched against looped restarts, and Inverting Gradients' milliseconds per iteration.
+- ``aggregate``: DLG's PSNR on a FedAvg aggregate of unequal partitions, modelled with the clients' shares
+  and as one uniform mean.
+- ``identifiability``: the rank and singular-value spectrum of d(gradient)/d(images) for batches of 1-3
+  images, and with ``--oracle`` the smoothest gradient-equivalent images' PSNR.
+- ``malicious``: Robbing the Fed (``rtf``) against FedAvg, SecAgg+ and the client defenses: images
+  recovered, PSNR, SSIM and read-out time.
+- ``closed_form``: ``fc-invert`` and ``cpa`` against an honest server's aggregate of 4-64 images, and their
+  time per round beside ``rtf``.
+- ``strongest``: per defense, the strongest attack's SSIM and PSNR on single-image updates of
+  ``configs/defense-comparison.yaml`` and which attack won.
+- ``adaptive_tuning``: plain Inverting Gradients against each defense's adaptive variant over a grid of TV
+  weights, on images never reported.
+- ``defenses``: the defense table of ``configs/defense-evaluation.yaml`` over seeds (leakage, accuracy, its
+  drop, epsilon); ``--docs`` writes it into ``docs/results/defenses.md``.
+- ``paper_results``: papers 000, 001 and 004's settings from the same sweep, one table; ``--docs`` writes it
+  into ``docs/results/papers.md``.
+- ``ggssr``: GGSS-R against Inverting Gradients, DLG and unguided prior samples under gradient noise (PSNR).
+- ``dip``: ``ig-dip`` against plain Inverting Gradients, clean and noisy, single images and a batch (PSNR).
+- ``rv``: reconstruction vulnerability of fedsim's models beside Inverting Gradients' PSNR on each.
+
+Helpers, not benchmarks: ``common`` (data paths, intervals, metrics, sweeps, docs tables) and
+``bare_flower_app`` (the bare Flower client app that ``overhead`` measures against).
+"""
