@@ -4,13 +4,18 @@
   walked from ``fedsim.cli.build_parser()`` when the site is built.
 - ``reference/config.md``: its ``config-schema`` block is committed (GitHub shows it too) and must equal
   ``fedsim config-schema --markdown``; a stale block fails the build (and ``tests/test_plugins.py``).
+- ``README.md`` is not part of the site, but every relative link in it (to a file, and to a heading of a Markdown
+  file) must resolve, or the build fails.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
+from pathlib import Path
 
+from markdown.extensions.toc import slugify
 from mkdocs.exceptions import PluginError
 
 CLI_MARKER = "<!-- cli-reference -->"
@@ -58,6 +63,29 @@ def check_config_reference(markdown: str) -> None:
             "docs/reference/config.md is stale: regenerate the block between its config-schema markers "
             "with `fedsim config-schema --markdown`"
         )
+
+
+def readme_link_errors(readme: Path) -> list[str]:
+    """The README's relative links that name no file, or a heading that its Markdown file does not have."""
+    errors = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", readme.read_text()):
+        if re.match(r"[a-z]+:", target):
+            continue  # a web address
+        path, _, anchor = target.partition("#")
+        linked = readme.parent / path if path else readme
+        if not linked.exists():
+            errors.append(f"{target}: no such file")
+        elif anchor and linked.suffix == ".md":
+            headings = re.findall(r"^#+\s+(.+?)\s*$", linked.read_text(), flags=re.MULTILINE)
+            if anchor not in {slugify(heading, "-") for heading in headings}:
+                errors.append(f"{target}: {path or 'README.md'} has no such heading")
+    return errors
+
+
+def on_pre_build(config) -> None:
+    errors = readme_link_errors(Path(config.config_file_path).parent / "README.md")
+    if errors:
+        raise PluginError("README.md links that do not resolve: " + "; ".join(errors))
 
 
 def on_page_markdown(markdown: str, page, config, files) -> str:
