@@ -41,8 +41,10 @@ def cli_markdown() -> str:
     previous = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = HELP_WIDTH
     try:
-        sections = [f"## `{command.prog}`\n\n```text\n{command.format_help().rstrip()}\n```\n"
-                    for command in _commands(build_parser())]
+        sections = [
+            f"## `{command.prog}`\n\n```text\n{command.format_help().rstrip()}\n```\n"
+            for command in _commands(build_parser())
+        ]
     finally:
         if previous is None:
             del os.environ["COLUMNS"]
