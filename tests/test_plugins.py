@@ -160,16 +160,16 @@ def test_grid_and_set_keys_reach_plugin_options():
     assert config.client.defenses[0].sigma == 0.5 and config.adversary.attacks[0].tv_weight == 0.2
 
 
-def test_the_readme_config_reference_is_generated_from_the_schema():
-    """Regenerate with: fedsim config-schema --markdown, between the README's config-schema markers."""
+def test_the_docs_config_reference_is_generated_from_the_schema():
+    """Regenerate with: fedsim config-schema --markdown, between docs/reference/config.md's config-schema markers."""
     from pathlib import Path
 
     from fedsim.config.schema import schema_markdown
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    page = (Path(__file__).resolve().parents[1] / "docs" / "reference" / "config.md").read_text()
     start, end = "<!-- config-schema:start -->\n", "<!-- config-schema:end -->"
-    block = readme[readme.index(start) + len(start) : readme.index(end)]
-    assert block == "\n" + schema_markdown() + "\n", "README's config reference is stale: regenerate it"
+    block = page[page.index(start) + len(start) : page.index(end)]
+    assert block == "\n" + schema_markdown() + "\n", "docs/reference/config.md is stale: regenerate it"
 
 
 def test_attack_options_travel_as_pickles_and_plain_mappings():
