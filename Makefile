@@ -1,13 +1,14 @@
 # From a fresh clone: `make run` runs the demo (training, attacks, report), `make test` runs the test suite,
-# `make docs` builds the documentation site into site/. Each creates .venv when it is missing and installs fedsim
-# with its dev and docs extras into it (offline-capable: torch and torchvision come from the local wheel cache).
+# `make docs` builds the documentation site into site/, `make lint` checks formatting and lint rules. Each creates
+# .venv when it is missing and installs fedsim with its dev and docs extras into it (offline-capable: torch and
+# torchvision come from the local wheel cache).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 CONFIG ?= configs/demo.yaml
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: run test docs bench install clean deployment-smoke
+.PHONY: run test docs lint format bench install clean deployment-smoke
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +26,15 @@ run: install
 
 test: install
 	$(BIN)/python -m pytest -q
+
+# Ruff: the formatter's check and the lint rules chosen in pyproject.toml ([tool.ruff]); `make format` applies both.
+lint: install
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
+
+format: install
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
 
 # --strict: a broken link or anchor, or a stale generated page (docs/hooks.py), fails the build.
 docs: install
