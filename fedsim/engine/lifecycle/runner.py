@@ -23,7 +23,7 @@ from fedsim.engine.lifecycle.protocols import Protocol, protocol_of
 from fedsim.engine.lifecycle.rounds import ServerSpec
 from fedsim.core.evaluation import evaluate
 from fedsim.engine.lifecycle.federation import PARTITIONS_FILE, Federation, partition_record, prepare_federation
-from fedsim.engine.leakage.scoring import attach_adversary
+from fedsim.engine.leakage.wiring import attach_adversary
 from fedsim.engine.lifecycle.network import probe
 from fedsim.models import build_run_model
 from fedsim.engine.lifecycle.progress import LogProgress, RichProgress
