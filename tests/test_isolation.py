@@ -130,7 +130,8 @@ def test_inside_an_attack_worker_nothing_leads_to_the_ground_truth(tmp_path, mon
 
     from adversary.workers import ProcessAttackWorkers
     from fedsim.config import parse_config
-    from fedsim.engine.lifecycle.federation import PARTITIONS_FILE, partition_record, prepare_federation
+    from fedsim.engine.lifecycle.federation import partition_record, prepare_federation
+    from fedsim.rundir.layout import PARTITIONS_FILE
     from fedsim.rundir.ground_truth import GroundTruthStore
     from fedsim.engine.leakage.wiring import attach_adversary
     from fedsim.rundir.writer import RunStore

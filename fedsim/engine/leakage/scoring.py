@@ -8,7 +8,6 @@ label grant; it is never given the store itself (``fedsim.engine.leakage.wiring`
 from __future__ import annotations
 
 import logging
-import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,10 +24,10 @@ from adversary.view import AttackerView, Reconstruction
 from fedsim.config import AttackOptions
 from fedsim.engine.lifecycle.federation import Federation
 from fedsim.rundir.ground_truth import GroundTruthStore
+from fedsim.rundir.layout import RECONSTRUCTIONS_DIR, grid_file, trajectory_file
 from fedsim.rundir.writer import RunStore
 
 logger = logging.getLogger("fedsim")
-RECONSTRUCTIONS_DIR = "reconstructions"
 
 
 @dataclass(frozen=True)
@@ -122,11 +121,11 @@ class LeakageScorer:
 
     def _save_images(self, view, options, truth: Truth, reconstruction, score, trajectory) -> None:
         self.image_dir.mkdir(exist_ok=True)
-        stem = f"round_{view.round:04d}_{re.sub(r'[^A-Za-z0-9-]', '-', view.target)}_{options.name}"
         truth_index, rec_index = list(score.truth_index), list(score.rec_index)
         reconstructed = image_space(reconstruction.images, truth.to_image_space)
         psnr_text = f"{score.psnr_mean:.1f} dB" if score.psnr_mean is not None else "exact"
         title = f"round {view.round} {view.target} {options.name}: {psnr_text}"
-        save_grid(self.image_dir / f"{stem}.png", truth.images[truth_index], reconstructed[rec_index], title)
+        grid = grid_file(view.round, view.target, options.name)
+        save_grid(self.image_dir / grid, truth.images[truth_index], reconstructed[rec_index], title)
         if trajectory:
-            plot_trajectory(self.image_dir / f"{stem}_trajectory.png", trajectory, title)
+            plot_trajectory(self.image_dir / trajectory_file(view.round, view.target, options.name), trajectory, title)

@@ -13,7 +13,6 @@ from typing import Any, Protocol as TypingProtocol
 import torch
 
 from clients.client_app import ClientSpec
-from clients.mods import CLIENT_ERROR_LOG
 from clients.training import check_training_defenses
 from fedsim.engine.leakage.portfolio import attack_setting, resolve_attacks
 from fedsim.engine.lifecycle.ray_resources import ray_node_counts
@@ -22,14 +21,15 @@ from fedsim.core.devices import resolve_device
 from fedsim.engine.lifecycle.protocols import Protocol, protocol_of
 from fedsim.engine.lifecycle.rounds import ServerSpec
 from fedsim.core.evaluation import evaluate
-from fedsim.engine.lifecycle.federation import PARTITIONS_FILE, Federation, partition_record, prepare_federation
+from fedsim.engine.lifecycle.federation import Federation, partition_record, prepare_federation
 from fedsim.engine.leakage.wiring import attach_adversary
 from fedsim.engine.lifecycle.network import probe
 from fedsim.models import build_run_model
 from fedsim.engine.lifecycle.progress import LogProgress, RichProgress
 from adversary.metrics import Lpips
 from fedsim.core.errors import ConfigError, TrainingFailed
-from fedsim.rundir.writer import SUMMARY_FILE, RunStore
+from fedsim.rundir.layout import CLIENT_ERROR_LOG, METRICS_FILE, PARTITIONS_FILE, SUMMARY_FILE
+from fedsim.rundir.writer import RunStore
 from fedsim.core.seeding import derive_seed
 from strategies import build_strategy
 
@@ -267,7 +267,7 @@ def run_experiment(
     store.write_json(SUMMARY_FILE, summary)
     untrained = rounds_without_update(store, after=last_round, withheld=_withheld_rounds(config))
     if untrained is not None:
-        raise TrainingFailed(f"{untrained}; reasons in the fit rows of {store.run_dir / 'metrics.jsonl'}")
+        raise TrainingFailed(f"{untrained}; reasons in the fit rows of {store.run_dir / METRICS_FILE}")
     _log_summary(summary)
     return store.run_dir
 
@@ -298,6 +298,6 @@ def _log_summary(summary: dict[str, Any]) -> None:
     )
     if summary["client_failures"]:
         logger.warning(
-            "%d of %d client updates failed; reasons in metrics.jsonl, tracebacks in %s/%s",
-            summary["client_failures"], summary["client_updates"], summary["run_dir"], CLIENT_ERROR_LOG,
+            "%d of %d client updates failed; reasons in %s, tracebacks in %s/%s",
+            summary["client_failures"], summary["client_updates"], METRICS_FILE, summary["run_dir"], CLIENT_ERROR_LOG,
         )
