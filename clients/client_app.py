@@ -31,15 +31,13 @@ from fedsim.data import ChannelStats, load_dataset
 from fedsim.core.devices import resolve_device
 from fedsim.core.evaluation import evaluate
 from fedsim.rundir.ground_truth import GroundTruthStore
+from fedsim.rundir.layout import CLIENT_STATE_DIR
 from fedsim.models import build_run_model
 from fedsim.core.seeding import derive_seed
 from strategies.dp import client_mods
 
 if TYPE_CHECKING:  # type hints only: plugins never import the config that composes them
     from fedsim.config import ExperimentConfig
-
-# Per-client state that outlives a round and its Ray actor (the dpsgd privacy ledger): RUN_DIR/clients/<partition>/
-CLIENT_STATE_DIR = "clients"
 
 
 @dataclass(frozen=True)

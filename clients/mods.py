@@ -22,6 +22,7 @@ from flwr.clientapp.typing import ClientAppCallable, Mod
 import fedsim.core.wire as wire
 from clients.failures import fail, injected_kind, poisoned_data
 from clients.training import NonFiniteLossError
+from fedsim.rundir.layout import CLIENT_ERROR_LOG
 
 if TYPE_CHECKING:
     from fedsim.config import ExperimentConfig
@@ -29,7 +30,6 @@ if TYPE_CHECKING:
 # Error codes carried in failed replies (Flower's Error.code is a free integer).
 CLIENT_EXCEPTION = 1001
 CLIENT_NON_FINITE_LOSS = 1002
-CLIENT_ERROR_LOG = "client_errors.log"
 
 
 def partition_of(context: Context) -> int:

@@ -162,8 +162,8 @@ def test_plugins_never_import_the_config():
 LAYERS: dict[str, tuple[str, ...]] = {
     # what every layer builds on; imports nothing of the project (but Flower's types, in wire/messaging)
     "base": ("fedsim.core",),
-    # data sets, models and the ground-truth files: the floor the plugins stand on
-    "floor": ("fedsim.data", "fedsim.models", "fedsim.rundir.ground_truth"),
+    # data sets, models, the run directory's layout and the ground-truth files: the floor the plugins stand on
+    "floor": ("fedsim.data", "fedsim.models", "fedsim.rundir.layout", "fedsim.rundir.ground_truth"),
     # defenses and client apps, strategies, taps and attacks: each registers itself and its config model
     "plugins": ("clients", "strategies", "adversary"),
     # the config composed from the plugins' registries, and the run directory that records it

@@ -11,7 +11,10 @@ from adversary.view import AttackerView
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT_PACKAGES = ("fedsim", "adversary", "strategies", "clients")
 # Where the truth lives (who trained on what, the run's records) and the scoring side that reads it.
-TRUTH_MODULES = {"fedsim.rundir.ground_truth", "fedsim.rundir.writer", "fedsim.engine.leakage.scoring", "fedsim.engine.lifecycle.runner"}
+TRUTH_MODULES = {
+    "fedsim.rundir.ground_truth", "fedsim.rundir.writer", "fedsim.engine.leakage.scoring",
+    "fedsim.engine.leakage.wiring", "fedsim.engine.lifecycle.runner",
+}
 ATTACKER_ROOTS = ["adversary.view", "adversary.threat_models", "adversary.adversary", "adversary.attacks"]
 
 
@@ -127,9 +130,10 @@ def test_inside_an_attack_worker_nothing_leads_to_the_ground_truth(tmp_path, mon
 
     from adversary.workers import ProcessAttackWorkers
     from fedsim.config import parse_config
-    from fedsim.engine.lifecycle.federation import PARTITIONS_FILE, partition_record, prepare_federation
+    from fedsim.engine.lifecycle.federation import partition_record, prepare_federation
+    from fedsim.rundir.layout import PARTITIONS_FILE
     from fedsim.rundir.ground_truth import GroundTruthStore
-    from fedsim.engine.leakage.scoring import attach_adversary
+    from fedsim.engine.leakage.wiring import attach_adversary
     from fedsim.rundir.writer import RunStore
     from fedsim.core.seeding import derive_seed
     from adversary.taps import TappedUpdate

@@ -102,3 +102,35 @@ def test_a_checkpoint_is_synced_with_its_directory_before_the_round_counts_as_co
     monkeypatch.setattr(fedsim.core.atomic, "fsync_directory", lambda folder: synced.append(Path(folder)))
     store.save_checkpoint(1, {"w": torch.ones(2)})
     assert store.checkpoint_dir in synced
+
+
+def test_the_layout_imports_nothing_of_the_project():
+    """The clients read fedsim.rundir.layout: it must stand on nothing above the standard library."""
+    import ast
+
+    import fedsim.rundir.layout as layout
+
+    tree = ast.parse(Path(layout.__file__).read_text())
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    imported |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert not {name for name in imported if name.split(".")[0] in ("fedsim", "clients", "strategies", "adversary")}
+
+
+def test_the_layout_spells_the_names_that_run_directories_already_hold():
+    """Renaming a file would orphan the run and sweep directories users have: the names are pinned here."""
+    import fedsim.rundir.layout as layout
+
+    files = (layout.CONFIG_FILE, layout.FINGERPRINT_FILE, layout.ENVIRONMENT_FILE, layout.METRICS_FILE,
+             layout.SUMMARY_FILE, layout.PARTITIONS_FILE, layout.CLIENT_ERROR_LOG)  # fmt: skip
+    assert files == ("config.yaml", "fingerprint.json", "environment.json", "metrics.jsonl", "summary.json",
+                     "partitions.json", "client_errors.log")  # fmt: skip
+    assert (layout.CHECKPOINT_DIR, layout.checkpoint_file(7)) == ("checkpoints", "round_0007.pt")
+    assert layout.CHECKPOINT_PATTERN.match("round_0012.pt").group(1) == "0012"
+    assert layout.RECONSTRUCTIONS_DIR == "reconstructions"
+    assert layout.grid_file(1, "client:0", "dlg") == "round_0001_client-0_dlg.png"
+    assert layout.trajectory_file(2, "aggregate", "ig") == "round_0002_aggregate_ig_trajectory.png"
+    assert (layout.GROUND_TRUTH_DIR, layout.ground_truth_round_dir(3), layout.ground_truth_file(4)) == (
+        "ground_truth", "round_0003", "client_0004.json")  # fmt: skip
+    assert (layout.BACKLOG_DIR, layout.backlog_file(5)) == ("adversary", "observed_round_0005.pt")
+    assert (layout.CLIENT_STATE_DIR, layout.PRIVACY_LEDGER_FILE) == ("clients", "privacy.json")
+    assert (layout.SWEEP_CONFIG, layout.SWEEP_MANIFEST, layout.REPORT_DIR) == ("sweep.yaml", "sweep.json", "report")

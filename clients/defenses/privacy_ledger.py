@@ -25,8 +25,7 @@ from pathlib import Path
 from opacus.accountants import create_accountant
 
 from fedsim.core.atomic import write_json_atomic
-
-LEDGER_FILE = "privacy.json"
+from fedsim.rundir.layout import PRIVACY_LEDGER_FILE, PRIVACY_LEDGER_LOCK
 
 
 @dataclass(frozen=True)
@@ -43,7 +42,7 @@ class ClientPrivacyLedger:
     """The rounds a client trained under DP-SGD; in memory only when ``state_dir`` is None."""
 
     def __init__(self, state_dir: Path | None) -> None:
-        self.path = None if state_dir is None else Path(state_dir) / LEDGER_FILE
+        self.path = None if state_dir is None else Path(state_dir) / PRIVACY_LEDGER_FILE
         self.entries: list[LedgerEntry] = self._load()
 
     def _load(self) -> list[LedgerEntry]:
@@ -69,7 +68,7 @@ class ClientPrivacyLedger:
             yield
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path.with_name(self.path.name + ".lock"), "a") as lock:
+        with open(self.path.with_name(PRIVACY_LEDGER_LOCK), "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
                 yield

@@ -1,8 +1,13 @@
 """Data sets, client partitions and input normalisation.
 
-``load_dataset`` reads a registered data set (``DATASETS``) into an ``ImageDataset`` of float32 images in
-[0, 1]; ``partition_indices`` decides which training samples each client holds; ``channel_stats`` gives the
-``ChannelStats`` a client normalises with, and that attacks use to map reconstructions back to image space.
+* ``sources``: the registry of readers (``DATASETS``), one per data set (digits, MNIST, CIFAR, ``npz``,
+  ``imagefolder``, ...), each with its config model; a reader returns the source as it is, at native size;
+* ``load``: the one pipeline every source goes through (``load_dataset``): the reader, then the held-out
+  test split, the first-N limits and the square resize, cached per process;
+* ``partition``: which training samples each client holds (``partition_indices``);
+* ``normalization``: the ``ChannelStats`` a client normalises with (``channel_stats``), which attacks also
+  use to map reconstructions back to image space;
+* ``base``: ``ImageDataset`` (float32 images in [0, 1] with labels) and ``DataError``.
 """
 
 from fedsim.data.base import DataError, ImageDataset

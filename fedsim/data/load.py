@@ -1,4 +1,8 @@
-"""load_dataset: registry loader -> held-out test split -> first-N limits -> square resize, cached per process.
+"""The one pipeline every data set goes through: ``load_dataset``.
+
+The source's reader (``fedsim.data.sources``, chosen by ``data.dataset``) -> held-out test split -> first-N
+limits -> square resize, cached per process. The readers differ; what happens after them is written here once,
+so every source is split, cut and resized the same way.
 
 Every simulated client calls ``load_dataset`` with the same config; the cache makes that one read per process.
 """

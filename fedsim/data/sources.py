@@ -1,9 +1,10 @@
-"""Registry of data sets: each loader reads one source into an ImageDataset at its native size.
+"""The registry of data sets (``DATASETS``): one reader per source, each with its config model.
 
-Loaders do no subsetting, no test split and no resizing (except ``imagefolder`` when data.image_size is set,
-since its files may differ in size and must match before they can be stacked); ``load_dataset`` does those
-the same way for every source. Heavy libraries (torchvision, scikit-image,
-scikit-learn, PIL) are imported inside the loaders so that listing data sets and validating configs stays fast.
+A reader reads one source into an ImageDataset at its native size, and does no subsetting, no test split
+and no resizing (except ``imagefolder`` when data.image_size is set, since its files may differ in size and
+must match before they can be stacked): the pipeline in ``fedsim.data.load`` (``load_dataset``) does those
+the same way for every source. Heavy libraries (torchvision, scikit-image, scikit-learn, PIL) are imported
+inside the readers so that listing data sets and validating configs stays fast.
 """
 
 from __future__ import annotations

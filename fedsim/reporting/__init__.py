@@ -14,15 +14,17 @@ from pathlib import Path
 import pandas as pd
 
 from adversary.scoring import PSNR_CAP_DB
+from fedsim.rundir.layout import (
+    ATTACKS_TABLE, CONFIG_FILE, ENVIRONMENT_FILE, FRONTIER_FIGURE, FRONTIER_TABLE, LEAKAGE_ROUNDS_FIGURE,
+    LEAKAGE_ROUNDS_TABLE, METRICS_FILE, REPORT_DIR, REPORT_HTML, REPORT_MARKDOWN, RUNS_TABLE, UTILITY_ROUNDS_FIGURE,
+    UTILITY_ROUNDS_TABLE,
+)
 from fedsim.rundir.reader import Run, Sweep, is_run_dir, load_run, load_sweep
 from fedsim.reporting import figures, tables
 from fedsim.reporting.frontier import LEAKAGE_METRICS, UTILITY_LOSS, baselines, frontier_table
 from fedsim.reporting.render import Code, Image, ReportSection, Table, Text, render_html, render_markdown
 from fedsim.reporting.run_summary import write_run_summary
-from fedsim.rundir.writer import CONFIG_FILE
 
-REPORT_DIR = "report"
-UTILITY_ROUNDS_FIGURE = "utility_rounds.png"
 VERSION_KEYS = ("fedsim", "flwr", "ray", "torch", "torchvision", "numpy", "opacus")
 
 
@@ -39,7 +41,7 @@ def load_for_report(path: Path) -> Sweep:
         return load_sweep(path)
     except FileNotFoundError:
         raise ReportError(
-            f"report: '{path}' is not a fedsim run directory (no metrics.jsonl), a sweep or a folder of runs"
+            f"report: '{path}' is not a fedsim run directory (no {METRICS_FILE}), a sweep or a folder of runs"
         ) from None
 
 
@@ -74,8 +76,8 @@ def write_full_report(path: Path, sweep: Sweep | None = None) -> list[Path]:
     frontier = frontier_table(final, attacks, reference)
     runs = _runs_table(sweep, final)
 
-    csvs = {"runs.csv": runs, "utility_rounds.csv": rounds, "attacks.csv": attacks,
-            "leakage_rounds.csv": leakage, "frontier.csv": frontier}  # fmt: skip
+    csvs = {RUNS_TABLE: runs, UTILITY_ROUNDS_TABLE: rounds, ATTACKS_TABLE: attacks,
+            LEAKAGE_ROUNDS_TABLE: leakage, FRONTIER_TABLE: frontier}  # fmt: skip
     for name, frame in csvs.items():
         frame.to_csv(out / name, index=False)
 
@@ -90,7 +92,7 @@ def write_full_report(path: Path, sweep: Sweep | None = None) -> list[Path]:
     sections.append(_provenance_section(sweep))
 
     title = f"fedsim report: {Path(path).resolve().name}"
-    markdown, page = out / "report.md", out / "report.html"
+    markdown, page = out / REPORT_MARKDOWN, out / REPORT_HTML
     markdown.write_text(render_markdown(title, sections, out))
     page.write_text(render_html(title, sections))
     return [page, markdown, *(out / name for name in csvs), *written_figures]
@@ -161,7 +163,7 @@ def _runs_section(sweep: Sweep, runs: pd.DataFrame) -> ReportSection:
     blocks: list = [Text(f"{len(sweep.runs)} run(s) under `{sweep.path}`"
                          + (f"; grid over {', '.join(f'`{key}`' for key in sweep.grid)}" if sweep.grid else "")
                          + (f"; not started yet: {', '.join(missing)}" if missing else "") + ".")]  # fmt: skip
-    blocks.append(Table(runs, "runs.csv"))
+    blocks.append(Table(runs, RUNS_TABLE))
     return ReportSection("Runs", blocks)
 
 
@@ -179,8 +181,8 @@ def _utility_section(rounds, names, out: Path, written: list[Path]) -> ReportSec
         blocks.append(Image(png, "Test accuracy and loss of the global model after every round, one line per run." + dp))
     blocks += [
         Text(f"Test accuracy per run, {every} (all rounds, with test loss, the clients' mean training loss and "
-             "epsilon: `utility_rounds.csv`)."),
-        Table(pivot, "utility_rounds.csv"),
+             f"epsilon: `{UTILITY_ROUNDS_TABLE}`)."),
+        Table(pivot, UTILITY_ROUNDS_TABLE),
     ]  # fmt: skip
     return ReportSection("Utility over rounds", blocks)
 
@@ -191,7 +193,7 @@ def _leakage_section(leakage, names, out: Path, written: list[Path]) -> ReportSe
     blocks: list = []
     drawn: list[str] = [metric for metric in LEAKAGE_METRICS if leakage.filter(like=metric).notna().any().any()]
     if leakage.groupby("run")["round"].nunique().max() > 1:  # one attacked round is a table, not a curve
-        png = out / "leakage_rounds.png"
+        png = out / LEAKAGE_ROUNDS_FIGURE
         drawn = figures.leakage_figure(leakage, names, png)
         written.append(png)
         blocks.append(Image(png, "The strongest attack on each target per attacked round: mean over the attacked "
@@ -200,8 +202,8 @@ def _leakage_section(leakage, names, out: Path, written: list[Path]) -> ReportSe
     if absent:
         blocks.append(Text(f"Not recorded: {', '.join(absent)} "
                            "(LPIPS needs torchvision's ImageNet AlexNet in the torch cache)."))  # fmt: skip
-    blocks.append(Table(leakage, "leakage_rounds.csv"))
-    blocks.append(Text("Every attack result, per target: `attacks.csv`."))
+    blocks.append(Table(leakage, LEAKAGE_ROUNDS_TABLE))
+    blocks.append(Text(f"Every attack result, per target: `{ATTACKS_TABLE}`."))
     return ReportSection("Leakage over rounds", blocks)
 
 
@@ -222,11 +224,11 @@ def _frontier_section(frontier, reference, names, out: Path, written: list[Path]
             blocks.append(Text(f"No undefended counterpart for: {', '.join(unmatched)}."))
     # a frontier needs runs to compare: one run is its table row
     if frontier["attack_results"].sum() > 0 and frontier[UTILITY_LOSS].notna().sum() > 1:
-        png = out / "frontier.png"
+        png = out / FRONTIER_FIGURE
         figures.frontier_figure(frontier, names, png)
         written.append(png)
         blocks.append(Image(png, "Strongest attack's leakage against accuracy drop; the Pareto front in red."))
-    blocks.append(Table(frontier, "frontier.csv"))
+    blocks.append(Table(frontier, FRONTIER_TABLE))
     return ReportSection(title, blocks)
 
 
@@ -250,7 +252,7 @@ def _provenance_section(sweep: Sweep) -> ReportSection:
         versions.append({"run": name, "python": env.get("python"), **{k: packages.get(k) for k in VERSION_KEYS},
                          "device": env.get("device"), "cuda": env.get("cuda"), "platform": env.get("platform")})  # fmt: skip
     blocks: list = [Text("Every figure and table above is computed from these runs; their resolved configs "
-                         "(`config.yaml`) and environments (`environment.json`) follow."),  # fmt: skip
+                         f"(`{CONFIG_FILE}`) and environments (`{ENVIRONMENT_FILE}`) follow."),  # fmt: skip
                     Table(pd.DataFrame(versions))]
     for name, run in sweep.runs.items():
         command = " ".join((run.environment or {}).get("command") or [])

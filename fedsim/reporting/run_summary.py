@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from fedsim.rundir.layout import RUN_ROUNDS_TABLE, RUN_SUMMARY, RUN_UTILITY_FIGURE
 from fedsim.rundir.reader import Run
 from fedsim.reporting.render import markdown_table
 from fedsim.reporting.tables import CENTRAL_DP, defense_settings, parameter_text, round_epsilons
@@ -19,7 +20,6 @@ from fedsim.rundir.writer import RunStore
 if TYPE_CHECKING:
     from fedsim.config import ExperimentConfig
 
-UTILITY_FIGURE, SUMMARY, ROUNDS = "utility.png", "summary.md", "rounds.csv"
 TABLE_COLUMNS = (
     "round", "loss", "accuracy", "precision", "recall", "specificity", "f1", "mcc", "clients_ok", "clients_failed",
     "epsilon",
@@ -53,7 +53,7 @@ def defense_lines(config: ExperimentConfig) -> list[str]:
 def write_run_summary(run: Run, out: Path, utility_figure: Path) -> list[Path]:
     """Write ``utility.png`` (a copy of ``utility_figure``), ``summary.md`` and ``rounds.csv`` under ``out``."""
     table = round_table(run)
-    png, markdown, rounds = out / UTILITY_FIGURE, out / SUMMARY, out / ROUNDS
+    png, markdown, rounds = out / RUN_UTILITY_FIGURE, out / RUN_SUMMARY, out / RUN_ROUNDS_TABLE
     shutil.copyfile(utility_figure, png)
     with open(rounds, "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=TABLE_COLUMNS)
@@ -61,7 +61,7 @@ def write_run_summary(run: Run, out: Path, utility_figure: Path) -> list[Path]:
         writer.writerows(table)
     defenses = "\n".join(defense_lines(run.config))
     markdown.write_text(
-        f"# {run.name}\n\n![utility over rounds]({UTILITY_FIGURE})\n\n## Defenses\n\n{defenses}\n\n"
+        f"# {run.name}\n\n![utility over rounds]({RUN_UTILITY_FIGURE})\n\n## Defenses\n\n{defenses}\n\n"
         f"## Rounds\n\n{markdown_table(pd.DataFrame(table, columns=list(TABLE_COLUMNS)))}"
     )
     return [png, markdown, rounds]

@@ -7,20 +7,19 @@ value). PSNR means count an exact pair at the 100 dB cap (adversary.scoring.PSNR
 from __future__ import annotations
 
 import math
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from adversary.scoring import PSNR_CAP_DB
+from fedsim.rundir.layout import RECONSTRUCTIONS_DIR, grid_file
 from fedsim.rundir.reader import Run, Sweep
 
 if TYPE_CHECKING:
     from fedsim.config import ExperimentConfig
 
 AGGREGATE = "aggregate"
-RECONSTRUCTIONS_DIR = "reconstructions"  # fedsim.engine.leakage.scoring.RECONSTRUCTIONS_DIR
 
 
 def numeric(frame: pd.DataFrame, column: str) -> pd.Series:
@@ -180,8 +179,3 @@ def best_grids(run: Run, attacks: pd.DataFrame) -> list[tuple[str, Path]]:
             caption = f"{kind}: round {int(best['round'])}, {best['target']}, {best['attack']}: {psnr}, SSIM {best['ssim']:.3f}"
             grids.append((caption, path))
     return grids
-
-
-def grid_file(server_round: int, target: str, attack: str) -> str:
-    """The file name fedsim.engine.leakage.scoring gives a round's grid (``round_0001_client-0_dlg.png``)."""
-    return f"round_{server_round:04d}_{re.sub(r'[^A-Za-z0-9-]', '-', target)}_{attack}.png"

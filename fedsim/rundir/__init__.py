@@ -1,2 +1,13 @@
-"""The run directory: its writer (``writer``), its reader for notebooks and reports (``reader``), the ground truth
-kept for scoring (``ground_truth``) and the attacks still owed (``backlog``)."""
+"""The run directory: everything one run (or one sweep) leaves on disk, and the only code that touches it.
+
+* ``layout``: where everything lies: every file and folder of a run directory and a sweep directory,
+  named once (imports nothing of the project, so the clients read it too);
+* ``writer``: ``RunStore``, which claims a run directory and writes the config, its fingerprint, the
+  environment, the metrics log, the checkpoints and the summary, and reopens a killed run to resume it;
+* ``reader``: ``load_run`` and ``load_sweep``, the run and sweep directories as DataFrames
+  (``fedsim.load_run``, reports and notebooks);
+* ``ground_truth``: what each client really trained on, written by the clients, read by scoring only;
+* ``backlog``: the adversary's tapped updates of a round, kept until every attack on them is scored.
+
+This ``__init__`` imports nothing: a client importing ``fedsim.rundir.layout`` must not pull in the writer.
+"""

@@ -8,7 +8,6 @@ seeds, hence the same reconstructions). Only what the tap saw is stored: never g
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict
 from pathlib import Path
 
@@ -16,9 +15,7 @@ import torch
 
 from adversary.taps import TappedUpdate
 from fedsim.core.atomic import save_torch_atomic
-
-BACKLOG_DIR = "adversary"
-_FILE = re.compile(r"observed_round_(\d+)\.pt$")
+from fedsim.rundir.layout import BACKLOG_DIR, BACKLOG_PATTERN, backlog_file
 
 
 class AttackBacklog:
@@ -26,7 +23,7 @@ class AttackBacklog:
         self.dir = Path(run_dir) / BACKLOG_DIR
 
     def path(self, server_round: int) -> Path:
-        return self.dir / f"observed_round_{server_round:04d}.pt"
+        return self.dir / backlog_file(server_round)
 
     def save(self, server_round: int, updates: list[TappedUpdate]) -> None:
         """Write the round's tapped updates atomically (a kill leaves the old file or the new one)."""
@@ -40,7 +37,7 @@ class AttackBacklog:
     def rounds(self) -> list[int]:
         if not self.dir.is_dir():
             return []
-        return sorted(int(match.group(1)) for p in self.dir.iterdir() if (match := _FILE.match(p.name)))
+        return sorted(int(match.group(1)) for p in self.dir.iterdir() if (match := BACKLOG_PATTERN.match(p.name)))
 
     def discard(self, server_round: int) -> None:
         self.path(server_round).unlink(missing_ok=True)

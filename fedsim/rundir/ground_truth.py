@@ -11,8 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from fedsim.core.atomic import write_json_atomic
-
-GROUND_TRUTH_DIR = "ground_truth"
+from fedsim.rundir.layout import GROUND_TRUTH_CLIENT_GLOB, GROUND_TRUTH_DIR, ground_truth_file, ground_truth_round_dir
 
 
 class GroundTruthStore:
@@ -20,7 +19,7 @@ class GroundTruthStore:
         self.root = Path(run_dir) / GROUND_TRUTH_DIR
 
     def _path(self, server_round: int, client: int) -> Path:
-        return self.root / f"round_{server_round:04d}" / f"client_{client:04d}.json"
+        return self.root / ground_truth_round_dir(server_round) / ground_truth_file(client)
 
     def write(self, server_round: int, client: int, batches: list[list[int]], labels: list[list[int]]) -> None:
         """Record the sample ids of every local step, in the order they were used, and their labels."""
@@ -33,5 +32,7 @@ class GroundTruthStore:
         return json.loads(self._path(server_round, client).read_text())
 
     def clients(self, server_round: int) -> list[int]:
-        folder = self.root / f"round_{server_round:04d}"
-        return sorted(int(p.stem.split("_")[1]) for p in folder.glob("client_*.json")) if folder.is_dir() else []
+        folder = self.root / ground_truth_round_dir(server_round)
+        if not folder.is_dir():
+            return []
+        return sorted(int(p.stem.split("_")[1]) for p in folder.glob(GROUND_TRUTH_CLIENT_GLOB))

@@ -1,4 +1,6 @@
-"""Runs and sweeps as pandas DataFrames, for notebooks: ``fedsim.load_run(path)``, ``fedsim.load_sweep(path)``.
+"""The run directory's reader: runs and sweeps as pandas DataFrames, for notebooks and reports.
+
+``fedsim.load_run(path)`` and ``fedsim.load_sweep(path)``:
 
     run = fedsim.load_run("runs/quickstart-20261122-101500")
     run.config.client.lr                        # the resolved ExperimentConfig
@@ -8,7 +10,8 @@
     sweep.points                                # one row per point: run, status, the value label of every grid key
     sweep.metrics                               # every run's rows, with `run` and the grid keys as columns
 
-Reports are built on the same loaders, so a figure and a notebook read the same numbers.
+Reports are built on the same loaders, so a figure and a notebook read the same numbers. What a run wrote is
+``fedsim.rundir.writer``'s, where it lies ``fedsim.rundir.layout``'s.
 """
 
 from __future__ import annotations
@@ -21,8 +24,8 @@ from typing import Any
 import pandas as pd
 
 from fedsim.config import ExperimentConfig, load_config
-from fedsim.rundir.writer import CONFIG_FILE, ENVIRONMENT_FILE, METRICS_FILE, SUMMARY_FILE, RunStore
-from fedsim.sweep.manifest import SWEEP_MANIFEST
+from fedsim.rundir.layout import CONFIG_FILE, ENVIRONMENT_FILE, METRICS_FILE, SUMMARY_FILE, SWEEP_MANIFEST
+from fedsim.rundir.writer import RunStore
 
 
 @dataclass(frozen=True)

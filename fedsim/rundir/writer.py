@@ -1,4 +1,7 @@
-"""The run directory: resolved config, environment, metrics log, checkpoints and summary.
+"""The run directory's writer: ``RunStore`` claims a run directory and writes what a run records in it.
+
+The resolved config and its fingerprint, the environment, the metrics log, the checkpoints and the summary;
+where each lies is ``fedsim.rundir.layout``'s, and reading a finished run back is ``fedsim.rundir.reader``'s.
 
 A round is committed when its checkpoint is renamed into place; every metrics row of that round is
 written (and fsynced) before. ``--resume`` therefore restarts after the last checkpoint and drops the
@@ -11,7 +14,6 @@ import hashlib
 import json
 import os
 import platform
-import re
 import sys
 import threading
 import time
@@ -24,14 +26,10 @@ import torch
 from fedsim.core.atomic import append_line_durably, save_torch_atomic, write_json_atomic, write_text_atomic
 from fedsim.core.errors import ConfigError
 from fedsim.config import SCHEMA_VERSION, ExperimentConfig, config_changes, dump_config, load_config, with_absolute_paths
-
-CONFIG_FILE = "config.yaml"
-ENVIRONMENT_FILE = "environment.json"
-METRICS_FILE = "metrics.jsonl"
-SUMMARY_FILE = "summary.json"
-FINGERPRINT_FILE = "fingerprint.json"  # the resolved config and fedsim version a run started with
-CHECKPOINT_DIR = "checkpoints"
-_CHECKPOINT = re.compile(r"round_(\d{4,})\.pt$")
+from fedsim.rundir.layout import (
+    CHECKPOINT_DIR, CHECKPOINT_GLOB, CHECKPOINT_PATTERN, CONFIG_FILE, ENVIRONMENT_FILE, FINGERPRINT_FILE, METRICS_FILE,
+    checkpoint_file, timestamped_run_dir,
+)
 
 
 def environment_info(device: str) -> dict[str, Any]:
@@ -114,7 +112,7 @@ class RunStore:
                     f"{what}: '{run_dir}' already holds a run; use `fedsim run --resume {run_dir}` or another name"
                 ) from None
         else:
-            run_dir = claim_new_directory(config.output.dir, f"{config.name}-{time.strftime('%Y%m%d-%H%M%S')}")
+            run_dir = claim_new_directory(config.output.dir, timestamped_run_dir(config.name))
             (run_dir / METRICS_FILE).touch()
         store = cls(run_dir)
         store._write_config(with_absolute_paths(config))
@@ -218,7 +216,7 @@ class RunStore:
 
     # --------------------------------------------------------------------------- checkpoints
     def checkpoint_path(self, server_round: int) -> Path:
-        return self.checkpoint_dir / f"round_{server_round:04d}.pt"
+        return self.checkpoint_dir / checkpoint_file(server_round)
 
     def save_checkpoint(self, server_round: int, state_dict: dict[str, torch.Tensor]) -> None:
         self.checkpoint_dir.mkdir(exist_ok=True)
@@ -232,13 +230,13 @@ class RunStore:
     def last_committed_round(self) -> int | None:
         if not self.checkpoint_dir.is_dir():
             return None
-        rounds = [int(m.group(1)) for p in self.checkpoint_dir.iterdir() if (m := _CHECKPOINT.match(p.name))]
+        rounds = [int(m.group(1)) for p in self.checkpoint_dir.iterdir() if (m := CHECKPOINT_PATTERN.match(p.name))]
         return max(rounds, default=None)
 
     def prune_checkpoints(self, keep: int) -> None:
         """Keep only the newest checkpoint (when the user did not ask for all of them)."""
-        for path in self.checkpoint_dir.glob("round_*.pt"):
-            match = _CHECKPOINT.match(path.name)
+        for path in self.checkpoint_dir.glob(CHECKPOINT_GLOB):
+            match = CHECKPOINT_PATTERN.match(path.name)
             if match and int(match.group(1)) != keep:
                 path.unlink()
 

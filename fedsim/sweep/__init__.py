@@ -4,19 +4,21 @@
       sweep.yaml      the base config and its grid (``fedsim sweep --resume SWEEP_DIR`` re-reads it)
       sweep.json      every point: run directory, the keys it sets, status, error
       <point>/        one ordinary run directory per point (``fedsim report``, ``fedsim.load_run``)
+
+These names, and those of a run directory, are spelled once, in ``fedsim.rundir.layout``.
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from fedsim.config import SWEEP_SECTION, ConfigError, ExperimentConfig, apply_override, read_yaml
+from fedsim.rundir.layout import SWEEP_CONFIG, SWEEP_MANIFEST, timestamped_sweep_dir
 from fedsim.sweep.execute import PointOutcome, available_cpus, run_points, schedule
 from fedsim.sweep.grid import Axis, SweepPoint, axes_from_spec, expand, merge_axes, parse_grid_arg, parse_spec
-from fedsim.sweep.manifest import SWEEP_CONFIG, SWEEP_MANIFEST, Manifest, read_manifest, write_sweep_config
+from fedsim.sweep.manifest import Manifest, read_manifest, write_sweep_config
 
 __all__ = [
     "SWEEP_CONFIG", "SWEEP_MANIFEST", "SweepPlan", "SweepPoint", "PointOutcome", "plan_sweep", "run_sweep",
@@ -75,7 +77,7 @@ def default_sweep_dir(raw: dict[str, Any]) -> Path:
     output = raw.get("output") if isinstance(raw.get("output"), dict) else {}
     parent = output.get("dir") or ExperimentConfig.model_fields["output"].default_factory().dir
     name = raw.get("name") or ExperimentConfig.model_fields["name"].default
-    return Path(str(parent)) / f"{name}-sweep-{time.strftime('%Y%m%d-%H%M%S')}"
+    return Path(str(parent)) / timestamped_sweep_dir(name)
 
 
 def run_sweep(

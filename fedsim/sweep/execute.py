@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from fedsim.config import ConfigError, ExperimentConfig, load_config
-from fedsim.rundir.writer import CONFIG_FILE, METRICS_FILE, SUMMARY_FILE, RunStore
+from fedsim.rundir.layout import CONFIG_FILE, METRICS_FILE, SUMMARY_FILE
+from fedsim.rundir.writer import RunStore
 from fedsim.sweep.grid import SweepPoint
 from fedsim.sweep.manifest import Manifest
 

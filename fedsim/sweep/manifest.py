@@ -19,10 +19,9 @@ import yaml
 
 from fedsim.core.atomic import write_json_atomic, write_text_atomic
 from fedsim.config import SWEEP_SECTION
+from fedsim.rundir.layout import SWEEP_CONFIG, SWEEP_MANIFEST
 from fedsim.sweep.grid import Axis, SweepPoint
 
-SWEEP_CONFIG = "sweep.yaml"
-SWEEP_MANIFEST = "sweep.json"
 STATUSES = ("pending", "running", "complete", "failed")
 
 

@@ -34,6 +34,7 @@ from fedsim.engine.lifecycle.federation import Federation, prepare_federation
 from fedsim.engine.lifecycle.protocols import Protocol, protocol_of
 from fedsim.engine.lifecycle.rounds import ServerSpec
 from fedsim.engine.deployment.run_config import RunRequest, client_config, from_run_config
+from fedsim.rundir.layout import CONFIG_FILE
 
 NUM_PARTITIONS = "num-partitions"  # node config: how many partitions the federation has (Flower's convention)
 
@@ -78,13 +79,13 @@ def check_resumed_config(request: RunRequest) -> None:
     assert request.resume is not None
     if request.config is None:
         return
-    recorded = load_config(request.resume / "config.yaml")
+    recorded = load_config(request.resume / CONFIG_FILE)
     if request.rounds is not None:
         recorded.federation.rounds = request.rounds
     changed = config_changes(dump_config(recorded), dump_config(request.config))
     if changed:
         raise ConfigError(f"--resume {request.resume}: the config sent to the SuperNodes differs from the run's "
-                          f"config.yaml ({', '.join(changed)})")  # fmt: skip
+                          f"{CONFIG_FILE} ({', '.join(changed)})")  # fmt: skip
 
 
 server_app = ServerApp()

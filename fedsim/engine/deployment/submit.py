@@ -29,7 +29,7 @@ from fedsim.core.errors import ConfigError, TrainingFailed
 from fedsim.config import ExperimentConfig, load_config
 from fedsim.engine.lifecycle.network import probe
 from fedsim.engine.deployment.run_config import RunRequest, to_run_config
-from fedsim.rundir.writer import CONFIG_FILE
+from fedsim.rundir.layout import CONFIG_FILE, timestamped_run_dir
 
 logger = logging.getLogger("fedsim")
 
@@ -76,7 +76,7 @@ def planned_run_dir(config: ExperimentConfig) -> Path:
     parent = Path(config.output.dir).expanduser().resolve()
     if config.output.run_name:
         return parent / str(config.output.run_name)
-    stem = f"{config.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    stem = timestamped_run_dir(config.name)
     candidate, attempt = parent / stem, 1
     while candidate.exists():
         attempt += 1

@@ -10,8 +10,6 @@ import numpy as np
 from fedsim.config import ExperimentConfig
 from fedsim.data import ChannelStats, ImageDataset, federation_stats, load_dataset, partition_indices
 
-PARTITIONS_FILE = "partitions.json"
-
 
 @dataclass(frozen=True)
 class Federation:

@@ -1,4 +1,8 @@
-"""Run one experiment: prepare data and model, launch the Flower simulation, write the summary."""
+"""Run one experiment: prepare data and model, launch the Flower simulation, write the summary.
+
+The summary itself (what ``summary.json`` holds, and whether a run trained at all) is
+``fedsim.engine.lifecycle.summary``'s.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +17,6 @@ from typing import Any, Protocol as TypingProtocol
 import torch
 
 from clients.client_app import ClientSpec
-from clients.mods import CLIENT_ERROR_LOG
 from clients.training import check_training_defenses
 from fedsim.engine.leakage.portfolio import attack_setting, resolve_attacks
 from fedsim.engine.lifecycle.ray_resources import ray_node_counts
@@ -22,14 +25,16 @@ from fedsim.core.devices import resolve_device
 from fedsim.engine.lifecycle.protocols import Protocol, protocol_of
 from fedsim.engine.lifecycle.rounds import ServerSpec
 from fedsim.core.evaluation import evaluate
-from fedsim.engine.lifecycle.federation import PARTITIONS_FILE, Federation, partition_record, prepare_federation
-from fedsim.engine.leakage.scoring import attach_adversary
+from fedsim.engine.lifecycle.federation import Federation, partition_record, prepare_federation
+from fedsim.engine.leakage.wiring import attach_adversary
 from fedsim.engine.lifecycle.network import probe
 from fedsim.models import build_run_model
 from fedsim.engine.lifecycle.progress import LogProgress, RichProgress
 from adversary.metrics import Lpips
 from fedsim.core.errors import ConfigError, TrainingFailed
-from fedsim.rundir.writer import SUMMARY_FILE, RunStore
+from fedsim.engine.lifecycle.summary import log_summary, rounds_without_update, summarize
+from fedsim.rundir.layout import METRICS_FILE, PARTITIONS_FILE, SUMMARY_FILE
+from fedsim.rundir.writer import RunStore
 from fedsim.core.seeding import derive_seed
 from strategies import build_strategy
 
@@ -138,50 +143,6 @@ def cluster_address(config: ExperimentConfig) -> str | None:
     return address
 
 
-def summarize(store: RunStore, wall_seconds: float) -> dict[str, Any]:
-    rows = store.rows()
-    evals = [r for r in rows if r["event"] == "eval"]
-    fits = [r for r in rows if r["event"] == "fit"]
-    final = evals[-1] if evals else {}
-    return {
-        "run_dir": str(store.run_dir),
-        "rounds_completed": final.get("round", 0),
-        "final": {k: final[k] for k in ("loss", "accuracy", "precision", "recall", "specificity", "f1", "mcc") if k in final},
-        "best_accuracy": max((r["accuracy"] for r in evals), default=None),
-        "client_updates": len(fits),
-        "client_failures": sum(1 for r in fits if r.get("status") == "failed"),
-        "leakage": leakage_summary([r for r in rows if r["event"] == "attack"]),
-        "wall_seconds_last_session": round(wall_seconds, 2),
-    }
-
-
-def leakage_summary(attack_rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Mean PSNR / SSIM / label accuracy per attack, per client versus aggregate, over all attacked rounds."""
-    summary: dict[str, Any] = {}
-    for row in attack_rows:
-        if row.get("status") != "ok":
-            continue
-        kind = "aggregate" if row["target"] == "aggregate" else "per-client"
-        summary.setdefault(row["attack"], {}).setdefault(kind, []).append(row)
-    return {
-        attack: {
-            kind: {
-                "targets": len(group),
-                **{
-                    metric: _mean([r[metric] for r in group if r.get(metric) is not None])
-                    for metric in ("psnr_mean", "ssim_mean", "lpips_mean", "label_accuracy")
-                },
-            }
-            for kind, group in kinds.items()
-        }
-        for attack, kinds in summary.items()
-    }
-
-
-def _mean(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None
-
-
 def run_experiment(
     config: ExperimentConfig | None = None,
     *,
@@ -267,8 +228,8 @@ def run_experiment(
     store.write_json(SUMMARY_FILE, summary)
     untrained = rounds_without_update(store, after=last_round, withheld=_withheld_rounds(config))
     if untrained is not None:
-        raise TrainingFailed(f"{untrained}; reasons in the fit rows of {store.run_dir / 'metrics.jsonl'}")
-    _log_summary(summary)
+        raise TrainingFailed(f"{untrained}; reasons in the fit rows of {store.run_dir / METRICS_FILE}")
+    log_summary(summary)
     return store.run_dir
 
 
@@ -276,28 +237,3 @@ def _withheld_rounds(config: ExperimentConfig) -> Callable[[int], bool]:
     """Rounds whose aggregate a malicious server keeps to itself by design (they are not failures)."""
     adversary = config.adversary
     return adversary.attacks_round if adversary.server == "malicious" else (lambda server_round: False)
-
-
-def rounds_without_update(store: RunStore, after: int, withheld: Callable[[int], bool] = lambda r: False) -> str | None:
-    """Why the rounds played after round ``after`` trained nothing, or None when at least one did (rounds a
-    malicious server ``withheld`` on purpose do not count)."""
-    played = [row for row in store.rows() if row["event"] == "eval" and row["round"] > after and not withheld(row["round"])]
-    if not played or any(row.get("model_updated", True) for row in played):
-        return None
-    errors = sorted({row["error"] for row in played if row.get("error")})
-    why = f" ({'; '.join(errors)})" if errors else ": every client update failed or was refused"
-    return f"no round updated the global model in rounds {played[0]['round']}-{played[-1]['round']}{why}"
-
-
-def _log_summary(summary: dict[str, Any]) -> None:
-    final = summary["final"]
-    logger.info(
-        "finished %d rounds: test accuracy %.4f (best %.4f), loss %.4f",
-        summary["rounds_completed"], final.get("accuracy", float("nan")),
-        summary["best_accuracy"] or float("nan"), final.get("loss", float("nan")),
-    )
-    if summary["client_failures"]:
-        logger.warning(
-            "%d of %d client updates failed; reasons in metrics.jsonl, tracebacks in %s/%s",
-            summary["client_failures"], summary["client_updates"], summary["run_dir"], CLIENT_ERROR_LOG,
-        )

@@ -1,0 +1,104 @@
+"""Leakage scheduling: the configured adversary wired into one run's server, with the scorer behind it.
+
+``attach_adversary`` builds the adversary (its tap, its knowledge, the attack backlog) and returns how it
+plugs in: a wrapped grid for a wire tap, a wrapped strategy for a server tap or a malicious server. The
+attacks' results go to ``fedsim.engine.leakage.scoring.LeakageScorer`` through callbacks only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from flwr.serverapp import Grid
+
+from adversary.adversary import Adversary
+from adversary.malicious_server import LegacyMaliciousServer, MaliciousServer
+from adversary.metrics import Lpips
+from adversary.modifications.base import PublicData
+from adversary.threat_models import Architecture, LabelGrant, TrainingHyperparameters
+from fedsim.config import ExperimentConfig
+from fedsim.core.devices import resolve_device
+from fedsim.core.seeding import derive_seed
+from fedsim.engine.leakage.scoring import LeakageScorer
+from fedsim.engine.lifecycle.federation import Federation
+from fedsim.engine.lifecycle.protocols import protocol_of
+from fedsim.models import build_run_model
+from fedsim.rundir.backlog import AttackBacklog
+from fedsim.rundir.writer import RunStore
+from strategies.secagg import SECAGG_STRATEGY
+
+
+@dataclass
+class AdversaryWiring:
+    """How an adversary plugs into one run's server."""
+
+    adversary: Adversary
+    wrap_grid: Callable[[Grid], Grid] | None
+    wrap_strategy: Callable[[object], object]
+
+
+def attach_adversary(
+    config: ExperimentConfig, federation: Federation, store: RunStore, model_seed: int, lpips: Lpips | None = None
+) -> AdversaryWiring:
+    """Build the configured adversary with its tap, its knowledge and the scorer behind it."""
+    dataset = federation.dataset
+    stats = federation.test_stats  # the federation's public normalisation
+    mean, std = torch.tensor(stats.mean), torch.tensor(stats.std)
+    architecture = Architecture(
+        # the architecture the clients train and send
+        model=build_run_model(config, dataset, seed=model_seed, with_weights=False),
+        input_shape=(dataset.channels, dataset.image_size, dataset.image_size),
+        num_classes=dataset.num_classes,
+        input_bounds=((0 - mean) / std, (1 - mean) / std),
+    )
+    client = config.client
+    training = TrainingHyperparameters(
+        client.lr, client.batch_size, client.local_steps, client.local_epochs, client.momentum, client.weight_decay
+    )
+    scorer = LeakageScorer(store, federation, config.adversary.save_images, lpips or Lpips(config.adversary.lpips))
+    grant: LabelGrant | None = scorer.grant_labels if config.adversary.knows.labels == "known" else None
+    adversary = Adversary(
+        config.adversary,
+        architecture,
+        training,
+        seed=derive_seed(config.seed, "adversary"),
+        device=resolve_device(config.adversary.device),
+        on_result=scorer.on_result,
+        on_failure=scorer.on_failure,
+        grant_labels=grant,
+        backlog=AttackBacklog(store.run_dir),
+    )
+    wants = config.adversary.attacks_round
+    protocol = protocol_of(config)  # what each tap sees depends on how the strategy's rounds travel
+    layout = {name: tuple(value.shape) for name, value in architecture.model.state_dict().items()}
+    if config.adversary.tap == "mitm":
+        return AdversaryWiring(adversary, lambda grid: protocol.wire_tap(grid, adversary.observe, wants, layout), lambda s: s)
+    if config.adversary.server == "malicious":
+        public = public_data(federation, config.adversary.modification)
+        scorer.extra_fields = {"threat_model": "malicious server", "modification": config.adversary.modification.name,
+                               "public_data": public.source}  # fmt: skip
+
+        def malicious(strategy: object) -> object:
+            tapped = protocol.strategy_tap(strategy, adversary.observe, wants, layout)
+            arguments = (tapped, config.adversary.modification, architecture.model, architecture.input_shape,
+                         architecture.num_classes, public, derive_seed(config.seed, "modification"), wants,
+                         adversary.set_round_model)  # fmt: skip
+            if config.strategy.name != SECAGG_STRATEGY:
+                return MaliciousServer(*arguments)
+            # the legacy path sends unnamed arrays: the tap reads an attacked round's by the module's layout
+            return LegacyMaliciousServer(*arguments, layout_of=lambda server_round, module: tapped.set_round_layout(
+                server_round, {name: tuple(value.shape) for name, value in module.state_dict().items()}))  # fmt: skip
+
+        return AdversaryWiring(adversary, None, malicious)
+    return AdversaryWiring(adversary, None, lambda strategy: protocol.strategy_tap(strategy, adversary.observe, wants, layout))
+
+
+def public_data(federation: Federation, modification: Any) -> PublicData:
+    """The images a malicious server calibrates with: the first test-split images (no client holds them),
+    in the model's input space."""
+    count = min(int(getattr(modification, "public_images", 256)), len(federation.dataset.x_test))
+    images = federation.test_stats.normalize(torch.from_numpy(federation.dataset.x_test[:count]))
+    return PublicData(images, f"test split 0-{count - 1}")

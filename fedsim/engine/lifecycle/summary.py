@@ -1,0 +1,87 @@
+"""The end of a run: its summary (``summary.json``) from the metrics rows, and whether it trained at all.
+
+``summary.json`` is read back by ``fedsim sweep`` (is a point complete?) and ``fedsim.load_run``; a run in
+which no round updated the global model fails with the reason ``rounds_without_update`` gives.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from fedsim.rundir.layout import CLIENT_ERROR_LOG, METRICS_FILE
+from fedsim.rundir.writer import RunStore
+
+logger = logging.getLogger("fedsim")
+
+
+def summarize(store: RunStore, wall_seconds: float) -> dict[str, Any]:
+    """What ``summary.json`` holds: the final and best scores, client failures and leakage per attack."""
+    rows = store.rows()
+    evals = [r for r in rows if r["event"] == "eval"]
+    fits = [r for r in rows if r["event"] == "fit"]
+    final = evals[-1] if evals else {}
+    return {
+        "run_dir": str(store.run_dir),
+        "rounds_completed": final.get("round", 0),
+        "final": {k: final[k] for k in ("loss", "accuracy", "precision", "recall", "specificity", "f1", "mcc") if k in final},
+        "best_accuracy": max((r["accuracy"] for r in evals), default=None),
+        "client_updates": len(fits),
+        "client_failures": sum(1 for r in fits if r.get("status") == "failed"),
+        "leakage": leakage_summary([r for r in rows if r["event"] == "attack"]),
+        "wall_seconds_last_session": round(wall_seconds, 2),
+    }
+
+
+def leakage_summary(attack_rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Mean PSNR / SSIM / label accuracy per attack, per client versus aggregate, over all attacked rounds."""
+    summary: dict[str, Any] = {}
+    for row in attack_rows:
+        if row.get("status") != "ok":
+            continue
+        kind = "aggregate" if row["target"] == "aggregate" else "per-client"
+        summary.setdefault(row["attack"], {}).setdefault(kind, []).append(row)
+    return {
+        attack: {
+            kind: {
+                "targets": len(group),
+                **{
+                    metric: _mean([r[metric] for r in group if r.get(metric) is not None])
+                    for metric in ("psnr_mean", "ssim_mean", "lpips_mean", "label_accuracy")
+                },
+            }
+            for kind, group in kinds.items()
+        }
+        for attack, kinds in summary.items()
+    }
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def rounds_without_update(store: RunStore, after: int, withheld: Callable[[int], bool] = lambda r: False) -> str | None:
+    """Why the rounds played after round ``after`` trained nothing, or None when at least one did (rounds a
+    malicious server ``withheld`` on purpose do not count)."""
+    played = [row for row in store.rows() if row["event"] == "eval" and row["round"] > after and not withheld(row["round"])]
+    if not played or any(row.get("model_updated", True) for row in played):
+        return None
+    errors = sorted({row["error"] for row in played if row.get("error")})
+    why = f" ({'; '.join(errors)})" if errors else ": every client update failed or was refused"
+    return f"no round updated the global model in rounds {played[0]['round']}-{played[-1]['round']}{why}"
+
+
+def log_summary(summary: dict[str, Any]) -> None:
+    """The run's result in a line or two of the log (client failures pointing to their tracebacks)."""
+    final = summary["final"]
+    logger.info(
+        "finished %d rounds: test accuracy %.4f (best %.4f), loss %.4f",
+        summary["rounds_completed"], final.get("accuracy", float("nan")),
+        summary["best_accuracy"] or float("nan"), final.get("loss", float("nan")),
+    )
+    if summary["client_failures"]:
+        logger.warning(
+            "%d of %d client updates failed; reasons in %s, tracebacks in %s/%s",
+            summary["client_failures"], summary["client_updates"], METRICS_FILE, summary["run_dir"], CLIENT_ERROR_LOG,
+        )
