@@ -36,7 +36,7 @@ os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(BENCH_DIR), os.envi
 import bare_flower_app  # noqa: E402
 
 from fedsim.config import ExperimentConfig, load_config  # noqa: E402
-from fedsim.models import build_run_model  # noqa: E402
+from fedsim.engine.lifecycle.assembly import run_model_of  # noqa: E402
 from fedsim.rundir.writer import RunStore  # noqa: E402
 from fedsim.engine.lifecycle.runner import CentralEvaluator, _backend_config, _quiet_frameworks, run_experiment  # noqa: E402
 
@@ -55,7 +55,7 @@ def bare_flower_seconds_per_round(config: ExperimentConfig) -> float:
     evaluator = CentralEvaluator(config, federation, torch.device("cpu"))
 
     def new_model() -> torch.nn.Module:
-        return build_run_model(config, dataset, seed=0, with_weights=True)
+        return run_model_of(config, dataset, seed=0, with_weights=True)
 
     client_app = bare_flower_app.build_client_app(config)
     round_ends: list[float] = []

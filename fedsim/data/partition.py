@@ -14,7 +14,7 @@ from fedsim.core.sections import Section
 from fedsim.data.base import DataError
 
 if TYPE_CHECKING:
-    from fedsim.config import DataConfig
+    from fedsim.data.sources import DataConfig
 
 logger = logging.getLogger("fedsim")
 
