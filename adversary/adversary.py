@@ -23,7 +23,6 @@ from dataclasses import replace
 
 import torch
 
-from adversary.inversion import resolve_options
 from adversary.inversion.problem import group_views
 from adversary.inversion.options import AttackOptions
 from adversary.taps import TappedUpdate
@@ -166,16 +165,15 @@ class Adversary:
             self._open_jobs[server_round] = len(jobs)
         for index, options, todo in jobs:
             seed = derive_seed(self.seed, "attack", server_round, index)
-            resolved = resolve_options(options)
             try:
-                job = self.workers.submit(AttackJob(resolved, todo, seed))
+                job = self.workers.submit(AttackJob(options, todo, seed))
             except Exception as error:  # e.g. a broken worker pool: the job fails, the run goes on
                 job = Future()
                 job.set_exception(error)
             with self._lock:
                 self._jobs.append(job)
             job.add_done_callback(
-                lambda finished, r=server_round, o=resolved, v=todo: self._queue_report(finished, r, o, v)
+                lambda finished, r=server_round, o=options, v=todo: self._queue_report(finished, r, o, v)
             )
         return len(jobs)
 

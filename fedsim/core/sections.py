@@ -129,7 +129,9 @@ class PluginSection(Section):
 
     The base class names the registry (``plugins``) and the naming key (``tag_key``); each plugin registers a
     subclass with its own keys. On the base class, ``Base(**keys)`` and ``Base.model_validate(keys)`` build the
-    subclass of the plugin that ``keys[tag_key]`` names (the key's default when absent).
+    subclass of the plugin that ``keys[tag_key]`` names (the key's default when absent; the base class itself
+    when the key has no default, so that validation reports it missing). Used by ``model``, ``data`` and
+    attack options (``AttackOptions(name="ig")``).
     """
 
     plugins: ClassVar[Registry[Any]]
@@ -139,7 +141,10 @@ class PluginSection(Section):
     def _plugin_model(cls, data: Any) -> type[BaseModel]:
         if "plugins" not in cls.__dict__ or not isinstance(data, dict):
             return cls
-        value = data.get(cls.tag_key, cls.model_fields[cls.tag_key].default)
+        naming = cls.model_fields[cls.tag_key]
+        if cls.tag_key not in data and naming.is_required():
+            return cls  # validation reports the missing key
+        value = data.get(cls.tag_key, naming.default)
         tag = cls.plugins.tag_of(value) if isinstance(value, str) else None
         if tag not in cls.plugins:
             raise ValueError(f"{cls.tag_key} = {value!r}: {cls.plugins.unknown_message(str(value))}")
