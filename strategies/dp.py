@@ -60,12 +60,12 @@ from flwr.supercore.differential_privacy import compute_stdv
 from pydantic import Field, field_validator, model_validator
 
 import fedsim.core.wire as wire
-from fedsim.core.registry import Registry
 from fedsim.core.sections import Section
 from fedsim.core.seeding import derive_seed
 from strategies.base import SAMPLE_TRAIN, ClientSampling, MessageStrategy, Row
 from strategies.fedavg import partition_of, sample_size
 from strategies.privacy import ACCOUNTANT, AggregatePrivacyLedger
+from strategies.registry import DP_MECHANISMS
 
 
 _ADAPTIVE_ONLY = ("target_clipped_quantile", "clip_norm_lr", "clipped_count_stddev")
@@ -409,7 +409,6 @@ class DpMechanism:
         return self.wrapper.adaptive
 
 
-DP_MECHANISMS: Registry[DpMechanism] = Registry("dp mechanism")
 for _name, _mechanism in {
     "server-fixed": DpMechanism(ServerSideFixed, _fixed_arguments, None),
     "client-fixed": DpMechanism(ClientSideFixed, _fixed_arguments, fixedclipping_mod),

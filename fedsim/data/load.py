@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from fedsim.data.base import DataError, ImageDataset
-from fedsim.data.sources import DATASETS
+from fedsim.data.registry import DATASETS
 
 if TYPE_CHECKING:
     from fedsim.data.sources import DataConfig

@@ -1,4 +1,4 @@
-"""Registry of data sets: each loader reads one source into an ImageDataset at its native size.
+"""The data sets (registered in ``DATASETS``): each loader reads one source into an ImageDataset at its native size.
 
 Loaders do no subsetting, no test split and no resizing (except ``imagefolder`` when data.image_size is set,
 since its files may differ in size and must match before they can be stacked); ``load_dataset`` does those
@@ -21,14 +21,13 @@ from fedsim.core.registry import Registry
 from fedsim.core.sections import PluginSection
 from fedsim.data.base import DataError, ImageDataset
 from fedsim.data.partition import IidPartition, Partition
+from fedsim.data.registry import DATASETS
 
 if TYPE_CHECKING:
     from PIL.Image import Image as PilImage
     from torchvision.datasets import ImageFolder
 
 Loader = Callable[[Any], ImageDataset]
-
-DATASETS: Registry[Loader] = Registry("data set")
 
 
 class DataConfig(PluginSection):
