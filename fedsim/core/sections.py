@@ -2,7 +2,8 @@
 
 * ``Section``: the pydantic base of config sections and plugin config models (unknown keys are errors,
   assignments are re-validated), with ``renamed_keys`` for keys that changed their name (``Renamed``);
-* ``PluginSection``: a section whose keys depend on the plugin it names (``model.name``, ``data.dataset``);
+* ``PluginSection``: a section whose keys depend on the plugin it names (``model.name``, ``data.dataset``, an
+  attack's ``name``);
 * ``check_device``: the device strings a config accepts.
 
 Plugins (defenses, attacks, regularizers, strategies, DP modes, partitions, models, data sets) import this
