@@ -2,6 +2,6 @@
 
 from adversary.registry import ATTACKS
 from adversary import attacks  # noqa: F401  (registers the attacks)
-from adversary.inversion import recover_labels, resolve_options, run_attack
+from adversary.inversion import recover_labels, run_attack
 
-__all__ = ["ATTACKS", "recover_labels", "resolve_options", "run_attack"]
+__all__ = ["ATTACKS", "recover_labels", "run_attack"]

@@ -17,28 +17,39 @@ import threading
 from collections import defaultdict
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 
 import torch
 
-from adversary.inversion import resolve_options
 from adversary.inversion.problem import group_views
 from adversary.inversion.options import AttackOptions
 from adversary.taps import TappedUpdate
-from adversary.threat_models import Architecture, LabelGrant, TrainingHyperparameters, build_views
+from adversary.threat_models import Architecture, LabelGrant, ThreatModel, TrainingHyperparameters, build_views
 from adversary.view import AttackerView, Reconstruction
 from adversary.workers import AttackJob, AttackWorkers, ProcessAttackWorkers, settings_for
 from fedsim.core.seeding import derive_seed
-
-if TYPE_CHECKING:  # type hints only: plugins never import the config that composes them
-    from fedsim.config import AdversaryConfig
 
 logger = logging.getLogger("fedsim")
 
 ResultSink = Callable[[AttackerView, AttackOptions, Reconstruction], None]
 FailureSink = Callable[[AttackerView, AttackOptions, BaseException], None]
+
+
+class WorkerResources(Protocol):
+    cpus: float  # torch threads of each attack worker
+
+
+class AdversarySettings(ThreatModel, Protocol):
+    """The ``adversary`` section as the adversary reads it: its threat model, its attacks and their workers."""
+
+    attacks: Sequence[AttackOptions]
+    workers: int  # attack worker processes at once
+    resources: WorkerResources
+
+    def attacks_round(self, server_round: int) -> bool:
+        """Whether round ``server_round`` is attacked."""
 
 
 class Backlog(Protocol):
@@ -69,7 +80,7 @@ def recorded_attacks(rows: Sequence[dict[str, Any]], server_round: int, attacks:
 class Adversary:
     def __init__(
         self,
-        config: AdversaryConfig,
+        config: AdversarySettings,
         architecture: Architecture,
         training: TrainingHyperparameters,
         seed: int,
@@ -154,16 +165,15 @@ class Adversary:
             self._open_jobs[server_round] = len(jobs)
         for index, options, todo in jobs:
             seed = derive_seed(self.seed, "attack", server_round, index)
-            resolved = resolve_options(options)
             try:
-                job = self.workers.submit(AttackJob(resolved, todo, seed))
+                job = self.workers.submit(AttackJob(options, todo, seed))
             except Exception as error:  # e.g. a broken worker pool: the job fails, the run goes on
                 job = Future()
                 job.set_exception(error)
             with self._lock:
                 self._jobs.append(job)
             job.add_done_callback(
-                lambda finished, r=server_round, o=resolved, v=todo: self._queue_report(finished, r, o, v)
+                lambda finished, r=server_round, o=options, v=todo: self._queue_report(finished, r, o, v)
             )
         return len(jobs)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 from torch import nn
@@ -18,11 +18,27 @@ from torch import nn
 from adversary.taps import AGGREGATE, TappedUpdate
 from adversary.view import AttackerView, LocalTraining
 
-if TYPE_CHECKING:  # type hints only: plugins never import the config that composes them
-    from fedsim.config import AdversaryConfig
-
 # (round, client, number of samples) -> their labels, in training order; only when labels are granted.
 LabelGrant = Callable[[int, int, int], torch.Tensor]
+
+
+class Knowledge(Protocol):
+    """What the threat model grants the attacker (``adversary.knows``)."""
+
+    local_training: bool  # the victims' lr, local steps and batch size
+    num_samples: bool  # the number of samples behind each update
+    bn_statistics: bool  # BatchNorm statistics of the victims' batches
+
+
+class ThreatModel(Protocol):
+    """What the views of a round read of the ``adversary`` section: where it taps, what it inverts, what it knows."""
+
+    tap: str  # mitm or server
+    targets: str  # per-client, aggregate or both
+    knows: Knowledge
+
+    def attacks_client(self, client: int) -> bool:
+        """Whether the updates of partition ``client`` are attacked."""
 
 
 @dataclass(frozen=True)
@@ -60,7 +76,7 @@ def _steps(update: TappedUpdate, training: TrainingHyperparameters) -> int:
     return per_epoch * (training.local_epochs or 1)
 
 
-def samples_behind(update: TappedUpdate, config: AdversaryConfig, training: TrainingHyperparameters) -> int:
+def samples_behind(update: TappedUpdate, config: ThreatModel, training: TrainingHyperparameters) -> int:
     """How many distinct samples the attacker reconstructs for one client's update."""
     knows = config.knows
     if knows.num_samples and knows.local_training:
@@ -86,7 +102,7 @@ def weighted_average(updates: list[TappedUpdate]) -> dict[str, torch.Tensor]:
 
 def build_views(
     updates: list[TappedUpdate],
-    config: AdversaryConfig,
+    config: ThreatModel,
     architecture: Architecture,
     training: TrainingHyperparameters,
     grant_labels: LabelGrant | None,

@@ -13,7 +13,7 @@ from flwr.clientapp import ClientApp
 
 from clients.training import train_locally
 from fedsim.config import ExperimentConfig
-from fedsim.models import build_run_model
+from fedsim.engine.lifecycle.assembly import run_model_of
 from fedsim.engine.lifecycle.runner import Federation, prepare_federation
 from fedsim.core.seeding import derive_seed
 
@@ -36,7 +36,7 @@ def build_client_app(config: ExperimentConfig) -> ClientApp:
         ids = local.partitions[partition]
         x = local.client_stats[partition].normalize(torch.from_numpy(local.dataset.x_train[ids]))
         y = torch.from_numpy(local.dataset.y_train[ids])
-        model = build_run_model(config, local.dataset, seed=0, with_weights=True)
+        model = run_model_of(config, local.dataset, seed=0, with_weights=True)
         model.load_state_dict(message.content["arrays"].to_torch_state_dict())
         server_round = int(message.content["config"]["server-round"])
         result = train_locally(model, x, y, ids, config.client, derive_seed(config.seed, "train", server_round, partition))

@@ -31,7 +31,7 @@ from bench.bare_flower_app import build_client_app, cached_federation
 from bench.common import CONFIGS, REPO
 from fedsim.config import ExperimentConfig, load_config
 from fedsim.engine.lifecycle.runner import CentralEvaluator, _backend_config, _quiet_frameworks, run_experiment
-from fedsim.models import build_run_model
+from fedsim.engine.lifecycle.assembly import run_model_of
 from fedsim.rundir.writer import RunStore
 
 QUICKSTART = CONFIGS / "quickstart.yaml"
@@ -49,7 +49,7 @@ def bare_flower_seconds_per_round(config: ExperimentConfig) -> float:
     evaluator = CentralEvaluator(config, federation, torch.device("cpu"))
 
     def new_model() -> torch.nn.Module:
-        return build_run_model(config, dataset, seed=0, with_weights=True)
+        return run_model_of(config, dataset, seed=0, with_weights=True)
 
     client_app = build_client_app(config)
     round_ends: list[float] = []

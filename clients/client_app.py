@@ -1,6 +1,7 @@
 """The Flower ClientApp (Message API): local training and local evaluation of the global model.
 
-The app is built by a factory around a ``ClientSpec`` (config, run directory, partitions) and is
+The app is built by a factory around a ``ClientSpec`` (the sections a client reads, run directory,
+partitions; ``fedsim.engine.lifecycle.assembly.client_spec`` takes them from a run's config) and is
 pickled into every Ray actor. Data and model are built once per actor process and reused across
 rounds. What a client sends back is its weights and a few metrics; what it trained on goes to the
 run's ground-truth store, never into the reply.
@@ -12,7 +13,7 @@ import copy
 import io
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -24,33 +25,50 @@ import fedsim.core.wire as wire
 from clients.defenses import DefenseContext
 from clients.defenses.pipeline import apply_update_defenses, pseudo_gradient, update_level, weights_to_send
 from clients.defenses.base import TrainingContext
-from clients.failures import data_poisoned
+from clients.failures import FailureSchedule, data_poisoned
 from clients.mods import failure_mods, partition_of
-from clients.training import NonFiniteUpdateError, train_locally
-from fedsim.data import ChannelStats, load_dataset
+from clients.training import NonFiniteUpdateError, TrainingSettings, train_locally
+from fedsim.data import ChannelStats, DataConfig, load_dataset
 from fedsim.core.devices import resolve_device
 from fedsim.core.evaluation import evaluate
 from fedsim.rundir.ground_truth import GroundTruthStore
 from fedsim.rundir.layout import CLIENT_STATE_DIR
-from fedsim.models import build_run_model
+from fedsim.models import ModelConfig, build_run_model
 from fedsim.core.seeding import derive_seed
-from strategies.dp import client_mods
+from strategies.dp import DpConfig, client_mods
 
-if TYPE_CHECKING:  # type hints only: plugins never import the config that composes them
-    from fedsim.config import ExperimentConfig
+
+class ClientSettings(TrainingSettings, Protocol):
+    """What a client reads of the ``client`` section beyond its local training."""
+
+    verify_model: bool  # refuse a served model whose architecture is not the agreed one
+
+    @property
+    def dp_compatible_model(self) -> bool:
+        """Whether the model is built with Opacus' layer replacements (as everyone builds it)."""
 
 
 @dataclass(frozen=True)
 class ClientSpec:
-    """Everything a simulated client process needs to rebuild its local state."""
+    """Everything a simulated client process needs to rebuild its local state: the run's sections it reads,
+    its run directory and the data's partitions and shape."""
 
-    config: ExperimentConfig
     run_dir: Path
     partitions: tuple[np.ndarray, ...]
     stats: tuple[ChannelStats, ...]
     num_classes: int
     channels: int
     image_size: int
+    seed: int  # the run's seed: data loading, training and defenses derive theirs from it
+    data: DataConfig
+    model: ModelConfig
+    client: ClientSettings
+    rounds: int  # federation.rounds
+    device: str  # the run's device, used where the client reserved a GPU share (``gpus``)
+    gpus: float  # federation.client_resources.gpus
+    failures: FailureSchedule
+    dp: DpConfig | None  # strategy.dp: its client-side clipping runs in the client
+    ground_truth: bool  # output.ground_truth: record what each client trained on
 
     @property
     def cache_key(self) -> str:
@@ -69,26 +87,28 @@ class _LocalState:
 _STATE: dict[str, _LocalState] = {}
 
 
-def client_device(config: ExperimentConfig) -> torch.device:
-    """A client only uses a GPU when it reserved a share of one (federation.client_resources.gpus)."""
-    if config.federation.client_resources.gpus == 0:
+def client_device(device: str, gpus: float) -> torch.device:
+    """A client only uses a GPU (``device``) when it reserved a share of one (federation.client_resources.gpus)."""
+    if gpus == 0:
         return torch.device("cpu")
-    return resolve_device(config.device)
+    return resolve_device(device)
 
 
 def _local_state(spec: ClientSpec) -> _LocalState:
     state = _STATE.get(spec.cache_key)
     if state is None:
-        device = client_device(spec.config)
+        device = client_device(spec.device, spec.gpus)
         # Weights arrive from the server every round; the local copy only needs the architecture.
-        model = build_run_model(spec.config, spec, seed=0, with_weights=False).to(device)
+        model = build_run_model(
+            spec.model, spec, seed=0, with_weights=False, dp_compatible=spec.client.dp_compatible_model
+        ).to(device)
         state = _STATE[spec.cache_key] = _LocalState(model=model, device=device)
     return state
 
 
 def _client_data(spec: ClientSpec, state: _LocalState, partition: int) -> tuple[torch.Tensor, torch.Tensor]:
     if partition not in state.data:
-        dataset = load_dataset(spec.config.data, spec.config.seed)
+        dataset = load_dataset(spec.data, spec.seed)
         ids = spec.partitions[partition]
         x = spec.stats[partition].normalize(torch.from_numpy(dataset.x_train[ids]))
         state.data[partition] = (x, torch.from_numpy(dataset.y_train[ids]))
@@ -111,7 +131,7 @@ def _defend_update(
 ) -> tuple[dict[str, torch.Tensor], dict[str, float]]:
     """The weights to send: global + the update as shaped by the update-level defenses, with their records."""
     weights = {name: value.detach().clone() for name, value in model.state_dict().items()}
-    defenses = spec.config.client.defenses
+    defenses = spec.client.defenses
     if not update_level(defenses):  # sent as trained, bit for bit
         return weights, {}
     if model is not state.model:  # a model the server sent: its own reference copy
@@ -122,10 +142,10 @@ def _defend_update(
         reference = state.reference
     reference.load_state_dict({**weights, **global_params})
     reference.train()
-    lr = spec.config.client.lr
+    lr = spec.client.lr
 
     def context_for(position: int) -> DefenseContext:
-        seed = derive_seed(spec.config.seed, "defense", server_round, partition, position)
+        seed = derive_seed(spec.seed, "defense", server_round, partition, position)
         return DefenseContext(
             model=reference,
             x=trained_on[0],
@@ -173,16 +193,14 @@ def fit_locally(
         x,
         y,
         spec.partitions[partition],
-        spec.config.client,
-        seed=derive_seed(spec.config.seed, "train", server_round, partition),
-        context=TrainingContext(
-            server_round, spec.config.federation.rounds, spec.run_dir / CLIENT_STATE_DIR / str(partition)
-        ),
+        spec.client,
+        seed=derive_seed(spec.seed, "train", server_round, partition),
+        context=TrainingContext(server_round, spec.rounds, spec.run_dir / CLIENT_STATE_DIR / str(partition)),
     )
     used = _positions(spec.partitions[partition], result.batches)
     weights, defense_records = _defend_update(spec, state, model, global_params, (x[used], y[used]), server_round, partition)
     check_finite(weights)  # before anything leaves the client (under SecAgg+ the server never sees the values)
-    if spec.config.output.ground_truth:
+    if spec.ground_truth:
         GroundTruthStore(spec.run_dir).write(server_round, partition, result.batches, result.labels)
     metrics = {
         wire.NUM_EXAMPLES: len(x),
@@ -217,7 +235,7 @@ def architecture_difference(agreed: nn.Module, served: nn.Module) -> str | None:
 
 
 def _accept_served(spec: ClientSpec, state: _LocalState, served: nn.Module) -> nn.Module:
-    if spec.config.client.verify_model:
+    if spec.client.verify_model:
         difference = architecture_difference(state.model, served)
         if difference is not None:
             raise ModelVerificationError(f"refused the server's model (client.verify_model): {difference}")
@@ -279,8 +297,8 @@ def build_client_app(spec: ClientSpec) -> ClientApp:
     # Every handler runs inside the failure mods (clients.mods): errors become failed replies, and
     # federation.failures fire. Under strategy.dp with client-side clipping, Flower's clipping mod
     # wraps training, so it clips what is sent.
-    app = ClientApp(mods=failure_mods(spec.config, spec.run_dir))
-    app.train(mods=client_mods(spec.config))(lambda message, context: train_step(spec, message, context))
+    app = ClientApp(mods=failure_mods(spec.failures, spec.run_dir))
+    app.train(mods=client_mods(spec.dp))(lambda message, context: train_step(spec, message, context))
     app.evaluate()(lambda message, context: evaluate_step(spec, message, context))
     app.query()(identify)
     return app

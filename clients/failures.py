@@ -14,12 +14,8 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import TYPE_CHECKING
-
-from fedsim.core.wire import SECAGG_TRAINING_STAGE
-
-if TYPE_CHECKING:  # type hints only: plugins never import the config that composes them
-    from fedsim.config import ExperimentConfig
+from dataclasses import dataclass
+from typing import Protocol
 
 # A silent client wakes up this long after the server stopped waiting for it, and its late reply is dropped.
 HANG_GRACE_S = 2.0
@@ -29,24 +25,39 @@ class InjectedFailure(RuntimeError):
     """A failure the config asked for (federation.failures)."""
 
 
-def _training_stage(config: ExperimentConfig) -> str | None:
-    return SECAGG_TRAINING_STAGE if config.strategy.secagg is not None else None
+class ScheduledFailure(Protocol):
+    """One failure of ``federation.failures``, as far as a client reads it."""
+
+    round: int
+    client: int
+    kind: str  # exception, nan or hang
+    stage: str | None  # None: the stage the client trains in
 
 
-def injected_kind(config: ExperimentConfig, server_round: int, partition: int, stage: str | None) -> str | None:
+@dataclass(frozen=True)
+class FailureSchedule:
+    """The failures to inject into clients, and what firing them needs to know of the run."""
+
+    failures: tuple[ScheduledFailure, ...]
+    round_timeout: float  # federation.round_timeout: a hanging client sleeps past it
+    training_stage: str | None  # the protocol stage clients train in (SecAgg+'s collect_masked_vectors, else None)
+
+
+def injected_kind(schedule: FailureSchedule, server_round: int, partition: int, stage: str | None) -> str | None:
     """The kind of failure scheduled for this client in this round and stage, if any."""
-    default_stage = _training_stage(config)
-    for failure in config.federation.failures:
-        if failure.round == server_round and failure.client == partition and (failure.stage or default_stage) == stage:
+    for failure in schedule.failures:
+        fires_in = failure.stage or schedule.training_stage
+        if failure.round == server_round and failure.client == partition and fires_in == stage:
             return failure.kind
     return None
 
 
-def fail(kind: str, config: ExperimentConfig, server_round: int, partition: int, stage: str | None) -> None:
-    """Crash (``exception``) or fall silent (``hang``); ``nan`` is the caller's, as it acts on the data."""
+def fail(kind: str, round_timeout: float, server_round: int, partition: int, stage: str | None) -> None:
+    """Crash (``exception``) or fall silent (``hang``, past ``round_timeout``); ``nan`` is the caller's, as it acts
+    on the data."""
     where = f"round {server_round}" + (f", stage {stage}" if stage else "")
     if kind == "hang":
-        time.sleep(config.federation.round_timeout + HANG_GRACE_S)
+        time.sleep(round_timeout + HANG_GRACE_S)
         raise InjectedFailure(f"client {partition} was told to stop answering in {where}")
     if kind == "exception":
         raise InjectedFailure(f"client {partition} was told to fail in {where}")

@@ -77,7 +77,7 @@ def seeded_quantization_mod(spec: ClientSpec) -> Mod:
     def mod(message: Message, context: Context, call_next: ClientAppCallable) -> Message:
         if wire.stage_of(message) != wire.SECAGG_TRAINING_STAGE:
             return call_next(message, context)
-        seed = derive_seed(spec.config.seed, "secagg-quantize", wire.round_of(message), partition_of(context))
+        seed = derive_seed(spec.seed, "secagg-quantize", wire.round_of(message), partition_of(context))
         with _quantization_seeded(seed):
             return call_next(message, context)
 
@@ -85,7 +85,7 @@ def seeded_quantization_mod(spec: ClientSpec) -> Mod:
 
 
 def secagg_client_mods(spec: ClientSpec) -> list[Mod]:
-    return [roll_call_mod, *failure_mods(spec.config, spec.run_dir), seeded_quantization_mod(spec), secaggplus_mod]
+    return [roll_call_mod, *failure_mods(spec.failures, spec.run_dir), seeded_quantization_mod(spec), secaggplus_mod]
 
 
 def build_legacy_client_app(spec: ClientSpec) -> ClientApp:

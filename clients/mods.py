@@ -14,18 +14,14 @@ from __future__ import annotations
 
 import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from flwr.app import Context, Error, Message, MessageType
 from flwr.clientapp.typing import ClientAppCallable, Mod
 
 import fedsim.core.wire as wire
-from clients.failures import fail, injected_kind, poisoned_data
+from clients.failures import FailureSchedule, fail, injected_kind, poisoned_data
 from clients.training import NonFiniteLossError
 from fedsim.rundir.layout import CLIENT_ERROR_LOG
-
-if TYPE_CHECKING:
-    from fedsim.config import ExperimentConfig
 
 # Error codes carried in failed replies (Flower's Error.code is a free integer).
 CLIENT_EXCEPTION = 1001
@@ -69,25 +65,25 @@ def error_reply_mod(run_dir: Path) -> Mod:
     return mod
 
 
-def injected_failure_mod(config: ExperimentConfig) -> Mod:
-    """A mod firing the ``federation.failures`` scheduled for this client, round and protocol stage."""
+def injected_failure_mod(schedule: FailureSchedule) -> Mod:
+    """A mod firing the failures ``schedule`` holds for this client, round and protocol stage."""
 
     def mod(message: Message, context: Context, call_next: ClientAppCallable) -> Message:
         server_round = wire.server_round_of(message)
         if message.metadata.message_type != MessageType.TRAIN or server_round is None:
             return call_next(message, context)
         partition, stage = partition_of(context), wire.stage_of(message)
-        kind = injected_kind(config, server_round, partition, stage)
+        kind = injected_kind(schedule, server_round, partition, stage)
         if kind == "nan":  # the loss must really become NaN: training runs on NaN inputs
             with poisoned_data():
                 return call_next(message, context)
         if kind is not None:
-            fail(kind, config, server_round, partition, stage)
+            fail(kind, schedule.round_timeout, server_round, partition, stage)
         return call_next(message, context)
 
     return mod
 
 
-def failure_mods(config: ExperimentConfig, run_dir: Path) -> list[Mod]:
+def failure_mods(schedule: FailureSchedule, run_dir: Path) -> list[Mod]:
     """The mods every client app starts with, outermost first: error capture around injected failures."""
-    return [error_reply_mod(run_dir), injected_failure_mod(config)]
+    return [error_reply_mod(run_dir), injected_failure_mod(schedule)]

@@ -8,19 +8,31 @@ The only file a round may touch is the defense's own per-client state (``Trainin
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
 from torch import nn
 
 from clients.defenses import DEFENSES
-from clients.defenses.base import TrainingContext, TrainingPlan, TrainingSession
+from clients.defenses.base import DefenseConfig, TrainingContext, TrainingPlan, TrainingSession
 from clients.defenses.pipeline import record_keys
 
-if TYPE_CHECKING:  # type hints only: plugins never import the config that composes them
-    from fedsim.config import ClientConfig
+
+class TrainingSettings(Protocol):
+    """What local training reads of the ``client`` section."""
+
+    optimizer: str  # a key of OPTIMIZERS
+    lr: float
+    momentum: float
+    weight_decay: float
+    batch_size: int
+    local_steps: int | None  # exclusive with local_epochs
+    local_epochs: int | None
+    defenses: Sequence[DefenseConfig]
+
 
 OPTIMIZERS = {
     "sgd": lambda params, cfg: torch.optim.SGD(
@@ -49,14 +61,14 @@ class LocalTrainingResult:
     defense_records: dict[str, float] = field(default_factory=dict)
 
 
-def planned_steps(num_samples: int, batch_size: int, cfg: ClientConfig) -> int:
+def planned_steps(num_samples: int, batch_size: int, cfg: TrainingSettings) -> int:
     """Optimizer steps of one round: ``local_steps``, or ``local_epochs`` passes of ceil(N / batch) batches."""
     per_epoch = math.ceil(num_samples / min(batch_size, num_samples))
     return cfg.local_steps if cfg.local_steps is not None else per_epoch * cfg.local_epochs
 
 
 def batch_schedule(
-    num_samples: int, batch_size: int, cfg: ClientConfig, rng: np.random.Generator
+    num_samples: int, batch_size: int, cfg: TrainingSettings, rng: np.random.Generator
 ) -> list[np.ndarray]:
     """Positions (into the client's data) of every local step's mini-batch.
 
@@ -77,7 +89,7 @@ def train_locally(
     x: torch.Tensor,
     y: torch.Tensor,
     sample_ids: np.ndarray,
-    cfg: ClientConfig,
+    cfg: TrainingSettings,
     seed: int,
     context: TrainingContext | None = None,
 ) -> LocalTrainingResult:
@@ -135,7 +147,7 @@ def train_locally(
     )
 
 
-def open_session(plan: TrainingPlan, cfg: ClientConfig) -> tuple[TrainingSession, str]:
+def open_session(plan: TrainingPlan, cfg: TrainingSettings) -> tuple[TrainingSession, str]:
     """The session of the training-level defense in ``cfg.defenses`` (at most one), with its record prefix;
     a plain session (model and optimizer as they are) when there is none."""
     for defense, prefix in zip(cfg.defenses, record_keys(cfg.defenses), strict=True):

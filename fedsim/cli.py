@@ -208,13 +208,13 @@ def _cmd_vulnerability(args: argparse.Namespace) -> int:
 
     from adversary.vulnerability import reconstruction_vulnerability
     from fedsim.data import load_dataset
-    from fedsim.models.build import build_run_model
+    from fedsim.engine.lifecycle.assembly import run_model_of
 
     config = load_config(args.config, args.set)
     if args.projections < 1 or args.samples < 1:
         raise ConfigError(f"--projections = {args.projections}, --samples = {args.samples}: both must be >= 1")
     data = load_dataset(config.data, seed=config.seed)
-    model = build_run_model(config, data, config.seed, with_weights=True).eval()
+    model = run_model_of(config, data, config.seed, with_weights=True).eval()
     x, y = torch.from_numpy(data.x_train[: args.samples]), torch.from_numpy(data.y_train[: args.samples])
     result = reconstruction_vulnerability(model, x, y, projections=args.projections, seed=config.seed)
     print(f"model {config.model.name}: RV = {result.rv:.6g} +- {result.standard_error:.2g} (standard error; "

@@ -22,6 +22,16 @@ SAMPLE_TRAIN = "sample-train"
 SAMPLE_EVALUATE = "sample-evaluate"
 
 
+class ClientSampling(Protocol):
+    """What a strategy reads of the federation (``federation`` in a config): how many clients there are and how
+    many each round samples."""
+
+    num_clients: int
+    fraction_fit: float
+    min_fit_clients: int
+    fraction_evaluate: float
+
+
 @runtime_checkable
 class ServerStrategy(Protocol):
     """What the driver asks of every strategy, whatever its protocol."""

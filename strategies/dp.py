@@ -39,10 +39,10 @@ server-side clipping) and the aggregate after the noise, which is what an honest
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord
@@ -60,15 +60,12 @@ from flwr.supercore.differential_privacy import compute_stdv
 from pydantic import Field, field_validator, model_validator
 
 import fedsim.core.wire as wire
-from fedsim.core.registry import Registry
 from fedsim.core.sections import Section
 from fedsim.core.seeding import derive_seed
-from strategies.base import SAMPLE_TRAIN, MessageStrategy, Row
+from strategies.base import SAMPLE_TRAIN, ClientSampling, MessageStrategy, Row
 from strategies.fedavg import partition_of, sample_size
 from strategies.privacy import ACCOUNTANT, AggregatePrivacyLedger
-
-if TYPE_CHECKING:
-    from fedsim.config import ExperimentConfig, FederationConfig
+from strategies.registry import DP_MECHANISMS
 
 
 _ADAPTIVE_ONLY = ("target_clipped_quantile", "clip_norm_lr", "clipped_count_stddev")
@@ -133,13 +130,13 @@ class DpConfig(Section):
                     )
         return self
 
-    def sampled_clients(self, federation: "FederationConfig") -> int:
+    def sampled_clients(self, federation: ClientSampling) -> int:
         """Clients the noise is calibrated for: as configured, or as many as FedAvg samples per round."""
         if self.num_sampled_clients is not None:
             return self.num_sampled_clients
         return sample_size(federation.num_clients, federation.fraction_fit, federation.min_fit_clients)
 
-    def check_federation(self, federation: "FederationConfig") -> None:
+    def check_federation(self, federation: ClientSampling) -> None:
         """What only the federation can tell (a one-line ValueError naming the key)."""
         if self.num_sampled_clients is not None and self.num_sampled_clients > federation.num_clients:
             raise ValueError(
@@ -412,7 +409,6 @@ class DpMechanism:
         return self.wrapper.adaptive
 
 
-DP_MECHANISMS: Registry[DpMechanism] = Registry("dp mechanism")
 for _name, _mechanism in {
     "server-fixed": DpMechanism(ServerSideFixed, _fixed_arguments, None),
     "client-fixed": DpMechanism(ClientSideFixed, _fixed_arguments, fixedclipping_mod),
@@ -422,17 +418,22 @@ for _name, _mechanism in {
     DP_MECHANISMS.register(_name, help=(_mechanism.wrapper.__doc__ or "").rstrip("."), config=DpConfig)(_mechanism)
 
 
-def wrap_dp(strategy: MessageStrategy, config: ExperimentConfig, history: Iterable[Mapping[str, Any]] = ()) -> FedsimDp:
-    """Wrap ``strategy`` in the configured mechanism; ``history`` (a resumed run's rows) restores its state."""
-    settings = config.strategy.dp
-    assert settings is not None, "strategy.dp is not set"
+def wrap_dp(
+    strategy: MessageStrategy,
+    settings: DpConfig,
+    federation: ClientSampling,
+    seed: int,
+    history: Iterable[Mapping[str, Any]] = (),
+) -> FedsimDp:
+    """Wrap ``strategy`` in the mechanism of ``settings`` (``strategy.dp``); ``history`` (a resumed run's rows)
+    restores its state."""
     mechanism = DP_MECHANISMS.get(settings.kind)
-    num_sampled = settings.sampled_clients(config.federation)
+    num_sampled = settings.sampled_clients(federation)
     wrapped = mechanism.wrapper(
         strategy,
         mechanism=settings.kind,
-        seed=config.seed,
-        population=config.federation.num_clients,
+        seed=seed,
+        population=federation.num_clients,
         settings=settings,
         **mechanism.arguments(settings, num_sampled),
     )
@@ -440,9 +441,9 @@ def wrap_dp(strategy: MessageStrategy, config: ExperimentConfig, history: Iterab
     return wrapped
 
 
-def client_mods(config: ExperimentConfig) -> list[Mod]:
-    """Mods the ClientApp's train handler needs: Flower's clipping mod under client-side clipping, else none."""
-    settings = config.strategy.dp
+def client_mods(settings: DpConfig | None) -> list[Mod]:
+    """Mods the ClientApp's train handler needs under ``strategy.dp``: Flower's clipping mod under client-side
+    clipping, else none."""
     if settings is None:
         return []
     mod = DP_MECHANISMS.get(settings.kind).client_mod

@@ -1,19 +1,23 @@
-"""Build the server strategy a config asks for: the registered strategy, wrapped by `strategy.dp` if set."""
+"""Build the server strategy of ``strategy``: the registered strategy, wrapped by ``strategy.dp`` if set."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from strategies.base import ServerStrategy
-from strategies.dp import wrap_dp
+from strategies.base import ClientSampling, ServerStrategy
+from strategies.dp import DpConfig, wrap_dp
 from strategies.registry import STRATEGIES
 
-if TYPE_CHECKING:
-    from fedsim.config import ExperimentConfig
 
-
-def build_strategy(config: ExperimentConfig, history: Iterable[Mapping[str, Any]] = ()) -> ServerStrategy:
-    """The strategy of ``config.strategy``; ``history`` is a resumed run's metrics rows (restores DP state)."""
-    strategy = STRATEGIES.get(config.strategy.name)(config.federation, config.seed)
-    return strategy if config.strategy.dp is None else wrap_dp(strategy, config, history)
+def build_strategy(
+    name: str,
+    federation: ClientSampling,
+    seed: int,
+    dp: DpConfig | None = None,
+    history: Iterable[Mapping[str, Any]] = (),
+) -> ServerStrategy:
+    """The registered strategy ``name``, wrapped in ``dp``'s mechanism when set; ``history`` is a resumed run's
+    metrics rows (restores DP state)."""
+    strategy = STRATEGIES.get(name)(federation, seed)
+    return strategy if dp is None else wrap_dp(strategy, dp, federation, seed, history)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING
 
 from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
 from flwr.serverapp import Grid
@@ -20,11 +19,8 @@ from flwr.serverapp.strategy import FedAvg as FlowerFedAvg
 
 import fedsim.core.wire as wire
 from fedsim.core.seeding import rng
-from strategies.base import SAMPLE_EVALUATE, SAMPLE_TRAIN, Row
+from strategies.base import SAMPLE_EVALUATE, SAMPLE_TRAIN, ClientSampling, Row
 from strategies.registry import STRATEGIES
-
-if TYPE_CHECKING:
-    from fedsim.config import FederationConfig
 
 logger = logging.getLogger("fedsim")
 
@@ -57,7 +53,7 @@ def partition_of(reply: Message) -> int:
 class FedAvg(FlowerFedAvg):
     protocol = "message"  # how it talks to clients (fedsim.engine.lifecycle.protocols): Flower's Message API
 
-    def __init__(self, federation: FederationConfig, seed: int) -> None:
+    def __init__(self, federation: ClientSampling, seed: int) -> None:
         super().__init__(
             fraction_train=federation.fraction_fit,
             fraction_evaluate=federation.fraction_evaluate,

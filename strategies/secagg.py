@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 from flwr.common import FitIns, FitRes, Parameters, Scalar
 from flwr.server.client_manager import ClientManager
@@ -29,12 +28,9 @@ from pydantic import Field
 import fedsim.core.wire as wire
 from fedsim.core.sections import Section
 from fedsim.core.wire import SECAGG_STAGES, SECAGG_TRAINING_STAGE
-from strategies.base import SAMPLE_TRAIN, Row
+from strategies.base import SAMPLE_TRAIN, ClientSampling, Row
 from strategies.fedavg import draw_partitions, sample_size
 from strategies.registry import STRATEGIES
-
-if TYPE_CHECKING:
-    from fedsim.config import FederationConfig
 
 __all__ = ["SECAGG_MODULUS", "SECAGG_STAGES", "SECAGG_STRATEGY", "SECAGG_TRAINING_STAGE", "SecAggConfig", "SecAggPlusFedAvg"]
 
@@ -70,7 +66,7 @@ class SecAggConfig(Section):
     def threshold(self, sampled: int) -> int:
         return self.reconstruction_threshold if self.reconstruction_threshold is not None else self.shares(sampled) // 2 + 1
 
-    def check_federation(self, federation: "FederationConfig") -> None:
+    def check_federation(self, federation: ClientSampling) -> None:
         """What only the number of sampled clients can tell (a one-line ValueError naming the key)."""
         sampled = sample_size(federation.num_clients, federation.fraction_fit, federation.min_fit_clients)
         if sampled < 2:
@@ -108,7 +104,7 @@ class SecAggConfig(Section):
 class SecAggPlusFedAvg(LegacyFedAvg):
     protocol = SECAGG_STRATEGY  # how it talks to clients (fedsim.engine.lifecycle.protocols): Flower's legacy path with SecAgg+
 
-    def __init__(self, federation: FederationConfig, seed: int) -> None:
+    def __init__(self, federation: ClientSampling, seed: int) -> None:
         super().__init__(
             fraction_fit=federation.fraction_fit,
             fraction_evaluate=0.0,

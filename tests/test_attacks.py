@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from adversary import ATTACKS
-from adversary.inversion import recover_labels, resolve_options, run_attack
+from adversary.inversion import recover_labels, run_attack
 from adversary.attacks import dlg, gradinversion, inverting_gradients
 from adversary.inversion.model import AttackerModel, victim_batch_statistics
 from adversary.inversion.problem import BatchedProblem, group_views
@@ -292,10 +292,10 @@ def test_deterministic_mode_is_switched_off_again_after_the_call(digits):
 
 
 @pytest.mark.parametrize("name", ["dlg", "idlg", "ig", "gradinversion"])
-def test_options_resolve_to_the_attacks_defaults(name):
-    resolved = resolve_options(AttackOptions(name=name))
-    assert all(getattr(resolved, field) is not None for field in DEFAULTED_FIELDS)
-    assert resolve_options(AttackOptions(name=name, iterations=7)).iterations == 7
+def test_options_hold_the_attacks_defaults(name):
+    options = AttackOptions(name=name)
+    assert all(getattr(options, field) is not None for field in DEFAULTED_FIELDS)
+    assert AttackOptions(name=name, iterations=7).iterations == 7
 
 
 def test_every_attack_is_registered_with_its_paper_or_the_defense_it_adapts_to():
@@ -306,8 +306,8 @@ def test_every_attack_is_registered_with_its_paper_or_the_defense_it_adapts_to()
             assert all(defense in help_text for defense in adapts_to), name
         else:
             assert "20" in help_text, name  # a year: the paper is named
-    assert resolve_options(AttackOptions(name="dlg")).optimizer == "lbfgs"
-    assert resolve_options(AttackOptions(name="ig")).loss == "cosine"
+    assert AttackOptions(name="dlg").optimizer == "lbfgs"
+    assert AttackOptions(name="ig").loss == "cosine"
     assert gradinversion.SPEC.bn_prior and not inverting_gradients.SPEC.bn_prior
 
 

@@ -53,15 +53,16 @@ def test_validate_checks_that_the_checkpoint_exists(tmp_path, capsys):
 
 
 def test_a_checkpoint_full_of_nan_is_refused(tmp_path):
-    from fedsim.models import ModelError, build_run_model
+    from fedsim.engine.lifecycle.assembly import run_model_of
+    from fedsim.models import ModelError
 
     config = tiny_config()
     dataset = load_dataset(config.data, seed=0)
-    model = build_run_model(config, dataset, seed=0, with_weights=False)
+    model = run_model_of(config, dataset, seed=0, with_weights=False)
     poisoned = {name: torch.full_like(value, float("nan")) for name, value in model.state_dict().items()}
     torch.save(poisoned, tmp_path / "nan.pt")
     with pytest.raises(ModelError, match=r"holds NaN or infinite values"):
-        build_run_model(tiny_config(model={"checkpoint": str(tmp_path / "nan.pt")}), dataset, seed=0, with_weights=True)
+        run_model_of(tiny_config(model={"checkpoint": str(tmp_path / "nan.pt")}), dataset, seed=0, with_weights=True)
 
 
 def test_an_output_dir_that_is_a_file_or_not_writable_is_one_line(tmp_path, capsys):

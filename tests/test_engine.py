@@ -14,9 +14,10 @@ from flwr.serverapp import Grid
 from adversary.secagg_taps import LegacyStrategyTap, MaskedWireTap
 from adversary.taps import StrategyTap, WireTap
 from fedsim.config import parse_config
+from fedsim.engine.lifecycle.assembly import strategy_of
 from fedsim.engine.lifecycle.secagg_protocol import ProtocolMonitor
 from fedsim.core.messaging import ForwardingGrid
-from strategies import STRATEGIES, build_strategy
+from strategies import STRATEGIES
 from strategies.base import LegacyStrategy, MessageStrategy, ServerStrategy
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -133,7 +134,7 @@ def config_of(strategy: dict):
     ],
 )
 def test_every_strategy_and_every_wrapper_fulfils_its_protocols_contract(strategy, contract):
-    built = build_strategy(config_of(strategy))
+    built = strategy_of(config_of(strategy))
     tap = StrategyTap(built, lambda update: None) if contract is MessageStrategy else LegacyStrategyTap(built, lambda u: None, {})
     for candidate in (built, tap):
         assert isinstance(candidate, contract) and isinstance(candidate, ServerStrategy)
@@ -144,7 +145,7 @@ def test_every_strategy_and_every_wrapper_fulfils_its_protocols_contract(strateg
 
 
 def test_wrappers_forward_the_contract_explicitly_not_through_getattr():
-    for wrapper in (StrategyTap, LegacyStrategyTap, type(build_strategy(config_of({"dp": {}})))):
+    for wrapper in (StrategyTap, LegacyStrategyTap, type(strategy_of(config_of({"dp": {}})))):
         assert not any("__getattr__" in vars(cls) for cls in inspect.getmro(wrapper)), wrapper
 
 
@@ -161,7 +162,7 @@ def test_sample_partitions_has_one_signature_everywhere():
     signatures = {
         inspect.signature(cls.sample_partitions).parameters.keys().__repr__()
         for cls in (ServerStrategy, StrategyTap, LegacyStrategyTap, *(STRATEGIES.get(name) for name in ("fedavg", "secagg+")),
-                    type(build_strategy(config_of({"dp": {}}))))
+                    type(strategy_of(config_of({"dp": {}}))))
     }
     assert len(signatures) == 1, signatures
 

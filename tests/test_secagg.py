@@ -26,15 +26,14 @@ from flwr.serverapp import Grid
 
 from adversary.secagg_taps import LegacyStrategyTap, MaskedWireTap
 from adversary.taps import AGGREGATE
-from clients.client_app import ClientSpec
 from clients.legacy_client import secagg_client_mods
 from fedsim.config import ConfigError, parse_config
+from fedsim.engine.lifecycle.assembly import client_spec_of, strategy_of
 from fedsim.engine.lifecycle.rounds import ServerSpec, run_rounds
 from fedsim.engine.lifecycle.secagg_protocol import SecAggPlusParameters, SecAggRounds
 from fedsim.core.messaging import collect_replies
 from fedsim.engine.lifecycle.progress import LogProgress
 from fedsim.rundir.writer import RunStore
-from strategies import build_strategy
 from tiny_configs import TRAINING, merged, tiny_config
 
 GLOBAL = {"w": torch.linspace(-1.0, 1.0, 400).reshape(20, 20), "b": torch.zeros(20), "steps": torch.tensor(7)}
@@ -142,15 +141,15 @@ def secagg_config(num_clients: int = 5, rounds: int = 1, failures=(), timeout: f
 def run_protocol(config, tmp_path: Path, *, server_sink=None, wire_sink=None, start_round=0, start_state=GLOBAL):
     """Run the rounds of ``config`` after ``start_round`` through the real protocol in-process; returns (store, grid)."""
     num_clients = config.federation.num_clients
-    spec = ClientSpec(
-        config=config, run_dir=tmp_path, partitions=tuple(np.arange(examples_of(p)) for p in range(num_clients)),
+    spec = client_spec_of(
+        config, tmp_path, partitions=tuple(np.arange(examples_of(p)) for p in range(num_clients)),
         stats=(), num_classes=2, channels=1, image_size=4,
     )
     app = ClientApp(client_fn=lambda context: FixedUpdateClient(config, int(context.node_config["partition-id"])).to_client(),
                     mods=secagg_client_mods(spec))
     grid = InProcessGrid(app, num_clients)
     store = RunStore.create(config, "cpu", tmp_path / "run")
-    strategy = build_strategy(config)
+    strategy = strategy_of(config)
     if server_sink is not None:
         strategy = LegacyStrategyTap(strategy, server_sink, LAYOUT)
     server = ServerSpec(

@@ -10,7 +10,7 @@ from flwr.clientapp.mod import fixedclipping_mod
 
 from adversary.taps import AGGREGATE, StrategyTap
 from fedsim.config import ConfigError, parse_config
-from strategies import build_strategy
+from fedsim.engine.lifecycle.assembly import strategy_of
 from strategies.base import MessageStrategy
 from strategies.dp import DP_MECHANISMS, client_mods, effective_noise_multiplier, sensitivity
 from tiny_configs import TRAINING, merged, tiny_config
@@ -27,7 +27,7 @@ def dp_config(num_clients: int = NUM_CLIENTS, fraction_fit: float = 1.0, **dp):
 
 
 def bound(config, tap=None):
-    strategy = build_strategy(config)
+    strategy = strategy_of(config)
     if tap is not None:
         strategy = StrategyTap(strategy, tap)
     strategy.bind({partition: 100 + partition for partition in range(config.federation.num_clients)})
@@ -96,7 +96,7 @@ def test_allowed_ranges_are_named():
 
 def test_dp_is_off_unless_configured_and_the_sample_size_is_derived():
     assert parse_config({}).strategy.dp is None
-    assert build_strategy(parse_config({})).round_metrics(1) == {}
+    assert strategy_of(parse_config({})).round_metrics(1) == {}
     config = dp_config(num_clients=10, fraction_fit=0.3)
     assert config.strategy.dp.sampled_clients(config.federation) == 3
     assert bound(config).num_sampled_clients == 3
@@ -106,9 +106,9 @@ def test_dp_is_off_unless_configured_and_the_sample_size_is_derived():
 
 def test_every_kind_is_registered_with_the_client_mod_it_needs():
     assert DP_MECHANISMS.names() == ["client-adaptive", "client-fixed", "server-adaptive", "server-fixed"]
-    assert client_mods(parse_config({})) == []
-    assert client_mods(dp_config(kind="server-fixed")) == []
-    assert client_mods(dp_config(kind="client-fixed")) == [fixedclipping_mod]
+    assert client_mods(parse_config({}).strategy.dp) == []
+    assert client_mods(dp_config(kind="server-fixed").strategy.dp) == []
+    assert client_mods(dp_config(kind="client-fixed").strategy.dp) == [fixedclipping_mod]
 
 
 def test_fedsim_list_shows_the_mechanisms(capsys):
@@ -179,9 +179,9 @@ def test_the_noise_std_is_sigma_times_clip_over_the_sampled_clients():
 
 
 def test_the_client_mod_clips_what_a_client_sends(tmp_path):
-    from clients.client_app import ClientSpec, build_client_app
+    from clients.client_app import build_client_app
+    from fedsim.engine.lifecycle.assembly import client_spec_of, run_model_of
     from fedsim.engine.lifecycle.federation import prepare_federation
-    from fedsim.models import build_run_model
 
     def client_reply(dp):
         config = tiny_config(
@@ -195,15 +195,15 @@ def test_the_client_mod_clips_what_a_client_sends(tmp_path):
         )
         federation = prepare_federation(config)
         dataset = federation.dataset
-        spec = ClientSpec(
-            config=config, run_dir=tmp_path / str(bool(dp)), partitions=federation.partitions,
+        spec = client_spec_of(
+            config, tmp_path / str(bool(dp)), partitions=federation.partitions,
             stats=federation.client_stats, num_classes=dataset.num_classes, channels=dataset.channels,
             image_size=dataset.image_size,
         )
         spec.run_dir.mkdir()
-        model = build_run_model(config, dataset, seed=0, with_weights=True)
+        model = run_model_of(config, dataset, seed=0, with_weights=True)
         start = {name: value.detach().clone() for name, value in model.state_dict().items()}
-        strategy = build_strategy(config)
+        strategy = strategy_of(config)
         strategy.bind({0: 100, 1: 101})
         message = list(strategy.configure_train(1, ArrayRecord(start), ConfigRecord(), None))[0]
         context = Context(run_id=1, node_id=100, node_config={"partition-id": 0}, state=RecordDict(), run_config={})
@@ -359,7 +359,7 @@ def test_a_resumed_run_continues_the_epsilon_and_the_adaptive_norm():
     for server_round in (1, 2, 3):
         _, aggregate = run_round(whole, server_round, states)
         rows.append({"event": "eval", "round": server_round, **whole.round_metrics(server_round)})
-    resumed = build_strategy(config(), history=rows[:2])
+    resumed = strategy_of(config(), history=rows[:2])
     resumed.bind({partition: 100 + partition for partition in range(20)})
     _, again = run_round(resumed, 3, states)
     continued = resumed.round_metrics(3)

@@ -8,6 +8,6 @@ labels off the classifier layer's update.
 
 from adversary.inversion.labels import recover_labels
 from adversary.inversion.options import AttackOptions, OptimizationOptions
-from adversary.inversion.run import resolve_options, run_attack
+from adversary.inversion.run import run_attack
 
-__all__ = ["AttackOptions", "OptimizationOptions", "recover_labels", "resolve_options", "run_attack"]
+__all__ = ["AttackOptions", "OptimizationOptions", "recover_labels", "run_attack"]

@@ -20,34 +20,19 @@ from pydantic_core import PydanticUndefined
 from adversary.inversion.regularizers import REGULARIZERS, RegularizerConfig
 from adversary.inversion.requirements import AttackSetting
 from adversary.registry import ATTACKS
-from fedsim.core.sections import Renamed, Section, yaml_flow
+from fedsim.core.registry import Registry
+from fedsim.core.sections import PluginSection, Renamed, yaml_flow
 
 
-class AttackOptions(Section):
+class AttackOptions(PluginSection):
     """One attack and its options; ``AttackOptions(name=..., **options)`` builds the model that attack registered."""
+
+    plugins: ClassVar[Registry[Any]] = ATTACKS
 
     name: str = Field(..., description="attack name (see `fedsim list`)")
     inverts: Literal["both", "per-client", "aggregate"] = Field(
         "both", description="which of adversary.targets this attack inverts (priors that suit one kind only)"
     )
-
-    def __new__(cls, *args: Any, **data: Any) -> AttackOptions:
-        if cls is AttackOptions and "name" in data:  # the options of the named attack
-            if data["name"] not in ATTACKS:
-                raise ValueError(f"name = {data['name']!r}: {ATTACKS.unknown_message(str(data['name']))}")
-            variant = ATTACKS.config(data["name"])
-            if variant is not None:
-                return super().__new__(variant)
-        return super().__new__(cls)
-
-    @classmethod
-    def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> AttackOptions:
-        """As pydantic's; on ``AttackOptions`` itself, the model of the attack ``obj["name"]`` validates."""
-        if cls is AttackOptions and isinstance(obj, dict) and obj.get("name") in ATTACKS:
-            variant = ATTACKS.config(obj["name"])
-            if variant is not None:
-                return variant.model_validate(obj, *args, **kwargs)
-        return super().model_validate(obj, *args, **kwargs)
 
     #: defenses whose public mechanism this attack models (an adaptive variant): `adversary.attacks: strongest`
     #: runs it only where one of them is in force, and `fedsim list` shows it

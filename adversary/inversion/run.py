@@ -19,13 +19,6 @@ def _attack(name: str) -> Attack:
         raise ValueError(error.args[0]) from None
 
 
-def resolve_options(options: AttackOptions) -> AttackOptions:
-    """``options`` as the attack runs them: every option has its attack's default as a real field default
-    already (older configs' nulls are filled when they are read), so this is ``options`` itself."""
-    _attack(options.name)
-    return options
-
-
 def run_attack(
     options: AttackOptions, views: Sequence[AttackerView], seed: int, device: torch.device
 ) -> list[Reconstruction]:

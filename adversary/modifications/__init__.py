@@ -5,7 +5,8 @@ agreed architecture into the module the clients receive in the attacked rounds (
 travel in the message).
 """
 
-from adversary.modifications.base import MODIFICATIONS, Modification, ModificationConfig
+from adversary.modifications.base import Modification, ModificationConfig
+from adversary.modifications.registry import MODIFICATIONS
 from fedsim.core.registry import import_submodules
 
 import_submodules(__name__, __path__)

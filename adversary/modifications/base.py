@@ -8,7 +8,6 @@ from typing import Protocol
 import torch
 from torch import nn
 
-from fedsim.core.registry import Registry
 from fedsim.core.sections import Section
 
 
@@ -34,5 +33,3 @@ class Modification(Protocol):
         public: PublicData | None, seed: int,
     ) -> nn.Module: ...  # fmt: skip
 
-
-MODIFICATIONS: Registry = Registry("model modification")

@@ -25,7 +25,8 @@ import torch
 from pydantic import Field
 from torch import nn
 
-from adversary.modifications.base import MODIFICATIONS, ModificationConfig, PublicData
+from adversary.modifications.base import ModificationConfig, PublicData
+from adversary.modifications.registry import MODIFICATIONS
 
 
 class ImprintConfig(ModificationConfig):

@@ -12,7 +12,6 @@ from typing import Protocol
 
 import torch
 
-from fedsim.core.registry import Registry
 from fedsim.core.sections import Section
 
 
@@ -35,9 +34,6 @@ class PriorConfig(Section):
 
     def load(self, shape: tuple[int, ...], device: torch.device, dtype: torch.dtype) -> Prior:
         raise NotImplementedError(f"prior {self.name!r} has no loader")
-
-
-PRIORS: Registry = Registry("prior")
 
 
 def linear_alphas_cumprod(timesteps: int, beta_start: float = 1e-4, beta_end: float = 0.02) -> torch.Tensor:

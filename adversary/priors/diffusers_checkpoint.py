@@ -16,7 +16,8 @@ from typing import Any, Literal
 import torch
 from pydantic import Field
 
-from adversary.priors.base import PRIORS, PriorConfig, linear_alphas_cumprod
+from adversary.priors.base import PriorConfig, linear_alphas_cumprod
+from adversary.priors.registry import PRIORS
 
 
 class DiffusersPrior:

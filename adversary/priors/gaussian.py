@@ -12,7 +12,8 @@ from typing import Literal
 import torch
 from pydantic import Field
 
-from adversary.priors.base import PRIORS, PriorConfig, linear_alphas_cumprod
+from adversary.priors.base import PriorConfig, linear_alphas_cumprod
+from adversary.priors.registry import PRIORS
 
 
 class GaussianPrior:

@@ -17,7 +17,9 @@ from typing import Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
-from fedsim.config import _PLUGIN_SECTIONS, ConfigError, ExperimentConfig, first_model, tagged_fields
+from fedsim.config.compose import PLUGIN_SECTIONS, first_model, tagged_fields
+from fedsim.config.sections import ExperimentConfig
+from fedsim.core.errors import ConfigError
 
 Row = tuple[str, str, str, str]
 
@@ -39,7 +41,7 @@ def schema_rows(model: type[BaseModel] | None = None, prefix: str = "") -> list[
             is_list = get_origin(field.annotation) is list
             choices = f"{field.description or ''} (one of: {', '.join(registry.label(tag) for tag in registry)})"
             helps = registry.describe()
-            shared = _PLUGIN_SECTIONS.get(name)
+            shared = PLUGIN_SECTIONS.get(name)
             if shared is not None:  # data, model: the keys every variant has, then each variant's own
                 rows.append((path, "section", "", choices))
                 rows.extend(schema_rows(shared, f"{path}."))

@@ -1,7 +1,7 @@
 """``Registry``: name -> plugin, with its help line and its config model; imports nothing of the project.
 
 ``fedsim.config`` composes the discriminated unions of ``client.defenses[]``, ``adversary.attacks[]``, ...
-from the registries. Each plugin package declares its registry in its ``registry.py`` (or ``base.py``) and
+from the registries. Each plugin package declares its registries in its ``registry.py`` and
 ``import_submodules`` imports every module of the package, so that adding a plugin is adding its file.
 """
 

@@ -2,7 +2,8 @@
 
 * ``Section``: the pydantic base of config sections and plugin config models (unknown keys are errors,
   assignments are re-validated), with ``renamed_keys`` for keys that changed their name (``Renamed``);
-* ``PluginSection``: a section whose keys depend on the plugin it names (``model.name``, ``data.dataset``);
+* ``PluginSection``: a section whose keys depend on the plugin it names (``model.name``, ``data.dataset``, an
+  attack's ``name``);
 * ``check_device``: the device strings a config accepts.
 
 Plugins (defenses, attacks, regularizers, strategies, DP modes, partitions, models, data sets) import this
@@ -129,7 +130,9 @@ class PluginSection(Section):
 
     The base class names the registry (``plugins``) and the naming key (``tag_key``); each plugin registers a
     subclass with its own keys. On the base class, ``Base(**keys)`` and ``Base.model_validate(keys)`` build the
-    subclass of the plugin that ``keys[tag_key]`` names (the key's default when absent).
+    subclass of the plugin that ``keys[tag_key]`` names (the key's default when absent; the base class itself
+    when the key has no default, so that validation reports it missing). Used by ``model``, ``data`` and
+    attack options (``AttackOptions(name="ig")``).
     """
 
     plugins: ClassVar[Registry[Any]]
@@ -139,7 +142,10 @@ class PluginSection(Section):
     def _plugin_model(cls, data: Any) -> type[BaseModel]:
         if "plugins" not in cls.__dict__ or not isinstance(data, dict):
             return cls
-        value = data.get(cls.tag_key, cls.model_fields[cls.tag_key].default)
+        naming = cls.model_fields[cls.tag_key]
+        if cls.tag_key not in data and naming.is_required():
+            return cls  # validation reports the missing key
+        value = data.get(cls.tag_key, naming.default)
         tag = cls.plugins.tag_of(value) if isinstance(value, str) else None
         if tag not in cls.plugins:
             raise ValueError(f"{cls.tag_key} = {value!r}: {cls.plugins.unknown_message(str(value))}")

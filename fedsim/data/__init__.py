@@ -12,7 +12,8 @@
 
 from fedsim.data.base import DataError, ImageDataset
 from fedsim.data.load import load_dataset
-from fedsim.data.sources import DATASETS, DataConfig
+from fedsim.data.registry import DATASETS
+from fedsim.data.sources import DataConfig
 from fedsim.data.normalization import ChannelStats, channel_stats, federation_stats
 from fedsim.data.partition import partition_indices
 

@@ -18,10 +18,10 @@ import torch
 import torch.nn.functional as F
 
 from fedsim.data.base import DataError, ImageDataset
-from fedsim.data.sources import DATASETS
+from fedsim.data.registry import DATASETS
 
 if TYPE_CHECKING:
-    from fedsim.config import DataConfig
+    from fedsim.data.sources import DataConfig
 
 # Images resized per chunk, so that upsampling a large data set does not hold two float copies of it at once.
 _RESIZE_CHUNK = 2048

@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 import numpy as np
 from pydantic import Field
 
-from fedsim.core.registry import Registry
 from fedsim.core.sections import Section
 from fedsim.data.base import DataError
+from fedsim.data.registry import PARTITIONS
 
 if TYPE_CHECKING:
-    from fedsim.config import DataConfig
+    from fedsim.data.sources import DataConfig
 
 logger = logging.getLogger("fedsim")
 
@@ -34,8 +34,7 @@ class PathologicalPartition(Section):
     classes_per_client: int = Field(2, ge=1, description="number of distinct classes per client")
 
 
-#: `data.partition.name` -> its config model (flwr-datasets' partitioner is chosen by ``_partitioner``)
-PARTITIONS: Registry[type[Section]] = Registry("partition")
+# `data.partition.name` -> its config model (flwr-datasets' partitioner is chosen by ``_partitioner``)
 for _scheme in (IidPartition, DirichletPartition, PathologicalPartition):
     _name = _scheme.model_fields["name"].default
     PARTITIONS.register(_name, help=_scheme.model_fields["name"].description or "", config=_scheme)(_scheme)

@@ -1,8 +1,9 @@
 """The federated models: the attacked networks of the papers, plus any torchvision classifier as `tv:<name>`.
 
 Built-in models register themselves in ``MODELS`` when their module is imported below;
-``build_run_model`` builds a run's model from its config (the one way the server, the clients and the
-adversary rebuild it); ``build_model`` builds one from a ``model`` section and a data shape.
+``build_run_model`` builds a run's model from its ``model`` section, with or without its weights (the one
+way the server, the clients and the adversary rebuild it); ``build_model`` builds one from a ``model``
+section and a data shape.
 """
 
 from fedsim.models import cnn, convnet, lenet, mlp, resnet, torchvision_adapter  # noqa: F401  (they register)

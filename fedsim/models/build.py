@@ -12,7 +12,6 @@ from fedsim.models.registry import MODELS, ModelError
 from fedsim.models.torchvision_adapter import TV_PREFIX, check_torchvision_name
 
 if TYPE_CHECKING:
-    from fedsim.config import ExperimentConfig
     from fedsim.models.registry import ModelConfig
 
 #: DLG (Zhu et al. 2019) initialises every weight and bias from U(-0.5, 0.5); attacks succeed far more often then.
@@ -69,22 +68,22 @@ class DataShape(Protocol):
     image_size: int
 
 
-def build_run_model(config: ExperimentConfig, shape: DataShape, seed: int, *, with_weights: bool) -> nn.Module:
-    """The run's model (``config.model``) for the data set's shape, as the server, clients and adversary share it.
+def build_run_model(
+    model: ModelConfig, shape: DataShape, seed: int, *, with_weights: bool, dp_compatible: bool
+) -> nn.Module:
+    """The run's model (``model``) for the data set's shape, as the server, clients and adversary share it.
 
     ``with_weights=False`` builds the architecture only (no ``model.checkpoint``, no pretrained weights):
     for whoever receives the weights afterwards (clients, the evaluator, the adversary). ``True`` also
-    loads them: the initial global model. Both honour ``client.dp_compatible_model``, which changes the
-    state_dict, so everyone must build through here.
+    loads them: the initial global model. Both honour ``dp_compatible`` (``client.dp_compatible_model``),
+    which changes the state_dict, so everyone must build through here with the same flag.
     """
-    model_config = config.model
     if not with_weights:
         weights = {"checkpoint": None, "pretrained": False}  # pretrained: only torchvision models have the key
-        model_config = model_config.model_copy(update={k: v for k, v in weights.items() if k in type(model_config).model_fields})
+        model = model.model_copy(update={k: v for k, v in weights.items() if k in type(model).model_fields})
     return build_model(
-        model_config, shape.channels, shape.num_classes, shape.image_size, seed=seed,
-        dp_compatible=config.client.dp_compatible_model,
-    )  # fmt: skip
+        model, shape.channels, shape.num_classes, shape.image_size, seed=seed, dp_compatible=dp_compatible
+    )
 
 
 def uniform_init_(model: nn.Module, bound: float = UNIFORM_INIT_BOUND) -> nn.Module:

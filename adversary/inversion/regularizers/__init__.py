@@ -4,12 +4,8 @@ One module per term; each registers itself in ``REGULARIZERS`` when this package
 of the package is imported, so a new term is one new file).
 """
 
-from adversary.inversion.regularizers.base import (
-    REGULARIZERS,
-    Regularizer,
-    RegularizerConfig,
-    RegularizerContext,
-)
+from adversary.inversion.regularizers.base import Regularizer, RegularizerConfig, RegularizerContext
+from adversary.inversion.regularizers.registry import REGULARIZERS
 from fedsim.core.registry import import_submodules
 
 import_submodules(__name__, __path__)

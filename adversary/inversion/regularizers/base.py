@@ -15,7 +15,6 @@ from dataclasses import dataclass
 import torch
 from pydantic import Field
 
-from fedsim.core.registry import Registry
 from fedsim.core.sections import Section
 
 #: (batch mean, unbiased batch variance) per channel of one BatchNorm layer
@@ -44,5 +43,3 @@ class Regularizer:
     term: Callable[[torch.Tensor, RegularizerContext], torch.Tensor]
     needs_bn_statistics: bool = False
 
-
-REGULARIZERS: Registry[Regularizer] = Registry("regularizer")

@@ -14,13 +14,8 @@ from typing import Literal
 import torch
 from pydantic import Field
 
-from adversary.inversion.regularizers.base import (
-    REGULARIZERS,
-    BatchStatistics,
-    Regularizer,
-    RegularizerConfig,
-    RegularizerContext,
-)
+from adversary.inversion.regularizers.base import BatchStatistics, Regularizer, RegularizerConfig, RegularizerContext
+from adversary.inversion.regularizers.registry import REGULARIZERS
 
 
 class BnStatisticsRegularizer(RegularizerConfig):

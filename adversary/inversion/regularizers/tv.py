@@ -7,7 +7,8 @@ from typing import Literal
 import torch
 from pydantic import Field
 
-from adversary.inversion.regularizers.base import REGULARIZERS, Regularizer, RegularizerConfig, RegularizerContext
+from adversary.inversion.regularizers.base import Regularizer, RegularizerConfig, RegularizerContext
+from adversary.inversion.regularizers.registry import REGULARIZERS
 
 
 class TvRegularizer(RegularizerConfig):

@@ -30,6 +30,7 @@ import fedsim.core.wire as wire
 from clients.client_app import ClientSpec
 from fedsim.config import ConfigError, ExperimentConfig, config_changes, dump_config, load_config
 from fedsim.data import DataError
+from fedsim.engine.lifecycle.assembly import client_spec_of
 from fedsim.engine.lifecycle.federation import Federation, prepare_federation
 from fedsim.engine.lifecycle.protocols import Protocol, protocol_of
 from fedsim.engine.lifecycle.rounds import ServerSpec
@@ -140,9 +141,9 @@ def client_spec(context: Context) -> tuple[ClientSpec, ExperimentConfig]:
         raise DataError(f"{where} cannot load its data: {error}") from None
     dataset = federation.dataset
     Path(run_dir).mkdir(parents=True, exist_ok=True)  # on another machine than the server's: a local copy of the path
-    spec = ClientSpec(
-        config=config,
-        run_dir=Path(run_dir),
+    spec = client_spec_of(
+        config,
+        Path(run_dir),
         partitions=federation.partitions,
         stats=federation.client_stats,
         num_classes=dataset.num_classes,

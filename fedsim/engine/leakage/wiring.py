@@ -25,7 +25,7 @@ from fedsim.core.seeding import derive_seed
 from fedsim.engine.leakage.scoring import LeakageScorer
 from fedsim.engine.lifecycle.federation import Federation
 from fedsim.engine.lifecycle.protocols import protocol_of
-from fedsim.models import build_run_model
+from fedsim.engine.lifecycle.assembly import run_model_of
 from fedsim.rundir.backlog import AttackBacklog
 from fedsim.rundir.writer import RunStore
 from strategies.secagg import SECAGG_STRATEGY
@@ -49,7 +49,7 @@ def attach_adversary(
     mean, std = torch.tensor(stats.mean), torch.tensor(stats.std)
     architecture = Architecture(
         # the architecture the clients train and send
-        model=build_run_model(config, dataset, seed=model_seed, with_weights=False),
+        model=run_model_of(config, dataset, seed=model_seed, with_weights=False),
         input_shape=(dataset.channels, dataset.image_size, dataset.image_size),
         num_classes=dataset.num_classes,
         input_bounds=((0 - mean) / std, (1 - mean) / std),

@@ -28,7 +28,7 @@ from fedsim.core.evaluation import evaluate
 from fedsim.engine.lifecycle.federation import Federation, partition_record, prepare_federation
 from fedsim.engine.leakage.wiring import attach_adversary
 from fedsim.engine.lifecycle.network import probe
-from fedsim.models import build_run_model
+from fedsim.engine.lifecycle.assembly import client_spec_of, run_model_of, strategy_of
 from fedsim.engine.lifecycle.progress import LogProgress, RichProgress
 from adversary.metrics import Lpips
 from fedsim.core.errors import ConfigError, TrainingFailed
@@ -36,7 +36,6 @@ from fedsim.engine.lifecycle.summary import log_summary, rounds_without_update, 
 from fedsim.rundir.layout import METRICS_FILE, PARTITIONS_FILE, SUMMARY_FILE
 from fedsim.rundir.writer import RunStore
 from fedsim.core.seeding import derive_seed
-from strategies import build_strategy
 
 logger = logging.getLogger("fedsim")
 
@@ -58,7 +57,7 @@ class CentralEvaluator:
 
     def __init__(self, config: ExperimentConfig, federation: Federation, device: torch.device) -> None:
         dataset = federation.dataset
-        self.model = build_run_model(config, dataset, seed=0, with_weights=False).to(device)
+        self.model = run_model_of(config, dataset, seed=0, with_weights=False).to(device)
         self.x = federation.test_stats.normalize(torch.from_numpy(dataset.x_test))
         self.y = torch.from_numpy(dataset.y_test)
         self.num_classes = dataset.num_classes
@@ -172,11 +171,11 @@ def run_experiment(
     dataset = federation.dataset
     model_seed = derive_seed(config.seed, "model")
     if initial_state is None:
-        model = build_run_model(config, dataset, seed=model_seed, with_weights=True)
+        model = run_model_of(config, dataset, seed=model_seed, with_weights=True)
         check_training_defenses(model, config.client.defenses)  # e.g. BatchNorm under dpsgd: one line, no round run
         initial_state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
     if config.adversary.attacks:  # an attack that cannot apply is refused here, before the run directory exists
-        architecture = build_run_model(config, dataset, seed=model_seed, with_weights=False)
+        architecture = run_model_of(config, dataset, seed=model_seed, with_weights=False)
         shape = (dataset.channels, dataset.image_size, dataset.image_size)
         config = resolve_attacks(config, attack_setting(config, architecture, shape, dataset.num_classes))
     # adversary.lpips: required refuses here, before the run directory exists
@@ -187,16 +186,16 @@ def run_experiment(
         store.record_resumption(str(device), engine.environment())
     store.write_json(PARTITIONS_FILE, partition_record(federation))
 
-    client_spec = ClientSpec(
-        config=config,
-        run_dir=store.run_dir.resolve(),
+    client_spec = client_spec_of(
+        config,
+        store.run_dir.resolve(),
         partitions=federation.partitions,
         stats=federation.client_stats,
         num_classes=dataset.num_classes,
         channels=dataset.channels,
         image_size=dataset.image_size,
     )
-    strategy = build_strategy(config, history=store.rows() if resume is not None else ())
+    strategy = strategy_of(config, history=store.rows() if resume is not None else ())
     wiring = attach_adversary(config, federation, store, model_seed, lpips) if config.adversary.attacks else None
     if wiring and resume is not None:
         queued = wiring.adversary.resume(store.rows(), last_round)

@@ -1,0 +1,135 @@
+"""Config files: reading YAML (with the guard against alias bombs), validating, writing and comparing them.
+
+``load_config`` is what ``fedsim run`` does: read, apply ``--set`` overrides, upgrade older keys and
+validate, every problem as one line (``ConfigError``). ``dump_config`` writes a run's config.yaml.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from fedsim.config.errors import one_line
+from fedsim.config.migrate import SCHEMA_KEY, SCHEMA_VERSION, upgrade
+from fedsim.config.overrides import apply_override
+from fedsim.config.sections import ExperimentConfig
+from fedsim.core.errors import ConfigError
+
+
+SWEEP_SECTION = "sweep"  # top-level key of a sweep config's grid (fedsim.sweep); never part of a run's config
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file '{path}' does not exist")
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ConfigError(f"config file '{path}' is not valid YAML{where}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"config file '{path}' must hold a mapping of sections, got {type(raw).__name__}")
+    if expanded_size(raw) > MAX_CONFIG_VALUES:
+        raise ConfigError(
+            f"config file '{path}' expands to more than {MAX_CONFIG_VALUES:,} values (YAML aliases nested in "
+            "aliases?); write the config out"
+        )
+    return raw
+
+
+MAX_CONFIG_VALUES = 100_000
+
+
+def expanded_size(value: Any) -> int:
+    """How many values ``value`` holds once every YAML alias is expanded. The loaded object is a DAG (an
+    alias is the same Python object), so this is counted per object, never by walking the expansion."""
+    sizes: dict[int, int] = {}
+
+    def size(item: Any) -> int:
+        if id(item) in sizes:
+            return sizes[id(item)]
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        total = 1 + sum(size(child) for child in children)
+        sizes[id(item)] = total
+        return total
+
+    return size(value)
+
+
+def parse_config(raw: dict[str, Any]) -> ExperimentConfig:
+    """Validate a plain dict into an ExperimentConfig, raising ConfigError with one line.
+
+    Renamed keys of older configs are accepted (one deprecation line each); ``schema_version`` is checked
+    and dropped (it describes the file, not the experiment).
+    """
+    if not isinstance(raw, dict):
+        raise ConfigError(f"config must be a mapping of sections, got {type(raw).__name__}")
+    try:
+        upgraded = upgrade(raw)
+        return ExperimentConfig.model_validate(upgraded)
+    except ValidationError as error:
+        raise ConfigError(one_line(error, raw=upgraded)) from None
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> ExperimentConfig:
+    """Read YAML (or start from defaults), apply ``--set`` overrides and validate.
+
+    A ``sweep:`` section (the grid ``fedsim sweep`` runs) is not part of a run's config: it is dropped here,
+    with a warning, so that ``fedsim run`` on a sweep config runs its base point.
+    """
+    raw = read_yaml(path) if path is not None else {}
+    if raw.pop(SWEEP_SECTION, None) is not None:
+        logging.getLogger("fedsim").warning(
+            "%s has a %s: section; this runs its base config only (`fedsim sweep %s` runs the grid)",
+            path, SWEEP_SECTION, path,
+        )
+    for assignment in overrides or []:
+        apply_override(raw, assignment)
+    return parse_config(raw)
+
+
+def with_absolute_paths(config: ExperimentConfig) -> ExperimentConfig:
+    """A copy whose file and folder settings are absolute (resolved against the current directory, as they
+    are read): a run records them so, and ``--resume`` from anywhere reads the same files."""
+    copy = config.model_copy(deep=True)
+
+    def resolve(model: BaseModel) -> None:
+        for name in type(model).model_fields:
+            value = getattr(model, name)
+            if isinstance(value, Path) and not value.is_absolute():
+                setattr(model, name, value.resolve())
+            elif isinstance(value, BaseModel):
+                resolve(value)
+            elif isinstance(value, list):
+                for item in value:
+                    if isinstance(item, BaseModel):
+                        resolve(item)
+
+    resolve(copy)
+    return copy
+
+
+def config_changes(before: str, after: str) -> list[str]:
+    """Dotted keys whose values differ between two dumped configs (``dump_config``)."""
+
+    def flat(value: Any, prefix: str = "") -> dict[str, Any]:
+        if isinstance(value, dict):
+            out: dict[str, Any] = {}
+            for key, item in value.items():
+                out |= flat(item, f"{prefix}{key}.")
+            return out
+        return {prefix.rstrip("."): value}
+
+    old, new = flat(yaml.safe_load(before)), flat(yaml.safe_load(after))
+    return sorted(key for key in old.keys() | new.keys() if old.get(key) != new.get(key))
+
+
+def dump_config(config: ExperimentConfig) -> str:
+    """The resolved config as YAML, headed by the schema version it is written in."""
+    return yaml.safe_dump({SCHEMA_KEY: SCHEMA_VERSION, **config.model_dump(mode="json")}, sort_keys=False)
