@@ -1,4 +1,5 @@
-"""The registry of data sets (``DATASETS``): one reader per source, each with its config model.
+"""The data sets (registered in ``DATASETS``, ``fedsim.data.registry``): one reader per source, each with
+its config model.
 
 A reader reads one source into an ImageDataset at its native size, and does no subsetting, no test split
 and no resizing (except ``imagefolder`` when data.image_size is set, since its files may differ in size and
@@ -22,14 +23,13 @@ from fedsim.core.registry import Registry
 from fedsim.core.sections import PluginSection
 from fedsim.data.base import DataError, ImageDataset
 from fedsim.data.partition import IidPartition, Partition
+from fedsim.data.registry import DATASETS
 
 if TYPE_CHECKING:
     from PIL.Image import Image as PilImage
     from torchvision.datasets import ImageFolder
 
 Loader = Callable[[Any], ImageDataset]
-
-DATASETS: Registry[Loader] = Registry("data set")
 
 
 class DataConfig(PluginSection):
