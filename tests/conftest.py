@@ -1,5 +1,5 @@
 """Fixtures shared by test files: one tiny real sweep, run once per session (Ray simulations are slow), and a
-TaskIdentity for Flower messages built outside a Flower run. Small configs: tests/tiny_configs.py."""
+TaskIdentity for Flower messages built outside a Flower run. Small configs: tests/helpers/tiny_configs.py."""
 
 from pathlib import Path
 

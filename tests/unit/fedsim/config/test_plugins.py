@@ -166,7 +166,7 @@ def test_the_readme_config_reference_is_generated_from_the_schema():
 
     from fedsim.config.schema import schema_markdown
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[4] / "README.md").read_text()
     start, end = "<!-- config-schema:start -->\n", "<!-- config-schema:end -->"
     block = readme[readme.index(start) + len(start) : readme.index(end)]
     assert block == "\n" + schema_markdown() + "\n", "README's config reference is stale: regenerate it"

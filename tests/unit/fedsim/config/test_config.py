@@ -7,7 +7,7 @@ import pytest
 from fedsim.config import ConfigError, ExperimentConfig, apply_override, load_config, parse_config
 from fedsim.config.schema import schema_rows
 
-CONFIGS = sorted((Path(__file__).parents[1] / "configs").rglob("*.yaml"))
+CONFIGS = sorted((Path(__file__).parents[4] / "configs").rglob("*.yaml"))
 
 
 def error_of(raw: dict) -> str:

@@ -19,7 +19,7 @@ from fedsim.core.messaging import ForwardingGrid
 from strategies import STRATEGIES, build_strategy
 from strategies.base import LegacyStrategy, MessageStrategy, ServerStrategy
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[4]
 
 
 class RecordingGrid(Grid):
