@@ -4,8 +4,10 @@ import json
 
 import pytest
 
-from fedsim.rundir.writer import RunStore
 from fedsim.engine.lifecycle.runner import run_experiment
+from fedsim.rundir.backlog import AttackBacklog
+from fedsim.rundir.writer import RunStore
+
 from tiny_configs import tiny_config
 
 pytestmark = pytest.mark.simulation
@@ -73,3 +75,36 @@ def test_an_attack_past_its_time_limit_is_scored_on_its_best_so_far_and_marked_c
         assert row["status"] == "ok" and row["cut"] is True and 0 < row["iterations"] < 10**6
         assert isinstance(row["psnr_mean"], float) and row["seconds"] < 30
 
+
+@pytest.mark.simulation
+def test_resume_reattacks_the_rounds_whose_attacks_were_lost(tmp_path, monkeypatch):
+    config = tiny_config(
+        name="lost-attacks",
+        seed=4,
+        data={"max_train_samples": 4},
+        federation={"rounds": 2},
+        adversary={"tap": "mitm", "rounds": "all", "attacks": [{"name": "dlg", "iterations": 20}]},
+        output={"dir": str(tmp_path), "run_name": "run"},
+    )
+    keep = AttackBacklog.discard
+    monkeypatch.setattr(AttackBacklog, "discard", lambda self, server_round: None)  # as if killed before scoring
+    run_dir = run_experiment(config, quiet=True)
+    assert AttackBacklog(run_dir).rounds() == [1, 2]
+    rows = RunStore(run_dir).rows()
+    first_round = [row for row in rows if row["event"] == "attack" and row["round"] == 1]
+    assert len(first_round) == 2
+    # the kill lost round 1's attack rows; round 2's had been written
+    (run_dir / "metrics.jsonl").write_text(
+        "".join(json.dumps(row) + "\n" for row in rows if not (row["event"] == "attack" and row["round"] == 1))
+    )
+
+    monkeypatch.setattr(AttackBacklog, "discard", keep)
+    run_experiment(resume=run_dir, quiet=True)
+    attacks = [row for row in RunStore(run_dir).rows() if row["event"] == "attack"]
+    assert sorted((row["round"], row["target"]) for row in attacks) == [
+        (1, "client:0"), (1, "client:1"), (2, "client:0"), (2, "client:1")
+    ]  # round 1 again, round 2 not twice
+    redone = {row["target"]: row for row in attacks if row["round"] == 1}
+    for before in first_round:  # same seeds, same reconstructions
+        assert redone[before["target"]]["mse_mean"] == pytest.approx(before["mse_mean"], rel=1e-5)
+    assert AttackBacklog(run_dir).rounds() == []

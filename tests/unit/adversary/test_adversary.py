@@ -29,3 +29,15 @@ def test_an_attack_on_targets_the_adversary_never_attacks_is_a_one_line_error():
     message = str(error.value)
     assert "adversary.attacks.0.inverts = aggregate" in message and "allowed: both or per-client" in message
     assert "\n" not in message
+
+
+def test_attacks_of_the_same_name_count_as_done_one_row_each():
+    attacks = [AttackOptions(name="dlg"), AttackOptions(name="ig"), AttackOptions(name="dlg")]
+    rows = [
+        {"event": "attack", "round": 2, "attack": "dlg", "target": "client:0"},
+        {"event": "attack", "round": 2, "attack": "dlg", "target": "client:0"},
+        {"event": "attack", "round": 2, "attack": "dlg", "target": "client:1"},
+        {"event": "attack", "round": 1, "attack": "ig", "target": "client:0"},
+        {"event": "eval", "round": 2},
+    ]
+    assert recorded_attacks(rows, 2, attacks) == {(0, "client:0"), (2, "client:0"), (0, "client:1")}

@@ -16,9 +16,8 @@ from adversary.inversion.requirements import AttackSetting, DefenseInForce
 from adversary.registry import ATTACKS
 from adversary.view import AttackerView, LocalTraining
 from clients.defenses import DEFENSES, DefenseContext
-from fedsim.core.errors import ConfigError
 from fedsim.config import parse_config
-from fedsim.engine.leakage.portfolio import attack_setting, resolve_attacks
+
 
 CPU = torch.device("cpu")
 SHAPE = (1, 6, 6)
@@ -126,37 +125,6 @@ def test_settings_given_in_the_config_win_over_what_the_defense_suggests():
     assert AttackOptions(name="ig-clip", loss="l2").adapted(setting).loss == "l2"
 
 
-def strongest_config(**adversary):
-    return parse_config({
-        "data": {"dataset": "digits", "image_size": 8},
-        "model": {"name": "mlp3"},
-        "client": {"defenses": [{"name": "prune", "ratio": 0.9}]},
-        "adversary": {"attacks": "strongest", **adversary},
-    })  # fmt: skip
-
-
-def test_strongest_keeps_the_attacks_that_apply_and_adapts_them():
-    config = strongest_config()
-    assert config.adversary.portfolio == "strongest"
-    setting = attack_setting(config, tiny_model(), SHAPE, 5)
-    names = [options.name for options in resolve_attacks(config, setting).adversary.attacks]
-    assert {"dlg", "ig", "ig-prune"} <= set(names)
-    assert not {"ig-noise", "ig-soteria", "ig-dropout", "ig-clip", "gradinversion"} & set(names)
-    (prune,) = [o for o in resolve_attacks(config, setting).adversary.attacks if o.name == "ig-prune"]
-    assert prune.match_entries == "nonzero"
-
-
-def test_an_attack_named_where_it_cannot_apply_is_refused_in_one_line():
-    config = strongest_config()
-    config = config.model_copy(update={"adversary": config.adversary.model_copy(
-        update={"portfolio": "listed", "attacks": [AttackOptions(name="ig-soteria")]})})  # fmt: skip
-    with pytest.raises(ConfigError) as error:
-        resolve_attacks(config, attack_setting(config, tiny_model(), SHAPE, 5))
-    message = str(error.value)
-    assert "\n" not in message
-    assert message.startswith("adversary.attacks[0] = ig-soteria: ig-soteria adapts to soteria")
-
-
 def test_pdpsgd_penalty_is_simulated_exactly_through_the_clients_own_training():
     import numpy as np
 
@@ -180,15 +148,3 @@ def test_pdpsgd_penalty_is_simulated_exactly_through_the_clients_own_training():
     assert AttackOptions(name="ig-pdpsgd").adapted(setting).pdp_kappa == pytest.approx(0.09)
     assert objective_at_truth("ig-pdpsgd", view, setting, images) < 1e-12
     assert objective_at_truth("ig", view, setting, images) > 1e-6  # plain IG's simulation misses the penalty
-
-
-def test_a_sweep_point_with_strongest_matches_the_run_that_resolved_it():
-    from fedsim.sweep.execute import _comparable
-
-    config = strongest_config()
-    resolved = resolve_attacks(config, attack_setting(config, tiny_model(), SHAPE, 5))
-    assert len(resolved.adversary.attacks) < len(config.adversary.attacks)
-    assert _comparable(resolved) == _comparable(config)
-    other = parse_config({**config.model_dump(mode="json"), "adversary": {
-        **config.adversary.model_dump(mode="json"), "portfolio_options": {"iterations": 10}}})  # fmt: skip
-    assert _comparable(other) != _comparable(config)
