@@ -1,11 +1,27 @@
 """Fixtures shared by test files: one tiny real sweep, run once per session (Ray simulations are slow), and a
 TaskIdentity for Flower messages built outside a Flower run. Small configs: tests/helpers/tiny_configs.py."""
 
+from __future__ import annotations
+
 from pathlib import Path
 
 import pytest
 import yaml
+
+from adversary.priors.training import train_prior
+from fedsim.config import DataConfig
+from fedsim.data import load_dataset
+
 from tiny_configs import tiny_raw
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    data = load_dataset(DataConfig(dataset="digits", image_size=8), seed=0)
+    folder = tmp_path_factory.mktemp("prior")
+    train_prior(data.x_test, folder, dataset="digits", split="test", steps=3, progress=False, checkpoint_every=2)
+    return data, folder
+
 
 TINY_SWEEP = tiny_raw(
     name="tiny",

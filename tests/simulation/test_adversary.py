@@ -108,3 +108,35 @@ def test_resume_reattacks_the_rounds_whose_attacks_were_lost(tmp_path, monkeypat
     for before in first_round:  # same seeds, same reconstructions
         assert redone[before["target"]]["mse_mean"] == pytest.approx(before["mse_mean"], rel=1e-5)
     assert AttackBacklog(run_dir).rounds() == []
+
+
+def malicious_run(tmp_path, verify_model=False, **overrides):
+    config = tiny_config(
+        name="malicious", data={"max_train_samples": 6}, federation={"num_clients": 3, "fraction_evaluate": 0},
+        client={"batch_size": 2, "verify_model": verify_model}, output={"dir": str(tmp_path)},
+        adversary={"tap": "server", "server": "malicious", "targets": "aggregate", "modification": {"name": "imprint", "bins": 64},
+                   "attacks": ["rtf"], "save_images": False},
+        **overrides,
+    )  # fmt: skip
+    return RunStore(run_experiment(config, quiet=True)).rows()
+
+
+@pytest.mark.simulation
+def test_a_malicious_server_reads_images_out_of_a_real_secagg_aggregate(tmp_path):
+    rows = malicious_run(tmp_path, strategy={"name": "secagg+"})
+    (attack,) = [row for row in rows if row["event"] == "attack"]
+    assert attack["status"] == "ok" and attack["threat_model"] == "malicious server" and attack["modification"] == "imprint"
+    assert attack["public_data"].startswith("test split")
+    assert attack["recovered_40db"] >= 3  # of 6 images, summed under masks, quantised, unmasked
+    (evaluation,) = [row for row in rows if row["event"] == "eval" and row["round"] == 1]
+    assert evaluation["model_updated"] is False and evaluation["server_modified_model"] == "imprint"
+    assert evaluation["secagg_clipping_range"] == 8.0  # the SecAgg+ settings the server chose, recorded
+
+
+@pytest.mark.simulation
+def test_clients_that_verify_the_model_refuse_the_imprint(tmp_path):
+    rows = malicious_run(tmp_path, verify_model=True)
+    fits = [row for row in rows if row["event"] == "fit"]
+    assert fits and all(row["status"] == "failed" for row in fits)
+    assert all("refused the server's model (client.verify_model): a ImprintedModel instead of a" in row["error"] for row in fits)
+    assert not [row for row in rows if row["event"] == "attack" and row.get("status") == "ok"]

@@ -12,7 +12,7 @@ CPU = torch.device("cpu")
 
 
 def digit_view():
-    from test_ggssr import linear_view
+    from linear_views import linear_view
 
     from fedsim.config import DataConfig
     from fedsim.data import load_dataset

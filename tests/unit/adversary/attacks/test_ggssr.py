@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import math
 
 import numpy as np
@@ -10,31 +9,12 @@ import pytest
 import torch
 from torch import nn
 
-from adversary.inversion import AttackOptions, run_attack
 from adversary.attacks.ggssr import sphere_step
-from adversary.priors import PRIORS
-from adversary.priors.gaussian import GaussianPrior
-from adversary.view import AttackerView, LocalTraining
-from clients.training import train_locally
-from fedsim.config import ClientConfig, DataConfig
+from adversary.inversion import AttackOptions, run_attack
+from fedsim.config import DataConfig
 from fedsim.data import load_dataset
 
-CPU = torch.device("cpu")
-
-
-def linear_view(x: torch.Tensor, y: torch.Tensor) -> AttackerView:
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Flatten(), nn.Linear(int(np.prod(x.shape[1:])), 10))
-    global_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    client = copy.deepcopy(model)
-    train_locally(client, x, y, np.arange(len(x)), ClientConfig(lr=1.0, batch_size=len(x), local_steps=1), seed=0)
-    return AttackerView(
-        round=1, tap="mitm", target="client:0", model=model, global_state=global_state,
-        observed_state={k: v.detach().clone() for k, v in client.state_dict().items()},
-        input_shape=tuple(x.shape[1:]), num_classes=10, num_samples=len(x),
-        local_training=LocalTraining(lr=1.0, local_steps=1, batch_size=len(x)),
-        input_bounds=(torch.zeros(x.shape[1]), torch.ones(x.shape[1])),
-    )  # fmt: skip
+from linear_views import CPU, linear_view
 
 
 @pytest.fixture(scope="module")
@@ -51,19 +31,6 @@ def test_the_sphere_step_keeps_its_radius():
         assert torch.allclose((step - mean).norm(dim=1), torch.full((3,), math.sqrt(50) * 0.3, dtype=torch.float64))
     full = sphere_step(mean, grad, noise, sigma=0.3, rate=1.0) - mean
     assert torch.allclose(full / full.norm(dim=1, keepdim=True), -grad / grad.norm(dim=1, keepdim=True))
-
-
-def test_the_gaussian_prior_denoiser_is_the_posterior_mean():
-    prior = GaussianPrior(0.2, 0.5, 1000, CPU, torch.float64)
-    generator = torch.Generator().manual_seed(1)
-    x0 = 0.2 + 0.5 * torch.randn(20000, 1, 1, 1, generator=generator, dtype=torch.float64)
-    t = 400
-    abar = prior.alphas_cumprod[t]
-    x_t = abar.sqrt() * x0 + (1 - abar).sqrt() * torch.randn(x0.shape, generator=generator, dtype=torch.float64)
-    # the posterior mean is the best estimate: its error is below any other linear gain's
-    error = ((prior.denoise(x_t, t) - x0) ** 2).mean()
-    shrunk = ((0.2 + 0.9 * (prior.denoise(x_t, t) - 0.2) - x0) ** 2).mean()
-    assert error < shrunk
 
 
 def test_guided_sampling_lands_closer_to_the_truth_than_unguided_sampling(digit):
@@ -84,13 +51,6 @@ def test_restarts_are_batched_and_the_lowest_loss_wins(digit):
     rec = run_attack(AttackOptions(name="ggssr", steps=10, restarts=3, prior={"name": "gaussian"}), [view], seed=0, device=CPU)[0]
     assert len(rec.restart_objectives) == 3 and rec.objective == min(rec.restart_objectives)
     assert rec.images.shape == x.shape[1:] or rec.images.shape == x.shape
-
-
-def test_a_missing_diffusers_checkpoint_is_one_clear_line(tmp_path):
-    config = PRIORS.config("diffusers")(path=str(tmp_path / "absent"), offline=True)
-    with pytest.raises(ValueError, match="prior.path") as error:
-        config.load((1, 8, 8), CPU, torch.float32)
-    assert "\n" not in str(error.value)
 
 
 def test_ggssr_without_a_prior_is_refused_in_one_line_naming_the_option():

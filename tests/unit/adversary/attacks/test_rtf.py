@@ -1,19 +1,16 @@
 """A malicious server: the imprint modification (Robbing the Fed) and its closed-form read-out."""
 
-import pytest
 import torch
 from torch import nn
 
+from adversary.attacks.rtf import read_out
 from adversary.inversion.options import AttackOptions
 from adversary.inversion.requirements import AttackSetting
-from adversary.attacks.rtf import read_out
 from adversary.modifications import MODIFICATIONS
 from adversary.modifications.base import PublicData
 from adversary.registry import ATTACKS
 from adversary.view import AttackerView, LocalTraining
-from fedsim.engine.lifecycle.runner import run_experiment
-from fedsim.rundir.writer import RunStore
-from tiny_configs import tiny_config
+
 
 SHAPE = (1, 8, 8)
 LR = 0.1
@@ -100,35 +97,3 @@ def test_rtf_is_refused_without_a_malicious_server_in_one_line():
     reason = AttackOptions(name="rtf").refusal(setting)
     assert reason == "rtf needs a malicious server (adversary.server: malicious); the server is honest"
     assert ATTACKS.config("rtf").threat_model == "malicious"
-
-
-def malicious_run(tmp_path, verify_model=False, **overrides):
-    config = tiny_config(
-        name="malicious", data={"max_train_samples": 6}, federation={"num_clients": 3, "fraction_evaluate": 0},
-        client={"batch_size": 2, "verify_model": verify_model}, output={"dir": str(tmp_path)},
-        adversary={"tap": "server", "server": "malicious", "targets": "aggregate", "modification": {"name": "imprint", "bins": 64},
-                   "attacks": ["rtf"], "save_images": False},
-        **overrides,
-    )  # fmt: skip
-    return RunStore(run_experiment(config, quiet=True)).rows()
-
-
-@pytest.mark.simulation
-def test_a_malicious_server_reads_images_out_of_a_real_secagg_aggregate(tmp_path):
-    rows = malicious_run(tmp_path, strategy={"name": "secagg+"})
-    (attack,) = [row for row in rows if row["event"] == "attack"]
-    assert attack["status"] == "ok" and attack["threat_model"] == "malicious server" and attack["modification"] == "imprint"
-    assert attack["public_data"].startswith("test split")
-    assert attack["recovered_40db"] >= 3  # of 6 images, summed under masks, quantised, unmasked
-    (evaluation,) = [row for row in rows if row["event"] == "eval" and row["round"] == 1]
-    assert evaluation["model_updated"] is False and evaluation["server_modified_model"] == "imprint"
-    assert evaluation["secagg_clipping_range"] == 8.0  # the SecAgg+ settings the server chose, recorded
-
-
-@pytest.mark.simulation
-def test_clients_that_verify_the_model_refuse_the_imprint(tmp_path):
-    rows = malicious_run(tmp_path, verify_model=True)
-    fits = [row for row in rows if row["event"] == "fit"]
-    assert fits and all(row["status"] == "failed" for row in fits)
-    assert all("refused the server's model (client.verify_model): a ImprintedModel instead of a" in row["error"] for row in fits)
-    assert not [row for row in rows if row["event"] == "attack" and row.get("status") == "ok"]
