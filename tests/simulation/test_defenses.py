@@ -1,15 +1,27 @@
 """Defenses in a live Flower federation: a chain of them runs every round, records what it did, and the
 man-in-the-middle sees the update exactly as the last defense shaped it."""
 
+import math
+
+import numpy as np
 import pytest
 import torch
 
 import adversary.adversary as adversary_module
-from fedsim.rundir.writer import RunStore
+from clients.defenses.privacy_ledger import ClientPrivacyLedger
+from fedsim.config import parse_config
 from fedsim.engine.lifecycle.runner import run_experiment
-from tiny_configs import tiny_config
+from fedsim.rundir.writer import RunStore
 
-pytestmark = pytest.mark.simulation
+from dp_training import dpsgd
+from tiny_configs import TRAINING, merged, tiny_config
+
+pytestmark = [
+    pytest.mark.simulation,
+    pytest.mark.filterwarnings("ignore:Full backward hook is firing"),
+    pytest.mark.usefixtures("task_identity"),  # messages built outside a Flower run (conftest.py)
+]
+
 
 CHAIN = [
     {"name": "gradient_dropout", "p": 0.6, "sigma": 5e-3},
@@ -56,3 +68,58 @@ def test_a_chain_of_defenses_runs_two_rounds_and_the_wire_carries_its_output(tmp
         tapped = torch.cat([delta.reshape(-1) for delta in view.parameter_delta().values()])
         assert (tapped == 0).double().mean().item() == pytest.approx(0.5, abs=1e-4)  # what prune sent
     assert sorted(row["target"] for row in rows if row["event"] == "attack") == ["client:0", "client:1"]
+
+
+@pytest.mark.simulation
+def test_dpsgd_in_a_federation_reports_growing_epsilon_per_client_and_keeps_a_ledger_each(tmp_path):
+    from fedsim.rundir.ground_truth import GroundTruthStore
+    from fedsim.rundir.writer import RunStore
+    from fedsim.engine.lifecycle.runner import run_experiment
+
+    config = tiny_config(
+        data={"max_train_samples": 60, "normalize": "global"},
+        model={"name": "convnet", "width": 4, "init": "default"},  # BatchNorm: built with GroupNorm by server, clients and adversary
+        federation={"rounds": 2},
+        client={"batch_size": 6, "local_steps": 3,
+                "defenses": [dpsgd(noise_multiplier=1.0, fix_model=True), {"name": "clip", "max_norm": 10.0}]},
+        adversary={"tap": "mitm", "rounds": [2], "attacks": [{"name": "dlg", "iterations": 2}]},
+        output={"dir": str(tmp_path), "run_name": "run"},
+    )  # fmt: skip
+    run_dir = run_experiment(config, quiet=True)
+    rows = list(RunStore(run_dir).rows())
+    fits = [row for row in rows if row["event"] == "fit"]
+    assert len(fits) == 4 and all(row["status"] == "ok" for row in fits)
+    for partition in (0, 1):
+        mine = sorted((row for row in fits if row["client"] == partition), key=lambda row: row["round"])
+        assert 0 < mine[0]["defense.dpsgd.epsilon"] < mine[1]["defense.dpsgd.epsilon"] < math.inf
+        assert mine[1]["defense.dpsgd.total_steps"] == 6 and "defense.clip.norm_before" in mine[1]
+        assert [entry.round for entry in ClientPrivacyLedger(run_dir / "clients" / str(partition)).entries] == [1, 2]
+        assert len(GroundTruthStore(run_dir).read(2, partition)["batches"]) == 3
+    attacks = [row for row in rows if row["event"] == "attack"]
+    assert {row["target"] for row in attacks} == {"client:0", "client:1"}
+    assert all(row["status"] == "ok" for row in attacks)  # the adversary loads the GroupNorm architecture too
+
+
+@pytest.mark.simulation
+def test_a_federation_under_client_side_dp_records_noise_and_epsilon(tmp_path):
+    from fedsim.rundir.writer import RunStore
+    from fedsim.engine.lifecycle.runner import run_experiment
+
+    raw = merged(
+        TRAINING,
+        name="dp",
+        strategy={"dp": {"kind": "client-fixed", "noise_multiplier": 0.5, "clipping_norm": 2.0, "delta": 1e-3}},
+        output={"dir": str(tmp_path), "run_name": "dp"},
+    )
+    rows = RunStore(run_experiment(parse_config(raw), quiet=True)).rows()
+    fits = [row for row in rows if row["event"] == "fit"]
+    assert len(fits) == 6 and all(row["status"] == "ok" for row in fits)  # the clipping mod let every reply through
+    evals = [row for row in rows if row["event"] == "eval"]
+    assert [row["round"] for row in evals] == [0, 1, 2] and "dp_epsilon" not in evals[0]
+    for row in evals[1:]:
+        assert row["model_updated"] and row["dp_mechanism"] == "client-fixed" and row["dp_accountant"] == "opacus-rdp"
+        assert row["dp_clipping_norm"] == 2.0 and row["dp_noise_std"] == pytest.approx(0.5 * 2.0 / 3)
+        assert row["dp_delta"] == 1e-3 and row["dp_sample_rate"] == 1.0
+        assert row["dp_noise_multiplier"] == pytest.approx(0.5)  # fixed denominator: unequal partitions do not matter
+        assert np.isfinite(row["accuracy"])
+    assert 0 < evals[1]["dp_epsilon"] < evals[2]["dp_epsilon"] < math.inf

@@ -13,15 +13,17 @@ import pytest
 import torch
 import yaml
 
-from fedsim.core.errors import TrainingFailed
 from fedsim.config import parse_config
-from fedsim.rundir.ground_truth import GroundTruthStore
-from fedsim.reporting import write_report
-from fedsim.rundir.writer import RunStore
+from fedsim.core.errors import TrainingFailed
 from fedsim.engine.lifecycle.runner import run_experiment
-from tiny_configs import TRAINING, merged
+from fedsim.reporting import write_report
+from fedsim.rundir.ground_truth import GroundTruthStore
+from fedsim.rundir.writer import RunStore
+
+from tiny_configs import TRAINING, merged, tiny_raw
 
 pytestmark = pytest.mark.simulation
+
 
 SMALL = merged(TRAINING, name="e2e")
 
@@ -171,3 +173,40 @@ def test_resume_after_kill_gives_the_same_metrics_as_an_uninterrupted_run(tmp_pa
     assert [row["round"] for row in events(killed, "eval")] == list(range(rounds + 1))
     for key, value in RunStore(reference).load_checkpoint(rounds).items():
         assert torch.equal(RunStore(killed).load_checkpoint(rounds)[key], value)
+
+
+@pytest.mark.simulation
+def test_a_run_whose_every_update_is_non_finite_fails_with_a_non_zero_exit_and_keeps_its_rows(tmp_path, capsys):
+    import yaml
+
+    from fedsim.cli import main
+
+    config = tmp_path / "broken.yaml"
+    raw = tiny_raw(client={"defenses": [{"name": "noise", "sigma": 1e39}]}, output={"dir": str(tmp_path), "run_name": "broken"})
+    config.write_text(yaml.safe_dump(raw))
+    assert main(["run", str(config), "--quiet"]) == 1
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert error.startswith("fedsim: error: the run could not train: no round updated the global model")
+    rows = RunStore(tmp_path / "broken").rows()
+    fits = [row for row in rows if row["event"] == "fit"]
+    assert fits and all(row["status"] == "failed" and "not finite" in row["error"] for row in fits)
+    assert [row["model_updated"] for row in rows if row["event"] == "eval" and row["round"] > 0] == [False]
+
+
+@pytest.mark.simulation
+def test_run_with_report_prints_the_table_writes_the_report_and_ends_with_the_run_directory(tmp_path, capsys):
+    from fedsim.cli import main
+
+    raw = tiny_raw(
+        data={"max_train_samples": 2},
+        adversary={"targets": "both", "attacks": [{"name": "dlg", "iterations": 20}]},
+        output={"dir": str(tmp_path), "run_name": "first"},
+    )
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    assert main(["run", str(config), "--quiet", "--report"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out[-1] == str(tmp_path / "first")
+    assert any("client:0" in line and "aggregate" in line for line in out)
+    report = tmp_path / "first" / "report" / "report.html"
+    assert report.is_file() and "reconstruction" in report.read_text().lower()

@@ -8,6 +8,10 @@ from torch import nn
 from clients.training import NonFiniteLossError, batch_schedule, train_locally
 from fedsim.config import ClientConfig
 
+from dp_training import IDS, client, flat, toy
+
+pytestmark = pytest.mark.filterwarnings("ignore:Full backward hook is firing")
+
 
 def toy_problem(n: int = 40) -> tuple[nn.Module, torch.Tensor, torch.Tensor]:
     torch.manual_seed(0)
@@ -59,3 +63,13 @@ def test_nan_loss_is_refused():
     model, x, y = toy_problem()
     with pytest.raises(NonFiniteLossError, match="step 1"):
         train_locally(model, x * float("nan"), y, np.arange(40), ClientConfig(local_steps=2), seed=0)
+
+
+def test_update_level_defenses_leave_local_training_as_it_is():
+    weights = []
+    for defenses in ([], [{"name": "clip", "max_norm": 1.0}]):
+        model, x, y = toy()
+        result = train_locally(model, x, y, IDS, client(*defenses, batch_size=8, local_steps=3), seed=5)
+        assert result.defense_records == {}
+        weights.append(flat(model))
+    assert torch.equal(weights[0], weights[1])

@@ -1,11 +1,16 @@
 """The command line: one-line errors, schema, registries, and reports."""
 
-import json
-
+import numpy as np
 import pytest
+import torch
+import yaml
 
 from fedsim.cli import main
+from fedsim.core.errors import ConfigError
 from fedsim.rundir.writer import RunStore
+
+from cli_errors import one_line_error
+from tiny_configs import tiny_config, tiny_raw
 
 
 def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
@@ -115,3 +120,51 @@ def test_list_shows_ggssr_with_its_prior_requirement_the_priors_and_rv(capsys):
     (ggssr,) = [line for line in out.splitlines() if line.strip().startswith("ggssr ")]
     assert "prior:" in ggssr
     assert "diffusers" in out and "fedsim vulnerability CONFIG" in out and "RV (paper 002" in out
+
+
+def write_config(tmp_path, **overrides):
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(tiny_raw(**overrides)))
+    return path
+
+
+def test_validate_checks_that_the_checkpoint_exists(tmp_path, capsys):
+    config = write_config(tmp_path, model={"checkpoint": str(tmp_path / "missing.pt")})
+    assert one_line_error(capsys, "validate", str(config)).endswith(f"model.checkpoint = '{tmp_path / 'missing.pt'}': no such file")
+
+
+def test_an_output_dir_that_is_a_file_or_not_writable_is_one_line(tmp_path, capsys):
+    (tmp_path / "afile").write_text("x")
+    config = write_config(tmp_path, output={"dir": str(tmp_path / "afile")})
+    assert one_line_error(capsys, "validate", str(config)).endswith(f"output.dir = '{tmp_path / 'afile'}': is a file, not a folder")
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    try:
+        if not __import__("os").access(locked, __import__("os").W_OK):  # root may write anywhere
+            with pytest.raises(ConfigError, match=r"^output.dir = .*is not writable"):
+                RunStore.create(tiny_config(output={"dir": str(locked / "runs")}), "cpu")
+    finally:
+        locked.chmod(0o700)
+
+
+def images(count):
+    return np.zeros((count, 8, 8), np.float32)
+
+
+def test_a_failed_start_leaves_no_run_directory(tmp_path, capsys):
+    config = write_config(
+        tmp_path, data={"dataset": "npz", "path": str(tmp_path / "data.npz")}, output={"dir": str(tmp_path / "runs")}
+    )
+    np.savez(tmp_path / "data.npz", x=images(1), y=np.array([0]))
+    assert "cannot split 1 samples" in one_line_error(capsys, "run", str(config), "--quiet")
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+def test_lpips_required_without_the_weights_refuses_to_start_and_leaves_nothing(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(torch.hub, "get_dir", lambda: str(tmp_path / "hub"))
+    monkeypatch.delenv("FEDSIM_LPIPS_WEIGHTS", raising=False)
+    config = write_config(
+        tmp_path, adversary={"attacks": ["dlg"], "lpips": "required"}, output={"dir": str(tmp_path / "runs")}
+    )
+    assert "adversary.lpips = 'required': no ImageNet AlexNet weights" in one_line_error(capsys, "run", str(config), "--quiet")
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())

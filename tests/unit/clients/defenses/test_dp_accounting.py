@@ -19,8 +19,8 @@ dp_accounting = pytest.importorskip("dp_accounting")
 from dp_accounting import ComposedDpEvent, GaussianDpEvent, PoissonSampledDpEvent, SelfComposedDpEvent  # noqa: E402
 from dp_accounting.pld import PLDAccountant  # noqa: E402
 from dp_accounting.rdp import RdpAccountant  # noqa: E402
-from test_defenses_training import client, dpsgd, rounds, toy  # noqa: E402
-from test_strategy_dp import GLOBAL, bound, dp_config, run_round, shifted, small_step  # noqa: E402
+from central_dp import GLOBAL, bound, dp_config, run_round, shifted, small_step  # noqa: E402
+from dp_training import client, dpsgd, rounds, toy  # noqa: E402
 
 pytestmark = [
     pytest.mark.usefixtures("task_identity"),

@@ -5,63 +5,23 @@ import math
 import numpy as np
 import pytest
 import torch
-from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
+from flwr.app import ArrayRecord, ConfigRecord, Context, Message, RecordDict
 from flwr.clientapp.mod import fixedclipping_mod
 
-from adversary.taps import AGGREGATE, StrategyTap
+from adversary.taps import AGGREGATE
 from fedsim.config import ConfigError, parse_config
 from strategies import build_strategy
 from strategies.base import MessageStrategy
 from strategies.dp import DP_MECHANISMS, client_mods, effective_noise_multiplier, sensitivity
-from tiny_configs import TRAINING, merged, tiny_config
 
-NUM_CLIENTS = 4
-GLOBAL = {"w": torch.linspace(-1.0, 1.0, 6).reshape(2, 3), "b": torch.tensor([0.5, -0.5])}
-
+from central_dp import GLOBAL, NUM_CLIENTS, bound, dp_config, reply, run_round, shifted, small_step
+from tiny_configs import tiny_config
 
 pytestmark = pytest.mark.usefixtures("task_identity")  # messages built outside a Flower run (conftest.py)
 
 
-def dp_config(num_clients: int = NUM_CLIENTS, fraction_fit: float = 1.0, **dp):
-    return parse_config({"seed": 5, "federation": {"num_clients": num_clients, "fraction_fit": fraction_fit}, "strategy": {"dp": dp}})
-
-
-def bound(config, tap=None):
-    strategy = build_strategy(config)
-    if tap is not None:
-        strategy = StrategyTap(strategy, tap)
-    strategy.bind({partition: 100 + partition for partition in range(config.federation.num_clients)})
-    return strategy
-
-
-def reply(message: Message, state: dict[str, torch.Tensor], partition: int, num_examples: int = 10) -> Message:
-    metrics = MetricRecord({"num-examples": num_examples, "partition-id": partition})
-    return Message(RecordDict({"arrays": ArrayRecord(state), "metrics": metrics}), reply_to=message)
-
-
-def shifted(shift: dict[str, torch.Tensor], scale: float) -> dict[str, torch.Tensor]:
-    return {name: GLOBAL[name] + scale * shift[name] for name in GLOBAL}
-
-
-def small_step() -> dict[str, torch.Tensor]:
-    """A client's update well inside every clipping ball used here (norm 0.008); never zero, see noise_of."""
-    return shifted({name: torch.ones_like(value) for name, value in GLOBAL.items()}, 0.001)
-
-
 def flat_norm(update: dict[str, torch.Tensor]) -> float:
     return float(torch.sqrt(sum((value.double() ** 2).sum() for value in update.values())))
-
-
-def run_round(strategy, server_round: int, states: list[dict[str, torch.Tensor]], weights=None, start=GLOBAL):
-    messages = list(strategy.configure_train(server_round, ArrayRecord(start), ConfigRecord(), None))
-    assert len(messages) == len(states)
-    weights = weights or [10] * len(states)
-    replies = [reply(m, s, p, w) for p, (m, s, w) in enumerate(zip(messages, states, weights))]
-    aggregated, _ = strategy.aggregate_train(server_round, replies)
-    return messages, aggregated.to_torch_state_dict() if aggregated is not None else None
-
-
-# ------------------------------------------------------------------------------------------ config
 
 
 @pytest.mark.parametrize(
@@ -119,9 +79,6 @@ def test_fedsim_list_shows_the_mechanisms(capsys):
     assert "strategy.dp.kind" in out and "client-fixed" in out and "server-adaptive" in out
 
 
-# -------------------------------------------------------------------------------- server clipping
-
-
 def test_the_wrapper_forwards_the_strategy_contract_to_fedavg():
     strategy = bound(dp_config(num_clients=10, fraction_fit=0.3))
     fedavg = strategy.strategy.strategy  # Flower's wrapper -> the fixed-denominator estimator -> FedAvg
@@ -175,9 +132,6 @@ def test_the_noise_std_is_sigma_times_clip_over_the_sampled_clients():
     assert not np.array_equal(noise_of(again, 2), noise)
 
 
-# -------------------------------------------------------------------------------- client clipping
-
-
 def test_the_client_mod_clips_what_a_client_sends(tmp_path):
     from clients.client_app import ClientSpec, build_client_app
     from fedsim.engine.lifecycle.federation import prepare_federation
@@ -218,9 +172,6 @@ def test_the_client_mod_clips_what_a_client_sends(tmp_path):
     assert flat_norm(clipped) == pytest.approx(1e-3, rel=1e-3)
     for name in free:  # the same update, scaled down onto the ball
         assert torch.allclose(clipped[name], free[name] * (1e-3 / flat_norm(free)), atol=1e-7)
-
-
-# ------------------------------------------------------------------------------------------- taps
 
 
 def clipping_client(update: dict[str, torch.Tensor], partition: int):
@@ -268,9 +219,6 @@ def test_round_metrics_pass_through_the_tap():
     strategy = bound(dp_config(kind="server-fixed", noise_multiplier=1.0), tap=lambda update: None)
     run_round(strategy, 1, [small_step() for _ in range(4)])
     assert strategy.round_metrics(1)["dp_mechanism"] == "server-fixed"
-
-
-# ---------------------------------------------------------------------------------------- epsilon
 
 
 def test_the_sensitivity_is_that_of_the_estimator_under_add_remove_one_client():
@@ -367,31 +315,3 @@ def test_a_resumed_run_continues_the_epsilon_and_the_adaptive_norm():
         assert continued[key] == pytest.approx(rows[2][key], rel=1e-9), key
     assert rows[0]["dp_next_clipping_norm"] != 0.2  # the bound moved, and the resumed run took it over
     assert torch.equal(again["w"], aggregate["w"])
-
-
-# ------------------------------------------------------------------------------------- simulation
-
-
-@pytest.mark.simulation
-def test_a_federation_under_client_side_dp_records_noise_and_epsilon(tmp_path):
-    from fedsim.rundir.writer import RunStore
-    from fedsim.engine.lifecycle.runner import run_experiment
-
-    raw = merged(
-        TRAINING,
-        name="dp",
-        strategy={"dp": {"kind": "client-fixed", "noise_multiplier": 0.5, "clipping_norm": 2.0, "delta": 1e-3}},
-        output={"dir": str(tmp_path), "run_name": "dp"},
-    )
-    rows = RunStore(run_experiment(parse_config(raw), quiet=True)).rows()
-    fits = [row for row in rows if row["event"] == "fit"]
-    assert len(fits) == 6 and all(row["status"] == "ok" for row in fits)  # the clipping mod let every reply through
-    evals = [row for row in rows if row["event"] == "eval"]
-    assert [row["round"] for row in evals] == [0, 1, 2] and "dp_epsilon" not in evals[0]
-    for row in evals[1:]:
-        assert row["model_updated"] and row["dp_mechanism"] == "client-fixed" and row["dp_accountant"] == "opacus-rdp"
-        assert row["dp_clipping_norm"] == 2.0 and row["dp_noise_std"] == pytest.approx(0.5 * 2.0 / 3)
-        assert row["dp_delta"] == 1e-3 and row["dp_sample_rate"] == 1.0
-        assert row["dp_noise_multiplier"] == pytest.approx(0.5)  # fixed denominator: unequal partitions do not matter
-        assert np.isfinite(row["accuracy"])
-    assert 0 < evals[1]["dp_epsilon"] < evals[2]["dp_epsilon"] < math.inf

@@ -1,8 +1,5 @@
-"""Data layer: loaders, load_dataset's split/limits/resize, client partitions and normalisation.
-
-Everything here runs offline on CPU: bundled data sets (scikit-learn digits, scikit-image LFW subset) and
-files the tests write themselves; network access is blocked where torchvision would try to download.
-"""
+"""Data sources: the registered data sets, npz files, image folders and torchvision files, and the one-line
+errors of each."""
 
 from __future__ import annotations
 
@@ -12,30 +9,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 from PIL import Image
 
-from fedsim.config import ConfigError, DataConfig, parse_config
-from fedsim.data import (
-    DATASETS,
-    ChannelStats,
-    DataError,
-    ImageDataset,
-    channel_stats,
-    federation_stats,
-    load_dataset,
-    partition_indices,
-)
+from fedsim.config import ConfigError, parse_config
+from fedsim.data import DATASETS, DataError, load_dataset
 
-
-def data_config(**fields: object) -> DataConfig:
-    return DataConfig.model_validate(fields)
-
-
-def assert_images(x: np.ndarray, shape_tail: tuple[int, ...]) -> None:
-    assert x.dtype == np.float32
-    assert x.shape[1:] == shape_tail
-    assert 0.0 <= x.min() and x.max() <= 1.0
+from data_configs import assert_images, data_config
+from tiny_configs import tiny_config
 
 
 def assert_labels(y: np.ndarray, n: int, num_classes: int) -> None:
@@ -53,9 +33,6 @@ def offline(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(socket, "getaddrinfo", no_network)
 
 
-# ----------------------------------------------------------------------------------- registry
-
-
 def test_every_documented_data_set_is_registered_with_help() -> None:
     expected = {"digits", "lfw-faces", "mnist", "fashion-mnist", "cifar10", "cifar100", "npz", "imagefolder"}
     assert expected <= set(DATASETS.names())
@@ -65,9 +42,6 @@ def test_every_documented_data_set_is_registered_with_help() -> None:
 def test_unknown_data_set_is_a_config_error_with_a_suggestion() -> None:
     with pytest.raises(ValueError, match="did you mean 'mnist'"):
         data_config(dataset="mnits")
-
-
-# ---------------------------------------------------------------------------- bundled data sets
 
 
 def test_digits_load_as_8x8_gray_images_with_a_stratified_held_out_test_set() -> None:
@@ -90,33 +64,6 @@ def test_lfw_faces_are_200_gray_25x25_crops_half_faces() -> None:
     assert data.class_names == ("non-face", "face")
     assert np.bincount(np.r_[data.y_train, data.y_test]).tolist() == [100, 100]
     assert np.bincount(data.y_test).tolist() == [20, 20]
-
-
-def test_held_out_split_depends_on_the_seed_only() -> None:
-    cfg = data_config(dataset="digits")
-    first, again, other = load_dataset(cfg, 1), load_dataset(cfg.model_copy(), 1), load_dataset(cfg, 2)
-    assert again is first  # cached per process: every simulated client reuses the same arrays
-    assert np.array_equal(first.y_test, load_dataset(data_config(dataset="digits", partition="pathological"), 1).y_test)
-    assert not np.array_equal(first.x_test, other.x_test)
-
-
-@pytest.mark.parametrize("dataset, size", [("digits", 32), ("lfw-faces", 16)])
-def test_image_size_resizes_every_image_to_a_square_in_unit_range(dataset: str, size: int) -> None:
-    data = load_dataset(data_config(dataset=dataset, image_size=size), seed=0)
-    assert_images(data.x_train, (1, size, size))
-    assert_images(data.x_test, (1, size, size))
-    assert data.image_size == size
-
-
-def test_max_samples_keep_the_first_n_of_each_split() -> None:
-    full = load_dataset(data_config(dataset="digits"), seed=0)
-    limited = load_dataset(data_config(dataset="digits", max_train_samples=50, max_test_samples=7), seed=0)
-    assert len(limited.x_train) == 50 and len(limited.x_test) == 7
-    assert np.array_equal(limited.x_train, full.x_train[:50])
-    assert np.array_equal(limited.y_test, full.y_test[:7])
-
-
-# ------------------------------------------------------------------------------------------- npz
 
 
 def gray_digits(n: int = 40, size: int = 6, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -212,9 +159,6 @@ def test_npz_file_removed_after_validation_is_still_a_clear_error(tmp_path: Path
         load_dataset(cfg, seed=0)
 
 
-# ----------------------------------------------------------------------------------- imagefolder
-
-
 def write_images(folder: Path, classes: dict[str, int], mode: str, size: tuple[int, int], seed: int = 0) -> None:
     rng = np.random.default_rng(seed)
     for name, count in classes.items():
@@ -254,9 +198,6 @@ def test_imagefolder_of_mixed_sizes_needs_image_size(tmp_path: Path) -> None:
     assert_images(data.x_train, (3, 6, 6))  # one gray class among RGB ones: all become RGB
 
 
-# ----------------------------------------------------------------------------------- torchvision
-
-
 def write_idx(path: Path, array: np.ndarray) -> None:
     """The IDX format MNIST ships in: magic (0, 0, uint8 type 0x08, ndim), big-endian sizes, raw bytes."""
     header = bytes([0, 0, 0x08, array.ndim]) + struct.pack(f">{array.ndim}I", *array.shape)
@@ -294,149 +235,6 @@ def test_missing_torchvision_data_offline_is_one_line_saying_where_to_put_files(
     assert f"put torchvision's {expected_files}" in message and "set data.root" in message
 
 
-# ------------------------------------------------------------------------------------- partitions
-
-PARTITIONS = {
-    "iid": {"name": "iid"},
-    "dirichlet": {"name": "dirichlet", "alpha": 0.3, "min_partition_size": 20},
-    "pathological": {"name": "pathological", "classes_per_client": 2},
-}
-
-
-@pytest.fixture(scope="module")
-def digit_labels() -> np.ndarray:
-    return load_dataset(data_config(dataset="digits"), seed=0).y_train
-
-
-def split(labels: np.ndarray, partition: str, num_clients: int = 10, seed: int = 0) -> list[np.ndarray]:
-    return partition_indices(labels, data_config(dataset="digits", partition=PARTITIONS[partition]), num_clients, seed)
-
-
-@pytest.mark.parametrize("partition", PARTITIONS)
-def test_partitions_are_disjoint_sorted_and_cover_the_training_set(digit_labels: np.ndarray, partition: str) -> None:
-    parts = split(digit_labels, partition)
-    assert len(parts) == 10
-    assert all(p.dtype == np.int64 and np.all(np.diff(p) > 0) for p in parts)
-    everything = np.concatenate(parts)
-    assert len(everything) == len(np.unique(everything)) == len(digit_labels)
-
-
-@pytest.mark.parametrize("partition", PARTITIONS)
-def test_partitions_are_reproducible_for_a_seed_and_change_with_it(digit_labels: np.ndarray, partition: str) -> None:
-    first, again, other = split(digit_labels, partition, seed=3), split(digit_labels, partition, seed=3), split(
-        digit_labels, partition, seed=4
-    )
-    assert all(np.array_equal(a, b) for a, b in zip(first, again))
-    assert not all(np.array_equal(a, b) for a, b in zip(first, other))
-
-
-def test_iid_clients_get_equal_shares_of_every_class(digit_labels: np.ndarray) -> None:
-    sizes = [len(p) for p in split(digit_labels, "iid")]
-    assert max(sizes) - min(sizes) <= 1
-
-
-def test_dirichlet_skews_labels_but_keeps_min_partition_size(digit_labels: np.ndarray) -> None:
-    parts = split(digit_labels, "dirichlet")
-    assert min(len(p) for p in parts) >= 20
-    shares = np.array([np.bincount(digit_labels[p], minlength=10) / len(p) for p in parts])
-    assert shares.max() > 0.3  # with alpha = 0.3 some client is dominated by one class
-
-
-def test_pathological_clients_hold_at_most_classes_per_client(digit_labels: np.ndarray) -> None:
-    parts = split(digit_labels, "pathological")
-    assert all(len(np.unique(digit_labels[p])) <= 2 for p in parts)
-
-
-def test_pathological_classes_left_to_no_client_are_logged(
-    digit_labels: np.ndarray, caplog: pytest.LogCaptureFixture
-) -> None:
-    parts = split(digit_labels, "pathological", num_clients=3)  # 3 clients x 2 classes cannot hold all 10
-    assert len(np.concatenate(parts)) < len(digit_labels)
-    assert "no client holds classes" in caplog.text
-
-
-def test_more_clients_than_samples_is_a_data_error() -> None:
-    with pytest.raises(DataError, match="federation.num_clients = 6: more clients than the 5 training samples"):
-        partition_indices(np.arange(5) % 2, data_config(), num_clients=6, seed=0)
-
-
-def test_more_classes_per_client_than_classes_is_a_data_error(digit_labels: np.ndarray) -> None:
-    cfg = data_config(partition={"name": "pathological", "classes_per_client": 11})
-    with pytest.raises(DataError, match="data.partition.classes_per_client = 11: the training set has only 10 classes"):
-        partition_indices(digit_labels, cfg, num_clients=4, seed=0)
-
-
-def test_unreachable_dirichlet_min_partition_size_is_a_data_error(digit_labels: np.ndarray) -> None:
-    cfg = data_config(partition={"name": "dirichlet", "alpha": 0.05, "min_partition_size": 100})
-    with pytest.raises(DataError, match=r"data.partition.alpha = 0.05: .* fewer than 100 samples"):
-        partition_indices(digit_labels, cfg, num_clients=12, seed=0)
-
-
-def test_pathological_split_finer_than_a_class_allows_is_a_data_error() -> None:
-    labels = np.array([0] * 3 + [1] * 30)  # every client must hold both classes, but class 0 has 3 samples
-    cfg = data_config(partition={"name": "pathological", "classes_per_client": 2})
-    with pytest.raises(DataError, match="data.partition.classes_per_client = 2: with 10 clients"):
-        partition_indices(labels, cfg, num_clients=10, seed=0)
-
-
-# ---------------------------------------------------------------------------------- normalisation
-
-
-def two_clients(rng: np.random.Generator) -> tuple[np.ndarray, list[np.ndarray]]:
-    x_train = rng.random((40, 3, 5, 5), dtype=np.float32) * np.array([1.0, 0.5, 0.1], np.float32)[:, None, None]
-    x_train[:10] *= 0.5  # client 0's data is darker than the rest
-    return x_train, [np.arange(10), np.arange(10, 40)]
-
-
-@pytest.mark.parametrize("mode", ["global", "client", "none"])
-def test_denormalize_exactly_undoes_normalize(mode: str) -> None:
-    x_train, partitions = two_clients(np.random.default_rng(0))
-    client_stats, _ = federation_stats(x_train, partitions, mode)
-    x = torch.from_numpy(x_train[partitions[0]])
-    stats = client_stats[0]
-    assert torch.allclose(stats.denormalize(stats.normalize(x)), x, atol=1e-6)
-    assert torch.allclose(stats.denormalize(stats.normalize(x[0])), x[0], atol=1e-6)  # one (C, H, W) image
-
-
-def test_global_mode_shares_the_training_set_statistics() -> None:
-    x_train, partitions = two_clients(np.random.default_rng(0))
-    client_stats, server_stats = federation_stats(x_train, partitions, "global")
-    assert client_stats[0] == client_stats[1] == server_stats
-    assert np.allclose(server_stats.std, x_train.std(axis=(0, 2, 3)), atol=1e-6)
-    normalized = server_stats.normalize(torch.from_numpy(x_train))
-    assert torch.allclose(normalized.mean(dim=(0, 2, 3)), torch.zeros(3), atol=1e-5)
-
-
-def test_client_mode_measures_each_clients_own_data() -> None:
-    x_train, partitions = two_clients(np.random.default_rng(0))
-    client_stats, server_stats = federation_stats(x_train, partitions, "client")
-    assert np.allclose(client_stats[0].mean, x_train[:10].mean(axis=(0, 2, 3)), atol=1e-6)
-    assert client_stats[0] != client_stats[1]
-    assert server_stats == channel_stats(x_train)  # the server holds no client data
-
-
-def test_none_mode_is_the_identity() -> None:
-    x_train, partitions = two_clients(np.random.default_rng(0))
-    client_stats, server_stats = federation_stats(x_train, partitions, "none")
-    assert server_stats == client_stats[1] == ChannelStats(mean=(0.0,) * 3, std=(1.0,) * 3)
-
-
-def test_constant_channel_keeps_std_one_and_stats_round_trip_through_json_dicts() -> None:
-    x = np.zeros((3, 2, 4, 4), dtype=np.float32)
-    x[:, 1] = np.linspace(0, 1, 16, dtype=np.float32).reshape(4, 4)
-    stats = channel_stats(x)
-    assert stats.std[0] == 1.0 and stats.std[1] > 0
-    assert ChannelStats.from_dict(stats.to_dict()) == stats
-
-
-def test_image_dataset_rejects_arrays_other_code_could_not_rely_on() -> None:
-    x, y = np.zeros((2, 1, 4, 4), np.float32), np.zeros(2, np.int64)
-    with pytest.raises(TypeError, match="x_train must be float32"):
-        ImageDataset(x.astype(np.float64), y, x, y, 1, ("a",))
-    with pytest.raises(ValueError, match="class names"):
-        ImageDataset(x, y, x, y, 2, ("a",))
-
-
 def test_each_data_set_takes_the_keys_it_uses(tmp_path: Path) -> None:
     np.savez(tmp_path / "a.npz", x=np.zeros((4, 8, 8), np.uint8), y=np.arange(4))
     assert type(data_config(dataset="npz", path=tmp_path / "a.npz")).__name__ == "FileDataConfig"
@@ -449,3 +247,32 @@ def test_each_data_set_takes_the_keys_it_uses(tmp_path: Path) -> None:
     )
     with pytest.raises(ConfigError, match="^unknown key 'data.path' for data set 'cifar10'; allowed here: .*, root, download$"):
         parse_config({"data": {"dataset": "cifar10", "path": str(tmp_path / "a.npz")}})
+
+
+def npz(tmp_path, **arrays):
+    path = tmp_path / "data.npz"
+    np.savez(path, **arrays)
+    return tiny_config(data={"dataset": "npz", "path": str(path)}).data
+
+
+def images(count):
+    return np.zeros((count, 8, 8), np.float32)
+
+
+def test_a_huge_label_id_is_refused_before_anything_is_sized_by_it(tmp_path):
+    labels = np.array([0, 1] * 9 + [2**40, 1])
+    with pytest.raises(DataError, match=r"y holds class id 1099511627776; ids must be 0..num_classes-1"):
+        load_dataset(npz(tmp_path, x=images(20), y=labels), seed=0)
+
+
+def test_an_empty_test_split_is_refused_not_silently_replaced(tmp_path):
+    empty = npz(tmp_path, x_train=images(20), y_train=np.arange(20) % 2, x_test=images(0), y_test=np.zeros(0, int))
+    with pytest.raises(DataError, match=r"x_test is empty"):
+        load_dataset(empty, seed=0)
+
+
+def test_a_single_image_takes_a_separate_test_split_or_says_what_the_split_needs(tmp_path):
+    with pytest.raises(DataError, match=r"cannot split 1 samples .* \(it needs at least 5\)"):
+        load_dataset(npz(tmp_path, x=images(1), y=np.array([0])), seed=0)
+    data = load_dataset(npz(tmp_path, x=images(1), y=np.array([0]), x_test=images(3), y_test=np.array([0, 1, 0])), seed=0)
+    assert len(data.x_train) == 1 and len(data.x_test) == 3
