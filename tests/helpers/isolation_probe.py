@@ -1,7 +1,7 @@
-"""Runs INSIDE an attack worker process (tests/test_isolation.py): what in this process could lead to the truth?
+"""Runs INSIDE an attack worker process (tests/unit/adversary/test_isolation.py): what could lead to the truth?
 
-Importable by the spawned worker because it sits beside the tests (pytest puts this folder on sys.path and
-the worker inherits sys.path). It is handed what to look for (the run directory, a digest of the training
+Importable by the spawned worker because pytest puts tests/helpers on sys.path (pyproject.toml: pythonpath) and
+the worker inherits sys.path. It is handed what to look for (the run directory, a digest of the training
 images) only after the attacks ran, and leaves its own arguments out of the search.
 """
 

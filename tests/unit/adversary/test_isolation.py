@@ -8,7 +8,8 @@ import torch
 
 from adversary.view import AttackerView
 
-ROOT = Path(__file__).resolve().parents[1]
+from repository import REPO_ROOT
+
 PROJECT_PACKAGES = ("fedsim", "adversary", "strategies", "clients")
 # Where the truth lives (who trained on what, the run's records) and the scoring side that reads it.
 TRUTH_MODULES = {"fedsim.rundir.ground_truth", "fedsim.rundir.writer", "fedsim.engine.leakage.scoring", "fedsim.engine.lifecycle.runner"}
@@ -16,7 +17,7 @@ ATTACKER_ROOTS = ["adversary.view", "adversary.threat_models", "adversary.advers
 
 
 def module_file(module: str) -> Path | None:
-    base = ROOT.joinpath(*module.split("."))
+    base = REPO_ROOT.joinpath(*module.split("."))
     for candidate in (base.with_suffix(".py"), base / "__init__.py"):
         if candidate.is_file():
             return candidate

@@ -28,24 +28,21 @@ from adversary.secagg_taps import LegacyStrategyTap, MaskedWireTap
 from adversary.taps import AGGREGATE
 from clients.client_app import ClientSpec
 from clients.legacy_client import secagg_client_mods
-from fedsim.config import ConfigError, parse_config
-from fedsim.engine.lifecycle.rounds import ServerSpec, run_rounds
-from fedsim.engine.lifecycle.secagg_protocol import SecAggPlusParameters, SecAggRounds
 from fedsim.core.messaging import collect_replies
 from fedsim.engine.lifecycle.progress import LogProgress
+from fedsim.engine.lifecycle.rounds import ServerSpec, run_rounds
+from fedsim.engine.lifecycle.secagg_protocol import SecAggPlusParameters, SecAggRounds
 from fedsim.rundir.writer import RunStore
 from strategies import build_strategy
-from tiny_configs import TRAINING, merged, tiny_config
 
-GLOBAL = {"w": torch.linspace(-1.0, 1.0, 400).reshape(20, 20), "b": torch.zeros(20), "steps": torch.tensor(7)}
-LAYOUT = {name: tuple(value.shape) for name, value in GLOBAL.items()}
-FIRST_NODE = 100
-
+from secagg_rounds import rows, secagg_config
 
 pytestmark = pytest.mark.usefixtures("task_identity")  # messages built outside a Flower run (conftest.py)
 
 
-# ----------------------------------------------------------------------------------------- harness
+GLOBAL = {"w": torch.linspace(-1.0, 1.0, 400).reshape(20, 20), "b": torch.zeros(20), "steps": torch.tensor(7)}
+LAYOUT = {name: tuple(value.shape) for name, value in GLOBAL.items()}
+FIRST_NODE = 100
 
 
 class InProcessGrid(Grid):
@@ -129,16 +126,6 @@ class FixedUpdateClient(NumPyClient):
         return sent, examples_of(self.partition), metrics
 
 
-def secagg_config(num_clients: int = 5, rounds: int = 1, failures=(), timeout: float = 30.0, **secagg):
-    return parse_config(
-        {
-            "seed": 4,
-            "federation": {"num_clients": num_clients, "rounds": rounds, "failures": list(failures), "round_timeout": timeout},
-            "strategy": {"name": "secagg+", "secagg": secagg},
-        }
-    )
-
-
 def run_protocol(config, tmp_path: Path, *, server_sink=None, wire_sink=None, start_round=0, start_state=GLOBAL):
     """Run the rounds of ``config`` after ``start_round`` through the real protocol in-process; returns (store, grid)."""
     num_clients = config.federation.num_clients
@@ -181,69 +168,6 @@ def quantisation_bound(config, partitions: list[int]) -> float:
     return len(partitions) * step / sum(examples_of(p) / max_weight for p in partitions)
 
 
-def rows(store: RunStore, event: str, server_round: int | None = None) -> list[dict]:
-    return [r for r in store.rows() if r["event"] == event and (server_round is None or r["round"] == server_round)]
-
-
-# ------------------------------------------------------------------------------------------- config
-
-
-@pytest.mark.parametrize(
-    ("raw", "starts"),
-    [
-        ({"num_shares": 3, "reconstruction_threshold": 4}, "strategy.secagg.reconstruction_threshold = 4: must be <= num_shares (3)"),
-        ({"reconstruction_threshold": 6}, "strategy.secagg.reconstruction_threshold = 6: must be <= num_shares (5)"),
-        ({"num_shares": 4}, "strategy.secagg.num_shares = 4: must be odd"),
-        ({"num_shares": 7}, "strategy.secagg.num_shares = 7: must be <= the clients sampled per round (5)"),
-        ({"reconstruction_threshold": 1}, "strategy.secagg.reconstruction_threshold = 1: Input should be greater than or equal to 2"),
-        ({"clipping_range": 0}, "strategy.secagg.clipping_range = 0: Input should be greater than 0"),
-        ({"quantization_range": 2**30}, "strategy.secagg.quantization_range = 1073741824: the sum of 5 sampled clients would overflow"),
-        ({"max_weight": -1}, "strategy.secagg.max_weight = -1: Input should be greater than 0"),
-        ({"num_share": 3}, "unknown key 'strategy.secagg.num_share' (did you mean 'num_shares'?)"),
-    ],
-)
-def test_bad_secagg_parameters_fail_in_one_line_naming_the_key(raw, starts):
-    with pytest.raises(ConfigError) as error:
-        secagg_config(**raw)
-    assert str(error.value).startswith(starts) and "\n" not in str(error.value)
-
-
-def test_secagg_settings_that_do_not_fit_the_rest_of_the_config_fail_too():
-    cases = [
-        ({"strategy": {"name": "fedavg", "secagg": {"num_shares": 3}}}, "strategy.secagg = {'num_shares': 3}: SecAgg+ parameters need strategy.name = secagg+"),
-        ({"strategy": {"name": "secagg+", "dp": {}}}, "strategy.dp = {kind: server-fixed, ...}: "),
-        ({"strategy": {"name": "secagg+"}, "federation": {"num_clients": 1}}, "federation.num_clients = 1: secagg+ samples 1 client"),
-        ({"strategy": {"name": "secagg+"}, "federation": {"fraction_evaluate": 0.5}}, "federation.fraction_evaluate = 0.5: "),
-        ({"federation": {"failures": [{"round": 1, "client": 0, "stage": "unmask"}]}}, "federation.failures[0].stage = 'unmask': protocol stages exist only under"),
-        ({"strategy": {"name": "secagg+"}, "federation": {"failures": [{"round": 1, "client": 0, "stage": "setup", "kind": "nan"}]}}, "federation.failures[0].stage = 'setup': a nan loss"),
-    ]
-    for raw, starts in cases:
-        with pytest.raises(ConfigError) as error:
-            parse_config(raw)
-        assert str(error.value).startswith(starts), str(error.value)
-
-
-def test_the_cli_refuses_bad_parameters_before_anything_runs(tmp_path, capsys):
-    from fedsim.cli import main
-
-    path = tmp_path / "bad.yaml"
-    path.write_text("strategy: {name: secagg+, secagg: {num_shares: 3, reconstruction_threshold: 5}}\nfederation: {num_clients: 5}\n")
-    assert main(["run", str(path), "--quiet", "--set", f"output.dir={tmp_path / 'runs'}"]) == 2
-    assert capsys.readouterr().err.strip() == (
-        "fedsim: error: strategy.secagg.reconstruction_threshold = 5: must be <= num_shares (3)"
-    )
-    assert not (tmp_path / "runs").exists()
-
-
-def test_defaults_follow_the_number_of_sampled_clients():
-    for clients, fraction, shares, threshold in [(2, 1.0, 2, 2), (5, 1.0, 5, 3), (10, 1.0, 10, 6), (10, 0.5, 5, 3)]:
-        config = parse_config({"strategy": {"name": "secagg+"}, "federation": {"num_clients": clients, "fraction_fit": fraction}})
-        resolved = SecAggPlusParameters.from_config(config, largest_partition=40)
-        assert (resolved.sampled, resolved.num_shares, resolved.threshold, resolved.max_weight) == (
-            clients * fraction, shares, threshold, 40.0,
-        )
-
-
 @pytest.mark.parametrize(("clients", "secagg"), [(2, {}), (5, {}), (5, {"num_shares": 3, "reconstruction_threshold": 2}), (5, {"reconstruction_threshold": 5})])
 def test_flower_runs_the_protocol_with_exactly_the_configured_integers(tmp_path, clients, secagg):
     config = secagg_config(num_clients=clients, **secagg)
@@ -255,9 +179,6 @@ def test_flower_runs_the_protocol_with_exactly_the_configured_integers(tmp_path,
         settings = message.content.config_records[RECORD_KEY_CONFIGS]
         assert (settings[Key.SHARE_NUMBER], settings[Key.THRESHOLD]) == (resolved.num_shares, resolved.threshold)
     assert rows(store, "eval", 1)[0]["model_updated"] is True
-
-
-# ---------------------------------------------------------------------------------- the aggregate
 
 
 def test_the_unmasked_sum_is_fedavg_within_the_quantisation_error(tmp_path):
@@ -285,9 +206,6 @@ def test_a_resumed_secagg_run_repeats_the_uninterrupted_one_exactly(tmp_path):
         return [{k: v for k, v in r.items() if k not in ("time", "seconds")} for r in store.rows() if r["round"] == 2]
 
     assert comparable(whole) == comparable(resumed)
-
-
-# --------------------------------------------------------------------------------------- drop-outs
 
 
 def test_a_client_dropping_out_in_any_stage_leaves_an_aggregate_with_threshold_3_of_5(tmp_path):
@@ -333,9 +251,6 @@ def test_a_client_that_stops_answering_is_dropped_after_the_timeout(tmp_path):
     assert rows(store, "eval", 1)[0]["model_updated"]
 
 
-# -------------------------------------------------------------------------------------------- taps
-
-
 def test_the_server_tap_gets_the_sum_and_clear_counts_and_the_wire_tap_masked_noise(tmp_path):
     server_seen, wire_seen = [], []
     store, _ = run_protocol(secagg_config(), tmp_path, server_sink=server_seen.append, wire_sink=wire_seen.append)
@@ -360,82 +275,3 @@ def test_the_server_tap_gets_the_sum_and_clear_counts_and_the_wire_tap_masked_no
         bound = 8.0 * examples_of(4) / examples_of(partition)
         assert observed.abs().max() <= bound + 1.1 and observed.std() > 10 * truth.std()
         assert abs(float(torch.corrcoef(torch.stack([observed, truth]))[0, 1])) < 0.25
-
-
-# -------------------------------------------------------------------------------------- simulation
-
-SIMULATED = merged(
-    TRAINING,
-    name="secagg",
-    federation={"num_clients": 5, "failures": [{"round": 2, "client": 1}]},
-    client={"defenses": [{"name": "noise", "sigma": 0.001}]},  # seeded per (round, client): the same in both runs
-)
-
-
-@pytest.fixture(scope="module")
-def fedavg_and_secagg(tmp_path_factory) -> tuple[RunStore, RunStore]:
-    """The same federation and seed under FedAvg and SecAgg+ (server tap on round 2); client 1 fails in round 2."""
-    from fedsim.engine.lifecycle.runner import run_experiment
-
-    out = tmp_path_factory.mktemp("runs")
-    fedavg = {**SIMULATED, "output": {"dir": str(out), "run_name": "fedavg"}}
-    secagg = {
-        **SIMULATED,
-        "strategy": {"name": "secagg+", "secagg": {"reconstruction_threshold": 3}},
-        "adversary": {"tap": "server", "targets": "both", "rounds": [2], "attacks": [{"name": "dlg", "iterations": 2}]},
-        "output": {"dir": str(out), "run_name": "secagg"},
-    }
-    return tuple(RunStore(run_experiment(parse_config(raw), quiet=True)) for raw in (fedavg, secagg))
-
-
-@pytest.mark.simulation
-def test_a_secagg_federation_aggregates_like_fedavg_within_the_quantisation_error(fedavg_and_secagg):
-    fedavg, secagg = fedavg_and_secagg
-    fits = rows(secagg, "fit", 1)
-    assert [r["status"] for r in fits] == ["ok"] * 5 and all(r["local_steps"] == 5 for r in fits)
-    assert all(r["defense.noise.norm_after"] > 0 for r in fits)  # the client's defense ran before the masking
-    evals = rows(secagg, "eval")
-    assert [r["round"] for r in evals] == [0, 1, 2] and all(r["model_updated"] for r in evals[1:])
-    step = 2 * 8.0 / 2**22
-    weights = sum(r["num_examples"] / evals[1]["secagg_max_weight"] for r in fits)
-    first = {n: secagg.load_checkpoint(1)[n].double() - fedavg.load_checkpoint(1)[n].double() for n in fedavg.load_checkpoint(1)}
-    error = max(float(d.abs().max()) for d in first.values())
-    assert 0 < error <= 5 * step / weights  # the same updates, summed securely: off by the quantisation only
-
-    # Round 2: client 1 fails while training, in its masked-vector stage; the other four are summed.
-    dropped = {r["client"]: r for r in rows(secagg, "fit", 2)}[1]
-    assert dropped["status"] == "failed" and dropped["dropped_at"] == "collect_masked_vectors"
-    assert "InjectedFailure" in dropped["error"]
-    assert (evals[2]["clients_ok"], evals[2]["clients_failed"], evals[2]["secagg_dropped"]) == (4, 1, [1])
-    second = max(float((secagg.load_checkpoint(2)[n].double() - fedavg.load_checkpoint(2)[n].double()).abs().max())
-                 for n in first)
-    assert second < 1e-3
-    for a, b in zip(rows(fedavg, "eval"), evals):  # what the quantisation and clipping cost in accuracy
-        assert abs(a["accuracy"] - b["accuracy"]) <= 0.01
-
-
-@pytest.mark.simulation
-def test_the_server_tap_never_gets_a_client_update_under_secagg(fedavg_and_secagg):
-    _, secagg = fedavg_and_secagg
-    attacks = rows(secagg, "attack")
-    assert [(r["tap"], r["target"], r["status"]) for r in attacks] == [("server", "aggregate", "ok")]  # targets: both
-    fits = {r["client"]: r["num_examples"] for r in rows(secagg, "fit", 2) if r["status"] == "ok"}
-    assert attacks[0]["batch_size"] == sum(min(n, 16 * 5) for n in fits.values())  # clear counts, 4 clients
-
-
-@pytest.mark.simulation
-def test_attacking_masked_vectors_on_the_wire_recovers_nothing(tmp_path):
-    from fedsim.engine.lifecycle.runner import run_experiment
-
-    config = tiny_config(
-        name="masked",
-        data={"max_train_samples": 2, "image_size": 32},  # an 8-px image matches noise by chance (SSIM 0.36 seen)
-        strategy={"name": "secagg+"},
-        adversary={"tap": "mitm", "targets": "per-client", "attacks": [{"name": "dlg", "iterations": 30, "restarts": 2}]},
-        output={"dir": str(tmp_path), "run_name": "run"},
-    )
-    attacks = rows(RunStore(run_experiment(config, quiet=True)), "attack")
-    assert sorted(r["target"] for r in attacks) == ["client:0", "client:1"]
-    for row in attacks:
-        assert row["tap"] == "mitm" and row["status"] == "ok" and row["batch_size"] == 1
-        assert row["ssim_mean"] < 0.2 and row["psnr_mean"] < 12
