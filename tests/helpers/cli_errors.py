@@ -1,4 +1,4 @@
-"""Running the command line on bad input: the one line it prints, and a config file to feed it."""
+"""Running the command line on bad input: the one line it prints."""
 
 from fedsim.cli import main
 

@@ -1,4 +1,4 @@
-"""A SecAgg+ config and FedAvg of fixed client updates, to compare aggregates with."""
+"""A SecAgg+ config in one call, and the rows of one event (and round) of a run."""
 
 from __future__ import annotations
 

@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from fedsim.config import ConfigError, parse_config
 from fedsim.data import load_dataset
 from fedsim.models import ModelError
 
