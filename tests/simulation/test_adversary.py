@@ -1,4 +1,5 @@
-"""An adversary attacks a live Flower federation: rows, images and both taps, end to end."""
+"""An adversary attacks a live Flower federation: rows, images and both taps, end to end; --resume re-attacks
+what a killed run left, and a malicious server reads images out of a real SecAgg+ aggregate."""
 
 import json
 

@@ -1,5 +1,6 @@
 """Defenses in a live Flower federation: a chain of them runs every round, records what it did, and the
-man-in-the-middle sees the update exactly as the last defense shaped it."""
+man-in-the-middle sees the update exactly as the last defense shaped it; DP-SGD clients keep a ledger each and
+report a growing epsilon; client-side central DP records its noise and epsilon."""
 
 import math
 
@@ -18,6 +19,7 @@ from tiny_configs import TRAINING, merged, tiny_config
 
 pytestmark = [
     pytest.mark.simulation,
+    # Opacus' hook on the first layer, whose input needs no gradient; clients.defenses.dpsgd silences it too
     pytest.mark.filterwarnings("ignore:Full backward hook is firing"),
     pytest.mark.usefixtures("task_identity"),  # messages built outside a Flower run (conftest.py)
 ]

@@ -1,4 +1,5 @@
-"""End-to-end Flower simulations (Ray backend): a full run, failing clients, and resume after kill -9."""
+"""End-to-end Flower simulations (Ray backend): a full run, failing clients, resume after kill -9, a run whose
+every update is non-finite, and `fedsim run --report` printing its leakage table."""
 
 import json
 import os

@@ -10,6 +10,7 @@ from fedsim.config import ClientConfig
 
 from dp_training import IDS, client, flat, toy
 
+# Opacus' hook on the first layer, whose input needs no gradient; clients.defenses.dpsgd silences it too
 pytestmark = pytest.mark.filterwarnings("ignore:Full backward hook is firing")
 
 

@@ -24,6 +24,9 @@ def flat_norm(update: dict[str, torch.Tensor]) -> float:
     return float(torch.sqrt(sum((value.double() ** 2).sum() for value in update.values())))
 
 
+# ------------------------------------------------------------------------------------------ config
+
+
 @pytest.mark.parametrize(
     ("dp", "starts"),
     [
@@ -79,6 +82,9 @@ def test_fedsim_list_shows_the_mechanisms(capsys):
     assert "strategy.dp.kind" in out and "client-fixed" in out and "server-adaptive" in out
 
 
+# -------------------------------------------------------------------------------- server clipping
+
+
 def test_the_wrapper_forwards_the_strategy_contract_to_fedavg():
     strategy = bound(dp_config(num_clients=10, fraction_fit=0.3))
     fedavg = strategy.strategy.strategy  # Flower's wrapper -> the fixed-denominator estimator -> FedAvg
@@ -132,6 +138,9 @@ def test_the_noise_std_is_sigma_times_clip_over_the_sampled_clients():
     assert not np.array_equal(noise_of(again, 2), noise)
 
 
+# -------------------------------------------------------------------------------- client clipping
+
+
 def test_the_client_mod_clips_what_a_client_sends(tmp_path):
     from clients.client_app import ClientSpec, build_client_app
     from fedsim.engine.lifecycle.federation import prepare_federation
@@ -172,6 +181,9 @@ def test_the_client_mod_clips_what_a_client_sends(tmp_path):
     assert flat_norm(clipped) == pytest.approx(1e-3, rel=1e-3)
     for name in free:  # the same update, scaled down onto the ball
         assert torch.allclose(clipped[name], free[name] * (1e-3 / flat_norm(free)), atol=1e-7)
+
+
+# ------------------------------------------------------------------------------------------- taps
 
 
 def clipping_client(update: dict[str, torch.Tensor], partition: int):
@@ -219,6 +231,9 @@ def test_round_metrics_pass_through_the_tap():
     strategy = bound(dp_config(kind="server-fixed", noise_multiplier=1.0), tap=lambda update: None)
     run_round(strategy, 1, [small_step() for _ in range(4)])
     assert strategy.round_metrics(1)["dp_mechanism"] == "server-fixed"
+
+
+# ---------------------------------------------------------------------------------------- epsilon
 
 
 def test_the_sensitivity_is_that_of_the_estimator_under_add_remove_one_client():

@@ -18,6 +18,9 @@ from fedsim.config import AttackOptions, ClientConfig
 from digit_views import CPU, SIDE, client_view, lenet, one_per_class, psnr
 
 
+# ------------------------------------------------------------------------------------ reconstruction
+
+
 @pytest.mark.parametrize(
     "options",
     [
@@ -79,6 +82,9 @@ def test_deterministic_mode_is_switched_off_again_after_the_call(digits):
     assert not torch.are_deterministic_algorithms_enabled()
     run_attack(AttackOptions(name="ig", iterations=2, deterministic=True), [view], seed=0, device=CPU)
     assert not torch.are_deterministic_algorithms_enabled()
+
+
+# ------------------------------------------------------------------------------------------ options
 
 
 @pytest.mark.parametrize("name", ["dlg", "idlg", "ig", "gradinversion"])

@@ -19,7 +19,11 @@ from fedsim.models import ModelError, build_model
 from dp_training import IDS, N, assert_plain, client, dpsgd, flat, toy
 from tiny_configs import tiny_config
 
+# Opacus' hook on the first layer, whose input needs no gradient; clients.defenses.dpsgd silences it too
 pytestmark = pytest.mark.filterwarnings("ignore:Full backward hook is firing")
+
+
+# ------------------------------------------------------------------------------------ DP-SGD clipping
 
 
 def test_each_samples_gradient_is_clipped_before_averaging():
@@ -53,6 +57,9 @@ def test_clipping_bounds_the_whole_update_by_lr_steps_and_c():
     plain, x, y = toy()
     train_locally(plain, x, y, IDS, client(lr=lr, batch_size=4, local_steps=steps), seed=0)
     assert (flat(plain) - before).norm() > 10 * lr * steps * clip  # without dpsgd the bound does not hold
+
+
+# ------------------------------------------------------------------------------------ Poisson batches
 
 
 def test_poisson_batches_hold_batch_size_samples_on_average_each_sample_with_rate_q():
@@ -93,6 +100,9 @@ def test_an_empty_poisson_batch_still_takes_a_step_with_noise_of_the_expected_sc
     step = flat(model) - before
     # grad = N(0, (sigma C)^2) / expected batch size (1): every entry moves by lr * sigma * C * N(0, 1)
     assert step.std().item() == pytest.approx(lr * sigma * clip, rel=0.1)
+
+
+# ------------------------------------------------------------------------------------ DP-SGD and models
 
 
 def small_convnet(dp_compatible=False):

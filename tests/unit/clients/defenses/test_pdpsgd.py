@@ -12,6 +12,7 @@ from clients.training import train_locally
 
 from dp_training import IDS, N, assert_plain, client, toy
 
+# Opacus' hook on the first layer, whose input needs no gradient; clients.defenses.dpsgd silences it too
 pytestmark = pytest.mark.filterwarnings("ignore:Full backward hook is firing")
 
 

@@ -9,6 +9,7 @@ from clients.defenses.privacy_ledger import ClientPrivacyLedger, LedgerEntry, ep
 
 from dp_training import N, client, dpsgd, rounds, toy
 
+# Opacus' hook on the first layer, whose input needs no gradient; clients.defenses.dpsgd silences it too
 pytestmark = pytest.mark.filterwarnings("ignore:Full backward hook is firing")
 
 

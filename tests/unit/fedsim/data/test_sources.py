@@ -33,6 +33,9 @@ def offline(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(socket, "getaddrinfo", no_network)
 
 
+# ----------------------------------------------------------------------------------- registry
+
+
 def test_every_documented_data_set_is_registered_with_help() -> None:
     expected = {"digits", "lfw-faces", "mnist", "fashion-mnist", "cifar10", "cifar100", "npz", "imagefolder"}
     assert expected <= set(DATASETS.names())
@@ -42,6 +45,9 @@ def test_every_documented_data_set_is_registered_with_help() -> None:
 def test_unknown_data_set_is_a_config_error_with_a_suggestion() -> None:
     with pytest.raises(ValueError, match="did you mean 'mnist'"):
         data_config(dataset="mnits")
+
+
+# ---------------------------------------------------------------------------- bundled data sets
 
 
 def test_digits_load_as_8x8_gray_images_with_a_stratified_held_out_test_set() -> None:
@@ -64,6 +70,9 @@ def test_lfw_faces_are_200_gray_25x25_crops_half_faces() -> None:
     assert data.class_names == ("non-face", "face")
     assert np.bincount(np.r_[data.y_train, data.y_test]).tolist() == [100, 100]
     assert np.bincount(data.y_test).tolist() == [20, 20]
+
+
+# ------------------------------------------------------------------------------------------- npz
 
 
 def gray_digits(n: int = 40, size: int = 6, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -159,6 +168,9 @@ def test_npz_file_removed_after_validation_is_still_a_clear_error(tmp_path: Path
         load_dataset(cfg, seed=0)
 
 
+# ----------------------------------------------------------------------------------- imagefolder
+
+
 def write_images(folder: Path, classes: dict[str, int], mode: str, size: tuple[int, int], seed: int = 0) -> None:
     rng = np.random.default_rng(seed)
     for name, count in classes.items():
@@ -196,6 +208,9 @@ def test_imagefolder_of_mixed_sizes_needs_image_size(tmp_path: Path) -> None:
         load_dataset(cfg, seed=0)
     data = load_dataset(cfg.model_copy(update={"image_size": 6}), seed=0)
     assert_images(data.x_train, (3, 6, 6))  # one gray class among RGB ones: all become RGB
+
+
+# ----------------------------------------------------------------------------------- torchvision
 
 
 def write_idx(path: Path, array: np.ndarray) -> None:
@@ -247,6 +262,9 @@ def test_each_data_set_takes_the_keys_it_uses(tmp_path: Path) -> None:
     )
     with pytest.raises(ConfigError, match="^unknown key 'data.path' for data set 'cifar10'; allowed here: .*, root, download$"):
         parse_config({"data": {"dataset": "cifar10", "path": str(tmp_path / "a.npz")}})
+
+
+# ------------------------------------------------------------ files that cannot be a data set
 
 
 def npz(tmp_path, **arrays):

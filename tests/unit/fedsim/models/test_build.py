@@ -17,6 +17,9 @@ def module_types(model: nn.Module) -> set[type[nn.Module]]:
     return {type(module) for module in model.modules()}
 
 
+# ------------------------------------------------------------------------------------------ forward
+
+
 @pytest.mark.parametrize("channels,side", SHAPES)
 @pytest.mark.parametrize("name", BUILT_IN)
 def test_built_in_models_forward(name: str, channels: int, side: int) -> None:
@@ -28,6 +31,9 @@ def test_built_in_models_forward(name: str, channels: int, side: int) -> None:
 def test_built_in_models_accept_odd_and_tiny_images(name: str) -> None:
     model = build(name, 1, 7, classes=3)
     assert forward(model, 1, 7).shape == (2, 3)
+
+
+# ------------------------------------------------------------------------------------------ options
 
 
 def test_lenet_is_dlgs_lenet() -> None:
@@ -74,6 +80,9 @@ def test_dropout_adds_a_dropout_layer_without_changing_the_weights_layout(name: 
     assert nn.Dropout not in module_types(plain)
     assert any(isinstance(m, nn.Dropout) and m.p == 0.3 for m in dropped.modules())
     assert plain.state_dict().keys() == dropped.state_dict().keys()  # checkpoints fit either way
+
+
+# --------------------------------------------------------------------------------------------- init
 
 
 @pytest.mark.parametrize("name", ["lenet", "resnet18"])

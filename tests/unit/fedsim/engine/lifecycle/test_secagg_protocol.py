@@ -45,6 +45,9 @@ LAYOUT = {name: tuple(value.shape) for name, value in GLOBAL.items()}
 FIRST_NODE = 100
 
 
+# ----------------------------------------------------------------------------------------- harness
+
+
 class InProcessGrid(Grid):
     """Delivers every message to a ClientApp in a thread, as a serialised copy, and collects the replies."""
 
@@ -168,6 +171,9 @@ def quantisation_bound(config, partitions: list[int]) -> float:
     return len(partitions) * step / sum(examples_of(p) / max_weight for p in partitions)
 
 
+# ------------------------------------------------------------------------------------------ config
+
+
 @pytest.mark.parametrize(("clients", "secagg"), [(2, {}), (5, {}), (5, {"num_shares": 3, "reconstruction_threshold": 2}), (5, {"reconstruction_threshold": 5})])
 def test_flower_runs_the_protocol_with_exactly_the_configured_integers(tmp_path, clients, secagg):
     config = secagg_config(num_clients=clients, **secagg)
@@ -179,6 +185,9 @@ def test_flower_runs_the_protocol_with_exactly_the_configured_integers(tmp_path,
         settings = message.content.config_records[RECORD_KEY_CONFIGS]
         assert (settings[Key.SHARE_NUMBER], settings[Key.THRESHOLD]) == (resolved.num_shares, resolved.threshold)
     assert rows(store, "eval", 1)[0]["model_updated"] is True
+
+
+# ---------------------------------------------------------------------------------- the aggregate
 
 
 def test_the_unmasked_sum_is_fedavg_within_the_quantisation_error(tmp_path):
@@ -206,6 +215,9 @@ def test_a_resumed_secagg_run_repeats_the_uninterrupted_one_exactly(tmp_path):
         return [{k: v for k, v in r.items() if k not in ("time", "seconds")} for r in store.rows() if r["round"] == 2]
 
     assert comparable(whole) == comparable(resumed)
+
+
+# --------------------------------------------------------------------------------------- drop-outs
 
 
 def test_a_client_dropping_out_in_any_stage_leaves_an_aggregate_with_threshold_3_of_5(tmp_path):
@@ -249,6 +261,9 @@ def test_a_client_that_stops_answering_is_dropped_after_the_timeout(tmp_path):
     assert fit[3]["status"] == "failed" and fit[3]["dropped_at"] == "share_keys"
     assert fit[3]["error"] == "no reply before federation.round_timeout"
     assert rows(store, "eval", 1)[0]["model_updated"]
+
+
+# -------------------------------------------------------------------------------------------- taps
 
 
 def test_the_server_tap_gets_the_sum_and_clear_counts_and_the_wire_tap_masked_noise(tmp_path):
