@@ -1,18 +1,10 @@
-"""Fixtures shared by test files: one tiny real sweep, run once per session (Ray simulations are slow), and a
-TaskIdentity for Flower messages built outside a Flower run. Small configs: tests/tiny_configs.py."""
+"""Fixtures shared by test files: no LPIPS download, a TaskIdentity for Flower messages built outside a Flower run,
+and a small trained diffusion prior. Small configs: tests/helpers/tiny_configs.py; the tiny real sweep the
+simulations share: tests/simulation/conftest.py."""
 
-from pathlib import Path
+from __future__ import annotations
 
 import pytest
-import yaml
-from tiny_configs import tiny_raw
-
-TINY_SWEEP = tiny_raw(
-    name="tiny",
-    data={"max_train_samples": 40, "max_test_samples": 60},
-    adversary={"targets": "both", "attacks": [{"name": "dlg", "iterations": 10, "restarts": 1}]},
-    sweep={"grid": {"client.defenses": {"none": [], "noise": [{"name": "noise", "sigma": 0.1}]}}},
-)
 
 
 @pytest.fixture(autouse=True)
@@ -33,16 +25,15 @@ def task_identity(monkeypatch):
     monkeypatch.setattr(TaskIdentity, "_task_id", 1)
 
 
-@pytest.fixture(scope="session")
-def tiny_sweep(tmp_path_factory) -> Path:
-    """Two one-round runs (no defense, noise) on 2 clients of digits, attacked per client and as the
-    aggregate by a short DLG, run two at a time in worker processes. Returns the sweep directory."""
-    from fedsim.sweep import plan_sweep, run_sweep
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A diffusion prior trained for 3 steps on the digits no client holds (the test split), with its data;
+    shared by the prior's unit tests and the simulation that attacks with it."""
+    from adversary.priors.training import train_prior
+    from fedsim.config import DataConfig
+    from fedsim.data import load_dataset
 
-    root = tmp_path_factory.mktemp("sweep")
-    config = root / "tiny.yaml"
-    config.write_text(yaml.safe_dump(TINY_SWEEP, sort_keys=False))
-    plan = plan_sweep(config, out=root / "tiny-sweep")
-    outcomes = run_sweep(plan, parallel=2, cpus=2, quiet=True)
-    assert [outcome.status for outcome in outcomes] == ["complete", "complete"], outcomes
-    return plan.sweep_dir
+    data = load_dataset(DataConfig(dataset="digits", image_size=8), seed=0)
+    folder = tmp_path_factory.mktemp("prior")
+    train_prior(data.x_test, folder, dataset="digits", split="test", steps=3, progress=False, checkpoint_every=2)
+    return data, folder

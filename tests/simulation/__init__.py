@@ -1,0 +1,1 @@
+"""Simulations: real federations on Ray or a local SuperLink, tens of seconds each."""

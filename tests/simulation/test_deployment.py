@@ -1,0 +1,58 @@
+"""A run on a local SuperLink with two SuperNodes is the simulation's run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from fedsim.engine.deployment.run_config import RunRequest
+
+from tiny_configs import tiny_config
+
+
+def _rows(run_dir: Path, event: str) -> list[dict]:
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    drop = {"time", "seconds", "schema"}
+    return sorted(({k: v for k, v in row.items() if k not in drop} for row in rows if row["event"] == event),
+                  key=lambda row: (row["round"], str(row.get("client", row.get("target")))))  # fmt: skip
+
+
+@pytest.mark.simulation
+def test_a_run_on_a_superlink_with_two_supernodes_is_the_simulations_run(tmp_path):
+    from fedsim.engine.deployment.submit import SuperLink, submit
+    from fedsim.engine.deployment.local_federation import LocalFederation
+    from fedsim.engine.lifecycle.runner import run_experiment
+
+    config = tiny_config(
+        name="deployed",
+        data={"image_size": 8, "max_train_samples": 40, "max_test_samples": 40},
+        federation={"rounds": 2},
+        client={"batch_size": 2},
+        adversary={"tap": "mitm", "rounds": [2], "attacks": [{"name": "dlg", "iterations": 5, "restarts": 1}]},
+        output={"dir": str(tmp_path / "runs")},
+    )
+    federation = LocalFederation(num_nodes=2, workdir=tmp_path / "federation")
+    try:
+        federation.start()
+        deployed = submit(RunRequest(config, run_dir=tmp_path / "runs" / "deployed"), SuperLink(federation.address, insecure=True))
+    finally:
+        federation.stop()  # every process started here, by its own pid
+    assert all(process.poll() is not None for process in federation.processes.values())
+    simulated = run_experiment(config, quiet=True, run_dir=tmp_path / "runs" / "simulated")
+
+    assert json.loads((deployed / "environment.json").read_text())["engine"] == "deployment"
+    assert json.loads((simulated / "environment.json").read_text())["engine"] == "simulation"
+    assert (deployed / "config.yaml").read_text() == (simulated / "config.yaml").read_text()
+    assert [row["round"] for row in _rows(deployed, "eval")] == [0, 1, 2]
+    assert _rows(deployed, "eval") == _rows(simulated, "eval")  # accuracy, loss, counts: the same rounds
+    assert _rows(deployed, "fit") == _rows(simulated, "fit")
+    attacks = _rows(deployed, "attack")
+    assert [(row["round"], row["target"], row["status"]) for row in attacks] == [(2, "client:0", "ok"), (2, "client:1", "ok")]
+    assert attacks == _rows(simulated, "attack")  # the mitm tap saw the same updates: the same reconstructions
+    for server_round in (0, 1, 2):
+        name = f"checkpoints/round_{server_round:04d}.pt"
+        a, b = torch.load(deployed / name, weights_only=True), torch.load(simulated / name, weights_only=True)
+        assert a.keys() == b.keys() and all(torch.equal(a[key], b[key]) for key in a)

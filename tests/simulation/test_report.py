@@ -1,0 +1,111 @@
+"""The report of a real sweep: its pages, its figures, the notebook API, and a real browser opening it."""
+
+import base64
+import re
+
+import pandas as pd
+import pytest
+
+import fedsim
+from fedsim.cli import main
+from fedsim.config import load_config
+from fedsim.reporting import write_full_report
+from fedsim.rundir.writer import RunStore
+
+
+def _png_ok(data: bytes) -> bool:
+    return data[:4] == b"\x89PNG" and len(data) > 1000
+
+
+@pytest.mark.simulation
+def test_the_report_renders_from_a_real_sweep(tiny_sweep):
+    paths = write_full_report(tiny_sweep)
+    report = tiny_sweep / "report"
+    names = {path.name for path in paths}
+    # one round each: no leakage curve (a table instead), the utility figure only for the runs' own summaries
+    assert {"report.html", "report.md", "runs.csv", "utility_rounds.csv", "attacks.csv", "leakage_rounds.csv",
+            "frontier.csv", "utility_rounds.png", "frontier.png"} == names  # fmt: skip
+    for png in ("utility_rounds.png", "frontier.png"):
+        assert _png_ok((report / png).read_bytes()), png
+    page = (report / "report.html").read_text()
+    images = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)
+    assert len(images) >= 1 + 2 and all(_png_ok(base64.b64decode(image)) for image in images)
+    assert "<img src=\"http" not in page and "01-defenses-noise/config.yaml" in page and "flwr" in page
+    headings = re.findall(r"<h2>(.*?)</h2>", page)
+    assert headings[:2] == ["Summary", "Reconstructions (strongest result per run and target kind)"]
+    assert "strongest leakage, aggregate" in page and "(dlg, aggregate, round 1)" in page
+    markdown = (report / "report.md").read_text()
+    for png in ("frontier.png", "../00-defenses-none/reconstructions/"):
+        assert png in markdown
+    assert "utility_rounds.png" not in markdown and "leakage_rounds.png" not in markdown
+    frontier = pd.read_csv(report / "frontier.csv").set_index("run")
+    assert frontier.loc["01-defenses-noise", "baseline"] == "00-defenses-none"
+    assert frontier.loc["00-defenses-none", "accuracy_drop"] == 0.0
+    leakage = pd.read_csv(report / "leakage_rounds.csv")
+    assert set(leakage["kind"]) == {"per-client", "aggregate"}
+
+
+@pytest.mark.simulation
+def test_the_report_of_a_real_run_keeps_the_single_run_outputs(capsys, tiny_sweep):
+    run_dir = tiny_sweep / "00-defenses-none"
+    assert main(["report", str(run_dir)]) == 0
+    printed = capsys.readouterr().out.split()
+    for name in ("utility.png", "summary.md", "rounds.csv", "report.html", "report.md", "frontier.csv"):
+        assert str(run_dir / "report" / name) in printed
+
+
+@pytest.mark.simulation
+def test_the_notebook_api_round_trips_a_run(tiny_sweep):
+    run_dir = tiny_sweep / "01-defenses-noise"
+    run = fedsim.load_run(run_dir)
+    rows = RunStore(run_dir).rows()
+    assert run.config == load_config(run_dir / "config.yaml") and run.name == "01-defenses-noise"
+    assert len(run.metrics) == len(rows) and run.summary["rounds_completed"] == 1
+    for row, record in zip(rows, run.metrics.to_dict("records")):
+        for key, value in row.items():
+            same = record[key] == value or (value is None and pd.isna(record[key]))
+            assert same or isinstance(value, list), (key, value, record[key])
+    assert run.events("eval")["round"].tolist() == [0, 1]
+    sweep = fedsim.load_sweep(tiny_sweep)
+    assert sweep.points[["run", "status", "client.defenses"]].values.tolist() == [
+        ["00-defenses-none", "complete", "none"], ["01-defenses-noise", "complete", "noise"]]  # fmt: skip
+    metrics = sweep.metrics
+    assert list(metrics.columns[:3]) == ["run", "client.defenses", "event"]
+    assert len(metrics) == sum(len(r.metrics) for r in sweep.runs.values())
+
+
+CHROMIUM = next((path for path in ("/usr/bin/chromium", "/usr/bin/chromium-browser") if __import__("os").path.exists(path)), None)
+PROBE = """<script>
+window.__errors = [];
+window.addEventListener("error", e => window.__errors.push(String(e.message || e.target && e.target.src)), true);
+window.addEventListener("load", () => {
+  const sizes = Array.from(document.images).map(i => [i.getBoundingClientRect().width, i.getBoundingClientRect().height]);
+  const probe = document.createElement("pre");
+  probe.id = "probe";
+  probe.textContent = JSON.stringify({errors: window.__errors, images: sizes, width: document.body.scrollWidth,
+                                      viewport: window.innerWidth});
+  document.body.appendChild(probe);
+});
+</script>"""
+
+
+@pytest.mark.simulation
+@pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium (Debian's chromium package) is not installed")
+def test_the_report_opens_in_a_real_browser_without_errors_and_every_image_is_visible(tiny_sweep, tmp_path):
+    import json
+    import subprocess
+
+    run_dir = tiny_sweep / "00-defenses-none"
+    assert main(["report", str(run_dir)]) == 0
+    page = (run_dir / "report" / "report.html").read_text()
+    probed = tmp_path / "report.html"
+    probed.write_text(page.replace("<head>", "<head>" + PROBE, 1))
+    dom = subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--window-size=1280,900",
+         "--virtual-time-budget=10000", "--dump-dom", probed.as_uri()],
+        capture_output=True, text=True, timeout=120, check=True,
+    ).stdout  # fmt: skip
+    result = json.loads(re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S).group(1).replace("&quot;", '"'))
+    assert result["errors"] == []
+    assert result["images"] and all(width > 0 and height > 0 for width, height in result["images"])
+    assert result["width"] <= result["viewport"]  # nothing wider than the page: tables scroll inside it

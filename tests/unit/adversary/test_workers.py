@@ -1,0 +1,127 @@
+"""Attack workers are processes of their own: their threads and device, the same reconstructions however many
+run, a time budget that returns the best so far, and CPUs kept out of Flower's Ray pool."""
+
+import os
+
+import pytest
+import torch
+
+from adversary.inversion import run_attack
+from adversary.view import AttackerView, LocalTraining
+from adversary.workers import AttackJob, ProcessAttackWorkers, WorkerSettings, settings_for
+from fedsim.config import AttackOptions
+
+
+def views(count: int) -> list[AttackerView]:
+    """``count`` one-image clients of a small sigmoid network, each after one SGD step on its own image."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 8), torch.nn.Sigmoid(), torch.nn.Linear(8, 3))
+    start = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    out = []
+    for client in range(count):
+        image = torch.rand(1, 1, 4, 4)
+        loss = torch.nn.functional.cross_entropy(model(image), torch.tensor([client % 3]))
+        grads = torch.autograd.grad(loss, list(model.parameters()))
+        sent = {name: start[name] - 0.1 * g for (name, _), g in zip(model.named_parameters(), grads)}
+        out.append(
+            AttackerView(
+                round=1, tap="mitm", target=f"client:{client}", model=model, global_state=start, observed_state=sent,
+                input_shape=(1, 4, 4), num_classes=3, num_samples=1, local_training=LocalTraining(0.1, 1, 1),
+            )
+        )  # fmt: skip
+    return out
+
+
+def thread_and_device() -> tuple[int, int, str]:
+    from adversary import workers
+
+    return os.getpid(), torch.get_num_threads(), str(workers._DEVICE)
+
+
+def test_each_worker_process_sets_its_own_threads_and_device():
+    threads_here = torch.get_num_threads()
+    pool = ProcessAttackWorkers(WorkerSettings(count=2, threads=1, devices=("cpu",)))
+    try:
+        seen = {pool.call(thread_and_device).result(timeout=120) for _ in range(6)}
+    finally:
+        pool.shutdown()
+    assert all(pid != os.getpid() for pid, _, _ in seen)
+    assert {(threads, device) for _, threads, device in seen} == {(1, "cpu")}
+    assert torch.get_num_threads() == threads_here  # nothing process-wide changed in the server
+
+
+def test_a_ctrl_c_that_reaches_the_workers_is_left_to_the_server():
+    import signal
+
+    pool = ProcessAttackWorkers(WorkerSettings(count=1, threads=1, devices=("cpu",)))
+    try:
+        pid = pool.call(os.getpid).result(timeout=120)
+        job = pool.submit(AttackJob(AttackOptions(name="ig", iterations=3000), views(1), seed=0))
+        os.kill(pid, signal.SIGINT)  # what a terminal's Ctrl-C sends to every process of the run
+        (rec,) = job.result(timeout=300)
+    finally:
+        pool.shutdown()
+    assert rec.iterations == 3000 and not rec.cut
+
+
+def test_worker_settings_follow_the_adversary_resources():
+    assert settings_for(2, 1.5, torch.device("cpu")) == WorkerSettings(count=2, threads=1, devices=("cpu",))
+    assert settings_for(1, 0.25, torch.device("cpu")).threads == 1
+    assert settings_for(1, 3, torch.device("cpu")).threads == 3
+
+
+def test_two_workers_give_the_reconstructions_of_one_and_of_an_attack_in_this_process():
+    options = [AttackOptions(name="dlg", iterations=40, restarts=2), AttackOptions(name="ig", iterations=40, restarts=2)]
+    jobs = [AttackJob(options[i % 2], [view], seed=7 + i) for i, view in enumerate(views(4))]
+    results = {}
+    for count in (1, 2):
+        pool = ProcessAttackWorkers(WorkerSettings(count=count, threads=1, devices=("cpu",)))
+        try:
+            futures = [pool.submit(job) for job in jobs]
+            results[count] = [future.result(timeout=300)[0] for future in futures]
+        finally:
+            pool.shutdown()
+    threads_here = torch.get_num_threads()
+    torch.set_num_threads(1)  # the workers' thread count: results are identical for a fixed count
+    try:
+        here = [run_attack(job.options, job.views, job.seed, torch.device("cpu"))[0] for job in jobs]
+    finally:
+        torch.set_num_threads(threads_here)
+    for one, two, local in zip(results[1], results[2], here):
+        assert torch.equal(one.images, two.images) and torch.equal(one.images, local.images)
+        assert torch.equal(one.labels, two.labels) and torch.equal(one.labels, local.labels)
+        assert one.restart_objectives == two.restart_objectives == local.restart_objectives
+
+
+def test_a_failing_attack_fails_its_job_and_the_worker_serves_the_next():
+    bad = views(1)[0]
+    bad = AttackerView(**{**bad.__dict__, "num_classes": 5})  # no classifier with 5 outputs: labels cannot be read
+    pool = ProcessAttackWorkers(WorkerSettings(count=1, threads=1, devices=("cpu",)))
+    try:
+        with pytest.raises(ValueError, match="label recovery"):
+            pool.submit(AttackJob(AttackOptions(name="idlg", iterations=5), [bad], seed=0)).result(timeout=120)
+        (rec,) = pool.submit(AttackJob(AttackOptions(name="idlg", iterations=5), views(1), seed=0)).result(timeout=120)
+    finally:
+        pool.shutdown()
+    assert rec.images.shape == (1, 1, 4, 4)
+
+
+@pytest.mark.parametrize("name", ["ig", "dlg"])
+def test_past_its_time_limit_an_attack_returns_its_best_reconstruction_so_far_and_says_it_was_cut(name):
+    options = AttackOptions(name=name, iterations=10**7, restarts=3, time_limit=0.5, log_every=1)
+    recs = run_attack(options, views(2), seed=0, device=torch.device("cpu"))
+    assert len(recs) == 2  # the batched problem (2 targets x 3 restarts) still gives one reconstruction per view
+    for rec in recs:
+        assert rec.cut and 0 < rec.iterations < 10**7
+        assert rec.seconds < 5
+        assert rec.trajectory[-1].iteration == rec.iterations
+        # the best iterate seen, not the last one: no point of the trajectory did better
+        assert rec.objective <= min(point.objective for point in rec.trajectory)
+
+
+def test_an_attack_within_its_time_limit_is_not_cut_and_unchanged():
+    options = AttackOptions(name="ig", iterations=30, restarts=2)
+    free = run_attack(options, views(1), seed=0, device=torch.device("cpu"))[0]
+    limited = run_attack(options.model_copy(update={"time_limit": 600}), views(1), seed=0, device=torch.device("cpu"))[0]
+    assert not limited.cut and limited.iterations == 30
+    assert torch.equal(free.images, limited.images) and free.restart_objectives == limited.restart_objectives

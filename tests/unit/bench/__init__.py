@@ -1,0 +1,1 @@
+"""Unit tests of `bench`: every benchmark module imports and answers --help; the shared helpers."""

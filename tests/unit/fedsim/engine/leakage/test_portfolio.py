@@ -1,0 +1,61 @@
+"""The attack portfolio: `strongest` keeps the attacks that apply to the defenses in force and adapts them."""
+
+import pytest
+import torch
+from torch import nn
+
+from adversary.inversion.options import AttackOptions
+from fedsim.config import parse_config
+from fedsim.core.errors import ConfigError
+from fedsim.engine.leakage.portfolio import attack_setting, resolve_attacks
+
+
+SHAPE = (1, 6, 6)
+
+
+def tiny_model() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Flatten(), nn.Linear(36, 24), nn.Tanh(), nn.Linear(24, 5)).double()
+
+
+def strongest_config(**adversary):
+    return parse_config({
+        "data": {"dataset": "digits", "image_size": 8},
+        "model": {"name": "mlp3"},
+        "client": {"defenses": [{"name": "prune", "ratio": 0.9}]},
+        "adversary": {"attacks": "strongest", **adversary},
+    })  # fmt: skip
+
+
+def test_strongest_keeps_the_attacks_that_apply_and_adapts_them():
+    config = strongest_config()
+    assert config.adversary.portfolio == "strongest"
+    setting = attack_setting(config, tiny_model(), SHAPE, 5)
+    names = [options.name for options in resolve_attacks(config, setting).adversary.attacks]
+    assert {"dlg", "ig", "ig-prune"} <= set(names)
+    assert not {"ig-noise", "ig-soteria", "ig-dropout", "ig-clip", "gradinversion"} & set(names)
+    (prune,) = [o for o in resolve_attacks(config, setting).adversary.attacks if o.name == "ig-prune"]
+    assert prune.match_entries == "nonzero"
+
+
+def test_an_attack_named_where_it_cannot_apply_is_refused_in_one_line():
+    config = strongest_config()
+    config = config.model_copy(update={"adversary": config.adversary.model_copy(
+        update={"portfolio": "listed", "attacks": [AttackOptions(name="ig-soteria")]})})  # fmt: skip
+    with pytest.raises(ConfigError) as error:
+        resolve_attacks(config, attack_setting(config, tiny_model(), SHAPE, 5))
+    message = str(error.value)
+    assert "\n" not in message
+    assert message.startswith("adversary.attacks[0] = ig-soteria: ig-soteria adapts to soteria")
+
+
+def test_a_sweep_point_with_strongest_matches_the_run_that_resolved_it():
+    from fedsim.sweep.execute import _comparable
+
+    config = strongest_config()
+    resolved = resolve_attacks(config, attack_setting(config, tiny_model(), SHAPE, 5))
+    assert len(resolved.adversary.attacks) < len(config.adversary.attacks)
+    assert _comparable(resolved) == _comparable(config)
+    other = parse_config({**config.model_dump(mode="json"), "adversary": {
+        **config.adversary.model_dump(mode="json"), "portfolio_options": {"iterations": 10}}})  # fmt: skip
+    assert _comparable(other) != _comparable(config)

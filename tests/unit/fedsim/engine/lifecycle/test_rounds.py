@@ -1,0 +1,46 @@
+"""The round loop: a non-finite aggregate is never committed."""
+
+import math
+
+import torch
+
+from fedsim.engine.lifecycle.progress import LogProgress
+from fedsim.engine.lifecycle.rounds import NON_FINITE_AGGREGATE, RoundResult, ServerSpec, run_rounds
+from fedsim.rundir.writer import RunStore
+
+from tiny_configs import tiny_config
+
+
+class NonFiniteAggregate:
+    """A protocol whose round releases an aggregate with a NaN in it (a client that bypassed its own check)."""
+
+    def start(self, grid, context, node_of_partition) -> None:
+        pass
+
+    def play_round(self, current) -> RoundResult:
+        poisoned = {name: value + math.nan for name, value in current.state.items()}
+        return RoundResult(poisoned, {"clients_ok": 2, "clients_failed": 0, "model_updated": True})
+
+
+class TwoClients:
+    def bind(self, node_of_partition) -> None:
+        pass
+
+    def sample_partitions(self, server_round, purpose="train"):
+        return [0, 1]
+
+    def round_metrics(self, server_round):
+        return {}
+
+
+def test_a_non_finite_aggregate_is_never_committed(tmp_path, monkeypatch):
+    config = tiny_config(output={"dir": str(tmp_path), "run_name": "nan"}, federation={"rounds": 2})
+    store = RunStore.create(config, "cpu")
+    initial = {"w": torch.ones(2, 2)}
+    monkeypatch.setattr("fedsim.engine.lifecycle.rounds.roll_call", lambda grid, count, timeout=None: {0: 10, 1: 11})
+    spec = ServerSpec(config, store, TwoClients(), initial, 0, lambda state: {"accuracy": 0.5}, LogProgress())
+    run_rounds(spec, NonFiniteAggregate(), grid=None, context=None)
+    evals = [row for row in store.rows() if row["event"] == "eval" and row["round"] > 0]
+    assert [(row["model_updated"], row["error"]) for row in evals] == [(False, NON_FINITE_AGGREGATE)] * 2
+    for server_round in (1, 2):
+        assert torch.equal(store.load_checkpoint(server_round)["w"], initial["w"])

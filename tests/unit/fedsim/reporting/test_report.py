@@ -1,0 +1,29 @@
+"""`fedsim report` of a folder of runs: DP and attacks, or one line when there are no runs."""
+
+import pandas as pd
+import pytest
+
+from fedsim.cli import main
+
+from synthetic_runs import _synthetic_run
+
+
+def test_report_of_a_folder_of_runs_with_dp_and_attacks(capsys, tmp_path):
+    _synthetic_run(tmp_path, "none")
+    _synthetic_run(tmp_path, "dp", defenses=[{"name": "dpsgd", "noise_multiplier": 1.0}], epsilons=[0.5, 0.7], ssim=0.1)
+    assert main(["report", str(tmp_path)]) == 0
+    report = tmp_path / "report"
+    frontier = pd.read_csv(report / "frontier.csv").set_index("run")
+    assert frontier.loc["dp", "baseline"] == "none" and frontier.loc["dp", "accuracy_drop"] == pytest.approx(0.0)
+    assert frontier.loc["dp", "pareto_ssim"] and not frontier.loc["none", "pareto_ssim"]
+    page = (report / "report.html").read_text()
+    # utility and frontier figures (one attacked round: a leakage table, no curve), one grid per run
+    assert page.count('src="data:image/png;base64,') == 2 + 2
+    assert "epsilon" in (report / "report.md").read_text()
+    assert not (report / "summary.md").exists()  # the single-run outputs only for a run directory
+
+
+def test_a_folder_without_runs_is_one_line(capsys, tmp_path):
+    code = main(["report", str(tmp_path)])
+    _, err = capsys.readouterr()
+    assert code == 2 and err.count("\n") == 1 and "no metrics.jsonl" in err

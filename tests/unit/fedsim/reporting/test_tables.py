@@ -1,0 +1,49 @@
+"""Report tables from a folder of runs: utility, attacks and leakage per round."""
+
+import math
+
+import pytest
+
+import fedsim
+from adversary.scoring import PSNR_CAP_DB
+from fedsim.reporting.run_summary import round_table
+from fedsim.reporting.tables import attack_results, leakage_rounds, utility_rounds
+from fedsim.rundir.writer import RunStore
+
+from synthetic_runs import _synthetic_run
+
+
+def test_the_strongest_attack_is_picked_per_target_per_round_and_per_run(tmp_path):
+    run_dir = _synthetic_run(tmp_path, "none")
+    store = RunStore(run_dir)
+    for attack, target, server_round, ssim in (("ig", "client:0", 1, 0.95), ("ig-prune", "client:1", 2, 0.99),
+                                               ("ig", "client:1", 1, 0.5)):  # fmt: skip
+        store.append({"round": server_round, "event": "attack", "target": target, "attack": attack, "status": "ok",
+                      "ssim_mean": ssim, "psnr_mean": 20.0})  # fmt: skip
+    run = fedsim.load_run(run_dir)
+    per_target = run.strongest().set_index("target")
+    assert per_target.loc["client:0", "attack"] == "ig" and per_target.loc["client:0", "ssim_mean"] == 0.95
+    assert per_target.loc["client:1", ["attack", "round"]].tolist() == ["ig-prune", 2]
+    assert per_target.loc["aggregate", "attack"] == "dlg"
+    per_round = run.strongest(per="round").set_index(["round", "target"])
+    assert per_round.loc[(1, "client:1"), "attack"] == "dlg"  # dlg's 0.9 beats ig's 0.5 in round 1
+    assert run.strongest(per="run")[["attack", "target"]].values.tolist() == [["ig-prune", "client:1"]]
+    assert run.strongest("lpips_mean").empty  # no LPIPS recorded: nothing to rank
+    with pytest.raises(ValueError, match="per = 'client'"):
+        run.strongest(per="client")
+
+
+def test_tables_from_a_folder_of_runs(tmp_path):
+    _synthetic_run(tmp_path, "none")
+    _synthetic_run(tmp_path, "dp", defenses=[{"name": "dpsgd", "noise_multiplier": 1.0}], epsilons=[0.5, 0.7], ssim=0.1)
+    sweep = fedsim.load_sweep(tmp_path)
+    rounds = utility_rounds(sweep).set_index(["run", "round"])
+    assert rounds.loc[("dp", 2), "epsilon"] == pytest.approx(1.4) and math.isnan(rounds.loc[("dp", 0), "epsilon"])
+    single = {row["round"]: row["epsilon"] for row in round_table(sweep.runs["dp"])}  # the single-run report's
+    assert [rounds.loc[("dp", r), "epsilon"] for r in (1, 2)] == [single[r] for r in (1, 2)]
+    assert rounds.loc[("none", 2), "train_loss"] == pytest.approx(0.5)
+    attacks = attack_results(sweep)
+    assert len(attacks) == 6  # the failed attack is left out
+    assert attacks.set_index(["run", "target"]).loc[("none", "client:0"), "psnr"] == PSNR_CAP_DB  # every pair exact (an older row without psnr_mean): the cap
+    leakage = leakage_rounds(attacks).set_index(["run", "kind"])
+    assert leakage.loc[("none", "per-client"), "targets"] == 2 and leakage.loc[("none", "aggregate"), "ssim"] == 0.45

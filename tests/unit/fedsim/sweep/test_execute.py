@@ -1,0 +1,52 @@
+"""Executing a sweep: CPUs split between parallel runs, and what each point's run directory needs."""
+
+from pathlib import Path
+
+import pytest
+
+from fedsim.config import ConfigError, parse_config
+from fedsim.rundir.writer import RunStore
+from fedsim.sweep import plan_sweep, run_sweep
+from fedsim.sweep.execute import point_action, ray_share
+
+from sweep_configs import BASE, write
+
+
+def test_parallel_runs_split_the_cpus_and_refuse_what_does_not_fit(tmp_path):
+    plan = plan_sweep(write(tmp_path, BASE), grid=["seed=0,1"], out=tmp_path / "s")
+    assert ray_share(plan.points, parallel=1, cpus=None) is None  # one run at a time: the whole machine
+    assert ray_share(plan.points, parallel=2, cpus=4) == {"num_cpus": 2}
+    with pytest.raises(ConfigError, match="--parallel 4: each run gets 1 of 4 CPU"):
+        heavy = plan_sweep(write(tmp_path, BASE), overrides=["federation.client_resources.cpus=2"],
+                           grid=["seed=0,1"], out=tmp_path / "s")  # fmt: skip
+        ray_share(heavy.points, parallel=4, cpus=4)
+    with pytest.raises(ConfigError, match="allowed: --parallel <= 2"):
+        ray_share(plan.points, parallel=3, cpus=2)
+
+
+def _fake_run(run_dir: Path, config, *, committed: bool, summary_rounds: int | None) -> None:
+    store = RunStore.create(config, "cpu", run_dir)
+    if committed:
+        store.save_checkpoint(0, {})
+    if summary_rounds is not None:
+        store.write_json("summary.json", {"rounds_completed": summary_rounds})
+
+
+def test_each_point_gets_what_its_run_directory_needs(tmp_path):
+    plan = plan_sweep(write(tmp_path, BASE), grid=["seed=0,1,2,3,4"], out=tmp_path / "s")
+    new, done, half, unstarted, short = plan.points
+    _fake_run(tmp_path / "s" / done.name, done.config, committed=True, summary_rounds=2)
+    _fake_run(tmp_path / "s" / half.name, half.config, committed=True, summary_rounds=None)
+    _fake_run(tmp_path / "s" / unstarted.name, unstarted.config, committed=False, summary_rounds=None)
+    _fake_run(tmp_path / "s" / short.name, short.config, committed=True, summary_rounds=1)  # stopped early
+    actions = [point_action(p, tmp_path / "s" / p.name) for p in plan.points]
+    assert actions == ["run", "skip", "resume", "restart", "resume"]
+
+
+def test_a_run_directory_of_another_config_is_refused_before_anything_runs(tmp_path):
+    plan = plan_sweep(write(tmp_path, BASE), grid=["seed=0,1"], out=tmp_path / "s")
+    other = parse_config({**BASE, "seed": 7})
+    _fake_run(tmp_path / "s" / plan.points[1].name, other, committed=True, summary_rounds=2)
+    with pytest.raises(ConfigError, match=r"holds a run with seed = 7, but point 01-seed-1 sets 1"):
+        run_sweep(plan)
+    assert not (tmp_path / "s" / "sweep.json").exists()

@@ -1,0 +1,170 @@
+"""The command line: one-line errors, schema, registries, and reports."""
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from fedsim.cli import main
+from fedsim.core.errors import ConfigError
+from fedsim.rundir.writer import RunStore
+
+from cli_errors import one_line_error
+from tiny_configs import tiny_config, tiny_raw
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def config_file(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("data:\n  dataset: digits\nfederation:\n  rounds: 2\n")
+    return path
+
+
+def test_validate_accepts_a_good_config(capsys, config_file):
+    code, out, _ = run_cli(capsys, "validate", str(config_file))
+    assert code == 0 and "valid" in out and "2 rounds" in out
+
+
+def test_validate_rejects_a_typo_in_one_line(capsys, tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("client:\n  lrr: 0.1\n")
+    code, _, err = run_cli(capsys, "validate", str(path))
+    assert code == 2
+    assert err.count("\n") == 1 and "client.lrr" in err and "did you mean 'lr'" in err
+
+
+def test_a_bad_override_fails_before_anything_runs(capsys, config_file):
+    code, _, err = run_cli(capsys, "run", str(config_file), "--set", "federation.fraction_fit=2", "--quiet")
+    assert code == 2 and "federation.fraction_fit = 2" in err and "Traceback" not in err
+    assert not (config_file.parent / "runs").exists()
+
+
+def test_resume_of_a_missing_run_is_one_line(capsys, tmp_path):
+    code, _, err = run_cli(capsys, "run", "--resume", str(tmp_path / "nope"), "--quiet")
+    assert code == 2 and "not a fedsim run directory" in err
+
+
+def test_config_schema_prints_every_section(capsys):
+    code, out, _ = run_cli(capsys, "config-schema")
+    assert code == 0
+    for key in ("data.partition[dirichlet].alpha", "federation.client_resources.gpus", "client.local_steps", "output.dir",
+                "client.defenses[gradient_dropout].p", "adversary.attacks[ig].regularizers[tv].weight"):  # fmt: skip
+        assert key in out
+
+
+def test_list_shows_registered_data_sets_and_models(capsys):
+    code, out, _ = run_cli(capsys, "list")
+    assert code == 0
+    for name in ("digits", "lfw-faces", "npz", "lenet", "resnet18", "mlp5", "tv:<name>", "fedavg"):
+        assert name in out
+
+
+def test_list_shows_every_defense_including_the_configuration_level_ones(capsys):
+    code, out, _ = run_cli(capsys, "list")
+    assert code == 0
+    for name in ("dpsgd", "pdpsgd", "noise", "clip", "prune", "gradient_dropout", "soteria",
+                 "client.local_steps", "model.dropout"):  # fmt: skip
+        assert name in out
+
+
+def test_report_writes_a_plot_and_tables(capsys, tmp_path):
+    from fedsim.config import parse_config
+
+    store = RunStore.create(parse_config({}), "cpu", tmp_path / "run")
+    for server_round, accuracy in enumerate([0.1, 0.5, 0.8]):
+        store.append({"round": server_round, "event": "eval", "loss": 2.0 - accuracy, "accuracy": accuracy,
+                      "precision": accuracy, "recall": accuracy, "specificity": 0.9, "f1": accuracy, "mcc": accuracy})
+    code, out, _ = run_cli(capsys, "report", str(store.run_dir))
+    assert code == 0
+    png = store.run_dir / "report" / "utility.png"
+    assert png.stat().st_size > 5000 and png.read_bytes()[:4] == b"\x89PNG"
+    assert "| 2 | 1.2000 | 0.8000 |" in (store.run_dir / "report" / "summary.md").read_text()
+    assert (store.run_dir / "report" / "rounds.csv").read_text().count("\n") == 4
+
+
+def test_report_lists_the_defenses_and_the_epsilon_spent_per_round(capsys, tmp_path):
+    from fedsim.config import parse_config
+
+    config = parse_config({"client": {"local_steps": 3, "defenses": [
+        {"name": "dpsgd", "noise_multiplier": 1.0}, {"name": "prune", "ratio": 0.5}]}})  # fmt: skip
+    store = RunStore.create(config, "cpu", tmp_path / "run")
+    for server_round in (0, 1, 2):
+        store.append({"round": server_round, "event": "eval", "loss": 1.0, "accuracy": 0.5})
+        for client, epsilon in enumerate([0.4, 0.9]):
+            if server_round:
+                store.append({"round": server_round, "event": "fit", "client": client,
+                              "defense.dpsgd.epsilon": epsilon * server_round})  # fmt: skip
+    run_cli(capsys, "report", str(store.run_dir))
+    summary = (store.run_dir / "report" / "summary.md").read_text()
+    assert "- `dpsgd`: max_grad_norm=1.0, noise_multiplier=1.0" in summary
+    assert "- `prune`: ratio=0.5, scope=global" in summary
+    assert "- local training: 3 step(s) per round" in summary and "- model dropout: 0.0" in summary
+    rounds = (store.run_dir / "report" / "rounds.csv").read_text().splitlines()
+    assert [line.rsplit(",", 1)[1] for line in rounds] == ["epsilon", "", "0.9", "1.8"]  # the largest client's
+
+
+def test_report_of_a_folder_without_metrics_is_one_line(capsys, tmp_path):
+    code, _, err = run_cli(capsys, "report", str(tmp_path))
+    assert code == 2 and "no metrics.jsonl" in err
+
+
+def test_list_shows_ggssr_with_its_prior_requirement_the_priors_and_rv(capsys):
+    code, out, _ = run_cli(capsys, "list")
+    assert code == 0
+    (ggssr,) = [line for line in out.splitlines() if line.strip().startswith("ggssr ")]
+    assert "prior:" in ggssr
+    assert "diffusers" in out and "fedsim vulnerability CONFIG" in out and "RV (paper 002" in out
+
+
+def write_config(tmp_path, **overrides):
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(tiny_raw(**overrides)))
+    return path
+
+
+def test_validate_checks_that_the_checkpoint_exists(tmp_path, capsys):
+    config = write_config(tmp_path, model={"checkpoint": str(tmp_path / "missing.pt")})
+    assert one_line_error(capsys, "validate", str(config)).endswith(f"model.checkpoint = '{tmp_path / 'missing.pt'}': no such file")
+
+
+def test_an_output_dir_that_is_a_file_or_not_writable_is_one_line(tmp_path, capsys):
+    (tmp_path / "afile").write_text("x")
+    config = write_config(tmp_path, output={"dir": str(tmp_path / "afile")})
+    assert one_line_error(capsys, "validate", str(config)).endswith(f"output.dir = '{tmp_path / 'afile'}': is a file, not a folder")
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    try:
+        if not __import__("os").access(locked, __import__("os").W_OK):  # root may write anywhere
+            with pytest.raises(ConfigError, match=r"^output.dir = .*is not writable"):
+                RunStore.create(tiny_config(output={"dir": str(locked / "runs")}), "cpu")
+    finally:
+        locked.chmod(0o700)
+
+
+def images(count):
+    return np.zeros((count, 8, 8), np.float32)
+
+
+def test_a_failed_start_leaves_no_run_directory(tmp_path, capsys):
+    config = write_config(
+        tmp_path, data={"dataset": "npz", "path": str(tmp_path / "data.npz")}, output={"dir": str(tmp_path / "runs")}
+    )
+    np.savez(tmp_path / "data.npz", x=images(1), y=np.array([0]))
+    assert "cannot split 1 samples" in one_line_error(capsys, "run", str(config), "--quiet")
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+def test_lpips_required_without_the_weights_refuses_to_start_and_leaves_nothing(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(torch.hub, "get_dir", lambda: str(tmp_path / "hub"))
+    monkeypatch.delenv("FEDSIM_LPIPS_WEIGHTS", raising=False)
+    config = write_config(
+        tmp_path, adversary={"attacks": ["dlg"], "lpips": "required"}, output={"dir": str(tmp_path / "runs")}
+    )
+    assert "adversary.lpips = 'required': no ImageNet AlexNet weights" in one_line_error(capsys, "run", str(config), "--quiet")
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
