@@ -14,17 +14,16 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import defaultdict
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
+from typing import Any, Protocol
 
 import torch
 
-from adversary.inversion.problem import group_views
 from adversary.inversion.options import AttackOptions
+from adversary.inversion.problem import group_views
 from adversary.taps import TappedUpdate
 from adversary.threat_models import Architecture, LabelGrant, ThreatModel, TrainingHyperparameters, build_views
 from adversary.view import AttackerView, Reconstruction
@@ -61,14 +60,18 @@ class Backlog(Protocol):
     def discard(self, server_round: int) -> None: ...
 
 
-def recorded_attacks(rows: Sequence[dict[str, Any]], server_round: int, attacks: Sequence[AttackOptions]) -> set[tuple[int, str]]:
+def recorded_attacks(
+    rows: Sequence[dict[str, Any]], server_round: int, attacks: Sequence[AttackOptions]
+) -> set[tuple[int, str]]:
     """(attack index, target) pairs of ``attacks`` that already have a row for ``server_round``.
 
     Rows name the attack, not its position in the config: the j-th attack of a name counts as done for a
     target once j rows of that name and target exist (counting only the attacks that run on that target).
     """
     counts = Counter(
-        (row["attack"], row["target"]) for row in rows if row.get("event") == "attack" and row.get("round") == server_round
+        (row["attack"], row["target"])
+        for row in rows
+        if row.get("event") == "attack" and row.get("round") == server_round
     )
     done = set()
     for (name, target), count in counts.items():

@@ -89,7 +89,9 @@ class _Modifier:
 class MaliciousServer(_Modifier):
     """Wraps a Message-API strategy: modified model out, no aggregate back, in the rounds it attacks."""
 
-    def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid) -> Iterable[Message]:
+    def configure_train(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
         if not self.attacks_round(server_round):
             return self.strategy.configure_train(server_round, arrays, config, grid)
         module = self.modified(arrays.to_torch_state_dict())
@@ -98,13 +100,17 @@ class MaliciousServer(_Modifier):
         state = {name: value.detach().clone() for name, value in module.state_dict().items()}
         return self.strategy.configure_train(server_round, ArrayRecord(state), served, grid)
 
-    def aggregate_train(self, server_round: int, replies: Iterable[Message]) -> tuple[ArrayRecord | None, MetricRecord | None]:
+    def aggregate_train(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
         aggregated, metrics = self.strategy.aggregate_train(server_round, replies)  # the tap inside sees them
         if self.attacks_round(server_round):
             return None, metrics  # the modified model's aggregate is the attacker's, not a new global model
         return aggregated, metrics
 
-    def configure_evaluate(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid) -> Iterable[Message]:
+    def configure_evaluate(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
         return self.strategy.configure_evaluate(server_round, arrays, config, grid)
 
     def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> MetricRecord | None:
@@ -129,8 +135,10 @@ class LegacyMaliciousServer(_Modifier):
             return self.strategy.configure_fit(server_round, parameters, client_manager)
         names = list(self.architecture.state_dict())
         arrays = parameters_to_ndarrays(parameters)
-        agreed = {name: torch.as_tensor(np.array(array)).reshape(self.architecture.state_dict()[name].shape)
-                  for name, array in zip(names, arrays, strict=True)}  # fmt: skip
+        agreed = {
+            name: torch.as_tensor(np.array(array)).reshape(self.architecture.state_dict()[name].shape)
+            for name, array in zip(names, arrays, strict=True)
+        }
         module = self.modified(agreed)
         self.on_round_model(server_round, copy.deepcopy(module))
         self.layout_of(server_round, module)

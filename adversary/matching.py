@@ -25,7 +25,11 @@ def mse_cost_matrix(reconstructed: torch.Tensor, truth: torch.Tensor) -> torch.T
         )
     rec = reconstructed.detach().cpu().double().flatten(1)
     true = truth.detach().cpu().double().flatten(1)
-    return torch.stack([(true - row).pow(2).mean(dim=1) for row in rec]) if len(rec) else torch.zeros(0, len(true), dtype=torch.float64)
+    return (
+        torch.stack([(true - row).pow(2).mean(dim=1) for row in rec])
+        if len(rec)
+        else torch.zeros(0, len(true), dtype=torch.float64)
+    )
 
 
 def pair_by_mse(reconstructed: torch.Tensor, truth: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

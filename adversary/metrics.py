@@ -37,6 +37,8 @@ DOWNLOAD_TIMEOUT_S = 30.0
 
 class LpipsRequiredError(RuntimeError):
     """``adversary.lpips: required`` and the AlexNet weights are missing, unreadable or not the right file."""
+
+
 LPIPS_MIN_SIDE = 32  # AlexNet's conv/pool stack needs >= 31 px; smaller images are upsampled to 32
 
 # AlexNet ``features`` index -> LPIPS slice holding it (lpips.pretrained_networks.alexnet splits
@@ -52,7 +54,9 @@ class LpipsUnavailableWarning(UserWarning):
 
 def _check_pair(a: torch.Tensor, b: torch.Tensor) -> None:
     if a.ndim != 4 or a.shape != b.shape:
-        raise ValueError(f"metrics need two (N, C, H, W) tensors of one shape, got {tuple(a.shape)} and {tuple(b.shape)}")
+        raise ValueError(
+            f"metrics need two (N, C, H, W) tensors of one shape, got {tuple(a.shape)} and {tuple(b.shape)}"
+        )
 
 
 def mse(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -90,8 +94,7 @@ def ssim(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     a_np = a.detach().cpu().double().numpy()
     b_np = b.detach().cpu().double().numpy()
     values = [
-        structural_similarity(x, y, data_range=DATA_RANGE, channel_axis=0, win_size=window)
-        for x, y in zip(a_np, b_np)
+        structural_similarity(x, y, data_range=DATA_RANGE, channel_axis=0, win_size=window) for x, y in zip(a_np, b_np)
     ]
     return torch.tensor(values, dtype=torch.float64)
 
@@ -100,7 +103,9 @@ def label_accuracy(pred: torch.Tensor, true: torch.Tensor) -> float:
     """Fraction of positions where the labels agree (the caller has already paired them)."""
     pred, true = pred.detach().cpu().reshape(-1), true.detach().cpu().reshape(-1)
     if pred.shape != true.shape or pred.numel() == 0:
-        raise ValueError(f"label_accuracy needs two equally long, non-empty label vectors, got {pred.numel()} and {true.numel()}")
+        raise ValueError(
+            f"label_accuracy needs two equally long, non-empty label vectors, got {pred.numel()} and {true.numel()}"
+        )
     return float((pred.long() == true.long()).double().mean())
 
 

@@ -29,7 +29,16 @@ from flwr.server.client_proxy import ClientProxy
 from flwr.serverapp import Grid
 
 import fedsim.core.wire as wire
-from adversary.taps import ClientReport, ListeningStrategy, RoundFilter, Sink, TappedUpdate, WireTap, every_round, tapped_update
+from adversary.taps import (
+    ClientReport,
+    ListeningStrategy,
+    RoundFilter,
+    Sink,
+    TappedUpdate,
+    WireTap,
+    every_round,
+    tapped_update,
+)
 from strategies.base import LegacyStrategy
 
 Layout = Mapping[str, Sequence[int]]  # the architecture's state_dict names and shapes, in the order arrays travel
@@ -107,13 +116,17 @@ class LegacyStrategyTap(ListeningStrategy):
                 if len(group) == 1:
                     report, fit = group[0]
                     observed = _named(parameters_to_ndarrays(fit.parameters), layout)
-                    self._sink(tapped_update("server", server_round, global_state, observed, [report], counts_in_clear=True))
+                    self._sink(
+                        tapped_update("server", server_round, global_state, observed, [report], counts_in_clear=True)
+                    )
         aggregated, metrics = self.strategy.aggregate_fit(server_round, results, failures)
         if aggregated is not None:
             behind = sorted((report for report, _ in reports), key=lambda report: report.client)
             observed = _named(parameters_to_ndarrays(aggregated), layout)
             self._sink(
-                tapped_update("server", server_round, global_state, observed, behind, aggregate=True, counts_in_clear=True)
+                tapped_update(
+                    "server", server_round, global_state, observed, behind, aggregate=True, counts_in_clear=True
+                )
             )
         return aggregated, metrics
 
@@ -137,7 +150,9 @@ class MaskedWireTap(WireTap):
             if stage == Stage.SETUP:
                 settings = message.content.config_records[wire.SECAGG_RECORD]
                 self._settings[server_round] = (
-                    float(settings[Key.CLIPPING_RANGE]), int(settings[Key.TARGET_RANGE]), float(settings[Key.MAX_WEIGHT])
+                    float(settings[Key.CLIPPING_RANGE]),
+                    int(settings[Key.TARGET_RANGE]),
+                    float(settings[Key.MAX_WEIGHT]),
                 )
                 self._globals = {r: state for r, state in self._globals.items() if r >= server_round}
             elif stage == Stage.COLLECT_MASKED_VECTORS:

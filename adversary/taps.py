@@ -213,6 +213,8 @@ class StrategyTap(ListeningStrategy):
                 self._sink(client_update("server", server_round, global_state, reply))
         aggregated, metrics = self.strategy.aggregate_train(server_round, replies)
         if aggregated is not None:
-            behind = sorted((ClientReport.from_metrics(wire.reply_metrics(r)) for r in succeeded), key=lambda r: r.client)
+            behind = sorted(
+                (ClientReport.from_metrics(wire.reply_metrics(r)) for r in succeeded), key=lambda r: r.client
+            )
             self._sink(tapped_update("server", server_round, global_state, _state(aggregated), behind, aggregate=True))
         return aggregated, metrics

@@ -136,9 +136,12 @@ def build_views(
         if not config.knows.local_training:
             return None
         return LocalTraining(
-            lr=training.lr, local_steps=_steps(update, training), batch_size=training.batch_size,
-            momentum=training.momentum, weight_decay=training.weight_decay,
-        )  # fmt: skip
+            lr=training.lr,
+            local_steps=_steps(update, training),
+            batch_size=training.batch_size,
+            momentum=training.momentum,
+            weight_decay=training.weight_decay,
+        )
 
     if config.targets in ("per-client", "both"):
         for update in clients:
@@ -148,8 +151,7 @@ def build_views(
             count = samples_behind(update, config, training)
             labels = grant_labels(update.round, client, count) if grant_labels else None
             views.append(
-                view(update.source, update.global_state, update.observed_state, count,
-                     known_training(update), labels)
+                view(update.source, update.global_state, update.observed_state, count, known_training(update), labels)
             )
 
     if config.targets in ("aggregate", "both"):
@@ -163,9 +165,14 @@ def _aggregate_view(updates, clients, config, training, grant_labels, view) -> l
         aggregate = tapped[0]
     elif clients:
         aggregate = TappedUpdate(
-            round=clients[0].round, tap=clients[0].tap, source=AGGREGATE, global_state=clients[0].global_state,
-            observed_state=weighted_average(clients), num_examples=sum(u.num_examples for u in clients),
-            local_steps=None, contributors=tuple(_client_id(u) for u in clients),
+            round=clients[0].round,
+            tap=clients[0].tap,
+            source=AGGREGATE,
+            global_state=clients[0].global_state,
+            observed_state=weighted_average(clients),
+            num_examples=sum(u.num_examples for u in clients),
+            local_steps=None,
+            contributors=tuple(_client_id(u) for u in clients),
         )
     else:
         return []
@@ -199,6 +206,14 @@ def _aggregate_view(updates, clients, config, training, grant_labels, view) -> l
     if grant_labels is not None:
         labels = torch.cat([grant_labels(aggregate.round, c, n) for c, n in zip(contributors, counts)])
     return [
-        view(AGGREGATE, aggregate.global_state, aggregate.observed_state, total, local_training, labels,
-             contributors, groups)
+        view(
+            AGGREGATE,
+            aggregate.global_state,
+            aggregate.observed_state,
+            total,
+            local_training,
+            labels,
+            contributors,
+            groups,
+        )
     ]

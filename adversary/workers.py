@@ -120,7 +120,9 @@ class ProcessAttackWorkers:
             self._pool.submit(_ready)
         logger.info(
             "attack workers: %d process(es), %d torch thread(s) each, on %s",
-            settings.count, settings.threads, ", ".join(settings.devices),
+            settings.count,
+            settings.threads,
+            ", ".join(settings.devices),
         )
 
     def submit(self, job: AttackJob) -> Future[list[Reconstruction]]:
@@ -144,7 +146,7 @@ def _decoded(inner: Future[bytes]) -> Future[list[Reconstruction]]:
             return
         try:
             outer.set_result(decode_reconstructions(done.result()))
-        except Exception as decode_error:  # noqa: BLE001 - reported through the future
+        except Exception as decode_error:
             outer.set_exception(decode_error)
 
     outer.set_running_or_notify_cancel()

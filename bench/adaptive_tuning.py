@@ -53,9 +53,19 @@ def view_of(model: torch.nn.Module, image: torch.Tensor, label: int, defense: di
     state = {k: v.detach().clone() for k, v in model.state_dict().items()}
     observed = {k: state[k] - LR * sent[k] if k in sent else state[k] for k in state}
     bounds = (torch.zeros(3), torch.ones(3))
-    return AttackerView(round=1, tap="mitm", target="client:0", model=model, global_state=state, observed_state=observed,
-                        input_shape=(3, 32, 32), num_classes=10, num_samples=1, input_bounds=bounds,
-                        local_training=LocalTraining(lr=LR, local_steps=1, batch_size=1))  # fmt: skip
+    return AttackerView(
+        round=1,
+        tap="mitm",
+        target="client:0",
+        model=model,
+        global_state=state,
+        observed_state=observed,
+        input_shape=(3, 32, 32),
+        num_classes=10,
+        num_samples=1,
+        input_bounds=bounds,
+        local_training=LocalTraining(lr=LR, local_steps=1, batch_size=1),
+    )
 
 
 def score(options: AttackOptions, views: list[AttackerView], truth: torch.Tensor) -> tuple[float, float]:
@@ -82,15 +92,25 @@ def main(argv: list[str] | None = None) -> None:
         defense, adaptive, weights = CASES[name]
         views = [view_of(model, image, label, defense) for image, label in zip(truth, labels, strict=True)]
         options = {"name": defense["name"], **{k: v for k, v in defense.items() if k != "name"}}
-        setting = AttackSetting(model=model, model_name="lenet", input_shape=(3, 32, 32), num_classes=10,
-                                defenses=(DefenseInForce(defense["name"], options),))  # fmt: skip
+        setting = AttackSetting(
+            model=model,
+            model_name="lenet",
+            input_shape=(3, 32, 32),
+            num_classes=10,
+            defenses=(DefenseInForce(defense["name"], options),),
+        )
         plain = score(AttackOptions(name="ig", iterations=args.iterations), views, truth)
         print(f"{name:<17} ig{'':<13} SSIM {plain[0]:.3f}  PSNR {plain[1]:5.1f}", flush=True)
         results = {}
         for weight in weights:
-            tuned = AttackOptions(name=adaptive, iterations=args.iterations, regularizers=[{"name": "tv", "weight": weight}])
+            tuned = AttackOptions(
+                name=adaptive, iterations=args.iterations, regularizers=[{"name": "tv", "weight": weight}]
+            )
             results[weight] = score(tuned.adapted(setting), views, truth)
-            print(f"{name:<17} {adaptive:<10} tv {weight:<7g} SSIM {results[weight][0]:.3f}  PSNR {results[weight][1]:5.1f}", flush=True)
+            print(
+                f"{name:<17} {adaptive:<10} tv {weight:<7g} SSIM {results[weight][0]:.3f}  PSNR {results[weight][1]:5.1f}",
+                flush=True,
+            )
         chosen = max(results, key=lambda w: results[w][0])
         best[name] = {"ig_ssim": plain[0], "attack": adaptive, "tv": chosen, "ssim": results[chosen][0]}
     print(json.dumps(best))

@@ -66,7 +66,11 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(2)
     data = np.load(data_file(args.data_dir, CIFAR))
     options = AttackOptions(
-        name="dlg", iterations=args.iterations, restarts=1, init_scale=0.05, regularizers=[{"name": "tv", "weight": 0.03}]
+        name="dlg",
+        iterations=args.iterations,
+        restarts=1,
+        init_scale=0.05,
+        regularizers=[{"name": "tv", "weight": 0.03}],
     )
     psnr: dict[str, list[float]] = {"shares": [], "uniform": []}
     started = time.perf_counter()
@@ -82,8 +86,10 @@ def main(argv: list[str] | None = None) -> None:
             value = score.psnr_mean if score.psnr_mean is not None else float("inf")
             psnr[name].append(value)
             print(f"pair {pair} (train images {index.tolist()}): {name:8s} {value:6.2f} dB", flush=True)
-    print(f"\nPartitions {PARTITIONS}, one image step each, DLG {args.iterations} iterations, {args.pairs} pairs, "
-          f"{time.perf_counter() - started:.0f} s")  # fmt: skip
+    print(
+        f"\nPartitions {PARTITIONS}, one image step each, DLG {args.iterations} iterations, {args.pairs} pairs, "
+        f"{time.perf_counter() - started:.0f} s"
+    )
     print(f"aggregate modelled with the clients' shares: {format_interval(interval(psnr['shares']), 2)} dB")
     print(f"aggregate modelled as one uniform mean:      {format_interval(interval(psnr['uniform']), 2)} dB")
     print(json.dumps({"pairs": args.pairs, "shares_psnr": psnr["shares"], "uniform_psnr": psnr["uniform"]}))

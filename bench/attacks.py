@@ -59,8 +59,12 @@ def paper003_options(iterations: int) -> AttackOptions:
     """Per-client: DLG as paper 003 runs it (init scale 0.05, lowest-loss restart), TV off: each single-image
     gradient pins its image down, and a TV prior would only bias the fixed point away from the truth."""
     return AttackOptions(
-        name="dlg", iterations=iterations, restarts=1, init_scale=0.05,
-        regularizers=[{"name": "tv", "weight": 0.0}], inverts="per-client",
+        name="dlg",
+        iterations=iterations,
+        restarts=1,
+        init_scale=0.05,
+        regularizers=[{"name": "tv", "weight": 0.0}],
+        inverts="per-client",
     )
 
 
@@ -69,8 +73,12 @@ def aggregate_options(iterations: int) -> AttackOptions:
     gradient-equivalent images; 3e-2 (vs paper 003's 1e-3, 11 dB here) is the strongest weight we measured
     (1e-2: 18.8 dB, 3e-2: 23.1 dB, 1e-1: 22.8 dB at 1,300 iterations; lowering it along the way drifts off)."""
     return AttackOptions(
-        name="dlg", iterations=iterations, restarts=1, init_scale=0.05,
-        regularizers=[{"name": "tv", "weight": 3e-2}], inverts="aggregate",
+        name="dlg",
+        iterations=iterations,
+        restarts=1,
+        init_scale=0.05,
+        regularizers=[{"name": "tv", "weight": 3e-2}],
+        inverts="aggregate",
     )
 
 
@@ -95,10 +103,17 @@ def federation_round(x: torch.Tensor, y: torch.Tensor) -> tuple[list[AttackerVie
 
     def view(target: str, observed: dict[str, torch.Tensor], samples: int) -> AttackerView:
         return AttackerView(
-            round=1, tap="mitm" if target != "aggregate" else "server", target=target, model=model,
-            global_state=start, observed_state=observed, input_shape=(3, 32, 32), num_classes=10,
-            num_samples=samples, local_training=LocalTraining(lr=LR, local_steps=1, batch_size=1),
-        )  # fmt: skip
+            round=1,
+            tap="mitm" if target != "aggregate" else "server",
+            target=target,
+            model=model,
+            global_state=start,
+            observed_state=observed,
+            input_shape=(3, 32, 32),
+            num_classes=10,
+            num_samples=samples,
+            local_training=LocalTraining(lr=LR, local_steps=1, batch_size=1),
+        )
 
     return [view(f"client:{i}", sent[i], 1) for i in range(CLIENTS)], view("aggregate", average, CLIENTS)
 
@@ -107,11 +122,15 @@ def paper003(data: Path, iterations: int, aggregate_iterations: int) -> None:
     x, y = load_images(data)
     per_client, aggregate = federation_round(x, y)
     options, options_aggregate = paper003_options(iterations), aggregate_options(aggregate_iterations)
-    print(f"1. paper 003 set-up: CIFAR-10 test images 0-{CLIENTS - 1} (labels {y.tolist()}), sigmoid LeNet, "
-          f"{CLIENTS} clients x 1 image, one SGD step (lr {LR})")  # fmt: skip
+    print(
+        f"1. paper 003 set-up: CIFAR-10 test images 0-{CLIENTS - 1} (labels {y.tolist()}), sigmoid LeNet, "
+        f"{CLIENTS} clients x 1 image, one SGD step (lr {LR})"
+    )
     for mode, opts in (("per-client", options), ("aggregated", options_aggregate)):
-        print(f"   dlg {mode}: iterations {opts.iterations}, restarts {opts.restarts}, init randn x {opts.init_scale}, "
-              f"tv {opts.tv_weight}, {opts.precision}")  # fmt: skip
+        print(
+            f"   dlg {mode}: iterations {opts.iterations}, restarts {opts.restarts}, init randn x {opts.init_scale}, "
+            f"tv {opts.tv_weight}, {opts.precision}"
+        )
 
     # The two modes are two attack jobs, run side by side as the adversary runs them with `workers: 2`: in two
     # worker processes of one thread each.
@@ -135,7 +154,10 @@ def paper003(data: Path, iterations: int, aggregate_iterations: int) -> None:
     torch.set_num_threads(1)
     start = time.perf_counter()
     with ThreadPoolExecutor(max_workers=2) as pool:
-        in_threads = [pool.submit(run_attack, opts, views, 0, CPU) for opts, views in ((options, per_client), (options_aggregate, [aggregate]))]
+        in_threads = [
+            pool.submit(run_attack, opts, views, 0, CPU)
+            for opts, views in ((options, per_client), (options_aggregate, [aggregate]))
+        ]
         thread_recs = [job.result() for job in in_threads]
     threads_total = time.perf_counter() - start
     torch.set_num_threads(threads)
@@ -150,18 +172,28 @@ def paper003(data: Path, iterations: int, aggregate_iterations: int) -> None:
     # Labels scored as a multiset too: with a failed image reconstruction the pairing says nothing about labels.
     multiset = sum(min(rec.labels.tolist().count(c), y.tolist().count(c)) for c in set(y.tolist())) / CLIENTS
 
-    print(f"   per-client PSNR   : {' '.join(f'{v:.2f}' for v in client_psnr)} dB, mean {np.mean(client_psnr):.2f} dB "
-          f"(target >= 45), objective {' '.join(f'{r.objective:.1e}' for r in recs)}")  # fmt: skip
+    print(
+        f"   per-client PSNR   : {' '.join(f'{v:.2f}' for v in client_psnr)} dB, mean {np.mean(client_psnr):.2f} dB "
+        f"(target >= 45), objective {' '.join(f'{r.objective:.1e}' for r in recs)}"
+    )
     print(f"   per-client labels : {100 * np.mean(client_labels):.0f} % (target 100 %)")
-    print(f"   aggregated PSNR   : {' '.join(f'{v:.2f}' for v in aggregate_psnr)} dB, mean {np.mean(aggregate_psnr):.2f} dB "
-          f"(target >= 30; not identifiable, see bench.identifiability), objective {rec.objective:.1e}")  # fmt: skip
-    print(f"   aggregated labels : {100 * np.mean(aggregate_labels):.0f} % paired, {100 * multiset:.0f} % as a multiset "
-          f"(recovered {sorted(rec.labels.tolist())}, true {sorted(y.tolist())})")  # fmt: skip
-    print(f"   wall time         : per-client {per_client_seconds:.1f} s and aggregated {aggregate_seconds:.1f} s side by side, "
-          f"{total:.1f} s together (target < 60 s)")  # fmt: skip
-    print(f"   worker processes  : start-up {startup:.1f} s once per run; per job {1000 * shipping:.0f} ms to ship views and "
-          f"reconstructions; the same jobs in threads of one process {threads_total:.1f} s "
-          f"({'identical' if same else 'DIFFERENT'} reconstructions)")  # fmt: skip
+    print(
+        f"   aggregated PSNR   : {' '.join(f'{v:.2f}' for v in aggregate_psnr)} dB, mean {np.mean(aggregate_psnr):.2f} dB "
+        f"(target >= 30; not identifiable, see bench.identifiability), objective {rec.objective:.1e}"
+    )
+    print(
+        f"   aggregated labels : {100 * np.mean(aggregate_labels):.0f} % paired, {100 * multiset:.0f} % as a multiset "
+        f"(recovered {sorted(rec.labels.tolist())}, true {sorted(y.tolist())})"
+    )
+    print(
+        f"   wall time         : per-client {per_client_seconds:.1f} s and aggregated {aggregate_seconds:.1f} s side by side, "
+        f"{total:.1f} s together (target < 60 s)"
+    )
+    print(
+        f"   worker processes  : start-up {startup:.1f} s once per run; per job {1000 * shipping:.0f} ms to ship views and "
+        f"reconstructions; the same jobs in threads of one process {threads_total:.1f} s "
+        f"({'identical' if same else 'DIFFERENT'} reconstructions)"
+    )
 
 
 def _shipping_cost(workers: ProcessAttackWorkers, options: AttackOptions, views: list[AttackerView]) -> float:
@@ -204,16 +236,20 @@ def batched_restarts(data: Path, iterations: int, restarts: int) -> None:
     print(f"   1 restart          : {one:.2f} s")
     print(f"   {restarts} restarts batched : {batched:.2f} s = {batched / one:.2f} x one restart (target <= 3)")
     print(f"   {restarts} restarts looped  : {looped:.2f} s = {looped / batched:.2f} x batched (target >= 3)")
-    print(f"   batched vs looped final objectives, float32, {iterations} iterations: largest relative difference "
-          f"{_gap(rec, loop_recs):.1e}")  # fmt: skip
+    print(
+        f"   batched vs looped final objectives, float32, {iterations} iterations: largest relative difference "
+        f"{_gap(rec, loop_recs):.1e}"
+    )
     # The restarts are independent, but batched kernels round differently from single ones and a non-convex
     # L-BFGS solve amplifies that (one Armijo test flips); in double precision over a short horizon the two agree.
     short = options.model_copy(update={"iterations": 20, "precision": "float64"})
     [rec64] = invert(dlg.SPEC, [view], short, seed=0, device=CPU)
     short_single = short.model_copy(update={"restarts": 1})
     loop64 = [invert(dlg.SPEC, [view], short_single, seed=0, device=CPU, restart_ids=[r])[0] for r in range(restarts)]
-    print(f"   batched vs looped final objectives, float64, 20 iterations: largest relative difference "
-          f"{_gap(rec64, loop64):.1e}")  # fmt: skip
+    print(
+        f"   batched vs looped final objectives, float64, 20 iterations: largest relative difference "
+        f"{_gap(rec64, loop64):.1e}"
+    )
 
 
 #: breaching's Inverting Gradients on the same problem (1 image, the DLG LeNet, the same initial image and TV
@@ -225,17 +261,23 @@ def single_problem(data: Path, iterations: int, repeats: int) -> None:
     x, y = load_images(data)
     view = federation_round(x, y)[0][0]
     options = AttackOptions(name="ig", iterations=iterations, restarts=1)
-    invert(inverting_gradients.SPEC, [view], options.model_copy(update={"iterations": 20}), seed=0, device=CPU)  # warm-up
+    invert(
+        inverting_gradients.SPEC, [view], options.model_copy(update={"iterations": 20}), seed=0, device=CPU
+    )  # warm-up
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
         [rec] = invert(inverting_gradients.SPEC, [view], options, seed=0, device=CPU)
         times.append((time.perf_counter() - start) / iterations * 1000)
     best, median = min(times), sorted(times)[len(times) // 2]
-    print(f"3. one problem: ig (signed Adam, TV {options.tv_weight}), CIFAR-10 image 0, "
-          f"1 restart, {iterations} iterations, {torch.get_num_threads()} threads")  # fmt: skip
-    print(f"   per iteration     : {median:.2f} ms median, {best:.2f} ms best of {repeats} = {best / BREACHING_MS_PER_ITERATION:.2f} x "
-          f"breaching's {BREACHING_MS_PER_ITERATION} ms (target <= 1); final objective {rec.objective:.6e}")  # fmt: skip
+    print(
+        f"3. one problem: ig (signed Adam, TV {options.tv_weight}), CIFAR-10 image 0, "
+        f"1 restart, {iterations} iterations, {torch.get_num_threads()} threads"
+    )
+    print(
+        f"   per iteration     : {median:.2f} ms median, {best:.2f} ms best of {repeats} = {best / BREACHING_MS_PER_ITERATION:.2f} x "
+        f"breaching's {BREACHING_MS_PER_ITERATION} ms (target <= 1); final objective {rec.objective:.6e}"
+    )
 
 
 def _gap(batched, looped) -> float:
@@ -246,7 +288,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_data_dir(parser)
     parser.add_argument("--iterations", type=int, default=1300, help="DLG iterations per client in part 1")
-    parser.add_argument("--aggregate-iterations", type=int, default=2000, help="DLG iterations on the aggregate in part 1")
+    parser.add_argument(
+        "--aggregate-iterations", type=int, default=2000, help="DLG iterations on the aggregate in part 1"
+    )
     parser.add_argument("--restart-iterations", type=int, default=200, help="DLG iterations in part 2")
     parser.add_argument("--restarts", type=int, default=8)
     parser.add_argument("--single-iterations", type=int, default=500, help="ig iterations in part 3")

@@ -13,9 +13,9 @@ from flwr.clientapp import ClientApp
 
 from clients.training import train_locally
 from fedsim.config import ExperimentConfig
+from fedsim.core.seeding import derive_seed
 from fedsim.engine.lifecycle.assembly import run_model_of
 from fedsim.engine.lifecycle.runner import Federation, prepare_federation
-from fedsim.core.seeding import derive_seed
 
 
 @functools.lru_cache(maxsize=1)
@@ -39,7 +39,9 @@ def build_client_app(config: ExperimentConfig) -> ClientApp:
         model = run_model_of(config, local.dataset, seed=0, with_weights=True)
         model.load_state_dict(message.content["arrays"].to_torch_state_dict())
         server_round = int(message.content["config"]["server-round"])
-        result = train_locally(model, x, y, ids, config.client, derive_seed(config.seed, "train", server_round, partition))
+        result = train_locally(
+            model, x, y, ids, config.client, derive_seed(config.seed, "train", server_round, partition)
+        )
         metrics = MetricRecord({"num-examples": len(x), "train-loss": result.train_loss})
         return Message(RecordDict({"arrays": ArrayRecord(model.state_dict()), "metrics": metrics}), reply_to=message)
 

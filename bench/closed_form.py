@@ -49,39 +49,67 @@ def aggregate_view(model, state, x, y, clients, secure, seed) -> tuple[AttackerV
     images, labels = torch.from_numpy(x[pick]).float() / 255, torch.from_numpy(y[pick]).long()
     sent = [client_weights(model, state, images[c : c + 1], labels[c : c + 1], [], seed + c) for c in range(clients)]
     observed = aggregate(sent, [1] * clients, secure, seed)
-    view = AttackerView(round=1, tap="server", target="aggregate", model=model, global_state=state, observed_state=observed,
-                        input_shape=(3, 32, 32), num_classes=10, num_samples=clients,
-                        local_training=LocalTraining(LR, 1, clients), input_bounds=(torch.zeros(3), torch.ones(3)))  # fmt: skip
+    view = AttackerView(
+        round=1,
+        tap="server",
+        target="aggregate",
+        model=model,
+        global_state=state,
+        observed_state=observed,
+        input_shape=(3, 32, 32),
+        num_classes=10,
+        num_samples=clients,
+        local_training=LocalTraining(LR, 1, clients),
+        input_bounds=(torch.zeros(3), torch.ones(3)),
+    )
     return view, images, labels
 
 
 def run(name: str, options: dict, view: AttackerView, seed: int) -> tuple[object, float]:
     attack_name = name.split(" ")[0]
     started = time.perf_counter()
-    (reconstruction,) = ATTACKS.get(attack_name)([view], AttackOptions(name=attack_name, **options), seed, torch.device("cpu"))
+    (reconstruction,) = ATTACKS.get(attack_name)(
+        [view], AttackOptions(name=attack_name, **options), seed, torch.device("cpu")
+    )
     return reconstruction, time.perf_counter() - started
 
 
 def scale(data, repeats: int, out: dict) -> None:
     model = mlp3()
     state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    print(f"images (1 per client) | aggregation | attack | recovered (>= {RECOVERED_DB:.0f} dB) | PSNR (dB, capped) | SSIM | "
-          "label accuracy | seconds", flush=True)  # fmt: skip
+    print(
+        f"images (1 per client) | aggregation | attack | recovered (>= {RECOVERED_DB:.0f} dB) | PSNR (dB, capped) | SSIM | "
+        "label accuracy | seconds",
+        flush=True,
+    )
     for count in SIZES:
         for aggregation, secure in (("FedAvg", None), ("SecAgg+", SECAGG_DEFAULT)):
-            views = [aggregate_view(model, state, data["x_train"], data["y_train"], count, secure, seed) for seed in range(repeats)]
+            views = [
+                aggregate_view(model, state, data["x_train"], data["y_train"], count, secure, seed)
+                for seed in range(repeats)
+            ]
             for name, options in ATTACK_CASES.items():
                 rows = []
                 for seed, (view, images, labels) in enumerate(views):
                     reconstruction, seconds = run(name, options, view, seed)
                     score = score_reconstruction(reconstruction, images, labels, lambda t: t)
-                    rows.append({"recovered": float(np.mean(np.array(score.psnr) >= RECOVERED_DB)), "psnr": score.psnr_mean,
-                                 "ssim": score.ssim_mean, "labels": score.label_accuracy, "seconds": seconds})  # fmt: skip
+                    rows.append(
+                        {
+                            "recovered": float(np.mean(np.array(score.psnr) >= RECOVERED_DB)),
+                            "psnr": score.psnr_mean,
+                            "ssim": score.ssim_mean,
+                            "labels": score.label_accuracy,
+                            "seconds": seconds,
+                        }
+                    )
                 key = f"{count} {aggregation} {name}"
                 out[key] = {m: [r[m] for r in rows] for m in rows[0]}
                 shown = {m: format_interval(interval(out[key][m]), 3) for m in ("recovered", "psnr", "ssim", "labels")}
-                print(f"{count:>3} | {aggregation:<7} | {name:<26} | {shown['recovered']} | {shown['psnr']} | "
-                      f"{shown['ssim']} | {shown['labels']} | {max(out[key]['seconds']):.2f}", flush=True)  # fmt: skip
+                print(
+                    f"{count:>3} | {aggregation:<7} | {name:<26} | {shown['recovered']} | {shown['psnr']} | "
+                    f"{shown['ssim']} | {shown['labels']} | {max(out[key]['seconds']):.2f}",
+                    flush=True,
+                )
 
 
 def timing(data, repeats: int, out: dict) -> None:
@@ -95,7 +123,10 @@ def timing(data, repeats: int, out: dict) -> None:
             view, _, _ = aggregate_view(model, state, data["x_train"], data["y_train"], 64, None, seed)
             seconds.append(run(name, {}, view, seed)[1])
         out[f"timing {name}"] = {"seconds": seconds}
-        print(f"{name} | {'imprinted lenet' if name == 'rtf' else 'mlp3'} | 64 x 1 | {np.mean(seconds):.3f}, {max(seconds):.3f}", flush=True)
+        print(
+            f"{name} | {'imprinted lenet' if name == 'rtf' else 'mlp3'} | 64 x 1 | {np.mean(seconds):.3f}, {max(seconds):.3f}",
+            flush=True,
+        )
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -141,38 +141,50 @@ def main(argv: list[str] | None = None) -> None:
     for label, row in table.items():
         epsilon = f"{row['epsilon']:.2f}" if row["epsilon"] is not None else "-"
         won = ", ".join(f"{a} {n}" for a, n in Counter(row["winners"]).most_common())
-        print(f"   {label:<17} {fmt(row['ssim'], 3):>14} {fmt(row['psnr'], 1):>12} {fmt(row['accuracy'], 1):>13} "
-              f"{fmt(row['drop'], 1):>13} {epsilon:>8}  {won}")  # fmt: skip
+        print(
+            f"   {label:<17} {fmt(row['ssim'], 3):>14} {fmt(row['psnr'], 1):>12} {fmt(row['accuracy'], 1):>13} "
+            f"{fmt(row['drop'], 1):>13} {epsilon:>8}  {won}"
+        )
     classes = np.bincount(np.load(data)["y"])  # the test split is a random stratum of these
     constant = 100 * classes.max() / classes.sum()
     if "none" in table:
         ratio = table["none"]["accuracy"][0] / constant
-        print(f"   undefended accuracy / constant predictor ({constant:.1f} %): {ratio:.1f} (protocol: >= 3): "
-              f"{'met' if ratio >= 3 else 'NOT met'}")  # fmt: skip
-    lines = ["| defense | SSIM (strongest) | PSNR (dB) | test accuracy (%) | drop (points) | epsilon | won by (targets) |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+        print(
+            f"   undefended accuracy / constant predictor ({constant:.1f} %): {ratio:.1f} (protocol: >= 3): "
+            f"{'met' if ratio >= 3 else 'NOT met'}"
+        )
+    lines = [
+        "| defense | SSIM (strongest) | PSNR (dB) | test accuracy (%) | drop (points) | epsilon | won by (targets) |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for label, row in table.items():
         epsilon = f"{row['epsilon']:.2f}" if row["epsilon"] is not None else "-"
         won = ", ".join(f"`{a}` {n}" for a, n in Counter(row["winners"]).most_common())
-        lines.append(f"| {label} | {fmt(row['ssim'], 3)} | {fmt(row['psnr'], 1)} | {fmt(row['accuracy'], 1)} | "
-                     f"{fmt(row['drop'], 1)} | {epsilon} | {won} |")  # fmt: skip
+        lines.append(
+            f"| {label} | {fmt(row['ssim'], 3)} | {fmt(row['psnr'], 1)} | {fmt(row['accuracy'], 1)} | "
+            f"{fmt(row['drop'], 1)} | {epsilon} | {won} |"
+        )
     if args.markdown:
         print("\n" + "\n".join(lines))
     if args.docs:
         seconds = sum(float((run.summary or {}).get("wall_seconds_last_session", 0.0)) for run in sweep.runs.values())
-        write_between_markers(DOCS_PAGES[MARKER], MARKER, [
-            f"Regenerate with `.venv/bin/python -m bench.defenses --data-dir DIR --docs`, DIR holding `{MNIST}` "
-            f"({len(sweep.runs)} runs, {seconds / 60:.0f} min of run time on {os.cpu_count()} CPU cores; `--parallel 2` runs two "
-            "at once). Means over seeds 0-2 ± 95 % t-interval half-widths:",
-            "",
-            *lines,
-            "",
-            f"The undefended model reaches {table['none']['accuracy'][0]:.1f} % on the 2,000 held-out images, "
-            f"{table['none']['accuracy'][0] / constant:.1f} times the constant predictor's {constant:.1f} %. SSIM: per run, "
-            "the mean over the attacked (round, client) pairs of the best SSIM any attack reached on that client's batch "
-            "of 4 images; won by: how many of those pairs each attack won, over all seeds. Drop: paired with the "
-            "undefended run of the same seed.",
-        ])  # fmt: skip
+        write_between_markers(
+            DOCS_PAGES[MARKER],
+            MARKER,
+            [
+                f"Regenerate with `.venv/bin/python -m bench.defenses --data-dir DIR --docs`, DIR holding `{MNIST}` "
+                f"({len(sweep.runs)} runs, {seconds / 60:.0f} min of run time on {os.cpu_count()} CPU cores; `--parallel 2` runs two "
+                "at once). Means over seeds 0-2 ± 95 % t-interval half-widths:",
+                "",
+                *lines,
+                "",
+                f"The undefended model reaches {table['none']['accuracy'][0]:.1f} % on the 2,000 held-out images, "
+                f"{table['none']['accuracy'][0] / constant:.1f} times the constant predictor's {constant:.1f} %. SSIM: per run, "
+                "the mean over the attacked (round, client) pairs of the best SSIM any attack reached on that client's batch "
+                "of 4 images; won by: how many of those pairs each attack won, over all seeds. Drop: paired with the "
+                "undefended run of the same seed.",
+            ],
+        )
     print(json.dumps({label: {k: v for k, v in row.items() if k != "winners"} for label, row in table.items()}))
 
 

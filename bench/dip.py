@@ -42,17 +42,23 @@ def main(argv: list[str] | None = None) -> None:
     images = torch.from_numpy(data["x_train"].astype(np.float32) / 255)
     labels = torch.from_numpy(data["y_train"].astype(np.int64))
     model = build_model(ModelConfig(name="lenet"), 3, 10, 32, 0)
-    settings = [("single, clean", [[10], [11], [12]], 0.0), ("single, noise 0.1", [[10], [11], [12]], 0.1),
-                ("batch of 4, clean", [[13, 14, 15, 16]], 0.0)]  # fmt: skip
+    settings = [
+        ("single, clean", [[10], [11], [12]], 0.0),
+        ("single, noise 0.1", [[10], [11], [12]], 0.1),
+        ("batch of 4, clean", [[13, 14, 15, 16]], 0.0),
+    ]
     if not args.quick:
         settings.append(("batch of 4, noise 0.1", [[13, 14, 15, 16], [17, 18, 19, 20]], 0.1))
-    attacks = {"ig": AttackOptions(name="ig", iterations=iterations), "dip": AttackOptions(name="ig-dip", iterations=iterations)}
+    attacks = {
+        "ig": AttackOptions(name="ig", iterations=iterations),
+        "dip": AttackOptions(name="ig-dip", iterations=iterations),
+    }
     out: dict[str, list] = {"setting": [], "ig_psnr": [], "dip_psnr": [], "ig_objective": [], "dip_objective": []}
     start = time.perf_counter()
     for title, batches, scale in settings:
         scores: dict[str, list[float]] = {name: [] for name in attacks}
         objectives: dict[str, list[float]] = {name: [] for name in attacks}
-        seconds: dict[str, float] = {name: 0.0 for name in attacks}
+        seconds: dict[str, float] = dict.fromkeys(attacks, 0.0)
         for batch in batches:
             x, y = images[batch], labels[batch]
             view = noisy_view(model, x, y, scale, "gaussian", batch[0])
@@ -67,8 +73,11 @@ def main(argv: list[str] | None = None) -> None:
             mean, half = interval(scores[name])
             out[f"{name}_psnr"].append(round(mean, 2))
             out[f"{name}_objective"].append(float(f"{np.mean(objectives[name]):.3g}"))
-            print(f"{title:20s} {name:3s}: PSNR {mean:6.2f} +- {half:5.2f} dB (per image {', '.join(f'{s:.1f}' for s in scores[name])}), "
-                  f"objective {np.mean(objectives[name]):.3g}, {seconds[name]:.0f} s", file=sys.stderr)  # fmt: skip
+            print(
+                f"{title:20s} {name:3s}: PSNR {mean:6.2f} +- {half:5.2f} dB (per image {', '.join(f'{s:.1f}' for s in scores[name])}), "
+                f"objective {np.mean(objectives[name]):.3g}, {seconds[name]:.0f} s",
+                file=sys.stderr,
+            )
     print(f"{time.perf_counter() - start:.0f} s, {iterations} iterations", file=sys.stderr)
     print(json.dumps(out))
 

@@ -72,22 +72,48 @@ def noisy_view(model, x, y, scale: float, distribution: str, seed: int) -> Attac
                 noise = -std / math.sqrt(2) * torch.sign(u) * torch.log1p(-2 * u.abs())
             observed[n] = observed[n] + noise
     return AttackerView(
-        round=1, tap="mitm", target="client:0", model=model, global_state=global_state, observed_state=observed,
-        input_shape=tuple(x.shape[1:]), num_classes=10, num_samples=len(x),
+        round=1,
+        tap="mitm",
+        target="client:0",
+        model=model,
+        global_state=global_state,
+        observed_state=observed,
+        input_shape=tuple(x.shape[1:]),
+        num_classes=10,
+        num_samples=len(x),
         local_training=LocalTraining(lr=1.0, local_steps=1, batch_size=len(x)),
         input_bounds=(torch.zeros(x.shape[1]), torch.ones(x.shape[1])),
-    )  # fmt: skip
+    )
 
 
 def ensure_prior(folder: Path) -> dict:
     if not (folder / "unet").is_dir() or not (folder / "fedsim_prior.json").exists():
         print(f"training the CPU digits prior into {folder} (resumable)", file=sys.stderr)
-        subprocess.run([sys.executable, "-m", "fedsim.cli", "prior", "train", "--dataset", "digits", "--image-size", "8",
-                        "--preset", "cpu", "--resume", "--out", str(folder)], check=True)  # fmt: skip
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "fedsim.cli",
+                "prior",
+                "train",
+                "--dataset",
+                "digits",
+                "--image-size",
+                "8",
+                "--preset",
+                "cpu",
+                "--resume",
+                "--out",
+                str(folder),
+            ],
+            check=True,
+        )
     record = json.loads((folder / "fedsim_prior.json").read_text())
     if record.get("trained_steps", 0) < record["steps"]:
-        raise SystemExit(f"{folder}: training stopped at {record.get('trained_steps')} of {record['steps']} steps; "
-                         "rerun `fedsim prior train --resume --out` on it")  # fmt: skip
+        raise SystemExit(
+            f"{folder}: training stopped at {record.get('trained_steps')} of {record['steps']} steps; "
+            "rerun `fedsim prior train --resume --out` on it"
+        )
     return record
 
 
@@ -99,10 +125,17 @@ def prior_quality(folder: Path, data) -> str:
     with torch.no_grad():
         x0 = guided_sample(prior, None, torch.randn(64, 1, 8, 8, generator=generator), 50, 0.0, generator)
     reference = torch.from_numpy(data.x_train).reshape(len(data.x_train), -1).double()
-    noise = (reference.mean() + reference.std() * torch.randn(64, 64, generator=generator, dtype=torch.float64)).clamp(0, 1)
-    candidates = {"prior samples": ((x0.clamp(-1, 1) + 1) / 2).reshape(64, -1).double(),
-                  "held-out digits": torch.from_numpy(data.x_test[:64]).reshape(64, -1).double(), "noise": noise}  # fmt: skip
-    return ", ".join(f"{name} {float(torch.cdist(q, reference).min(1).values.mean() / 8):.3f}" for name, q in candidates.items())
+    noise = (reference.mean() + reference.std() * torch.randn(64, 64, generator=generator, dtype=torch.float64)).clamp(
+        0, 1
+    )
+    candidates = {
+        "prior samples": ((x0.clamp(-1, 1) + 1) / 2).reshape(64, -1).double(),
+        "held-out digits": torch.from_numpy(data.x_test[:64]).reshape(64, -1).double(),
+        "noise": noise,
+    }
+    return ", ".join(
+        f"{name} {float(torch.cdist(q, reference).min(1).values.mean() / 8):.3f}" for name, q in candidates.items()
+    )
 
 
 def attacks_for(prior: dict, guidance_rate: float, steps: int, ig_iterations: int, dlg_iterations: int) -> dict:
@@ -114,7 +147,9 @@ def attacks_for(prior: dict, guidance_rate: float, steps: int, ig_iterations: in
     }
 
 
-def measure(data, attacks: dict, scales, distribution: str, batch: int, indices, seeds: int) -> dict[str, list[list[float]]]:
+def measure(
+    data, attacks: dict, scales, distribution: str, batch: int, indices, seeds: int
+) -> dict[str, list[list[float]]]:
     """PSNR per attack, per scale, over (victim batch, seed) pairs; victims are consecutive training images."""
     out = {name: [[] for _ in scales] for name in attacks}
     for s, scale in enumerate(scales):
@@ -137,15 +172,24 @@ def tune(data, prior: dict) -> None:
             for steps in (50, 100):
                 options = {"ggssr": AttackOptions(name="ggssr", steps=steps, guidance_rate=rate, prior=prior)}
                 mean, half = interval(measure(data, options, [scale], "gaussian", 1, TUNING, 2)["ggssr"][0])
-                print(f"tune noise {scale:4}: ggssr rate {rate} steps {steps:3d}  PSNR {mean:6.2f} +- {half:.2f}", file=sys.stderr)
+                print(
+                    f"tune noise {scale:4}: ggssr rate {rate} steps {steps:3d}  PSNR {mean:6.2f} +- {half:.2f}",
+                    file=sys.stderr,
+                )
         for iterations in (150, 300, 600):
             options = {"ig": AttackOptions(name="ig", iterations=iterations)}
             mean, half = interval(measure(data, options, [scale], "gaussian", 1, TUNING, 2)["ig"][0])
-            print(f"tune noise {scale:4}: ig iterations {iterations:3d}    PSNR {mean:6.2f} +- {half:.2f}", file=sys.stderr)
+            print(
+                f"tune noise {scale:4}: ig iterations {iterations:3d}    PSNR {mean:6.2f} +- {half:.2f}",
+                file=sys.stderr,
+            )
         for iterations in (30, 100):
             options = {"dlg": AttackOptions(name="dlg", iterations=iterations)}
             mean, half = interval(measure(data, options, [scale], "gaussian", 1, TUNING, 2)["dlg"][0])
-            print(f"tune noise {scale:4}: dlg iterations {iterations:3d}   PSNR {mean:6.2f} +- {half:.2f}", file=sys.stderr)
+            print(
+                f"tune noise {scale:4}: dlg iterations {iterations:3d}   PSNR {mean:6.2f} +- {half:.2f}",
+                file=sys.stderr,
+            )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -153,8 +197,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--tune", action="store_true", help="run the tuning grid on training images 0-3 and stop")
     parser.add_argument("--prior", type=Path, default=DEFAULT_PRIOR)
-    parser.add_argument("--scales", type=float, nargs="+", default=None,
-                        help="noise std relative to the RMS of the clean update")  # fmt: skip
+    parser.add_argument(
+        "--scales", type=float, nargs="+", default=None, help="noise std relative to the RMS of the clean update"
+    )
     parser.add_argument("--images", type=int, default=None, help="victim images (or batches) per seed")
     parser.add_argument("--seeds", type=int, default=None)
     args = parser.parse_args(argv)
@@ -163,9 +208,11 @@ def main(argv: list[str] | None = None) -> None:
     assert record["split"] == "test", "the prior must be trained on the held-out split"
     data = load_dataset(DataConfig(dataset="digits", image_size=8), seed=0)
     prior = {"name": "diffusers", "path": str(args.prior), "offline": True}
-    print(f"prior {args.prior}: {record['trained_steps']} steps in {record.get('training_seconds', '?')} s on "
-          f"{record.get('threads', '?')} thread(s); nearest training digit (RMS): {prior_quality(args.prior, data)}",
-          file=sys.stderr)  # fmt: skip
+    print(
+        f"prior {args.prior}: {record['trained_steps']} steps in {record.get('training_seconds', '?')} s on "
+        f"{record.get('threads', '?')} thread(s); nearest training digit (RMS): {prior_quality(args.prior, data)}",
+        file=sys.stderr,
+    )
     if args.tune:
         tune(data, prior)
         return
@@ -189,13 +236,20 @@ def main(argv: list[str] | None = None) -> None:
                 summary[key][f"{name}_psnr"].append(round(mean, 2))
                 summary[key][f"{name}_half_width"].append(round(half, 2))
         for s, scale in enumerate(scales):
-            row = "  ".join(f"{name} {summary[key][f'{name}_psnr'][s]:6.2f} +- {summary[key][f'{name}_half_width'][s]:5.2f}"
-                            for name in attacks)  # fmt: skip
-            print(f"{distribution:8s} batch {batch} noise {scale:5}: {row}  (dB, 95 % t-interval, n={len(values['ggssr'][s])})",
-                  file=sys.stderr)  # fmt: skip
+            row = "  ".join(
+                f"{name} {summary[key][f'{name}_psnr'][s]:6.2f} +- {summary[key][f'{name}_half_width'][s]:5.2f}"
+                for name in attacks
+            )
+            print(
+                f"{distribution:8s} batch {batch} noise {scale:5}: {row}  (dB, 95 % t-interval, n={len(values['ggssr'][s])})",
+                file=sys.stderr,
+            )
     print(f"{time.perf_counter() - start:.0f} s", file=sys.stderr)
     main_setting = summary["gaussian-batch1"]
-    out = {"noise": scales, **{f"{name}_psnr": main_setting[f"{name}_psnr"] for name in ("ggssr", "ig", "dlg", "unguided")}}
+    out = {
+        "noise": scales,
+        **{f"{name}_psnr": main_setting[f"{name}_psnr"] for name in ("ggssr", "ig", "dlg", "unguided")},
+    }
     if not args.quick:
         out["settings"] = summary
     print(json.dumps(out))

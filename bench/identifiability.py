@@ -67,20 +67,26 @@ def main(argv: list[str] | None = None) -> None:
     add_data_dir(parser)
     parser.add_argument("--max-batch", type=int, default=3)
     parser.add_argument("--oracle", action="store_true", help="the smoothest gradient-equivalent images (largest B)")
-    parser.add_argument("--perturbed", type=int, default=2, choices=(0, 1, 2), help="other points to measure the rank at")
+    parser.add_argument(
+        "--perturbed", type=int, default=2, choices=(0, 1, 2), help="other points to measure the rank at"
+    )
     args = parser.parse_args(argv)
     data = np.load(data_file(args.data_dir, CIFAR))
     images = torch.from_numpy(data["x_test"][: args.max_batch].astype(np.float64) / 255.0)
     labels = torch.from_numpy(data["y_test"][: args.max_batch].astype(np.int64))
     model = build_model(ModelConfig(name="lenet", init="uniform"), 3, 10, 32, seed=0).double()
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; sigmoid LeNet (uniform init), CIFAR-10 test "
-          f"images 0-{args.max_batch - 1}, labels {labels.tolist()}, float64")  # fmt: skip
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads; sigmoid LeNet (uniform init), CIFAR-10 test "
+        f"images 0-{args.max_batch - 1}, labels {labels.tolist()}, float64"
+    )
     generator = torch.Generator().manual_seed(0)
     for batch in range(1, args.max_batch + 1):
         truth = images[:batch]
-        points = {"truth": truth,
-                  "truth+noise": truth + 0.05 * torch.randn(truth.shape, generator=generator, dtype=truth.dtype),
-                  "random": torch.rand(truth.shape, generator=generator, dtype=truth.dtype)}  # fmt: skip
+        points = {
+            "truth": truth,
+            "truth+noise": truth + 0.05 * torch.randn(truth.shape, generator=generator, dtype=truth.dtype),
+            "random": torch.rand(truth.shape, generator=generator, dtype=truth.dtype),
+        }
         for point, pixels in list(points.items())[: 1 + args.perturbed]:
             start = time.perf_counter()
             jacobian = gradient_jacobian(model, pixels, labels[:batch])
@@ -92,8 +98,10 @@ def main(argv: list[str] | None = None) -> None:
         start = time.perf_counter()
         estimate = smoothest_equivalent(truth_jacobian, images)
         per_image = psnr(estimate.clamp(0, 1), images).tolist()
-        print(f"oracle B={args.max_batch}: smoothest gradient-equivalent images, PSNR {' '.join(f'{v:.2f}' for v in per_image)} dB, "
-              f"mean {sum(per_image) / len(per_image):.2f} dB [{time.perf_counter() - start:.0f} s]")  # fmt: skip
+        print(
+            f"oracle B={args.max_batch}: smoothest gradient-equivalent images, PSNR {' '.join(f'{v:.2f}' for v in per_image)} dB, "
+            f"mean {sum(per_image) / len(per_image):.2f} dB [{time.perf_counter() - start:.0f} s]"
+        )
 
 
 def describe(head: str, shape: tuple[int, int], singular: torch.Tensor, seconds: float) -> None:
@@ -104,10 +112,12 @@ def describe(head: str, shape: tuple[int, int], singular: torch.Tensor, seconds:
     ratios = relative[:-1] / relative[1:].clamp(min=1e-300)
     gap = int(torch.argmax(ratios))
     ranks = {cut: int((relative > cut).sum()) for cut in (1e-6, 1e-8, 1e-10, 1e-12)}
-    print(f"{head}: Jacobian {shape[0]} x {unknowns}; singular values / largest at 25/50/75/100 % of the spectrum "
-          f"{' '.join(f'{q:.1e}' for q in quantiles)}; largest gap x{ratios[gap]:.1e} after index {gap + 1}; "
-          f"rank at cut-off {', '.join(f'{cut:.0e}: {rank}' for cut, rank in ranks.items())} of {unknowns} [{seconds:.0f} s]",
-          flush=True)  # fmt: skip
+    print(
+        f"{head}: Jacobian {shape[0]} x {unknowns}; singular values / largest at 25/50/75/100 % of the spectrum "
+        f"{' '.join(f'{q:.1e}' for q in quantiles)}; largest gap x{ratios[gap]:.1e} after index {gap + 1}; "
+        f"rank at cut-off {', '.join(f'{cut:.0e}: {rank}' for cut, rank in ranks.items())} of {unknowns} [{seconds:.0f} s]",
+        flush=True,
+    )
 
 
 def smoothest_equivalent(jacobian: torch.Tensor, images: torch.Tensor) -> torch.Tensor:

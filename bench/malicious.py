@@ -68,13 +68,16 @@ def client_weights(model, state, images, labels, defenses, seed) -> dict[str, to
     grads = torch.autograd.grad(loss, list(model.parameters()))
     update = {name: g.detach() for (name, _), g in zip(model.named_parameters(), grads, strict=True)}
     for position, entry in enumerate(parse_config({"client": {"defenses": defenses}}).client.defenses):
-        context = DefenseContext(model=model, x=images, y=labels, lr=LR,
-                                 generator=torch.Generator().manual_seed(seed * 100 + position))  # fmt: skip
+        context = DefenseContext(
+            model=model, x=images, y=labels, lr=LR, generator=torch.Generator().manual_seed(seed * 100 + position)
+        )
         update = DEFENSES.get(entry.name).apply(update, entry, context).update
     return {name: state[name] - LR * update[name] if name in update else state[name] for name in state}
 
 
-def aggregate(sent: list[dict[str, torch.Tensor]], counts: list[int], secure: tuple[float, int] | None, rng_seed: int) -> dict[str, torch.Tensor]:
+def aggregate(
+    sent: list[dict[str, torch.Tensor]], counts: list[int], secure: tuple[float, int] | None, rng_seed: int
+) -> dict[str, torch.Tensor]:
     """FedAvg's weighted mean (``secure`` None) or SecAgg+'s with ``secure`` = (clipping range, levels)."""
     names, total = list(sent[0]), sum(counts)
     if secure is None:
@@ -93,25 +96,50 @@ def aggregate(sent: list[dict[str, torch.Tensor]], counts: list[int], secure: tu
         summed = quantised if summed is None else [a + b for a, b in zip(summed, quantised)]
     values = dequantize(summed, clipping, levels)
     offset = -(len(sent) - 1) * clipping
-    return {name: torch.from_numpy((v + offset) * levels / sum(ratios)).float().reshape(sent[0][name].shape)
-            for name, v in zip(names, values)}  # fmt: skip
+    return {
+        name: torch.from_numpy((v + offset) * levels / sum(ratios)).float().reshape(sent[0][name].shape)
+        for name, v in zip(names, values)
+    }
 
 
 def one_case(model, state, x, y, clients, per_client, defenses, secure, seed) -> dict:
     rng = np.random.default_rng(seed)
     pick = 1000 + rng.choice(len(x) - 1000, clients * per_client, replace=False)
     images, labels = torch.from_numpy(x[pick]).float() / 255, torch.from_numpy(y[pick]).long()
-    sent = [client_weights(model, state, images[c * per_client:(c + 1) * per_client], labels[c * per_client:(c + 1) * per_client],
-                           defenses, seed + c) for c in range(clients)]  # fmt: skip
+    sent = [
+        client_weights(
+            model,
+            state,
+            images[c * per_client : (c + 1) * per_client],
+            labels[c * per_client : (c + 1) * per_client],
+            defenses,
+            seed + c,
+        )
+        for c in range(clients)
+    ]
     observed = aggregate(sent, [per_client] * clients, secure, seed)
-    view = AttackerView(round=1, tap="server", target="aggregate", model=model, global_state=state, observed_state=observed,
-                        input_shape=(3, 32, 32), num_classes=10, num_samples=clients * per_client,
-                        local_training=LocalTraining(LR, 1, per_client))  # fmt: skip
+    view = AttackerView(
+        round=1,
+        tap="server",
+        target="aggregate",
+        model=model,
+        global_state=state,
+        observed_state=observed,
+        input_shape=(3, 32, 32),
+        num_classes=10,
+        num_samples=clients * per_client,
+        local_training=LocalTraining(LR, 1, per_client),
+    )
     started = time.perf_counter()
     (reconstruction,) = rtf([view], AttackOptions(name="rtf"), seed=0, device=torch.device("cpu"))
     seconds = time.perf_counter() - started
     score = score_reconstruction(reconstruction, images, labels, lambda t: t)
-    return {"recovered": score.recovered_40db / len(images), "psnr": score.psnr_mean, "ssim": score.ssim_mean, "seconds": seconds}
+    return {
+        "recovered": score.recovered_40db / len(images),
+        "psnr": score.psnr_mean,
+        "ssim": score.ssim_mean,
+        "seconds": seconds,
+    }
 
 
 def shown(values: list[float]) -> str:
@@ -132,26 +160,43 @@ def main(argv: list[str] | None = None) -> None:
     state = {k: v.detach().clone() for k, v in model.state_dict().items()}
     out: dict[str, dict] = {}
     if args.part in ("scale", "all"):
-        print("clients x images | aggregation | recovered (>= 40 dB) | PSNR (dB, capped) | SSIM | rtf seconds", flush=True)
+        print(
+            "clients x images | aggregation | recovered (>= 40 dB) | PSNR (dB, capped) | SSIM | rtf seconds", flush=True
+        )
         for clients in (2, 8, 32, 64):
             for per_client in (1, 4, 8):
                 for name, secure in (("FedAvg", None), ("SecAgg+", SECAGG_DEFAULT)):
-                    runs = [one_case(model, state, data["x_train"], data["y_train"], clients, per_client, [], secure, seed)
-                            for seed in range(args.repeats)]  # fmt: skip
+                    runs = [
+                        one_case(model, state, data["x_train"], data["y_train"], clients, per_client, [], secure, seed)
+                        for seed in range(args.repeats)
+                    ]
                     key = f"{clients}x{per_client} {name}"
                     out[key] = {m: [r[m] for r in runs] for m in ("recovered", "psnr", "ssim", "seconds")}
-                    print(f"{clients:>3} x {per_client} | {name:<7} | {shown(out[key]['recovered'])} | "
-                          f"{shown(out[key]['psnr'])} | {shown(out[key]['ssim'])} | {max(out[key]['seconds']):.3f}", flush=True)  # fmt: skip
+                    print(
+                        f"{clients:>3} x {per_client} | {name:<7} | {shown(out[key]['recovered'])} | "
+                        f"{shown(out[key]['psnr'])} | {shown(out[key]['ssim'])} | {max(out[key]['seconds']):.3f}",
+                        flush=True,
+                    )
     if args.part in ("defenses", "all"):
-        print("defense (8 clients x 4 images) | aggregation | recovered (>= 40 dB) | PSNR (dB, capped) | SSIM", flush=True)
+        print(
+            "defense (8 clients x 4 images) | aggregation | recovered (>= 40 dB) | PSNR (dB, capped) | SSIM", flush=True
+        )
         for label, defenses in DEFENSE_CASES.items():
-            for name, secure in (("FedAvg", None), ("SecAgg+ defaults (8, 2^22)", SECAGG_DEFAULT),
-                                 ("SecAgg+ server's choice (1, 2^28)", SECAGG_CHOSEN)):  # fmt: skip
-                runs = [one_case(model, state, data["x_train"], data["y_train"], 8, 4, defenses, secure, seed)
-                        for seed in range(args.repeats)]  # fmt: skip
+            for name, secure in (
+                ("FedAvg", None),
+                ("SecAgg+ defaults (8, 2^22)", SECAGG_DEFAULT),
+                ("SecAgg+ server's choice (1, 2^28)", SECAGG_CHOSEN),
+            ):
+                runs = [
+                    one_case(model, state, data["x_train"], data["y_train"], 8, 4, defenses, secure, seed)
+                    for seed in range(args.repeats)
+                ]
                 out[f"defense {label} {name}"] = {m: [r[m] for r in runs] for m in ("recovered", "psnr", "ssim")}
-                print(f"{label:<22} | {name:<33} | {shown([r['recovered'] for r in runs])} | "
-                      f"{shown([r['psnr'] for r in runs])} | {shown([r['ssim'] for r in runs])}", flush=True)  # fmt: skip
+                print(
+                    f"{label:<22} | {name:<33} | {shown([r['recovered'] for r in runs])} | "
+                    f"{shown([r['psnr'] for r in runs])} | {shown([r['ssim'] for r in runs])}",
+                    flush=True,
+                )
     print(json.dumps({k: {m: float(np.mean(v)) for m, v in d.items()} for k, d in out.items()}))
 
 

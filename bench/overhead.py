@@ -30,8 +30,8 @@ from flwr.simulation import run_simulation
 from bench.bare_flower_app import build_client_app, cached_federation
 from bench.common import CONFIGS, REPO
 from fedsim.config import ExperimentConfig, load_config
-from fedsim.engine.lifecycle.runner import CentralEvaluator, _backend_config, _quiet_frameworks, run_experiment
 from fedsim.engine.lifecycle.assembly import run_model_of
+from fedsim.engine.lifecycle.runner import CentralEvaluator, _backend_config, _quiet_frameworks, run_experiment
 from fedsim.rundir.writer import RunStore
 
 QUICKSTART = CONFIGS / "quickstart.yaml"

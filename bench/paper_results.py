@@ -61,11 +61,14 @@ def paper_table(paper: str, by_setting: dict[str, list[dict]]) -> list[str]:
         epsilons = [r["epsilon"] for r in rows if r["epsilon"] is not None]
         lines.append(
             f"| {paper} | {label} | {format_interval(ssim, 3)} | "
-            + ", ".join(f"`{a}` {n}" for a, n in winners.most_common()) + " | "
+            + ", ".join(f"`{a}` {n}" for a, n in winners.most_common())
+            + " | "
             + f"{format_interval(accuracy, 1)} | "
-            + (format_interval(drop, 1) if drop else "-") + " | "
-            + (f"{max(epsilons):.2f}" if epsilons else "-") + f" ({len(rows)} seeds) |"
-        )  # fmt: skip
+            + (format_interval(drop, 1) if drop else "-")
+            + " | "
+            + (f"{max(epsilons):.2f}" if epsilons else "-")
+            + f" ({len(rows)} seeds) |"
+        )
     return lines
 
 

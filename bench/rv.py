@@ -50,17 +50,24 @@ def main(argv: list[str] | None = None) -> None:
         scores = []
         for i in range(images):
             view = noisy_view(model, x[i : i + 1], y[i : i + 1], 0.0, "gaussian", i)
-            rec = run_attack(AttackOptions(name="ig", iterations=iterations), [view], seed=0, device=torch.device("cpu"))[0]
+            rec = run_attack(
+                AttackOptions(name="ig", iterations=iterations), [view], seed=0, device=torch.device("cpu")
+            )[0]
             scores.append(paired_psnr(rec.images.reshape(x[i : i + 1].shape), x[i : i + 1]))
         out["models"].append(name)
         out["rv"].append(round(rv.rv, 4))
         out["rv_se"].append(round(rv.standard_error, 4))
         out["ig_psnr"].append(round(float(np.mean(scores)), 2))
-        print(f"{name:8s} RV {rv.rv:9.4f} +- {rv.standard_error:.4f}  IG PSNR {np.mean(scores):6.2f} dB", file=sys.stderr)
+        print(
+            f"{name:8s} RV {rv.rv:9.4f} +- {rv.standard_error:.4f}  IG PSNR {np.mean(scores):6.2f} dB", file=sys.stderr
+        )
     rho = spearmanr(out["rv"], out["ig_psnr"]).statistic
     out["spearman"] = None if math.isnan(rho) else round(float(rho), 3)
-    print(f"Spearman rank correlation of RV and IG PSNR over {len(models)} models: {out['spearman']} (descriptive); "
-          f"{time.perf_counter() - start:.0f} s", file=sys.stderr)  # fmt: skip
+    print(
+        f"Spearman rank correlation of RV and IG PSNR over {len(models)} models: {out['spearman']} (descriptive); "
+        f"{time.perf_counter() - start:.0f} s",
+        file=sys.stderr,
+    )
     print(json.dumps(out))
 
 

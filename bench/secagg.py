@@ -43,9 +43,16 @@ VARIANTS: dict[str, list[str]] = {
     "fedavg-mitm": ["strategy.name=fedavg", "adversary.tap=mitm", "adversary.targets=per-client"],
     "secagg-server": ["strategy.name=secagg+", "adversary.tap=server", "adversary.targets=aggregate"],
     "secagg-mitm": ["strategy.name=secagg+", "adversary.tap=mitm", "adversary.targets=per-client"],
-    "secagg-malicious": ["strategy.name=secagg+", "adversary.tap=server", "adversary.targets=aggregate",
-                         "adversary.server=malicious", "adversary.attacks=[rtf]", "adversary.portfolio=listed",
-                         "adversary.portfolio_exclude=[]", "adversary.portfolio_options={}"],
+    "secagg-malicious": [
+        "strategy.name=secagg+",
+        "adversary.tap=server",
+        "adversary.targets=aggregate",
+        "adversary.server=malicious",
+        "adversary.attacks=[rtf]",
+        "adversary.portfolio=listed",
+        "adversary.portfolio_exclude=[]",
+        "adversary.portfolio_options={}",
+    ],
 }
 
 
@@ -60,17 +67,36 @@ def accuracies(run_dir: Path) -> list[float]:
 
 def timing(args: argparse.Namespace, data: Path) -> None:
     common = [
-        "data.dataset=npz", f"data.path={data}", "data.normalize=global", f"data.max_train_samples={100 * args.clients}",
-        "data.max_test_samples=500", "model.init=default", "model.activation=relu", f"federation.num_clients={args.clients}",
-        f"federation.rounds={args.rounds}", "client.batch_size=20", "client.local_steps=null", "client.local_epochs=1",
-        "client.lr=0.05", "adversary.attacks=[]", "device=cpu", "output.ground_truth=false",
-    ]  # fmt: skip
+        "data.dataset=npz",
+        f"data.path={data}",
+        "data.normalize=global",
+        f"data.max_train_samples={100 * args.clients}",
+        "data.max_test_samples=500",
+        "model.init=default",
+        "model.activation=relu",
+        f"federation.num_clients={args.clients}",
+        f"federation.rounds={args.rounds}",
+        "client.batch_size=20",
+        "client.local_steps=null",
+        "client.local_epochs=1",
+        "client.lr=0.05",
+        "adversary.attacks=[]",
+        "device=cpu",
+        "output.ground_truth=false",
+    ]
     seconds: dict[str, list[float]] = {"fedavg": [], "secagg+": []}
     curves: dict[str, list[float]] = {}
     for repeat in range(args.repeats):
         for strategy in seconds:
-            config = load_config(CONFIG, [*common, f"strategy.name={strategy}", f"output.dir={args.out}",
-                                          f"output.run_name=timing-{strategy.rstrip('+')}-{repeat}-{time.time_ns()}"])  # fmt: skip
+            config = load_config(
+                CONFIG,
+                [
+                    *common,
+                    f"strategy.name={strategy}",
+                    f"output.dir={args.out}",
+                    f"output.run_name=timing-{strategy.rstrip('+')}-{repeat}-{time.time_ns()}",
+                ],
+            )
             run_dir = run_experiment(config, quiet=True)
             seconds[strategy].append(steady_seconds_per_round(run_dir))
             curves[strategy] = accuracies(run_dir)
@@ -92,8 +118,12 @@ def compare(args: argparse.Namespace, data: Path) -> None:
     results: dict[tuple[str, int], list[dict]] = {}
     for variant in args.variants:
         raw = yaml.safe_load(CONFIG.read_text())
-        raw["data"] = {**raw["data"], "dataset": "npz", "path": str(data),
-                       "max_train_samples": 8 * max(args.clients)}  # each client trains on one image per round
+        raw["data"] = {
+            **raw["data"],
+            "dataset": "npz",
+            "path": str(data),
+            "max_train_samples": 8 * max(args.clients),
+        }  # each client trains on one image per round
         for assignment in VARIANTS[variant]:
             key, value = assignment.split("=", 1)
             set_dotted(raw, key, yaml.safe_load(value))
@@ -103,26 +133,38 @@ def compare(args: argparse.Namespace, data: Path) -> None:
             best = run.strongest("ssim_mean", per="target")
             if best.empty:
                 continue
-            results.setdefault((variant, run.config.federation.num_clients), []).append({
-                "ssim": float(best["ssim_mean"].mean()), "psnr": float(best["psnr_mean"].mean()),
-                "recovered": float(best["recovered_40db"].sum() / best["batch_size"].sum()) if "recovered_40db" in best else math.nan,
-                "winners": dict(best["attack"].value_counts()), "kind": "aggregate" if (best["target"] == "aggregate").all() else "per-client",
-            })  # fmt: skip
+            results.setdefault((variant, run.config.federation.num_clients), []).append(
+                {
+                    "ssim": float(best["ssim_mean"].mean()),
+                    "psnr": float(best["psnr_mean"].mean()),
+                    "recovered": float(best["recovered_40db"].sum() / best["batch_size"].sum())
+                    if "recovered_40db" in best
+                    else math.nan,
+                    "winners": dict(best["attack"].value_counts()),
+                    "kind": "aggregate" if (best["target"] == "aggregate").all() else "per-client",
+                }
+            )
 
     def shown(values: list[float]) -> str:
         return format_interval(interval(values), 3)
 
     print("| variant | clients | target | SSIM (strongest) | PSNR (dB) | recovered at >= 40 dB | won by | seeds |")
     print("|---|---|---|---|---|---|---|---|")
-    for (variant, clients), rows in sorted(results.items(), key=lambda item: (args.variants.index(item[0][0]), item[0][1])):
+    for (variant, clients), rows in sorted(
+        results.items(), key=lambda item: (args.variants.index(item[0][0]), item[0][1])
+    ):
         winners: dict[str, int] = {}
         for row in rows:
             for attack, count in row["winners"].items():
                 winners[attack] = winners.get(attack, 0) + int(count)
         won = ", ".join(f"`{a}` {n}" for a, n in sorted(winners.items(), key=lambda item: -item[1]))
-        print(f"| {variant} | {clients} | {rows[0]['kind']} | {shown([r['ssim'] for r in rows])} | "
-              f"{shown([r['psnr'] for r in rows])} | {shown([r['recovered'] for r in rows])} | {won} | {len(rows)} |")  # fmt: skip
-    print(json.dumps({f"{v} {c}": {"ssim": statistics.mean(r["ssim"] for r in rows)} for (v, c), rows in results.items()}))
+        print(
+            f"| {variant} | {clients} | {rows[0]['kind']} | {shown([r['ssim'] for r in rows])} | "
+            f"{shown([r['psnr'] for r in rows])} | {shown([r['recovered'] for r in rows])} | {won} | {len(rows)} |"
+        )
+    print(
+        json.dumps({f"{v} {c}": {"ssim": statistics.mean(r["ssim"] for r in rows)} for (v, c), rows in results.items()})
+    )
     print(f"\nruns: {out}; every target and round side by side: .venv/bin/fedsim report {out}/<variant>")
 
 
@@ -133,7 +175,9 @@ def main(argv: list[str] | None = None) -> None:
     time_parser.add_argument("--clients", type=int, default=10)
     time_parser.add_argument("--rounds", type=int, default=5)
     time_parser.add_argument("--repeats", type=int, default=2)
-    compare_parser = sub.add_parser("compare", help="per-client vs aggregated leakage (configs/per-client-vs-aggregated.yaml)")
+    compare_parser = sub.add_parser(
+        "compare", help="per-client vs aggregated leakage (configs/per-client-vs-aggregated.yaml)"
+    )
     compare_parser.add_argument("--clients", type=int, nargs="+", default=[2, 4, 8])
     compare_parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS))
     compare_parser.add_argument("--seeds", type=int, default=3)

@@ -41,8 +41,15 @@ VARIANTS: dict[str, str] = {
 def run_variant(name: str, data: Path, out: Path) -> dict:
     run_dir = out / name
     if not (run_dir / "summary.json").is_file():  # resume: a finished variant is read, not rerun
-        overrides = ["data.dataset=npz", f"data.path={data}", f"output.dir={out}", f"output.run_name={name}",
-                     "federation.rounds=1", "adversary.save_images=false", f"client.defenses={VARIANTS[name]}"]  # fmt: skip
+        overrides = [
+            "data.dataset=npz",
+            f"data.path={data}",
+            f"output.dir={out}",
+            f"output.run_name={name}",
+            "federation.rounds=1",
+            "adversary.save_images=false",
+            f"client.defenses={VARIANTS[name]}",
+        ]
         if run_dir.exists():
             raise SystemExit(f"{run_dir}: an unfinished run; remove it to rerun")
         run_experiment(load_config(CONFIG, overrides), quiet=True)
@@ -75,8 +82,11 @@ def main(argv: list[str] | None = None) -> None:
         result = results[name] = run_variant(name, data, out)
         winners = ", ".join(f"{attack} x{count}" for attack, count in result["winners"].items())
         dlg = f"{result['dlg_ssim']:.3f}" if result["dlg_ssim"] is not None else "-"
-        print(f"   {name:<17} {result['ssim']:9.3f} {result['psnr']:6.1f} {dlg:>9}  {winners:<28} "
-              f"{', '.join(result['attacks'])} ({time.perf_counter() - started:.0f} s)", flush=True)  # fmt: skip
+        print(
+            f"   {name:<17} {result['ssim']:9.3f} {result['psnr']:6.1f} {dlg:>9}  {winners:<28} "
+            f"{', '.join(result['attacks'])} ({time.perf_counter() - started:.0f} s)",
+            flush=True,
+        )
     print(json.dumps({name: {k: r[k] for k in ("ssim", "psnr", "winners", "dlg_ssim")} for name, r in results.items()}))
 
 

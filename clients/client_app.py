@@ -23,18 +23,18 @@ from torch import nn
 
 import fedsim.core.wire as wire
 from clients.defenses import DefenseContext
-from clients.defenses.pipeline import apply_update_defenses, pseudo_gradient, update_level, weights_to_send
 from clients.defenses.base import TrainingContext
+from clients.defenses.pipeline import apply_update_defenses, pseudo_gradient, update_level, weights_to_send
 from clients.failures import FailureSchedule, data_poisoned
 from clients.mods import failure_mods, partition_of
 from clients.training import NonFiniteUpdateError, TrainingSettings, train_locally
-from fedsim.data import ChannelStats, DataConfig, load_dataset
 from fedsim.core.devices import resolve_device
 from fedsim.core.evaluation import evaluate
+from fedsim.core.seeding import derive_seed
+from fedsim.data import ChannelStats, DataConfig, load_dataset
+from fedsim.models import ModelConfig, build_run_model
 from fedsim.rundir.ground_truth import GroundTruthStore
 from fedsim.rundir.layout import CLIENT_STATE_DIR
-from fedsim.models import ModelConfig, build_run_model
-from fedsim.core.seeding import derive_seed
 from strategies.dp import DpConfig, client_mods
 
 
@@ -198,7 +198,9 @@ def fit_locally(
         context=TrainingContext(server_round, spec.rounds, spec.run_dir / CLIENT_STATE_DIR / str(partition)),
     )
     used = _positions(spec.partitions[partition], result.batches)
-    weights, defense_records = _defend_update(spec, state, model, global_params, (x[used], y[used]), server_round, partition)
+    weights, defense_records = _defend_update(
+        spec, state, model, global_params, (x[used], y[used]), server_round, partition
+    )
     check_finite(weights)  # before anything leaves the client (under SecAgg+ the server never sees the values)
     if spec.ground_truth:
         GroundTruthStore(spec.run_dir).write(server_round, partition, result.batches, result.labels)
@@ -247,7 +249,9 @@ def check_finite(weights: dict[str, torch.Tensor]) -> None:
     for name, value in weights.items():
         if value.is_floating_point() and not bool(torch.isfinite(value).all()):
             bad = int((~torch.isfinite(value)).sum())
-            raise NonFiniteUpdateError(f"the update is not finite: {bad} of {value.numel()} values of '{name}' are NaN or infinite")
+            raise NonFiniteUpdateError(
+                f"the update is not finite: {bad} of {value.numel()} values of '{name}' are NaN or infinite"
+            )
 
 
 def train_step(spec: ClientSpec, message: Message, context: Context) -> Message:
@@ -282,7 +286,12 @@ def evaluate_step(spec: ClientSpec, message: Message, context: Context) -> Messa
     x, y = _client_data(spec, state, partition)
     scores = evaluate(state.model, x, y, spec.num_classes)
     metrics = MetricRecord(
-        {wire.NUM_EXAMPLES: len(x), "loss": scores["loss"], "accuracy": scores["accuracy"], wire.PARTITION_ID: partition}
+        {
+            wire.NUM_EXAMPLES: len(x),
+            "loss": scores["loss"],
+            "accuracy": scores["accuracy"],
+            wire.PARTITION_ID: partition,
+        }
     )
     return Message(RecordDict({wire.METRICS: metrics}), reply_to=message)
 

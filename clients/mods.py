@@ -38,8 +38,13 @@ def where(message: Message, context: Context) -> str:
     server_round = wire.server_round_of(message)
     step = wire.stage_of(message) or message.metadata.message_type
     return ", ".join(
-        part for part in (f"round {server_round}" if server_round is not None else "",
-                          f"client {partition_of(context)}", step) if part
+        part
+        for part in (
+            f"round {server_round}" if server_round is not None else "",
+            f"client {partition_of(context)}",
+            step,
+        )
+        if part
     )
 
 

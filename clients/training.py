@@ -35,9 +35,7 @@ class TrainingSettings(Protocol):
 
 
 OPTIMIZERS = {
-    "sgd": lambda params, cfg: torch.optim.SGD(
-        params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay
-    ),
+    "sgd": lambda params, cfg: torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay),
     "adam": lambda params, cfg: torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay),
 }
 

@@ -12,23 +12,29 @@ from rich.logging import RichHandler
 from rich.markup import escape
 from rich.table import Table
 
-from fedsim.core.errors import TrainingFailed
 from fedsim.config import SWEEP_SECTION, ConfigError, load_config, read_yaml
 from fedsim.config.schema import plugin_schema, schema_markdown, schema_rows
+from fedsim.core.errors import TrainingFailed
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
     """Errors caused by the user's input, not our bugs: shown as one line, exit code 2."""
+    from adversary.metrics import LpipsRequiredError
     from fedsim.data import DataError
+    from fedsim.engine.deployment.submit import DeploymentError
     from fedsim.models import ModelError
     from fedsim.reporting import ReportError
 
-    from adversary.metrics import LpipsRequiredError
-
-    from fedsim.engine.deployment.submit import DeploymentError
-
-    return (ConfigError, DataError, ModelError, ReportError, LpipsRequiredError, FileNotFoundError, FileExistsError,
-            DeploymentError)  # fmt: skip
+    return (
+        ConfigError,
+        DataError,
+        ModelError,
+        ReportError,
+        LpipsRequiredError,
+        FileNotFoundError,
+        FileExistsError,
+        DeploymentError,
+    )
 
 
 def _setup_logging(quiet: bool) -> None:
@@ -80,8 +86,8 @@ def _run_deployed(args: argparse.Namespace) -> Path:
     """Submit the run to a SuperLink (fedsim.engine.deployment.submit) and wait for it."""
     import shlex
 
-    from fedsim.engine.deployment.submit import SuperLink, planned_run_dir, resume_request, submit
     from fedsim.engine.deployment.run_config import RunRequest
+    from fedsim.engine.deployment.submit import SuperLink, planned_run_dir, resume_request, submit
 
     if args.superlink is None:
         raise ConfigError("--engine deployment: give --superlink HOST:PORT, the SuperLink's Control API address")
@@ -102,12 +108,16 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         from fedsim.sweep import plan_sweep
 
         plan = plan_sweep(args.config, overrides=args.set)
-        print(f"{args.config}: valid sweep of {len(plan.points)} point(s) over "
-              f"{', '.join(axis.key for axis in plan.axes)}")  # fmt: skip
+        print(
+            f"{args.config}: valid sweep of {len(plan.points)} point(s) over "
+            f"{', '.join(axis.key for axis in plan.axes)}"
+        )
         return 0
     config = load_config(args.config, args.set)
-    print(f"{args.config}: valid ({config.federation.num_clients} clients, {config.federation.rounds} rounds, "
-          f"{config.data.dataset}, {config.model.name})")
+    print(
+        f"{args.config}: valid ({config.federation.num_clients} clients, {config.federation.rounds} rounds, "
+        f"{config.data.dataset}, {config.model.name})"
+    )
     return 0
 
 
@@ -151,8 +161,16 @@ def _attack_table() -> Table:
     """Attacks with their threat model, the defenses they adapt to and what they require."""
     from adversary import ATTACKS
 
-    table = Table("name", "threat model", "adapts to", "requires", "description", title="attacks (adversary.attacks; "
-                  "`strongest` = every one whose requirements hold)", title_justify="left", box=None)  # fmt: skip
+    table = Table(
+        "name",
+        "threat model",
+        "adapts to",
+        "requires",
+        "description",
+        title="attacks (adversary.attacks; `strongest` = every one whose requirements hold)",
+        title_justify="left",
+        box=None,
+    )
     for name, help_text in ATTACKS.describe().items():
         options = ATTACKS.config(name)
         server = "malicious server" if options.threat_model == "malicious" else "honest server / wire"
@@ -195,9 +213,12 @@ def _cmd_list(args: argparse.Namespace) -> int:
             table.add_row("(none yet)", "")
         console.print(table)
     table = Table("command", "description", title="model diagnostics", title_justify="left", box=None)
-    table.add_row("fedsim vulnerability CONFIG", "RV (paper 002, Reconstruction Vulnerability): Frobenius norm of d(parameter "
-                  "gradient)/d(input) of the run's initial model, from random orthogonal projections, with its standard "
-                  "error; larger = the update says more about the input")  # fmt: skip
+    table.add_row(
+        "fedsim vulnerability CONFIG",
+        "RV (paper 002, Reconstruction Vulnerability): Frobenius norm of d(parameter "
+        "gradient)/d(input) of the run's initial model, from random orthogonal projections, with its standard "
+        "error; larger = the update says more about the input",
+    )
     console.print(table)
     return 0
 
@@ -217,8 +238,10 @@ def _cmd_vulnerability(args: argparse.Namespace) -> int:
     model = run_model_of(config, data, config.seed, with_weights=True).eval()
     x, y = torch.from_numpy(data.x_train[: args.samples]), torch.from_numpy(data.y_train[: args.samples])
     result = reconstruction_vulnerability(model, x, y, projections=args.projections, seed=config.seed)
-    print(f"model {config.model.name}: RV = {result.rv:.6g} +- {result.standard_error:.2g} (standard error; "
-          f"{result.samples} samples x {result.projections} projections)")  # fmt: skip
+    print(
+        f"model {config.model.name}: RV = {result.rv:.6g} +- {result.standard_error:.2g} (standard error; "
+        f"{result.samples} samples x {result.projections} projections)"
+    )
     return 0
 
 
@@ -231,8 +254,17 @@ def _cmd_prior_train(args: argparse.Namespace) -> int:
     data = load_dataset(DataConfig(dataset=args.dataset, image_size=args.image_size), seed=args.seed)
     if len(data.x_test) == 0:
         raise ConfigError(f"--dataset {args.dataset}: it has no held-out test images to train a prior on")
-    record = train_prior(data.x_test, args.out, dataset=args.dataset, split="test", preset=args.preset,
-                         steps=args.steps, seed=args.seed, resume=args.resume, threads=args.threads)  # fmt: skip
+    record = train_prior(
+        data.x_test,
+        args.out,
+        dataset=args.dataset,
+        split="test",
+        preset=args.preset,
+        steps=args.steps,
+        seed=args.seed,
+        resume=args.resume,
+        threads=args.threads,
+    )
     print(f"{args.out}: prior trained on {record.images} test images of {args.dataset} ({record.steps} steps)")
     return 0
 
@@ -253,21 +285,42 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("config", nargs="?", type=Path, help="YAML config")
     run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
     run.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue a killed run from its last round")
-    run.add_argument("--report", action="store_true",
-                     help="after the run: write its HTML report and print accuracy and leakage per round")
-    run.add_argument("--rounds", type=int, metavar="N",
-                     help="with --resume: extend the run to N rounds (the only change a resumed run accepts)")
+    run.add_argument(
+        "--report",
+        action="store_true",
+        help="after the run: write its HTML report and print accuracy and leakage per round",
+    )
+    run.add_argument(
+        "--rounds",
+        type=int,
+        metavar="N",
+        help="with --resume: extend the run to N rounds (the only change a resumed run accepts)",
+    )
     run.add_argument("--quiet", action="store_true", help="log lines only, no live display")
-    run.add_argument("--engine", choices=["simulation", "deployment"], default="simulation",
-                     help="simulation: Flower's simulation on this machine (or federation.ray_address's Ray cluster); "
-                     "deployment: submit to a running SuperLink and its SuperNodes (--superlink)")
-    run.add_argument("--superlink", metavar="HOST:PORT",
-                     help="with --engine deployment: the SuperLink's Control API address (as for `flwr run`)")
-    run.add_argument("--insecure", action="store_true",
-                     help="with --engine deployment: plain HTTP, for a SuperLink started with --insecure")
-    run.add_argument("--root-certificates", type=Path, metavar="PEM",
-                     help="with --engine deployment: CA certificate that signed the SuperLink's TLS certificate "
-                     "(default: the system's CAs)")
+    run.add_argument(
+        "--engine",
+        choices=["simulation", "deployment"],
+        default="simulation",
+        help="simulation: Flower's simulation on this machine (or federation.ray_address's Ray cluster); "
+        "deployment: submit to a running SuperLink and its SuperNodes (--superlink)",
+    )
+    run.add_argument(
+        "--superlink",
+        metavar="HOST:PORT",
+        help="with --engine deployment: the SuperLink's Control API address (as for `flwr run`)",
+    )
+    run.add_argument(
+        "--insecure",
+        action="store_true",
+        help="with --engine deployment: plain HTTP, for a SuperLink started with --insecure",
+    )
+    run.add_argument(
+        "--root-certificates",
+        type=Path,
+        metavar="PEM",
+        help="with --engine deployment: CA certificate that signed the SuperLink's TLS certificate "
+        "(default: the system's CAs)",
+    )
     run.set_defaults(func=_cmd_run)
 
     validate = sub.add_parser("validate", help="check a config without running it")
@@ -276,33 +329,60 @@ def build_parser() -> argparse.ArgumentParser:
     validate.set_defaults(func=_cmd_validate)
 
     sweep = sub.add_parser("sweep", help="run the cartesian product of config values, one run each, under one folder")
-    sweep.add_argument("config", nargs="?", type=Path, help="YAML config (its `sweep: {grid: ...}` section is the grid)")
-    sweep.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2",
-                       help="sweep a key over values (YAML each; commas inside [] or {} do not split)")
+    sweep.add_argument(
+        "config", nargs="?", type=Path, help="YAML config (its `sweep: {grid: ...}` section is the grid)"
+    )
+    sweep.add_argument(
+        "--grid",
+        action="append",
+        default=[],
+        metavar="KEY=V1,V2",
+        help="sweep a key over values (YAML each; commas inside [] or {} do not split)",
+    )
     sweep.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a key of every point")
-    sweep.add_argument("--out", type=Path, metavar="SWEEP_DIR",
-                       help="sweep directory (default: output.dir/<name>-sweep-<timestamp>); finished runs in it are skipped")
+    sweep.add_argument(
+        "--out",
+        type=Path,
+        metavar="SWEEP_DIR",
+        help="sweep directory (default: output.dir/<name>-sweep-<timestamp>); finished runs in it are skipped",
+    )
     sweep.add_argument("--resume", type=Path, metavar="SWEEP_DIR", help="continue a sweep with its saved grid")
-    sweep.add_argument("--parallel", type=int, default=1, metavar="N",
-                       help="runs at once, each in its own process with cpus/N CPUs for its Ray instance (default 1)")
-    sweep.add_argument("--cpus", type=int, default=None, metavar="C",
-                       help="CPUs the sweep may use in all (default: every CPU this process may run on)")
+    sweep.add_argument(
+        "--parallel",
+        type=int,
+        default=1,
+        metavar="N",
+        help="runs at once, each in its own process with cpus/N CPUs for its Ray instance (default 1)",
+    )
+    sweep.add_argument(
+        "--cpus",
+        type=int,
+        default=None,
+        metavar="C",
+        help="CPUs the sweep may use in all (default: every CPU this process may run on)",
+    )
     sweep.add_argument("--dry-run", action="store_true", help="validate and list the points without running them")
     sweep.add_argument("--quiet", action="store_true", help="log lines only, no live display")
     sweep.set_defaults(func=_cmd_sweep)
 
     schema = sub.add_parser(
-        "config-schema", help="print every config key (every registered plugin's too) with type, default and description"
+        "config-schema",
+        help="print every config key (every registered plugin's too) with type, default and description",
     )
-    schema.add_argument("key", nargs="?", metavar="SECTION|PLUGIN",
-                        help="only this section or plugin, e.g. client.defenses.gradient_dropout or adversary.attacks[ig]")
+    schema.add_argument(
+        "key",
+        nargs="?",
+        metavar="SECTION|PLUGIN",
+        help="only this section or plugin, e.g. client.defenses.gradient_dropout or adversary.attacks[ig]",
+    )
     schema.add_argument("--markdown", action="store_true", help="Markdown tables (the README's config reference)")
     schema.set_defaults(func=_cmd_config_schema)
     sub.add_parser("list", help="registered data sets, models, strategies and attacks").set_defaults(func=_cmd_list)
 
     vulnerability = sub.add_parser(
-        "vulnerability", help="RV (paper 002): Frobenius norm of d(parameter gradient)/d(input) of the run's initial "
-        "model on training images, from random orthogonal projections, with its standard error"
+        "vulnerability",
+        help="RV (paper 002): Frobenius norm of d(parameter gradient)/d(input) of the run's initial "
+        "model on training images, from random orthogonal projections, with its standard error",
     )
     vulnerability.add_argument("config", type=Path)
     vulnerability.add_argument("--projections", type=int, default=8, help="orthogonal directions per image")
@@ -311,22 +391,30 @@ def build_parser() -> argparse.ArgumentParser:
     vulnerability.set_defaults(func=_cmd_vulnerability)
 
     prior = sub.add_parser("prior", help="generative priors for attacks such as ggssr").add_subparsers(
-        dest="prior_command", required=True)
+        dest="prior_command", required=True
+    )
     train = prior.add_parser("train", help="train a small diffusers UNet prior on a data set's held-out test images")
     train.add_argument("--dataset", default="digits")
     train.add_argument("--image-size", type=int, default=8)
-    train.add_argument("--preset", choices=["cpu", "gpu"], default="cpu", help="cpu: digits in minutes; gpu: CIFAR-10 size")
+    train.add_argument(
+        "--preset", choices=["cpu", "gpu"], default="cpu", help="cpu: digits in minutes; gpu: CIFAR-10 size"
+    )
     train.add_argument("--steps", type=int, default=None, help="training steps (default: the preset's)")
-    train.add_argument("--seed", type=int, default=0,
-                       help="seed of the held-out split and of training (a run with another seed holds out other images)")
+    train.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the held-out split and of training (a run with another seed holds out other images)",
+    )
     train.add_argument("--threads", type=int, default=None, help="torch threads while training (default: the preset's)")
     train.add_argument("--resume", action="store_true", help="continue the training saved in OUT")
     train.add_argument("--out", type=Path, required=True, help="folder of the diffusers checkpoint")
     train.set_defaults(func=_cmd_prior_train)
 
     report = sub.add_parser(
-        "report", help="HTML + Markdown + CSV report of a run, a sweep or a folder of runs: utility and leakage "
-        "over rounds, privacy-utility frontier, reconstructions, configs"
+        "report",
+        help="HTML + Markdown + CSV report of a run, a sweep or a folder of runs: utility and leakage "
+        "over rounds, privacy-utility frontier, reconstructions, configs",
     )
     report.add_argument("run_dir", type=Path, metavar="RUN_DIR|SWEEP_DIR")
     report.set_defaults(func=_cmd_report)

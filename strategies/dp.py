@@ -56,7 +56,6 @@ from flwr.serverapp.strategy import (
     DifferentialPrivacyServerSideFixedClipping,
 )
 from flwr.supercore.differential_privacy import compute_stdv
-
 from pydantic import Field, field_validator, model_validator
 
 import fedsim.core.wire as wire
@@ -66,7 +65,6 @@ from strategies.base import SAMPLE_TRAIN, ClientSampling, MessageStrategy, Row
 from strategies.fedavg import partition_of, sample_size
 from strategies.privacy import ACCOUNTANT, AggregatePrivacyLedger
 from strategies.registry import DP_MECHANISMS
-
 
 _ADAPTIVE_ONLY = ("target_clipped_quantile", "clip_norm_lr", "clipped_count_stddev")
 
@@ -81,7 +79,9 @@ class DpConfig(Section):
     noise_multiplier: float = Field(
         1.0, ge=0, description="noise std / clipping norm on the sum of updates (0 = clip only, epsilon infinite)"
     )
-    clipping_norm: float = Field(1.0, gt=0, description="L2 bound on each client's update (adaptive: the initial bound)")
+    clipping_norm: float = Field(
+        1.0, gt=0, description="L2 bound on each client's update (adaptive: the initial bound)"
+    )
     num_sampled_clients: int | None = Field(
         None, ge=1, description="clients the noise is calibrated for (null = those FedAvg samples per round)"
     )
@@ -98,9 +98,13 @@ class DpConfig(Section):
         "min(num-examples, max_weight)/max_weight) or weighted-mean (reported counts, sensitivity 2C)",
     )
     max_weight: float | None = Field(
-        None, gt=0, description="(fixed-denominator) public bound on a client's num-examples weight (null = weight 1 each)"
+        None,
+        gt=0,
+        description="(fixed-denominator) public bound on a client's num-examples weight (null = weight 1 each)",
     )
-    delta: float = Field(1e-5, gt=0, lt=1, description="delta of the reported epsilon (adjacency: add/remove one client)")
+    delta: float = Field(
+        1e-5, gt=0, lt=1, description="delta of the reported epsilon (adjacency: add/remove one client)"
+    )
     amplification: bool = Field(
         False,
         description="credit amplification by client sampling (as Poisson, rate sampled/num_clients); sound only "
@@ -115,7 +119,7 @@ class DpConfig(Section):
         return value
 
     @model_validator(mode="after")
-    def _adaptive_options(self) -> "DpConfig":
+    def _adaptive_options(self) -> DpConfig:
         if self.max_weight is not None and self.estimator != "fixed-denominator":
             raise ValueError(
                 f"max_weight = {self.max_weight}: only estimator 'fixed-denominator' uses it; "
@@ -276,7 +280,14 @@ class FedsimDp:
     num_sampled_clients: int
 
     def __init__(
-        self, strategy: MessageStrategy, *, mechanism: str, seed: int, population: int, settings: DpConfig, **flower: Any
+        self,
+        strategy: MessageStrategy,
+        *,
+        mechanism: str,
+        seed: int,
+        population: int,
+        settings: DpConfig,
+        **flower: Any,
     ) -> None:
         if settings.estimator == "fixed-denominator":
             strategy = FixedDenominatorMean(strategy, flower["num_sampled_clients"], settings.max_weight)
@@ -347,7 +358,9 @@ class FedsimDp:
 
     def restore(self, history: Iterable[Mapping[str, Any]]) -> None:
         """Continue a resumed run: replay the releases (and the adaptive norm) recorded in its `eval` rows."""
-        for row in sorted((r for r in history if r.get("event") == "eval" and "dp_mechanism" in r), key=lambda r: r["round"]):
+        for row in sorted(
+            (r for r in history if r.get("event") == "eval" and "dp_mechanism" in r), key=lambda r: r["round"]
+        ):
             if row.get("dp_noise_multiplier") is not None:
                 self.ledger.release(float(row["dp_noise_multiplier"]), float(row["dp_sample_rate"]))
             if self.adaptive and row.get("dp_next_clipping_norm") is not None:

@@ -32,7 +32,14 @@ from strategies.base import SAMPLE_TRAIN, ClientSampling, Row
 from strategies.fedavg import draw_partitions, sample_size
 from strategies.registry import STRATEGIES
 
-__all__ = ["SECAGG_MODULUS", "SECAGG_STAGES", "SECAGG_STRATEGY", "SECAGG_TRAINING_STAGE", "SecAggConfig", "SecAggPlusFedAvg"]
+__all__ = [
+    "SECAGG_MODULUS",
+    "SECAGG_STAGES",
+    "SECAGG_STRATEGY",
+    "SECAGG_TRAINING_STAGE",
+    "SecAggConfig",
+    "SecAggPlusFedAvg",
+]
 
 logger = logging.getLogger("fedsim")
 
@@ -44,10 +51,14 @@ class SecAggConfig(Section):
     """Flower's SecAgg+ (SecAggPlusWorkflow / secaggplus_mod): masked, quantised updates; the server learns the sum."""
 
     num_shares: int | None = Field(
-        None, ge=2, description="clients each client's secrets are shared with, itself included (null = every sampled client)"
+        None,
+        ge=2,
+        description="clients each client's secrets are shared with, itself included (null = every sampled client)",
     )
     reconstruction_threshold: int | None = Field(
-        None, ge=2, description="shares that rebuild a secret; num_shares - threshold drop-outs are survived "
+        None,
+        ge=2,
+        description="shares that rebuild a secret; num_shares - threshold drop-outs are survived "
         "(null = a majority of num_shares)",
     )
     clipping_range: float = Field(
@@ -64,7 +75,11 @@ class SecAggConfig(Section):
         return self.num_shares if self.num_shares is not None else sampled
 
     def threshold(self, sampled: int) -> int:
-        return self.reconstruction_threshold if self.reconstruction_threshold is not None else self.shares(sampled) // 2 + 1
+        return (
+            self.reconstruction_threshold
+            if self.reconstruction_threshold is not None
+            else self.shares(sampled) // 2 + 1
+        )
 
     def check_federation(self, federation: ClientSampling) -> None:
         """What only the number of sampled clients can tell (a one-line ValueError naming the key)."""
@@ -153,7 +168,9 @@ class SecAggPlusFedAvg(LegacyFedAvg):
         if len(results) < self.min_fit_clients:
             logger.warning(
                 "round %s: %s masked vectors in the sum, fewer than min_fit_clients = %s; global model unchanged",
-                server_round, len(results), self.min_fit_clients,
+                server_round,
+                len(results),
+                self.min_fit_clients,
             )
             return None, {}
         return results[0][1].parameters, {}

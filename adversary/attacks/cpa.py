@@ -52,8 +52,13 @@ import torch
 from pydantic import Field
 
 from adversary.inversion.first_layer import (
-    coefficients, each_view_in_closed_form, first_layer_refusal, first_layer_update, gradient_labels, out_of_bounds,
-)  # fmt: skip
+    coefficients,
+    each_view_in_closed_form,
+    first_layer_refusal,
+    first_layer_update,
+    gradient_labels,
+    out_of_bounds,
+)
 from adversary.inversion.options import AttackOptions
 from adversary.inversion.requirements import AttackSetting, named_first_weighted_layer
 from adversary.registry import ATTACKS
@@ -66,24 +71,37 @@ _MAX_CONDITION = 1e8  # of a refined mixing matrix; beyond it two images' column
 
 
 class CpaOptions(AttackOptions):
-    name: Literal["cpa"] = Field("cpa", description="Cocktail Party Attack (Kariyappa et al. 2023): ICA of the first FC layer")
+    name: Literal["cpa"] = Field(
+        "cpa", description="Cocktail Party Attack (Kariyappa et al. 2023): ICA of the first FC layer"
+    )
     threat_model: ClassVar[str] = "honest"
-    requires: ClassVar[str] = "a first nn.Linear (with bias) on the flattened input; client.optimizer: sgd; one unit per image at least"
-    samples: Literal["pixels", "differences"] = Field("differences", description="what ICA sees as samples: the "
-        "pixels, or the differences of neighbouring pixels (sparser and more independent across images)")
+    requires: ClassVar[str] = (
+        "a first nn.Linear (with bias) on the flattened input; client.optimizer: sgd; one unit per image at least"
+    )
+    samples: Literal["pixels", "differences"] = Field(
+        "differences",
+        description="what ICA sees as samples: the "
+        "pixels, or the differences of neighbouring pixels (sparser and more independent across images)",
+    )
     contrast: Literal["logcosh", "exp", "cube"] = Field("exp", description="FastICA's non-Gaussianity contrast")
     refine: int = Field(10, ge=0, description="rounds of the zero-set refinement of the separation (0 = plain ICA)")
-    zero_share: float = Field(0.4, gt=0, lt=1, description="share of the units taken as inactive for an image in the "
-                              "refinement (its quietest coefficients)")  # fmt: skip
+    zero_share: float = Field(
+        0.4,
+        gt=0,
+        lt=1,
+        description="share of the units taken as inactive for an image in the refinement (its quietest coefficients)",
+    )
     max_iter: int = Field(1000, ge=1, description="FastICA iterations")
     tol: float = Field(1e-4, gt=0, description="FastICA's convergence tolerance")
 
     def refusal(self, setting: AttackSetting) -> str | None:
         named = named_first_weighted_layer(setting.model)
         if named is not None and isinstance(named[1], torch.nn.modules.conv._ConvNd):
-            return (f"cpa separates the inputs of a first fully-connected layer; the first weighted layer of "
-                    f"{setting.model_name} is '{named[0]}' ({type(named[1]).__name__}), whose inputs cpa would only "
-                    "recover as features, and no feature-inversion step is implemented")  # fmt: skip
+            return (
+                f"cpa separates the inputs of a first fully-connected layer; the first weighted layer of "
+                f"{setting.model_name} is '{named[0]}' ({type(named[1]).__name__}), whose inputs cpa would only "
+                "recover as features, and no feature-inversion step is implemented"
+            )
         return super().refusal(setting) or first_layer_refusal(self.name, setting)
 
 
@@ -108,7 +126,9 @@ def _samples(projected: torch.Tensor, input_shape: tuple[int, int, int], kind: s
     return torch.cat([across, down], dim=1).T
 
 
-def _sparsest_columns(basis: torch.Tensor, unmixing: torch.Tensor, rounds: int, zero_share: float) -> torch.Tensor | None:
+def _sparsest_columns(
+    basis: torch.Tensor, unmixing: torch.Tensor, rounds: int, zero_share: float
+) -> torch.Tensor | None:
     """The unmixing whose images' coefficient columns vanish on their quietest units, or None (ill-conditioned)."""
     mixing = torch.linalg.inv(unmixing)  # column i: image i's coefficients in the signal space
     # units no image activated (zero rows) constrain nothing: the quiet units are chosen among the others
@@ -127,7 +147,9 @@ def _sparsest_columns(basis: torch.Tensor, unmixing: torch.Tensor, rounds: int, 
     return torch.linalg.inv(mixing)
 
 
-def _images(sources: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, view: AttackerView) -> tuple[torch.Tensor, float]:
+def _images(
+    sources: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, view: AttackerView
+) -> tuple[torch.Tensor, float]:
     """Sources with sign and scale fixed by the bias update, and their objective (before clipping to the bounds)."""
     columns = coefficients(weight, sources)
     factors = torch.linalg.lstsq(columns, bias[:, None], driver="gelsd").solution.flatten()
@@ -149,8 +171,14 @@ def separate(view: AttackerView, options: CpaOptions, seed: int) -> tuple[torch.
     # working directory, and an attack worker imports the registry before it leaves the server's.
     from sklearn.decomposition import FastICA
 
-    ica = FastICA(n_components=rank, whiten="unit-variance", fun=options.contrast, max_iter=options.max_iter,
-                  tol=options.tol, random_state=seed % 2**32)  # fmt: skip
+    ica = FastICA(
+        n_components=rank,
+        whiten="unit-variance",
+        fun=options.contrast,
+        max_iter=options.max_iter,
+        tol=options.tol,
+        random_state=seed % 2**32,
+    )
     ica.fit(_samples(projected, view.input_shape, options.samples).numpy())
     unmixing = torch.from_numpy(np.asarray(ica.components_, dtype=np.float64))
     images, objective = _images(unmixing @ projected, weight, bias, view)  # uncentred mixtures: no offset lost
@@ -172,5 +200,9 @@ def separate(view: AttackerView, options: CpaOptions, seed: int) -> tuple[torch.
 attack = each_view_in_closed_form(separate)
 
 
-ATTACKS.register("cpa", help="Cocktail Party Attack (Kariyappa et al. 2023): ICA separates the images mixed in a first "
-                 "fully-connected layer's update; sign and scale from its bias update", config=CpaOptions)(attack)  # fmt: skip
+ATTACKS.register(
+    "cpa",
+    help="Cocktail Party Attack (Kariyappa et al. 2023): ICA separates the images mixed in a first "
+    "fully-connected layer's update; sign and scale from its bias update",
+    config=CpaOptions,
+)(attack)

@@ -39,7 +39,12 @@ import torch
 from pydantic import Field
 
 from adversary.inversion.first_layer import (
-    coefficients, each_view_in_closed_form, first_layer_refusal, first_layer_update, gradient_labels, out_of_bounds,
+    coefficients,
+    each_view_in_closed_form,
+    first_layer_refusal,
+    first_layer_update,
+    gradient_labels,
+    out_of_bounds,
 )
 from adversary.inversion.options import AttackOptions
 from adversary.inversion.requirements import AttackSetting
@@ -53,16 +58,27 @@ class FcInvertOptions(AttackOptions):
     name: Literal["fc-invert"] = Field("fc-invert", description="exact inversion of a first fully-connected layer")
     threat_model: ClassVar[str] = "honest"
     requires: ClassVar[str] = "a first nn.Linear (with bias) on the flattened input; client.optimizer: sgd"
-    tolerance: float = Field(0.02, gt=0, lt=1, description="relative distance under which two unit ratios are one image, "
-                             "and a candidate counts as explained by the images already kept")  # fmt: skip
-    min_bias_share: float = Field(1e-4, gt=0, lt=1, description="units whose bias update is below this share of the "
-                                  "largest are left out (their ratio is noise)")  # fmt: skip
+    tolerance: float = Field(
+        0.02,
+        gt=0,
+        lt=1,
+        description="relative distance under which two unit ratios are one image, "
+        "and a candidate counts as explained by the images already kept",
+    )
+    min_bias_share: float = Field(
+        1e-4,
+        gt=0,
+        lt=1,
+        description="units whose bias update is below this share of the largest are left out (their ratio is noise)",
+    )
 
     def refusal(self, setting: AttackSetting) -> str | None:
         return super().refusal(setting) or first_layer_refusal(self.name, setting)
 
 
-def candidates(view: AttackerView, options: FcInvertOptions, seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def candidates(
+    view: AttackerView, options: FcInvertOptions, seed: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Distinct ratio images in preference order: (K, D) images, (K,) units behind each, and the update's rows."""
     _, weight, bias = first_layer_update(view)
     strength = bias.abs()
@@ -133,5 +149,9 @@ def invert(view: AttackerView, options: FcInvertOptions, seed: int) -> tuple[tor
 attack = each_view_in_closed_form(invert)
 
 
-ATTACKS.register("fc-invert", help="exact inversion of a first fully-connected layer (Phong et al. 2017): an image that "
-                 "alone activated a unit is dW_j / db_j; per client or aggregated", config=FcInvertOptions)(attack)  # fmt: skip
+ATTACKS.register(
+    "fc-invert",
+    help="exact inversion of a first fully-connected layer (Phong et al. 2017): an image that "
+    "alone activated a unit is dW_j / db_j; per client or aggregated",
+    config=FcInvertOptions,
+)(attack)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from typing import Annotated, Any, ClassVar, Literal, Union
+from typing import Annotated, Any, ClassVar, Literal
 
 import torch
 from pydantic import Field
@@ -44,7 +44,7 @@ DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 def _prior_union() -> Any:
     variants = tuple(PRIORS.configs().values())
-    return Annotated[Union[variants], Field(discriminator="name")] if len(variants) > 1 else variants[0]
+    return Annotated[variants, Field(discriminator="name")] if len(variants) > 1 else variants[0]
 
 
 class GgssrOptions(AttackOptions):
@@ -62,17 +62,20 @@ class GgssrOptions(AttackOptions):
     precision: Literal["float32", "float64"] = Field("float32", description="arithmetic of the attack")
     deterministic: bool = Field(False, description="unused by sampling; kept for a uniform attack interface")
 
-
     def refusal(self, setting: AttackSetting) -> str | None:
         reason = super().refusal(setting)
         if reason is None and self.prior is None:
-            reason = ("ggssr samples from a generative prior and none is given: set prior: {name: diffusers, path: "
-                      "FOLDER} (`fedsim prior train` makes one) or {name: gaussian}")  # fmt: skip
+            reason = (
+                "ggssr samples from a generative prior and none is given: set prior: {name: diffusers, path: "
+                "FOLDER} (`fedsim prior train` makes one) or {name: gaussian}"
+            )
         if reason is None:
             shape = self.prior.image_shape()
             if shape is not None and tuple(shape) != tuple(setting.input_shape):
-                reason = (f"prior {self.prior.name} makes images of shape {tuple(shape)}, the model takes "
-                          f"{tuple(setting.input_shape)}")  # fmt: skip
+                reason = (
+                    f"prior {self.prior.name} makes images of shape {tuple(shape)}, the model takes "
+                    f"{tuple(setting.input_shape)}"
+                )
         return reason
 
 
@@ -150,14 +153,17 @@ def _to_model_space(view: AttackerView, device: torch.device, dtype: torch.dtype
     return (lambda p: low + (p + 1) * half), (lambda g: g * half)
 
 
-def attack(views: Sequence[AttackerView], options: GgssrOptions, seed: int, device: torch.device) -> list[Reconstruction]:
+def attack(
+    views: Sequence[AttackerView], options: GgssrOptions, seed: int, device: torch.device
+) -> list[Reconstruction]:
     """Reconstruct every view by guided sampling; compatible views and all restarts are one batched problem."""
     device = torch.device(device)
     dtype = DTYPES[options.precision]
     if options.prior is None:
         raise ValueError("ggssr: prior is required (e.g. {name: diffusers, path: FOLDER} or {name: gaussian})")
-    matching = OptimizationOptions.model_construct(name="ggssr", loss=options.loss, regularizers=[], init="zeros",
-                                                   init_scale=1.0, restarts=options.restarts)  # fmt: skip
+    matching = OptimizationOptions.model_construct(
+        name="ggssr", loss=options.loss, regularizers=[], init="zeros", init_scale=1.0, restarts=options.restarts
+    )
     results: dict[int, Reconstruction] = {}
     restart_ids = list(range(options.restarts))
     for group in group_views(views):
@@ -172,16 +178,26 @@ def attack(views: Sequence[AttackerView], options: GgssrOptions, seed: int, devi
             f, g = problem.evaluate(to_model(x0).reshape(rows, -1))
             return f, grad_to_prior(g.reshape(x0.shape))
 
-        noise = [torch.randn((problem.x_size,), generator=torch.Generator().manual_seed(init_seed(seed, t, r)),
-                             dtype=torch.float64) for t in group for r in restart_ids]  # fmt: skip
+        noise = [
+            torch.randn(
+                (problem.x_size,), generator=torch.Generator().manual_seed(init_seed(seed, t, r)), dtype=torch.float64
+            )
+            for t in group
+            for r in restart_ids
+        ]
         x_T = torch.stack(noise).to(device=device, dtype=dtype).reshape(rows, *problem.x_shape)
         generator = torch.Generator().manual_seed(init_seed(seed, 2**31, group[0]))
         x0 = guided_sample(prior, loss_and_grad, x_T, options.steps, options.guidance_rate, generator).clamp(-1, 1)
         images = to_model(x0)
         finals, _ = problem.evaluate(images.reshape(rows, -1))
         labels = problem.labels_of(images.reshape(rows, -1))
-        recs = best_restarts(finals, images.reshape(problem.num_targets, problem.restarts, *problem.x_shape), labels,
-                             iterations=options.steps, seconds=time.perf_counter() - start)  # fmt: skip
+        recs = best_restarts(
+            finals,
+            images.reshape(problem.num_targets, problem.restarts, *problem.x_shape),
+            labels,
+            iterations=options.steps,
+            seconds=time.perf_counter() - start,
+        )
         results.update(zip(group, recs, strict=True))
     return [results[i] for i in range(len(views))]
 

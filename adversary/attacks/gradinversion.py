@@ -18,8 +18,8 @@ from pydantic import Field
 
 from adversary.attacks.inverting_gradients import DEFAULTS as IG_DEFAULTS
 from adversary.inversion.options import BN_WEIGHT, TV_WEIGHT, OptimizationOptions
-from adversary.inversion.solver import Attack
 from adversary.inversion.requirements import AttackSetting, has_batchnorm
+from adversary.inversion.solver import Attack
 from adversary.inversion.spec import AttackSpec
 from adversary.registry import ATTACKS
 from fedsim.core.sections import Renamed

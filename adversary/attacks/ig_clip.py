@@ -27,6 +27,7 @@ class IgClipOptions(AdaptiveOptions):
 
 
 ATTACKS.register(
-    "ig-clip", help="adaptive (clip): Inverting Gradients with one cosine per tensor under per-tensor clipping",
+    "ig-clip",
+    help="adaptive (clip): Inverting Gradients with one cosine per tensor under per-tensor clipping",
     config=IgClipOptions,
-)(Attack(adaptive_spec("ig-clip")))  # fmt: skip
+)(Attack(adaptive_spec("ig-clip")))

@@ -72,9 +72,13 @@ class DipGenerator(nn.Module):
     def __init__(self, channels: int, noise_channels: int, width: int, levels: int):
         super().__init__()
         groups = math.gcd(width, 8)
-        self.stem = nn.Sequential(nn.Conv2d(noise_channels, width, 3, padding=1), nn.GroupNorm(groups, width), nn.LeakyReLU(0.2))
+        self.stem = nn.Sequential(
+            nn.Conv2d(noise_channels, width, 3, padding=1), nn.GroupNorm(groups, width), nn.LeakyReLU(0.2)
+        )
         self.down = nn.ModuleList(
-            nn.Sequential(nn.Conv2d(width, width, 3, stride=2, padding=1), nn.GroupNorm(groups, width), nn.LeakyReLU(0.2))
+            nn.Sequential(
+                nn.Conv2d(width, width, 3, stride=2, padding=1), nn.GroupNorm(groups, width), nn.LeakyReLU(0.2)
+            )
             for _ in range(levels)
         )
         self.up = nn.ModuleList(
@@ -102,8 +106,10 @@ class DipParametrization:
         n, c, h, w = x_shape
         smallest = min(h, w)
         if 2**options.generator_levels > smallest:
-            raise ValueError(f"generator_levels = {options.generator_levels}: {smallest} px images allow at most "
-                             f"{int(math.log2(smallest))} stride-2 levels")  # fmt: skip
+            raise ValueError(
+                f"generator_levels = {options.generator_levels}: {smallest} px images allow at most "
+                f"{int(math.log2(smallest))} stride-2 levels"
+            )
         self.module = DipGenerator(c, options.noise_channels, options.generator_width, options.generator_levels)
         self.module = self.module.to(device=device, dtype=dtype)
         self.names = [name for name, _ in self.module.named_parameters()]
@@ -124,14 +130,20 @@ class DipParametrization:
         self.w0 = torch.stack(rows).to(device=device, dtype=dtype)
         self.z = torch.stack(inputs).to(device=device, dtype=dtype)
         if bounds is None:
-            self.low, self.span = torch.zeros((), device=device, dtype=dtype), torch.ones((), device=device, dtype=dtype)
+            self.low, self.span = (
+                torch.zeros((), device=device, dtype=dtype),
+                torch.ones((), device=device, dtype=dtype),
+            )
         else:
             low, high = (b.detach().to(device=device, dtype=dtype).reshape(-1, 1, 1) for b in bounds)
             self.low, self.span = low, high - low
 
     def _unflatten(self, w: torch.Tensor) -> dict[str, torch.Tensor]:
         parts = torch.split(w, [math.prod(shape) for shape in self.shapes], dim=1)
-        return {name: part.reshape(w.shape[0], *shape) for name, part, shape in zip(self.names, parts, self.shapes, strict=True)}
+        return {
+            name: part.reshape(w.shape[0], *shape)
+            for name, part, shape in zip(self.names, parts, self.shapes, strict=True)
+        }
 
     def images(self, w: torch.Tensor) -> torch.Tensor:
         """(P, N, C, H, W) images of the rows ``w``; differentiable in ``w``."""
@@ -139,7 +151,9 @@ class DipParametrization:
         return self.low + self.span * unit
 
 
-def attack(views: Sequence[AttackerView], options: IgDipOptions, seed: int, device: torch.device) -> list[Reconstruction]:
+def attack(
+    views: Sequence[AttackerView], options: IgDipOptions, seed: int, device: torch.device
+) -> list[Reconstruction]:
     """Reconstruct every view; compatible views and all restarts are one batched problem over generator weights."""
     device = torch.device(device)
     dtype = DTYPES[options.precision]
@@ -165,15 +179,19 @@ def attack(views: Sequence[AttackerView], options: IgDipOptions, seed: int, devi
 
             trajectories: list[list[TrajectoryPoint]] = [[] for _ in group]
             shape = (problem.num_targets, problem.restarts, *problem.x_shape)
-            monitor = trajectory_monitor(lambda w: dip.images(w).reshape(shape), options.log_every, trajectories) \
-                if options.log_every else None  # fmt: skip
+            monitor = (
+                trajectory_monitor(lambda w: dip.images(w).reshape(shape), options.log_every, trajectories)
+                if options.log_every
+                else None
+            )
             budget = Budget(deadline)
             w, f = optimize(evaluate, dip.w0, options, SPEC, None, monitor, budget)
             with torch.no_grad():
                 images = dip.images(w)
             labels = problem.labels_of(images.reshape(rows, -1))
-            recs = best_restarts(f, images.reshape(shape), labels, budget, seconds=time.perf_counter() - start,
-                                 trajectories=trajectories)  # fmt: skip
+            recs = best_restarts(
+                f, images.reshape(shape), labels, budget, seconds=time.perf_counter() - start, trajectories=trajectories
+            )
             results.update(zip(group, recs, strict=True))
     return [results[i] for i in range(len(views))]
 

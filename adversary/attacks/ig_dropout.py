@@ -13,8 +13,8 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from adversary.inversion.adaptive import AdaptiveOptions, adaptive_spec
 from adversary.attacks.inverting_gradients import DEFAULTS as IG_DEFAULTS
+from adversary.inversion.adaptive import AdaptiveOptions, adaptive_spec
 from adversary.inversion.requirements import AttackSetting, DefenseInForce
 from adversary.inversion.solver import Attack
 from adversary.registry import ATTACKS
@@ -23,7 +23,9 @@ from adversary.registry import ATTACKS
 class IgDropoutOptions(AdaptiveOptions):
     # TV 1e-2: the best of 1e-4 / 1e-3 / 1e-2 in bench/adaptive_tuning.py (CIFAR-10 test images 0-2)
     field_defaults: ClassVar[dict[str, Any]] = {**IG_DEFAULTS, "regularizers": [{"name": "tv", "weight": 1e-2}]}
-    name: Literal["ig-dropout"] = Field("ig-dropout", description="Inverting Gradients on Gradient Dropout's kept entries")
+    name: Literal["ig-dropout"] = Field(
+        "ig-dropout", description="Inverting Gradients on Gradient Dropout's kept entries"
+    )
     adapts_to: ClassVar[tuple[str, ...]] = ("gradient_dropout",)
     noise_multiples: float = Field(4.0, gt=0, description="entries above this many sigma count as kept")
 
@@ -38,6 +40,7 @@ class IgDropoutOptions(AdaptiveOptions):
 
 
 ATTACKS.register(
-    "ig-dropout", help="adaptive (gradient_dropout): Inverting Gradients matching the entries above the dropout noise",
+    "ig-dropout",
+    help="adaptive (gradient_dropout): Inverting Gradients matching the entries above the dropout noise",
     config=IgDropoutOptions,
-)(Attack(adaptive_spec("ig-dropout")))  # fmt: skip
+)(Attack(adaptive_spec("ig-dropout")))

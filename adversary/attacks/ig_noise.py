@@ -14,8 +14,8 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from adversary.inversion.adaptive import AdaptiveOptions, adaptive_spec
 from adversary.attacks.inverting_gradients import DEFAULTS as IG_DEFAULTS
+from adversary.inversion.adaptive import AdaptiveOptions, adaptive_spec
 from adversary.inversion.requirements import AttackSetting, DefenseInForce
 from adversary.inversion.solver import Attack
 from adversary.registry import ATTACKS
@@ -25,8 +25,11 @@ class IgNoiseOptions(AdaptiveOptions):
     name: Literal["ig-noise"] = Field("ig-noise", description="Inverting Gradients with the update noise's likelihood")
     adapts_to: ClassVar[tuple[str, ...]] = ("noise",)
     # TV 1.0: the best of 0.05 / 0.2 / 0.5 / 1 / 2 / 5 in bench/adaptive_tuning.py (CIFAR-10 test images 0-2, sigma 0.01)
-    field_defaults: ClassVar[dict[str, Any]] = {**IG_DEFAULTS, "loss": "l2",
-                                                "regularizers": [{"name": "tv", "weight": 1.0}]}  # fmt: skip
+    field_defaults: ClassVar[dict[str, Any]] = {
+        **IG_DEFAULTS,
+        "loss": "l2",
+        "regularizers": [{"name": "tv", "weight": 1.0}],
+    }
 
     def matching_for(self, defense: DefenseInForce, setting: AttackSetting) -> dict[str, Any]:
         scale = float(defense.options["sigma"])
@@ -35,6 +38,7 @@ class IgNoiseOptions(AdaptiveOptions):
 
 
 ATTACKS.register(
-    "ig-noise", help="adaptive (noise): Inverting Gradients with a squared distance in units of the known noise energy",
+    "ig-noise",
+    help="adaptive (noise): Inverting Gradients with a squared distance in units of the known noise energy",
     config=IgNoiseOptions,
-)(Attack(adaptive_spec("ig-noise")))  # fmt: skip
+)(Attack(adaptive_spec("ig-noise")))

@@ -26,7 +26,9 @@ class IgPdpsgdOptions(AdaptiveOptions):
         reason = super().refusal(setting)
         defense = self.defense_in(setting)
         if reason is None and defense is not None and defense.options.get("kappa") is None and setting.lr is None:
-            reason = "ig-pdpsgd needs kappa: set pdpsgd's kappa, or adversary.knows.local_training (kappa = lr^2 sigma^2)"
+            reason = (
+                "ig-pdpsgd needs kappa: set pdpsgd's kappa, or adversary.knows.local_training (kappa = lr^2 sigma^2)"
+            )
         return reason
 
     def matching_for(self, defense: DefenseInForce, setting: AttackSetting) -> dict[str, Any]:
@@ -37,6 +39,7 @@ class IgPdpsgdOptions(AdaptiveOptions):
 
 
 ATTACKS.register(
-    "ig-pdpsgd", help="adaptive (pdpsgd): Inverting Gradients with PDP-SGD's penalty in the simulated local step",
+    "ig-pdpsgd",
+    help="adaptive (pdpsgd): Inverting Gradients with PDP-SGD's penalty in the simulated local step",
     config=IgPdpsgdOptions,
-)(Attack(adaptive_spec("ig-pdpsgd")))  # fmt: skip
+)(Attack(adaptive_spec("ig-pdpsgd")))

@@ -11,8 +11,8 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from adversary.inversion.adaptive import AdaptiveOptions, adaptive_spec
 from adversary.attacks.inverting_gradients import DEFAULTS as IG_DEFAULTS
+from adversary.inversion.adaptive import AdaptiveOptions, adaptive_spec
 from adversary.inversion.requirements import AttackSetting, DefenseInForce
 from adversary.inversion.solver import Attack
 from adversary.registry import ATTACKS
@@ -21,7 +21,9 @@ from adversary.registry import ATTACKS
 class IgPruneOptions(AdaptiveOptions):
     # TV 1e-2: the best of 1e-4 / 1e-3 / 1e-2 in bench/adaptive_tuning.py (CIFAR-10 test images 0-2)
     field_defaults: ClassVar[dict[str, Any]] = {**IG_DEFAULTS, "regularizers": [{"name": "tv", "weight": 1e-2}]}
-    name: Literal["ig-prune"] = Field("ig-prune", description="Inverting Gradients on a pruned update's surviving entries")
+    name: Literal["ig-prune"] = Field(
+        "ig-prune", description="Inverting Gradients on a pruned update's surviving entries"
+    )
     adapts_to: ClassVar[tuple[str, ...]] = ("prune",)
 
     def matching_for(self, defense: DefenseInForce, setting: AttackSetting) -> dict[str, Any]:
@@ -29,6 +31,7 @@ class IgPruneOptions(AdaptiveOptions):
 
 
 ATTACKS.register(
-    "ig-prune", help="adaptive (prune): Inverting Gradients matching only the entries the pruned update kept",
+    "ig-prune",
+    help="adaptive (prune): Inverting Gradients matching only the entries the pruned update kept",
     config=IgPruneOptions,
-)(Attack(adaptive_spec("ig-prune")))  # fmt: skip
+)(Attack(adaptive_spec("ig-prune")))

@@ -20,7 +20,9 @@ from adversary.registry import ATTACKS
 
 
 class IgSoteriaOptions(AdaptiveOptions):
-    name: Literal["ig-soteria"] = Field("ig-soteria", description="Inverting Gradients without Soteria's defended layer")
+    name: Literal["ig-soteria"] = Field(
+        "ig-soteria", description="Inverting Gradients without Soteria's defended layer"
+    )
     adapts_to: ClassVar[tuple[str, ...]] = ("soteria",)
 
     def matching_for(self, defense: DefenseInForce, setting: AttackSetting) -> dict[str, Any]:
@@ -31,6 +33,7 @@ class IgSoteriaOptions(AdaptiveOptions):
 
 
 ATTACKS.register(
-    "ig-soteria", help="adaptive (soteria): Inverting Gradients leaving the defended layer's weight out (paper 004)",
+    "ig-soteria",
+    help="adaptive (soteria): Inverting Gradients leaving the defended layer's weight out (paper 004)",
     config=IgSoteriaOptions,
-)(Attack(adaptive_spec("ig-soteria")))  # fmt: skip
+)(Attack(adaptive_spec("ig-soteria")))

@@ -43,8 +43,9 @@ class RtfOptions(AttackOptions):
     name: Literal["rtf"] = Field("rtf", description="Robbing the Fed (Fowl et al. 2022): closed-form read-out")
     threat_model: ClassVar[str] = "malicious"
     requires: ClassVar[str] = "adversary.server: malicious with modification imprint"
-    threshold: float = Field(1e-3, gt=0, lt=1, description="a bin is populated when its bias difference exceeds this "
-                             "share of the largest")  # fmt: skip
+    threshold: float = Field(
+        1e-3, gt=0, lt=1, description="a bin is populated when its bias difference exceeds this share of the largest"
+    )
 
     def refusal(self, setting: AttackSetting) -> str | None:
         reason = super().refusal(setting)
@@ -71,7 +72,9 @@ def read_out(view: AttackerView, threshold: float, count: int = 0) -> torch.Tens
     """The images of the populated bins, (K, C, H, W) in the model's input space, float32; at least ``count``
     of them (the bins with the largest bias differences repeated)."""
     dw, db = bin_differences(view)
-    populated = torch.nonzero(db.abs() > threshold * db.abs().max().clamp(min=torch.finfo(torch.float64).tiny)).flatten()
+    populated = torch.nonzero(
+        db.abs() > threshold * db.abs().max().clamp(min=torch.finfo(torch.float64).tiny)
+    ).flatten()
     images = dw[populated] / db[populated, None]
     if 0 < len(images) < count:
         fullest = torch.argsort(db[populated].abs(), descending=True)
@@ -92,12 +95,22 @@ def attack(views: Sequence[AttackerView], options: RtfOptions, seed: int, device
         with torch.no_grad():
             state = {k: v.float() for k, v in view.global_state.items()}
             labels = functional_call(copy.deepcopy(view.model).float().eval(), state, (images,)).argmax(dim=1)
-        results.append(Reconstruction(
-            images=images, labels=labels.to(torch.int64), objective=float(missing), restart_objectives=(),
-            iterations=0, seconds=time.perf_counter() - start,
-        ))  # fmt: skip
+        results.append(
+            Reconstruction(
+                images=images,
+                labels=labels.to(torch.int64),
+                objective=float(missing),
+                restart_objectives=(),
+                iterations=0,
+                seconds=time.perf_counter() - start,
+            )
+        )
     return results
 
 
-ATTACKS.register("rtf", help="Robbing the Fed (Fowl et al. 2022): images alone in an imprint bin, in closed form; "
-                 "needs adversary.server: malicious", config=RtfOptions)(attack)  # fmt: skip
+ATTACKS.register(
+    "rtf",
+    help="Robbing the Fed (Fowl et al. 2022): images alone in an imprint bin, in closed form; "
+    "needs adversary.server: malicious",
+    config=RtfOptions,
+)(attack)

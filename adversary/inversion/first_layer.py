@@ -45,22 +45,32 @@ def first_layer_refusal(attack: str, setting: AttackSetting) -> str | None:
         return f"{attack} inverts a first nn.Linear on the flattened input; {model_name} has no weighted layer"
     name, layer = named
     if not isinstance(layer, nn.Linear):
-        return (f"{attack} inverts a first nn.Linear on the flattened input; the first weighted layer of {model_name} "
-                f"is '{name}' ({type(layer).__name__})")  # fmt: skip
+        return (
+            f"{attack} inverts a first nn.Linear on the flattened input; the first weighted layer of {model_name} "
+            f"is '{name}' ({type(layer).__name__})"
+        )
     if layer.bias is None:
         return f"{attack} reads each image's scale off the first layer's bias; '{name}' of {model_name} has no bias"
     if not _sees_flattened_input(model, name, setting.input_shape):
-        return (f"{attack} inverts a first nn.Linear on the flattened input; '{name}' of {model_name} receives "
-                "something computed from the images, not the images themselves")  # fmt: skip
+        return (
+            f"{attack} inverts a first nn.Linear on the flattened input; '{name}' of {model_name} receives "
+            "something computed from the images, not the images themselves"
+        )
     if setting.optimizer != "sgd":
-        return (f"{attack} needs updates that are sums of gradients; client.optimizer = '{setting.optimizer}' rescales "
-                "every entry on its own (allowed: sgd)")  # fmt: skip
+        return (
+            f"{attack} needs updates that are sums of gradients; client.optimizer = '{setting.optimizer}' rescales "
+            "every entry on its own (allowed: sgd)"
+        )
     if setting.weight_decay > 0 and not setting.knows_local_training:
-        return (f"{attack} removes client.weight_decay = {setting.weight_decay} from the update only when "
-                "adversary.knows.local_training: true")  # fmt: skip
+        return (
+            f"{attack} removes client.weight_decay = {setting.weight_decay} from the update only when "
+            "adversary.knows.local_training: true"
+        )
     if setting.weight_decay > 0 and setting.targets != "per-client" and setting.local_steps != 1:
-        return (f"{attack} removes client.weight_decay = {setting.weight_decay} from an aggregate only after one local "
-                f"step; client.local_steps is {setting.local_steps}")  # fmt: skip
+        return (
+            f"{attack} removes client.weight_decay = {setting.weight_decay} from an aggregate only after one local "
+            f"step; client.local_steps is {setting.local_steps}"
+        )
     return None
 
 
@@ -69,14 +79,18 @@ def _sees_flattened_input(model: nn.Module, layer_name: str, input_shape: tuple[
     probe = copy.deepcopy(model).eval()
     images = torch.rand(2, *input_shape, generator=torch.Generator().manual_seed(0))
     seen: list[torch.Tensor] = []
-    handle = dict(probe.named_modules())[layer_name].register_forward_hook(lambda _m, inputs, _o: seen.append(inputs[0]))
+    handle = dict(probe.named_modules())[layer_name].register_forward_hook(
+        lambda _m, inputs, _o: seen.append(inputs[0])
+    )
     try:
         with torch.no_grad():
             probe(images.to(next(probe.parameters()).dtype))
     finally:
         handle.remove()
-    return len(seen) == 1 and seen[0].shape == (2, images[0].numel()) and torch.allclose(
-        seen[0].float(), images.flatten(1), atol=1e-6
+    return (
+        len(seen) == 1
+        and seen[0].shape == (2, images[0].numel())
+        and torch.allclose(seen[0].float(), images.flatten(1), atol=1e-6)
     )
 
 
@@ -165,10 +179,13 @@ def _label_cosines(view: AttackerView, layer_name: str, images: torch.Tensor, co
     probabilities = torch.softmax(logits, dim=1).detach()
     # dCE(f(x), c)/dy = J^T p - J^T e_c, J the logits' Jacobian in y; images are independent, so the gradient
     # of a class's logit summed over the batch gives every image's row of J at once
-    jacobian = torch.stack([
-        torch.autograd.grad(logits[:, c].sum(), units, retain_graph=c < view.num_classes - 1)[0]
-        for c in range(view.num_classes)
-    ], dim=1)  # (N, classes, units)  # fmt: skip
+    jacobian = torch.stack(
+        [
+            torch.autograd.grad(logits[:, c].sum(), units, retain_graph=c < view.num_classes - 1)[0]
+            for c in range(view.num_classes)
+        ],
+        dim=1,
+    )  # (N, classes, units)
     expected = torch.einsum("nc,ncu->nu", probabilities, jacobian)
     per_class = expected[:, None, :] - jacobian  # (N, classes, units)
     observed = columns.T.double()[:, None, :]  # (N, 1, units)
@@ -184,10 +201,16 @@ def each_view_in_closed_form(solve: Callable) -> Callable:
         for view in views:
             start = time.perf_counter()
             images, labels, objective = solve(view, options, seed)
-            results.append(Reconstruction(
-                images=images.float(), labels=labels, objective=objective, restart_objectives=(),
-                iterations=0, seconds=time.perf_counter() - start,
-            ))  # fmt: skip
+            results.append(
+                Reconstruction(
+                    images=images.float(),
+                    labels=labels,
+                    objective=objective,
+                    restart_objectives=(),
+                    iterations=0,
+                    seconds=time.perf_counter() - start,
+                )
+            )
         return results
 
     return attack

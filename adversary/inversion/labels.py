@@ -40,7 +40,6 @@ from adversary.inversion.model import classifier_layer
 from adversary.inversion.targets import observed_mean_gradient
 from adversary.view import AttackerView
 
-
 # Alternations of scale and counts when the learning rate is unknown; they settle in two or three.
 _SCALE_ROUNDS = 10
 

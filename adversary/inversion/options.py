@@ -12,7 +12,7 @@ attack, as the adversary and ``run_attack`` take them); keys of older configs (`
 from __future__ import annotations
 
 import copy
-from typing import Annotated, Any, ClassVar, Literal, Union
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_core import PydanticUndefined
@@ -67,7 +67,7 @@ class AttackOptions(PluginSection):
 
 def _regularizer_union() -> Any:
     variants = tuple(REGULARIZERS.configs().values())
-    return Annotated[Union[variants], Field(discriminator="name")] if len(variants) > 1 else variants[0]
+    return Annotated[variants, Field(discriminator="name")] if len(variants) > 1 else variants[0]
 
 
 Regularizers = list[_regularizer_union()]  # type: ignore[misc]
@@ -79,8 +79,10 @@ def _fold_into_regularizers(term: str, old: str) -> Renamed:
     def move(raw: dict[str, Any], model: type[Any]) -> str:
         weight = raw.pop(old)
         if "regularizers" in raw and any(_name_of(item) == term for item in raw["regularizers"] or []):
-            raise ValueError(f"{old} = {weight!r} and regularizers [{term}] both set the {term} weight; keep only "
-                             f"regularizers: [{{name: {term}, weight: {weight}}}]")  # fmt: skip
+            raise ValueError(
+                f"{old} = {weight!r} and regularizers [{term}] both set the {term} weight; keep only "
+                f"regularizers: [{{name: {term}, weight: {weight}}}]"
+            )
         given = raw.get("regularizers")
         entries = [_as_dict(item) for item in (given if given is not None else _default_of(model, "regularizers"))]
         for entry in entries:
@@ -96,7 +98,9 @@ def _fold_into_regularizers(term: str, old: str) -> Renamed:
 
 
 def _name_of(item: Any) -> Any:
-    return item if isinstance(item, str) else (item.get("name") if isinstance(item, dict) else getattr(item, "name", None))
+    return (
+        item if isinstance(item, str) else (item.get("name") if isinstance(item, dict) else getattr(item, "name", None))
+    )
 
 
 def _as_dict(item: Any) -> dict[str, Any]:
@@ -134,7 +138,8 @@ class OptimizationOptions(AttackOptions):
     init: Literal["randn", "uniform", "zeros"] = Field("randn", description="dummy image initialisation")
     init_scale: float = Field(1.0, gt=0, description="std (randn) or half-range (uniform) of the init")
     loss: Literal["l2", "cosine", "l1", "layer-cosine"] = Field(
-        "l2", description="gradient-matching distance (layer-cosine: mean over layers of 1 - cosine, blind to per-layer scale)"
+        "l2",
+        description="gradient-matching distance (layer-cosine: mean over layers of 1 - cosine, blind to per-layer scale)",
     )
     optimizer: Literal["lbfgs", "adam", "sgd"] = Field("lbfgs", description="optimizer of the dummy data")
     lr: float = Field(1.0, gt=0, description="optimizer step size")
@@ -152,16 +157,21 @@ class OptimizationOptions(AttackOptions):
     )
     match_threshold: float = Field(0.0, ge=0, description="with match_entries: above-threshold, in gradient units")
     observed_scale: float = Field(
-        1.0, gt=0, description="factor applied to the observed update before matching (gradient dropout's p undoes its 1/p)"
+        1.0,
+        gt=0,
+        description="factor applied to the observed update before matching (gradient dropout's p undoes its 1/p)",
     )
     exclude_layers: list[str] = Field(
-        default_factory=list, description="parameters left out of the matching (names, or module names for all of theirs)"
+        default_factory=list,
+        description="parameters left out of the matching (names, or module names for all of theirs)",
     )
     pdp_kappa: float | None = Field(
         None, ge=0, description="simulate PDP-SGD's penalty kappa * sum W^2 x^2 in the client's local steps (paper 000)"
     )
     noise_sigma: float | None = Field(
-        None, gt=0, description="l2/l1 distance divided by (matched entries * noise_sigma^2): the noise energy is its unit"
+        None,
+        gt=0,
+        description="l2/l1 distance divided by (matched entries * noise_sigma^2): the noise energy is its unit",
     )
     log_every: int = Field(0, ge=0, description="keep a trajectory point every N iterations (0 = none)")
     time_limit: float | None = Field(
@@ -196,7 +206,9 @@ class OptimizationOptions(AttackOptions):
     def _regularizer_shorthand(cls, value: Any) -> Any:
         # `regularizers: [tv]` is not allowed (a term needs its weight); strings become {name: ...} so that
         # the error says which key is missing.
-        return [{"name": item} if isinstance(item, str) else item for item in value] if isinstance(value, list) else value
+        return (
+            [{"name": item} if isinstance(item, str) else item for item in value] if isinstance(value, list) else value
+        )
 
     def weight_of(self, term: str) -> float:
         """The weight of regularizer ``term`` (0.0 when the attack does not use it)."""

@@ -143,7 +143,8 @@ class BatchedProblem:
         if use_bn:
             stats = [victim_batch_statistics(view, device, dtype) for view in views]
             bn_targets = tuple(
-                (torch.stack([s[i][0] for s in stats]), torch.stack([s[i][1] for s in stats])) for i in range(len(stats[0]))
+                (torch.stack([s[i][0] for s in stats]), torch.stack([s[i][1] for s in stats]))
+                for i in range(len(stats[0]))
             )
         bounds = None
         if spec.box and first.input_bounds is not None:
@@ -253,7 +254,15 @@ class BatchedProblem:
         q = torch.softmax(variables[1], dim=-1) if self.z_shape is not None else probs
         params = {name: p.detach().requires_grad_(True) for name, p in self.params.items()} if autograd else self.params
         update, stats = simulated_update(
-            self.match, self.model.forward, soft_cross_entropy, params, x, q, self.model.names, schedule, autograd,
+            self.match,
+            self.model.forward,
+            soft_cross_entropy,
+            params,
+            x,
+            q,
+            self.model.names,
+            schedule,
+            autograd,
             self.penalty,
         )
         observed, masks = target
@@ -337,9 +346,13 @@ def matched_parameters(names: Sequence[str], options: OptimizationOptions, attac
     excluded = tuple(options.exclude_layers)
     unknown = [item for item in excluded if not any(name == item or name.startswith(item + ".") for name in names)]
     if unknown:
-        raise ValueError(f"{attack}: exclude_layers = {list(excluded)}: the model has no parameter or module "
-                         f"'{unknown[0]}'; its parameters: {', '.join(names)}")  # fmt: skip
-    kept = tuple(i for i, name in enumerate(names) if not any(name == item or name.startswith(item + ".") for item in excluded))
+        raise ValueError(
+            f"{attack}: exclude_layers = {list(excluded)}: the model has no parameter or module "
+            f"'{unknown[0]}'; its parameters: {', '.join(names)}"
+        )
+    kept = tuple(
+        i for i, name in enumerate(names) if not any(name == item or name.startswith(item + ".") for item in excluded)
+    )
     if not kept:
         raise ValueError(f"{attack}: exclude_layers = {list(excluded)} leaves no parameter to match")
     return kept

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import torch
 
-from adversary.inversion.options import OptimizationOptions
 from adversary.inversion.optimizers import Budget, FirstOrderSettings, LbfgsSettings, first_order, ig_milestones, lbfgs
+from adversary.inversion.options import OptimizationOptions
 from adversary.inversion.problem import BatchedProblem, group_views
 from adversary.inversion.spec import AttackSpec
 from adversary.view import AttackerView, Reconstruction, TrajectoryPoint
@@ -88,7 +88,9 @@ def _invert_group(
     v0 = problem.initial(seed, target_ids, restart_ids)
     trajectories: list[list[TrajectoryPoint]] = [[] for _ in views]
     monitor = (
-        trajectory_monitor(lambda v: problem.split(v)[0], options.log_every, trajectories) if options.log_every else None
+        trajectory_monitor(lambda v: problem.split(v)[0], options.log_every, trajectories)
+        if options.log_every
+        else None
     )
     v, f = optimize(problem.evaluate, v0, options, spec, problem.project, monitor, budget)
     images, _ = problem.split(v)
@@ -96,8 +98,13 @@ def _invert_group(
 
 
 def optimize(
-    evaluate: Callable, v0: torch.Tensor, options: OptimizationOptions, spec: AttackSpec,
-    project: Callable | None, monitor: Callable | None, budget: Budget,
+    evaluate: Callable,
+    v0: torch.Tensor,
+    options: OptimizationOptions,
+    spec: AttackSpec,
+    project: Callable | None,
+    monitor: Callable | None,
+    budget: Budget,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The attack's optimizer (L-BFGS, or first-order with the spec's signed steps and step decay) on
     ``evaluate`` from the rows ``v0``: the final rows and their objectives."""

@@ -100,12 +100,18 @@ def match_spec(view: AttackerView) -> MatchSpec:
     if len(view.groups) > 1:
         raise ValueError(f"{view.target}: an aggregate of several clients' unrolled local training cannot be simulated")
     return MatchSpec(
-        lr=training.lr, num_samples=n, batch_size=min(training.batch_size, n), steps=training.local_steps,
-        momentum=training.momentum, weight_decay=training.weight_decay,
-    )  # fmt: skip
+        lr=training.lr,
+        num_samples=n,
+        batch_size=min(training.batch_size, n),
+        steps=training.local_steps,
+        momentum=training.momentum,
+        weight_decay=training.weight_decay,
+    )
 
 
-def observed_target(view: AttackerView, names: list[str], device: torch.device, dtype: torch.dtype) -> list[torch.Tensor]:
+def observed_target(
+    view: AttackerView, names: list[str], device: torch.device, dtype: torch.dtype
+) -> list[torch.Tensor]:
     """The observed update in gradient units, ``(w_t - w_{t+1}) / lr`` (the bare delta when lr is unknown)."""
     delta = view.parameter_delta()
     scale = 1.0 if view.local_training is None else 1.0 / view.local_training.lr
@@ -219,13 +225,17 @@ def pdp_penalty(module: nn.Module, kappa: float) -> Callable[[Params, torch.Tens
     layers = [(name, layer) for name, layer in module.named_modules() if isinstance(layer, _PENALISED)]
     for name, layer in layers:
         if isinstance(layer, nn.Conv2d) and (layer.padding_mode != "zeros" or isinstance(layer.padding, str)):
-            raise ValueError(f"pdp penalty: layer '{name}' pads with '{layer.padding_mode}' / {layer.padding!r}; "
-                             "only numeric zero padding is simulated")  # fmt: skip
+            raise ValueError(
+                f"pdp penalty: layer '{name}' pads with '{layer.padding_mode}' / {layer.padding!r}; "
+                "only numeric zero padding is simulated"
+            )
 
     def gradients(params: Params, x: torch.Tensor) -> Params:
         captured: dict[str, torch.Tensor] = {}
-        hooks = [layer.register_forward_pre_hook(lambda _m, args, name=name: captured.__setitem__(name, args[0]))
-                 for name, layer in layers]  # fmt: skip
+        hooks = [
+            layer.register_forward_pre_hook(lambda _m, args, name=name: captured.__setitem__(name, args[0]))
+            for name, layer in layers
+        ]
         try:
             torch.func.functional_call(module, params, (x,))
         finally:
@@ -249,8 +259,9 @@ def _input_energy(layer: nn.Module, x: torch.Tensor, shape: torch.Size) -> torch
     squared = x**2
     if isinstance(layer, nn.Linear):
         return (squared.reshape(-1, squared.shape[-1]).sum(dim=0) / n)[None, :]
-    patches = torch.nn.functional.unfold(squared, layer.kernel_size, dilation=layer.dilation, padding=layer.padding,
-                                         stride=layer.stride)  # fmt: skip
+    patches = torch.nn.functional.unfold(
+        squared, layer.kernel_size, dilation=layer.dilation, padding=layer.padding, stride=layer.stride
+    )
     energy = patches.sum(dim=(0, 2)) / n  # (C * kh * kw,)
     out_channels, per_group = shape[0], shape[1]
     groups = layer.groups

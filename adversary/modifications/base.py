@@ -29,7 +29,11 @@ class Modification(Protocol):
     """``build(model, input_shape, num_classes, public, seed) -> nn.Module``: the module sent to the clients."""
 
     def __call__(
-        self, config: ModificationConfig, model: nn.Module, input_shape: tuple[int, int, int], num_classes: int,
-        public: PublicData | None, seed: int,
-    ) -> nn.Module: ...  # fmt: skip
-
+        self,
+        config: ModificationConfig,
+        model: nn.Module,
+        input_shape: tuple[int, int, int],
+        num_classes: int,
+        public: PublicData | None,
+        seed: int,
+    ) -> nn.Module: ...

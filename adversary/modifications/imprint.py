@@ -31,7 +31,9 @@ from adversary.modifications.registry import MODIFICATIONS
 
 class ImprintConfig(ModificationConfig):
     name: Literal["imprint"] = Field("imprint", description="Robbing the Fed's imprint block (Fowl et al. 2022)")
-    bins: int = Field(128, ge=2, le=65536, description="rows of the imprint layer: images alone in a bin come back exactly")
+    bins: int = Field(
+        128, ge=2, le=65536, description="rows of the imprint layer: images alone in a bin come back exactly"
+    )
     measurement: Literal["brightness", "random", "fourier"] = Field(
         "brightness", description="what every row measures: mean brightness, a random direction, a low Fourier mode"
     )
@@ -77,7 +79,9 @@ def thresholds(config: ImprintConfig, measured: torch.Tensor | None) -> torch.Te
     down half a bin; the lowest sits far below every calibration image, so that every image activates a bin."""
     levels = torch.arange(config.bins, dtype=torch.float64) / config.bins
     if measured is None:
-        normal = torch.distributions.Normal(torch.tensor(config.mean, dtype=torch.float64), torch.tensor(config.std, dtype=torch.float64))
+        normal = torch.distributions.Normal(
+            torch.tensor(config.mean, dtype=torch.float64), torch.tensor(config.std, dtype=torch.float64)
+        )
         inner = normal.icdf(levels[1:].clamp(1e-6, 1 - 1e-6))
         lowest = torch.tensor([config.mean - 10 * config.std], dtype=torch.float64)
     else:
@@ -88,9 +92,13 @@ def thresholds(config: ImprintConfig, measured: torch.Tensor | None) -> torch.Te
 
 
 def build_imprint(
-    config: ImprintConfig, model: nn.Module, input_shape: tuple[int, int, int], num_classes: int,
-    public: PublicData | None, seed: int,
-) -> nn.Module:  # fmt: skip
+    config: ImprintConfig,
+    model: nn.Module,
+    input_shape: tuple[int, int, int],
+    num_classes: int,
+    public: PublicData | None,
+    seed: int,
+) -> nn.Module:
     direction = measurement_direction(config.measurement, input_shape, seed)
     if config.calibration == "public":
         if public is None or len(public.images) == 0:
@@ -107,5 +115,6 @@ def build_imprint(
     return imprinted
 
 
-MODIFICATIONS.register("imprint", help="Robbing the Fed (Fowl et al. 2022): an imprint block in front of the model",
-                       config=ImprintConfig)(build_imprint)  # fmt: skip
+MODIFICATIONS.register(
+    "imprint", help="Robbing the Fed (Fowl et al. 2022): an imprint block in front of the model", config=ImprintConfig
+)(build_imprint)

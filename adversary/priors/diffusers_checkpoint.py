@@ -8,8 +8,8 @@ with the linear DDPM schedule. Hub ids (e.g. ``google/ddpm-cifar10-32``) load fr
 
 from __future__ import annotations
 
-import os
 import json
+import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -59,26 +59,38 @@ class DiffusersPriorConfig(PriorConfig):
         subfolder = "unet" if (root / "unet").is_dir() or not root.exists() else None
         try:
             # low_cpu_mem_usage=False: the small priors need no `accelerate` (nor its warning on every load)
-            unet = UNet2DModel.from_pretrained(str(root) if root.exists() else self.path, subfolder=subfolder,
-                                               local_files_only=offline, torch_dtype=dtype, low_cpu_mem_usage=False)  # fmt: skip
+            unet = UNet2DModel.from_pretrained(
+                str(root) if root.exists() else self.path,
+                subfolder=subfolder,
+                local_files_only=offline,
+                torch_dtype=dtype,
+                low_cpu_mem_usage=False,
+            )
         except (OSError, ValueError) as error:
-            raise ValueError(f"prior.path = {self.path!r}: no diffusers UNet2DModel could be loaded "
-                             f"({'offline, ' if offline else ''}{str(error).splitlines()[0]})") from None  # fmt: skip
+            raise ValueError(
+                f"prior.path = {self.path!r}: no diffusers UNet2DModel could be loaded "
+                f"({'offline, ' if offline else ''}{str(error).splitlines()[0]})"
+            ) from None
         try:
-            scheduler = DDPMScheduler.from_pretrained(str(root) if root.exists() else self.path, subfolder="scheduler",
-                                                      local_files_only=offline)  # fmt: skip
+            scheduler = DDPMScheduler.from_pretrained(
+                str(root) if root.exists() else self.path, subfolder="scheduler", local_files_only=offline
+            )
             alphas = scheduler.alphas_cumprod.to(torch.float64)
         except (OSError, ValueError):
             alphas = linear_alphas_cumprod(1000)
         config = unet.config
         expected = _image_shape(config.in_channels, config.sample_size)
         if tuple(shape) != expected:
-            raise ValueError(f"prior.path = {self.path!r}: the prior makes images of shape {expected}, "
-                             f"the attacked model takes {tuple(shape)}")  # fmt: skip
+            raise ValueError(
+                f"prior.path = {self.path!r}: the prior makes images of shape {expected}, "
+                f"the attacked model takes {tuple(shape)}"
+            )
         unet = unet.to(device=device).eval().requires_grad_(False)
         return DiffusersPrior(unet, alphas.to(device=device, dtype=dtype))
 
 
 PRIORS.register(
-    "diffusers", help="a diffusers UNet2DModel checkpoint: a folder (fedsim prior train) or a hub id", config=DiffusersPriorConfig
+    "diffusers",
+    help="a diffusers UNet2DModel checkpoint: a folder (fedsim prior train) or a hub id",
+    config=DiffusersPriorConfig,
 )(DiffusersPriorConfig)

@@ -17,7 +17,9 @@ from adversary.priors.registry import PRIORS
 
 
 class GaussianPrior:
-    def __init__(self, mean: torch.Tensor | float, std: float, timesteps: int, device: torch.device, dtype: torch.dtype):
+    def __init__(
+        self, mean: torch.Tensor | float, std: float, timesteps: int, device: torch.device, dtype: torch.dtype
+    ):
         self.mean = torch.as_tensor(mean, device=device, dtype=dtype)
         self.std = float(std)
         self.alphas_cumprod = linear_alphas_cumprod(timesteps).to(device=device, dtype=dtype)
@@ -43,6 +45,7 @@ class GaussianPriorConfig(PriorConfig):
 
 
 PRIORS.register(
-    "gaussian", help="i.i.d. Gaussian pixels, denoiser in closed form (a weak prior; for tests and baselines)",
+    "gaussian",
+    help="i.i.d. Gaussian pixels, denoiser in closed form (a weak prior; for tests and baselines)",
     config=GaussianPriorConfig,
 )(GaussianPriorConfig)

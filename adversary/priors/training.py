@@ -27,11 +27,29 @@ import torch
 PRESETS: dict[str, dict[str, Any]] = {
     # 8 px digits on a shared CPU: no attention (a 2x2 mid-block learns nothing from it), one thread (two
     # threads on a busy two-core machine were 4x slower a step than one), ~0.1 s a step
-    "cpu": dict(channels=(32, 64), layers_per_block=1, attention=False, steps=3000, batch_size=64, lr=2e-3,
-                warmup=100, ema=0.995, threads=1),
+    "cpu": dict(
+        channels=(32, 64),
+        layers_per_block=1,
+        attention=False,
+        steps=3000,
+        batch_size=64,
+        lr=2e-3,
+        warmup=100,
+        ema=0.995,
+        threads=1,
+    ),
     # CIFAR-10 sized images on a GPU
-    "gpu": dict(channels=(64, 128, 256), layers_per_block=2, attention=True, steps=60000, batch_size=128, lr=2e-4,
-                warmup=1000, ema=0.9999, threads=None),
+    "gpu": dict(
+        channels=(64, 128, 256),
+        layers_per_block=2,
+        attention=True,
+        steps=60000,
+        batch_size=128,
+        lr=2e-4,
+        warmup=1000,
+        ema=0.9999,
+        threads=None,
+    ),
 }
 STATE = "training_state.pt"
 RECORD = "fedsim_prior.json"
@@ -59,11 +77,16 @@ def build_unet(image_size: int, channels: int, preset: str) -> Any:
     spec = PRESETS[preset]
     blocks = len(spec["channels"])
     return UNet2DModel(
-        sample_size=image_size, in_channels=channels, out_channels=channels,
-        block_out_channels=spec["channels"], layers_per_block=spec["layers_per_block"],
-        down_block_types=("DownBlock2D",) * blocks, up_block_types=("UpBlock2D",) * blocks,
-        norm_num_groups=8, add_attention=spec["attention"],
-    )  # fmt: skip
+        sample_size=image_size,
+        in_channels=channels,
+        out_channels=channels,
+        block_out_channels=spec["channels"],
+        layers_per_block=spec["layers_per_block"],
+        down_block_types=("DownBlock2D",) * blocks,
+        up_block_types=("UpBlock2D",) * blocks,
+        norm_num_groups=8,
+        add_attention=spec["attention"],
+    )
 
 
 def learning_rate(step: int, total: int, peak: float, warmup: int) -> float:
@@ -103,15 +126,37 @@ def train_prior(
     if threads is not None:
         torch.set_num_threads(threads)
     try:
-        return _train(images, Path(out), dataset=dataset, split=split, preset=preset, spec=spec,
-                      total=int(steps or spec["steps"]), seed=seed, resume=resume, progress=progress,
-                      checkpoint_every=checkpoint_every)  # fmt: skip
+        return _train(
+            images,
+            Path(out),
+            dataset=dataset,
+            split=split,
+            preset=preset,
+            spec=spec,
+            total=int(steps or spec["steps"]),
+            seed=seed,
+            resume=resume,
+            progress=progress,
+            checkpoint_every=checkpoint_every,
+        )
     finally:
         torch.set_num_threads(previous_threads)
 
 
-def _train(images: np.ndarray, out: Path, *, dataset: str, split: str, preset: str, spec: dict[str, Any], total: int,
-           seed: int, resume: bool, progress: bool, checkpoint_every: int) -> PriorRecord:  # fmt: skip
+def _train(
+    images: np.ndarray,
+    out: Path,
+    *,
+    dataset: str,
+    split: str,
+    preset: str,
+    spec: dict[str, Any],
+    total: int,
+    seed: int,
+    resume: bool,
+    progress: bool,
+    checkpoint_every: int,
+) -> PriorRecord:
     from diffusers import DDPMScheduler
     from rich.progress import Progress
 
@@ -140,8 +185,17 @@ def _train(images: np.ndarray, out: Path, *, dataset: str, split: str, preset: s
 
     def save() -> None:
         seconds = earlier_seconds + time.perf_counter() - start
-        torch.save({"unet": unet.state_dict(), "ema": average.state_dict(), "optimizer": optimizer.state_dict(),
-                    "step": step, "rng": torch.get_rng_state(), "seconds": seconds}, out / STATE)  # fmt: skip
+        torch.save(
+            {
+                "unet": unet.state_dict(),
+                "ema": average.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "step": step,
+                "rng": torch.get_rng_state(),
+                "seconds": seconds,
+            },
+            out / STATE,
+        )
         average.save_pretrained(out / "unet")
         scheduler.save_pretrained(out / "scheduler")
         trained = {"trained_steps": step, "training_seconds": round(seconds, 1), "threads": torch.get_num_threads()}

@@ -31,6 +31,7 @@ from torch import nn
 
 from fedsim.core.sections import Section
 
+
 class DefenseConfig(Section):
     """Base of every defense's config model: ``name`` (a ``Literal`` of the registered name) tags it in
     ``client.defenses``; the defense's own keys follow."""

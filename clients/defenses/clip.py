@@ -45,6 +45,4 @@ DEFENSES.register(
     "clip",
     help="clip the update's L2 norm to max_norm (global or per tensor)",
     config=ClipDefense,
-)(
-    DefenseEntry(kind="update", apply=clip_update)
-)
+)(DefenseEntry(kind="update", apply=clip_update))

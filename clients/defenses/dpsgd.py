@@ -45,8 +45,8 @@ from torch import nn
 from clients.defenses.base import DefenseConfig, DefenseEntry, TrainingPlan, TrainingSession
 from clients.defenses.privacy_ledger import ClientPrivacyLedger, LedgerEntry, epsilon
 from clients.defenses.registry import DEFENSES
-from fedsim.models import ModelError
 from fedsim.core.seeding import derive_seed
+from fedsim.models import ModelError
 
 # Opacus' backward hook on the first layer sees an input that needs no gradient (the data), and PyTorch
 # says so on every step; the per-sample gradients of the layer's own weights are unaffected.
@@ -60,7 +60,9 @@ class DpsgdDefense(DefenseConfig):
     target_epsilon: float | None = Field(
         None, gt=0, description="epsilon to reach after all federation.rounds (assumes the client trains every round)"
     )
-    delta: float = Field(1e-5, gt=0, lt=1, description="delta of the reported epsilon (adjacency: add/remove one sample)")
+    delta: float = Field(
+        1e-5, gt=0, lt=1, description="delta of the reported epsilon (adjacency: add/remove one sample)"
+    )
     accountant: Literal["rdp", "prv"] = Field("rdp", description="Opacus privacy accountant")
     poisson_sampling: bool = Field(
         True,
@@ -70,7 +72,7 @@ class DpsgdDefense(DefenseConfig):
     fix_model: bool = Field(False, description="replace layers Opacus cannot handle (BatchNorm -> GroupNorm)")
 
     @model_validator(mode="after")
-    def _one_noise_source(self) -> "DpsgdDefense":
+    def _one_noise_source(self) -> DpsgdDefense:
         if (self.noise_multiplier is None) == (self.target_epsilon is None):
             raise ValueError(
                 f"noise_multiplier = {self.noise_multiplier} and target_epsilon = {self.target_epsilon}: "
@@ -200,6 +202,4 @@ DEFENSES.register(
     "dpsgd",
     help="DP-SGD (Opacus): per-sample clipping, Gaussian noise, RDP/PRV epsilon across rounds",
     config=DpsgdDefense,
-)(
-    DefenseEntry(kind="training", train=DpsgdSession, check_model=check_model)
-)
+)(DefenseEntry(kind="training", train=DpsgdSession, check_model=check_model))

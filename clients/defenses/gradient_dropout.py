@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
 import torch
+from pydantic import Field
 
 from clients.defenses.base import DefenseConfig, DefenseContext, DefenseEntry, DefenseOutcome, Update, norm_record
 from clients.defenses.registry import DEFENSES
@@ -40,6 +40,4 @@ DEFENSES.register(
     "gradient_dropout",
     help="paper 004: keep entries w.p. p (scaled 1/p), replace the rest by N(0, sigma^2)",
     config=GradientDropoutDefense,
-)(
-    DefenseEntry(kind="update", apply=gradient_dropout)
-)
+)(DefenseEntry(kind="update", apply=gradient_dropout))

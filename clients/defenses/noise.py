@@ -46,6 +46,4 @@ DEFENSES.register(
     "noise",
     help="additive Gaussian or Laplacian noise of scale sigma on the update",
     config=NoiseDefense,
-)(
-    DefenseEntry(kind="update", apply=add_noise)
-)
+)(DefenseEntry(kind="update", apply=add_noise))

@@ -28,8 +28,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
 import torch
+from pydantic import Field
 from torch import nn
 from torch.nn import functional as F
 from torch.utils.hooks import RemovableHandle
@@ -44,7 +44,9 @@ REGULARISED = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)
 class PdpsgdDefense(DefenseConfig):
     name: Literal["pdpsgd"] = Field("pdpsgd", description="PDP-SGD (paper 000, eq. 12): L + kappa sum theta^2 x^2")
     sigma: float = Field(0.1, gt=0, description="noise parameter; kappa = lr^2 sigma^2 (paper 000: 0.1)")
-    kappa: float | None = Field(None, ge=0, description="regularisation constant; overrides sigma (null = lr^2 sigma^2)")
+    kappa: float | None = Field(
+        None, ge=0, description="regularisation constant; overrides sigma (null = lr^2 sigma^2)"
+    )
 
 
 def regularised_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
@@ -104,6 +106,4 @@ DEFENSES.register(
     "pdpsgd",
     help="PDP-SGD (paper 000, eq. 12): L + kappa sum W^2 x^2 over every Linear/Conv weight",
     config=PdpsgdDefense,
-)(
-    DefenseEntry(kind="training", train=PdpsgdSession)
-)
+)(DefenseEntry(kind="training", train=PdpsgdSession))

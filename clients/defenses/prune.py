@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
 import torch
+from pydantic import Field
 
 from clients.defenses.base import (
     DefenseConfig,
@@ -53,6 +53,4 @@ DEFENSES.register(
     "prune",
     help="zero the fraction ratio of smallest-magnitude update entries",
     config=PruneDefense,
-)(
-    DefenseEntry(kind="update", apply=prune_update)
-)
+)(DefenseEntry(kind="update", apply=prune_update))

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
 import torch
+from pydantic import Field
 from torch import nn
 
 from clients.defenses.base import DefenseConfig, DefenseContext, DefenseEntry, DefenseOutcome, Update, norm_record
@@ -58,8 +58,10 @@ def unit_scores(model: nn.Module, layer: nn.Linear, x: torch.Tensor) -> torch.Te
             model(inputs)
             representation = captured[0]
             if representation.dim() != 2:
-                raise ValueError(f"soteria: the input of the chosen layer has shape {tuple(representation.shape)}; "
-                                 "expected (batch, features)")  # fmt: skip
+                raise ValueError(
+                    f"soteria: the input of the chosen layer has shape {tuple(representation.shape)}; "
+                    "expected (batch, features)"
+                )
             batch, units = representation.shape
             jacobian_norms = torch.empty(units, batch, dtype=inputs.dtype, device=inputs.device)
             for start in range(0, units, UNITS_PER_PASS):
@@ -95,6 +97,4 @@ DEFENSES.register(
     "soteria",
     help="Soteria (Sun et al. 2021): zero the representation layer's most revealing columns",
     config=SoteriaDefense,
-)(
-    DefenseEntry(kind="update", apply=soteria)
-)
+)(DefenseEntry(kind="update", apply=soteria))

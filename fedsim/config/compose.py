@@ -9,7 +9,7 @@ when this module is imported (after ``load_plugins``, so entry-point plugins are
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Optional, Union, get_args, get_origin
+from typing import Annotated, Any, Optional, get_args, get_origin
 
 from pydantic import BaseModel, Discriminator, Field, Tag
 
@@ -30,8 +30,14 @@ from fedsim.models import MODELS, ModelConfig
 def tagged_fields() -> dict[str, Registry[Any]]:
     """Fields that hold a discriminated union -> the registry of its variants. Pydantic puts the tag into
     error locations; it is not a key the user wrote."""
-    return {"partition": PARTITIONS, "defenses": DEFENSES, "attacks": ATTACKS, "regularizers": REGULARIZERS,
-            "data": DATASETS, "model": MODELS}  # fmt: skip
+    return {
+        "partition": PARTITIONS,
+        "defenses": DEFENSES,
+        "attacks": ATTACKS,
+        "regularizers": REGULARIZERS,
+        "data": DATASETS,
+        "model": MODELS,
+    }
 
 
 #: tagged fields whose variants extend a shared section (their naming key: data.dataset, model.name)
@@ -41,7 +47,7 @@ PLUGIN_SECTIONS: dict[str, type[PluginSection]] = {"data": DataConfig, "model": 
 def _union(registry: Registry[Any]) -> Any:
     """The discriminated union (on ``name``) of every config model ``registry`` holds."""
     variants = tuple(registry.configs().values())
-    return Annotated[Union[variants], Field(discriminator="name")] if len(variants) > 1 else variants[0]
+    return Annotated[variants, Field(discriminator="name")] if len(variants) > 1 else variants[0]
 
 
 def _tagged_union(registry: Registry[Any], base: type[PluginSection]) -> Any:
@@ -54,14 +60,16 @@ def _tagged_union(registry: Registry[Any], base: type[PluginSection]) -> Any:
         return registry.tag_of(named) if isinstance(named, str) else str(named)
 
     variants = tuple(Annotated[registry.config(name) or base, Tag(name)] for name in registry)
-    return Annotated[Union[variants], Discriminator(tag)]  # type: ignore[valid-type]
+    return Annotated[variants, Discriminator(tag)]  # type: ignore[valid-type]
 
 
 def variant_of(field: str, item: Any) -> type[BaseModel] | None:
     """The config model that the mapping ``item`` of tagged ``field`` names (None when it names none)."""
     registry, base = tagged_fields()[field], PLUGIN_SECTIONS.get(field)
     key = base.tag_key if base is not None else "name"
-    named = item.get(key, base.model_fields[key].default if base is not None else None) if isinstance(item, dict) else None
+    named = (
+        item.get(key, base.model_fields[key].default if base is not None else None) if isinstance(item, dict) else None
+    )
     if not isinstance(named, str) or registry.tag_of(named) not in registry:
         return None
     return registry.config(registry.tag_of(named)) or base

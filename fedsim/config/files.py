@@ -19,7 +19,6 @@ from fedsim.config.overrides import apply_override
 from fedsim.config.sections import ExperimentConfig
 from fedsim.core.errors import ConfigError
 
-
 SWEEP_SECTION = "sweep"  # top-level key of a sweep config's grid (fedsim.sweep); never part of a run's config
 
 
@@ -87,7 +86,9 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     if raw.pop(SWEEP_SECTION, None) is not None:
         logging.getLogger("fedsim").warning(
             "%s has a %s: section; this runs its base config only (`fedsim sweep %s` runs the grid)",
-            path, SWEEP_SECTION, path,
+            path,
+            SWEEP_SECTION,
+            path,
         )
     for assignment in overrides or []:
         apply_override(raw, assignment)

@@ -39,8 +39,9 @@ def upgrade(raw: dict[str, Any]) -> dict[str, Any]:
     """
     version = raw.get(SCHEMA_KEY)
     if version is not None and (not isinstance(version, int) or version > SCHEMA_VERSION):
-        raise ConfigError(f"{SCHEMA_KEY} = {version!r}: this fedsim reads versions up to {SCHEMA_VERSION}; "
-                          "upgrade fedsim to read it")  # fmt: skip
+        raise ConfigError(
+            f"{SCHEMA_KEY} = {version!r}: this fedsim reads versions up to {SCHEMA_VERSION}; upgrade fedsim to read it"
+        )
     raw = {key: value for key, value in raw.items() if key != SCHEMA_KEY}
     if (version or 1) < 3:
         raw = _without_flat_defaults(raw)
@@ -57,9 +58,10 @@ def _without_flat_defaults(raw: dict[str, Any]) -> dict[str, Any]:
         if variant is None:
             continue
         out[section] = {
-            key: value for key, value in item.items()
+            key: value
+            for key, value in item.items()
             if key in variant.model_fields or key not in defaults or value not in (None, defaults[key])
-        }  # fmt: skip
+        }
     return out
 
 
@@ -90,6 +92,8 @@ def _upgrade(model: type[BaseModel], raw: dict[str, Any], path: str) -> dict[str
             if nested is not None and isinstance(raw[name], dict):
                 out[name] = _upgrade(nested, raw[name], where)
             elif nested is not None and isinstance(raw[name], list):
-                out[name] = [_upgrade(nested, item, f"{where}[{i}]") if isinstance(item, dict) else item
-                             for i, item in enumerate(raw[name])]  # fmt: skip
+                out[name] = [
+                    _upgrade(nested, item, f"{where}[{i}]") if isinstance(item, dict) else item
+                    for i, item in enumerate(raw[name])
+                ]
     return out

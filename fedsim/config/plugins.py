@@ -18,7 +18,7 @@ from importlib import metadata
 
 import adversary.attacks  # noqa: F401  (attacks and regularizers)
 import clients.defenses  # noqa: F401
-import fedsim.data  # noqa: F401  (data sets and partition schemes)
+import fedsim.data
 import fedsim.models  # noqa: F401
 import strategies  # noqa: F401  (strategies and central-DP modes)
 from fedsim.core.errors import ConfigError

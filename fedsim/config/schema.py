@@ -47,8 +47,11 @@ def schema_rows(model: type[BaseModel] | None = None, prefix: str = "") -> list[
                 rows.extend(schema_rows(shared, f"{path}."))
                 for tag in registry:
                     variant = registry.config(tag) or shared
-                    own = [row for row in plugin_rows(variant, f"{path}[{tag}]", helps[tag])
-                           if re.split(r"[.\[]", row[0].removeprefix(f"{path}[{tag}]."))[0] not in shared.model_fields]  # fmt: skip
+                    own = [
+                        row
+                        for row in plugin_rows(variant, f"{path}[{tag}]", helps[tag])
+                        if re.split(r"[.\[]", row[0].removeprefix(f"{path}[{tag}]."))[0] not in shared.model_fields
+                    ]
                     rows.extend(own)
                 continue
             default = _default_text(field.default_factory() if field.default_factory is not None else field.default)
@@ -88,12 +91,20 @@ def plugin_schema(selector: str) -> list[Row]:
         where, tag = match.group(1), match.group(2) or match.group(3)
         wanted = f"{where}[{tag}]"
         if any(row[0] == wanted for row in rows):
-            return [row for row in rows if row[0] == wanted or row[0].startswith(wanted + ".") or row[0].startswith(wanted + "[")]
+            return [
+                row
+                for row in rows
+                if row[0] == wanted or row[0].startswith(wanted + ".") or row[0].startswith(wanted + "[")
+            ]
     keys = sorted({row[0] for row in rows if row[1] == "plugin" and row[0].count("[") == 1})
     close = difflib.get_close_matches(selector, keys, n=1)
     hint = f" (did you mean '{close[0]}'?)" if close else ""
     if any(row[0] == selector or row[0].startswith(selector + ".") for row in rows):
-        return [row for row in rows if row[0] == selector or row[0].startswith(selector + ".") or row[0].startswith(selector + "[")]
+        return [
+            row
+            for row in rows
+            if row[0] == selector or row[0].startswith(selector + ".") or row[0].startswith(selector + "[")
+        ]
     raise ConfigError(f"config-schema {selector}: no such plugin or section{hint}; plugins: {', '.join(keys)}")
 
 
@@ -106,7 +117,10 @@ def schema_markdown(rows: list[Row] | None = None) -> str:
     def flush() -> None:
         if table:
             lines.extend(["| key | type | default | meaning |", "|---|---|---|---|"])
-            lines.extend(f"| `{key}` | {_md(kind)} | {_md(default, code=True)} | {_md(text)} |" for key, kind, default, text in table)
+            lines.extend(
+                f"| `{key}` | {_md(kind)} | {_md(default, code=True)} | {_md(text)} |"
+                for key, kind, default, text in table
+            )
             lines.append("")
             table.clear()
 

@@ -26,7 +26,6 @@ from strategies.dp import DpConfig
 from strategies.registry import STRATEGIES
 from strategies.secagg import SECAGG_STRATEGY, SECAGG_TRAINING_STAGE, SecAggConfig
 
-
 # --------------------------------------------------------------------------------------- federation
 
 
@@ -44,11 +43,12 @@ class FailureInjection(Section):
         "federation.round_timeout, holding its Ray worker that long)",
     )
     stage: Literal["setup", "share_keys", "collect_masked_vectors", "unmask"] | None = Field(
-        None, description="secagg+ only: the protocol stage it fails in (null = collect_masked_vectors, where it trains)"
+        None,
+        description="secagg+ only: the protocol stage it fails in (null = collect_masked_vectors, where it trains)",
     )
 
     @model_validator(mode="after")
-    def _nan_needs_training(self) -> "FailureInjection":
+    def _nan_needs_training(self) -> FailureInjection:
         if self.kind == "nan" and self.stage not in (None, SECAGG_TRAINING_STAGE):
             raise ValueError(
                 f"stage = '{self.stage}': a nan loss comes from training, which happens in stage "
@@ -65,7 +65,9 @@ class FederationConfig(Section):
     fraction_evaluate: float = Field(
         0.0, ge=0, le=1, description="share of clients that also evaluate the global model on their own data"
     )
-    round_timeout: float = Field(3600.0, gt=0, description="seconds to wait for replies before a client counts as failed")
+    round_timeout: float = Field(
+        3600.0, gt=0, description="seconds to wait for replies before a client counts as failed"
+    )
     client_resources: ClientResources = Field(default_factory=ClientResources, description="Ray resources per client")
     ray_address: str | None = Field(
         None,
@@ -77,11 +79,9 @@ class FederationConfig(Section):
     )
 
     @model_validator(mode="after")
-    def _consistent(self) -> "FederationConfig":
+    def _consistent(self) -> FederationConfig:
         if self.min_fit_clients > self.num_clients:
-            raise ValueError(
-                f"min_fit_clients = {self.min_fit_clients}: must be <= num_clients ({self.num_clients})"
-            )
+            raise ValueError(f"min_fit_clients = {self.min_fit_clients}: must be <= num_clients ({self.num_clients})")
         for failure in self.failures:
             if failure.client >= self.num_clients:
                 raise ValueError(f"failures.client = {failure.client}: must be < num_clients ({self.num_clients})")
@@ -108,8 +108,12 @@ class ClientConfig(Section):
     momentum: float = Field(0.0, ge=0, lt=1, description="SGD momentum")
     weight_decay: float = Field(0.0, ge=0, description="L2 weight decay")
     batch_size: int = Field(32, ge=1, description="local mini-batch size")
-    local_steps: int | None = Field(None, ge=1, description="local optimizer steps per round (exclusive with local_epochs)")
-    local_epochs: int | None = Field(None, ge=1, description="local epochs per round (default 1 when local_steps is unset)")
+    local_steps: int | None = Field(
+        None, ge=1, description="local optimizer steps per round (exclusive with local_epochs)"
+    )
+    local_epochs: int | None = Field(
+        None, ge=1, description="local epochs per round (default 1 when local_steps is unset)"
+    )
     defenses: list[DefenseConfig] = Field(
         default_factory=list, description="defenses applied by every client, in order (see `fedsim list`)"
     )
@@ -123,7 +127,9 @@ class ClientConfig(Section):
     @classmethod
     def _defense_shorthand(cls, value: Any) -> Any:
         # `defenses: [soteria]` is shorthand for `defenses: [{name: soteria}]`
-        return [{"name": item} if isinstance(item, str) else item for item in value] if isinstance(value, list) else value
+        return (
+            [{"name": item} if isinstance(item, str) else item for item in value] if isinstance(value, list) else value
+        )
 
     @field_validator("defenses")
     @classmethod
@@ -134,12 +140,13 @@ class ClientConfig(Section):
                 raise ValueError(f"'{name}' is listed twice; a client trains with it at most once")
         listed = [name for name in training if name in {defense.name for defense in value}]
         if len(listed) > 1:
-            raise ValueError(f"{' and '.join(repr(name) for name in listed)} both change the local training; "
-                             "list only one of them")  # fmt: skip
+            raise ValueError(
+                f"{' and '.join(repr(name) for name in listed)} both change the local training; list only one of them"
+            )
         return value
 
     @model_validator(mode="after")
-    def _steps_or_epochs(self) -> "ClientConfig":
+    def _steps_or_epochs(self) -> ClientConfig:
         if self.local_steps is not None and self.local_epochs is not None:
             raise ValueError(
                 f"local_steps = {self.local_steps} and local_epochs = {self.local_epochs}: set only one of them "
@@ -175,7 +182,7 @@ class StrategyConfig(Section):
         return value
 
     @model_validator(mode="after")
-    def _secagg_parameters(self) -> "StrategyConfig":
+    def _secagg_parameters(self) -> StrategyConfig:
         if self.name == SECAGG_STRATEGY:
             if self.secagg is None:
                 self.__dict__["secagg"] = SecAggConfig()
@@ -217,7 +224,8 @@ class AttackWorkerResources(Section):
 
 class AdversaryConfig(Section):
     tap: Literal["mitm", "server"] = Field(
-        "mitm", description="`mitm`: each reply on the wire; `server`: what the strategy sees (only the sum under SecAgg+)"
+        "mitm",
+        description="`mitm`: each reply on the wire; `server`: what the strategy sees (only the sum under SecAgg+)",
     )
     targets: Literal["per-client", "aggregate", "both"] = Field("per-client", description="what gets inverted")
     server: Literal["honest", "malicious"] = Field(
@@ -251,7 +259,9 @@ class AdversaryConfig(Section):
     )
     device: str = Field("auto", description="where attacks run: `auto`, `cpu`, `cuda`, `cuda:N`")
     workers: int = Field(
-        1, ge=1, description="attack worker processes running at once, beside the training (each holds adversary.resources)"
+        1,
+        ge=1,
+        description="attack worker processes running at once, beside the training (each holds adversary.resources)",
     )
     resources: AttackWorkerResources = Field(
         default_factory=AttackWorkerResources, description="what each attack worker process holds, as client_resources"
@@ -274,7 +284,10 @@ class AdversaryConfig(Section):
             if unknown:
                 raise ValueError(f"portfolio_exclude: {ATTACKS.unknown_message(str(unknown[0]))}")
             attacks = [
-                {"name": name, **{key: value for key, value in shared.items() if key in ATTACKS.config(name).model_fields}}
+                {
+                    "name": name,
+                    **{key: value for key, value in shared.items() if key in ATTACKS.config(name).model_fields},
+                }
                 for name in ATTACKS.names()
                 if name not in excluded
             ]
@@ -288,13 +301,17 @@ class AdversaryConfig(Section):
     @classmethod
     def _attack_shorthand(cls, value: Any) -> Any:
         # `attacks: [dlg, ig]` is shorthand for `attacks: [{name: dlg}, {name: ig}]`
-        return [{"name": item} if isinstance(item, str) else item for item in value] if isinstance(value, list) else value
+        return (
+            [{"name": item} if isinstance(item, str) else item for item in value] if isinstance(value, list) else value
+        )
 
     @field_validator("rounds")
     @classmethod
     def _round_spec(cls, value: RoundSpec) -> RoundSpec:
         if isinstance(value, str) and value != "all" and not re.fullmatch(r"\d+-\d+", value):
-            raise ValueError(f"'{value}' is not a round spec; allowed: all, a list like [1, 3], or an interval like 2-5")
+            raise ValueError(
+                f"'{value}' is not a round spec; allowed: all, a list like [1, 3], or an interval like 2-5"
+            )
         if isinstance(value, list) and any(r < 1 for r in value):
             raise ValueError(f"{value}: rounds start at 1")
         if isinstance(value, list) and not value:
@@ -318,20 +335,24 @@ class AdversaryConfig(Section):
         return check_device(value)
 
     @model_validator(mode="after")
-    def _malicious_server(self) -> "AdversaryConfig":
+    def _malicious_server(self) -> AdversaryConfig:
         if self.server == "malicious":
             if self.tap != "server":
-                raise ValueError(f"server = malicious with tap = {self.tap}: the malicious server attacks what it "
-                                 "receives; set tap: server")  # fmt: skip
+                raise ValueError(
+                    f"server = malicious with tap = {self.tap}: the malicious server attacks what it "
+                    "receives; set tap: server"
+                )
             if self.modification is None:
                 self.__dict__["modification"] = MODIFICATIONS.config("imprint")()
         elif self.modification is not None:
-            raise ValueError(f"modification = {{name: {self.modification.name}, ...}}: only a malicious server "
-                             "modifies the model; set server: malicious, or modification: null")  # fmt: skip
+            raise ValueError(
+                f"modification = {{name: {self.modification.name}, ...}}: only a malicious server "
+                "modifies the model; set server: malicious, or modification: null"
+            )
         return self
 
     @model_validator(mode="after")
-    def _attacks_have_targets(self) -> "AdversaryConfig":
+    def _attacks_have_targets(self) -> AdversaryConfig:
         for index, attack in enumerate(self.attacks):
             if attack.inverts != "both" and self.targets not in ("both", attack.inverts):
                 raise ValueError(
@@ -366,8 +387,11 @@ class OutputConfig(Section):
         if value.exists() and not value.is_dir():
             raise ValueError("is a file, not a folder")
         return value
+
     run_name: str | None = Field(None, description="run directory name (null = <name>-<timestamp>)")
-    save_checkpoints: bool = Field(True, description="keep every round's global model (the latest is always kept, for --resume)")
+    save_checkpoints: bool = Field(
+        True, description="keep every round's global model (the latest is always kept, for --resume)"
+    )
     ground_truth: bool = Field(True, description="record which samples each client trained on, per round")
 
     @field_validator("run_name")
@@ -410,7 +434,7 @@ class ExperimentConfig(Section):
         return directory_name(value)  # the run directory is <output.dir>/<name>-<timestamp>
 
     @model_validator(mode="after")
-    def _adversary_selects_what_exists(self) -> "ExperimentConfig":
+    def _adversary_selects_what_exists(self) -> ExperimentConfig:
         adversary, federation = self.adversary, self.federation
         if not adversary.attacks:
             return self
@@ -435,13 +459,13 @@ class ExperimentConfig(Section):
         return self
 
     @model_validator(mode="after")
-    def _dp_fits_federation(self) -> "ExperimentConfig":
+    def _dp_fits_federation(self) -> ExperimentConfig:
         if self.strategy.dp is not None:
             self.strategy.dp.check_federation(self.federation)
         return self
 
     @model_validator(mode="after")
-    def _secagg_fits_federation(self) -> "ExperimentConfig":
+    def _secagg_fits_federation(self) -> ExperimentConfig:
         secagg = self.strategy.secagg
         if secagg is None:
             for index, failure in enumerate(self.federation.failures):

@@ -56,8 +56,10 @@ class Renamed:
         if self.move is not None:
             return self.move(raw, model)
         if self.new in raw:
-            raise ValueError(f"{self.old} = {value!r} and {self.new} = {raw[self.new]!r}: {self.old} is the old name of "
-                             f"{self.new}; keep only {self.new}")  # fmt: skip
+            raise ValueError(
+                f"{self.old} = {value!r} and {self.new} = {raw[self.new]!r}: {self.old} is the old name of "
+                f"{self.new}; keep only {self.new}"
+            )
         raw[self.new] = raw.pop(self.old)
         return f"{self.new}: {yaml_flow(value)}"
 
@@ -73,7 +75,6 @@ def yaml_flow(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
-
 
 
 _said: set[str] = set()

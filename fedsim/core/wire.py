@@ -34,7 +34,9 @@ SECAGG_RECORD = RECORD_KEY_CONFIGS  # the ConfigRecord of every SecAgg+ stage me
 
 # fedsim names the stages as Flower's protocol does; a Flower upgrade that renames one must fail here.
 if tuple(Stage.all()) != SECAGG_STAGES:
-    raise ImportError(f"Flower's SecAgg+ stages are {Stage.all()}; fedsim.core.wire.SECAGG_STAGES expects {SECAGG_STAGES}")
+    raise ImportError(
+        f"Flower's SecAgg+ stages are {Stage.all()}; fedsim.core.wire.SECAGG_STAGES expects {SECAGG_STAGES}"
+    )
 
 
 def reply_metrics(reply: Message) -> MetricRecord:

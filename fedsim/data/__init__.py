@@ -12,15 +12,15 @@
 
 from fedsim.data.base import DataError, ImageDataset
 from fedsim.data.load import load_dataset
-from fedsim.data.registry import DATASETS
-from fedsim.data.sources import DataConfig
 from fedsim.data.normalization import ChannelStats, channel_stats, federation_stats
 from fedsim.data.partition import partition_indices
+from fedsim.data.registry import DATASETS
+from fedsim.data.sources import DataConfig
 
 __all__ = [
     "DATASETS",
-    "DataConfig",
     "ChannelStats",
+    "DataConfig",
     "DataError",
     "ImageDataset",
     "channel_stats",

@@ -80,8 +80,10 @@ def hold_out_test_split(dataset: ImageDataset, test_fraction: float, seed: int) 
             ) from None
     return dataclasses.replace(
         dataset,
-        x_train=dataset.x_train[train], y_train=dataset.y_train[train],
-        x_test=dataset.x_train[test], y_test=dataset.y_train[test],
+        x_train=dataset.x_train[train],
+        y_train=dataset.y_train[train],
+        x_test=dataset.x_train[test],
+        y_test=dataset.y_train[test],
     )
 
 
@@ -89,8 +91,10 @@ def first_samples(dataset: ImageDataset, max_train: int | None, max_test: int | 
     """Keep only the first ``max_train`` training and ``max_test`` test samples (None keeps all)."""
     return dataclasses.replace(
         dataset,
-        x_train=dataset.x_train[:max_train], y_train=dataset.y_train[:max_train],
-        x_test=dataset.x_test[:max_test], y_test=dataset.y_test[:max_test],
+        x_train=dataset.x_train[:max_train],
+        y_train=dataset.y_train[:max_train],
+        x_test=dataset.x_test[:max_test],
+        y_test=dataset.y_test[:max_test],
     )
 
 

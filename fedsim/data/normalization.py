@@ -6,8 +6,8 @@ so ``denormalize`` must undo ``normalize`` exactly with the very statistics the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np

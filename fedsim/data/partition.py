@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import warnings
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import numpy as np
 from pydantic import Field
@@ -39,7 +39,7 @@ for _scheme in (IidPartition, DirichletPartition, PathologicalPartition):
     _name = _scheme.model_fields["name"].default
     PARTITIONS.register(_name, help=_scheme.model_fields["name"].description or "", config=_scheme)(_scheme)
 
-Partition = Annotated[Union[IidPartition, DirichletPartition, PathologicalPartition], Field(discriminator="name")]
+Partition = Annotated[IidPartition | DirichletPartition | PathologicalPartition, Field(discriminator="name")]
 
 
 def partition_indices(labels: np.ndarray, cfg: DataConfig, num_clients: int, seed: int) -> list[np.ndarray]:
@@ -135,8 +135,7 @@ def _check_every_client_has_data(parts: list[np.ndarray], partition: Partition) 
     empty = [client for client, part in enumerate(parts) if len(part) == 0]
     if empty:
         raise DataError(
-            f"data.partition = {partition.name!r}: clients {empty} would get no samples; use fewer clients or "
-            f"more data"
+            f"data.partition = {partition.name!r}: clients {empty} would get no samples; use fewer clients or more data"
         )
 
 
@@ -149,5 +148,6 @@ def _log_unused(parts: list[np.ndarray], labels: np.ndarray) -> None:
         logger.warning(
             "data.partition: no client holds classes %s, so %d training samples go unused; use more clients or "
             "more classes per client",
-            classes, int((~used).sum()),
+            classes,
+            int((~used).sum()),
         )

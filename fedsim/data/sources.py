@@ -96,6 +96,7 @@ class FileDataConfig(DataConfig):
             raise ValueError(f"path = '{self.path}': no such file or folder")
         return self
 
+
 # What torchvision's own loaders raise when files are missing, truncated or cannot be fetched
 # (RuntimeError "Dataset not found", URLError/OSError offline, broken archives or pickles).
 _TORCHVISION_FAILURES = (RuntimeError, OSError, ValueError, EOFError, tarfile.TarError, pickle.UnpicklingError)
@@ -148,7 +149,9 @@ def _labels(y: Any, what: str, length: int) -> np.ndarray:
     if y.size and y.min() < 0:
         raise DataError(f"{what} holds negative class ids; use 0..num_classes-1")
     if y.size and y.max() >= MAX_CLASSES:  # a stray id must not size a one-hot or a confusion matrix
-        raise DataError(f"{what} holds class id {int(y.max())}; ids must be 0..num_classes-1 with at most {MAX_CLASSES:,} classes")
+        raise DataError(
+            f"{what} holds class id {int(y.max())}; ids must be 0..num_classes-1 with at most {MAX_CLASSES:,} classes"
+        )
     return y.astype(np.int64)
 
 
@@ -169,7 +172,9 @@ def _numbered_classes(*label_arrays: np.ndarray) -> tuple[str, ...]:
 # ------------------------------------------------------------------------------- bundled, no download
 
 
-@DATASETS.register("digits", help="scikit-learn's 8x8 handwritten digits: 1,797 gray images, 10 classes, bundled", config=DataConfig)
+@DATASETS.register(
+    "digits", help="scikit-learn's 8x8 handwritten digits: 1,797 gray images, 10 classes, bundled", config=DataConfig
+)
 def load_digits(cfg: DataConfig) -> ImageDataset:
     from sklearn.datasets import load_digits as sklearn_digits
 
@@ -179,7 +184,9 @@ def load_digits(cfg: DataConfig) -> ImageDataset:
     return _without_test_split(x, bunch.target.astype(np.int64), [str(c) for c in bunch.target_names])
 
 
-@DATASETS.register("lfw-faces", help="scikit-image's LFW subset: 200 gray 25x25 crops, face vs non-face, bundled", config=DataConfig)
+@DATASETS.register(
+    "lfw-faces", help="scikit-image's LFW subset: 200 gray 25x25 crops, face vs non-face, bundled", config=DataConfig
+)
 def load_lfw_faces(cfg: DataConfig) -> ImageDataset:
     from skimage.data import lfw_subset
 
@@ -215,22 +222,38 @@ def _torchvision(cfg: TorchvisionDataConfig, class_name: str, files: str) -> Ima
     return ImageDataset(x_train, y_train, x_test, y_test, len(train.classes), tuple(train.classes))
 
 
-@DATASETS.register("mnist", help="MNIST digits via torchvision: 60k/10k gray 28x28, 10 classes (downloads)", config=TorchvisionDataConfig)
+@DATASETS.register(
+    "mnist",
+    help="MNIST digits via torchvision: 60k/10k gray 28x28, 10 classes (downloads)",
+    config=TorchvisionDataConfig,
+)
 def load_mnist(cfg: TorchvisionDataConfig) -> ImageDataset:
     return _torchvision(cfg, "MNIST", "MNIST/raw folder (the four unpacked *-ubyte files)")
 
 
-@DATASETS.register("fashion-mnist", help="Fashion-MNIST via torchvision: 60k/10k gray 28x28, 10 classes (downloads)", config=TorchvisionDataConfig)
+@DATASETS.register(
+    "fashion-mnist",
+    help="Fashion-MNIST via torchvision: 60k/10k gray 28x28, 10 classes (downloads)",
+    config=TorchvisionDataConfig,
+)
 def load_fashion_mnist(cfg: TorchvisionDataConfig) -> ImageDataset:
     return _torchvision(cfg, "FashionMNIST", "FashionMNIST/raw folder (the four unpacked *-ubyte files)")
 
 
-@DATASETS.register("cifar10", help="CIFAR-10 via torchvision: 50k/10k color 32x32, 10 classes (downloads)", config=TorchvisionDataConfig)
+@DATASETS.register(
+    "cifar10",
+    help="CIFAR-10 via torchvision: 50k/10k color 32x32, 10 classes (downloads)",
+    config=TorchvisionDataConfig,
+)
 def load_cifar10(cfg: TorchvisionDataConfig) -> ImageDataset:
     return _torchvision(cfg, "CIFAR10", "cifar-10-batches-py folder")
 
 
-@DATASETS.register("cifar100", help="CIFAR-100 via torchvision: 50k/10k color 32x32, 100 classes (downloads)", config=TorchvisionDataConfig)
+@DATASETS.register(
+    "cifar100",
+    help="CIFAR-100 via torchvision: 50k/10k color 32x32, 100 classes (downloads)",
+    config=TorchvisionDataConfig,
+)
 def load_cifar100(cfg: TorchvisionDataConfig) -> ImageDataset:
     return _torchvision(cfg, "CIFAR100", "cifar-100-python folder")
 
@@ -246,7 +269,11 @@ def _required_path(cfg: FileDataConfig, kind: str) -> Path:
     return path
 
 
-@DATASETS.register("npz", help="your arrays in data.path (.npz): x, y (+ x_test, y_test) or x_train, y_train, x_test, y_test (+ classes)", config=FileDataConfig)
+@DATASETS.register(
+    "npz",
+    help="your arrays in data.path (.npz): x, y (+ x_test, y_test) or x_train, y_train, x_test, y_test (+ classes)",
+    config=FileDataConfig,
+)
 def load_npz(cfg: FileDataConfig) -> ImageDataset:
     path = _required_path(cfg, ".npz file")
     where = f"data.path = '{cfg.path}'"
@@ -259,7 +286,9 @@ def load_npz(cfg: FileDataConfig) -> ImageDataset:
         suffixes = [""]
     else:
         names = ", ".join(sorted(found)) or "none"
-        raise DataError(f"{where}: expected arrays x, y (+ x_test, y_test) or x_train, y_train, x_test, y_test; found {names}")
+        raise DataError(
+            f"{where}: expected arrays x, y (+ x_test, y_test) or x_train, y_train, x_test, y_test; found {names}"
+        )
     xs = [_float_images(found[f"x{s}"], f"{where}: x{s}") for s in suffixes]
     ys = [_labels(found[f"y{s}"], f"{where}: y{s}", len(x)) for s, x in zip(suffixes, xs)]
     class_names = _npz_class_names(found.get("classes"), ys, where)
@@ -267,8 +296,7 @@ def load_npz(cfg: FileDataConfig) -> ImageDataset:
         return _without_test_split(xs[0], ys[0], class_names)
     if not len(xs[1]):
         raise DataError(
-            f"{where}: x_test is empty; give test images, or store x/y alone to hold out "
-            "data.test_fraction of them"
+            f"{where}: x_test is empty; give test images, or store x/y alone to hold out data.test_fraction of them"
         )
     if xs[0].shape[1:] != xs[1].shape[1:]:
         raise DataError(f"{where}: x_train images are {xs[0].shape[1:]} but x_test images are {xs[1].shape[1:]}")
@@ -299,7 +327,11 @@ def _npz_class_names(classes: np.ndarray | None, labels: list[np.ndarray], where
     return names
 
 
-@DATASETS.register("imagefolder", help="class subfolders of images at data.path (optionally inside train/ and test/)", config=FileDataConfig)
+@DATASETS.register(
+    "imagefolder",
+    help="class subfolders of images at data.path (optionally inside train/ and test/)",
+    config=FileDataConfig,
+)
 def load_imagefolder(cfg: FileDataConfig) -> ImageDataset:
     root = _required_path(cfg, "folder")
     where = f"data.path = '{cfg.path}'"

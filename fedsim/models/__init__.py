@@ -7,14 +7,21 @@ section and a data shape.
 """
 
 from fedsim.models import cnn, convnet, lenet, mlp, resnet, torchvision_adapter  # noqa: F401  (they register)
-from fedsim.models.build import DataShape, build_model, build_run_model, check_model_name, count_parameters, uniform_init_
+from fedsim.models.build import (
+    DataShape,
+    build_model,
+    build_run_model,
+    check_model_name,
+    count_parameters,
+    uniform_init_,
+)
 from fedsim.models.layers import ACTIVATIONS
 from fedsim.models.registry import MODELS, ModelBuilder, ModelConfig, ModelError
 
 __all__ = [
     "ACTIVATIONS",
-    "DataShape",
     "MODELS",
+    "DataShape",
     "ModelBuilder",
     "ModelConfig",
     "ModelError",

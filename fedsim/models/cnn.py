@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Literal
 
 import torch
+from pydantic import Field
 from torch import nn
 
 from fedsim.models.layers import make_activation, make_dropout
-from pydantic import Field
-
 from fedsim.models.registry import MODELS, Activation, LayeredModelConfig, ModelError
 
 
@@ -52,7 +51,9 @@ class SimpleCNN(nn.Module):
 class CnnConfig(LayeredModelConfig):
     name: Literal["cnn"] = "cnn"
     activation: Activation | None = Field(None, description="hidden activation (null = relu)")
-    width: int | None = Field(None, ge=1, description="channels of the first convolution, the second has twice (null = 64)")
+    width: int | None = Field(
+        None, ge=1, description="channels of the first convolution, the second has twice (null = 64)"
+    )
 
 
 @MODELS.register(

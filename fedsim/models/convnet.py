@@ -6,11 +6,10 @@ from collections import OrderedDict
 from typing import Literal
 
 import torch
+from pydantic import Field
 from torch import nn
 
 from fedsim.models.layers import make_activation, make_dropout, make_norm2d
-from pydantic import Field
-
 from fedsim.models.registry import MODELS, Activation, LayeredModelConfig, Norm
 
 #: (input, output) channels of conv0..conv7 in multiples of width; a 3x3 max-pool follows conv5 and conv7.

@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Literal
 
 import torch
+from pydantic import Field
 from torch import nn
 
 from fedsim.models.layers import conv_out, make_activation, make_dropout
-from pydantic import Field
-
 from fedsim.models.registry import MODELS, Activation, LayeredModelConfig
 
 
@@ -49,7 +48,9 @@ class LeNet(nn.Module):
 
 class LeNetConfig(LayeredModelConfig):
     name: Literal["lenet"] = "lenet"
-    activation: Activation | None = Field(None, description="activation after each convolution (null = sigmoid, as in DLG)")
+    activation: Activation | None = Field(
+        None, description="activation after each convolution (null = sigmoid, as in DLG)"
+    )
     width: int | None = Field(None, ge=1, description="channels of each convolution (null = 12)")
 
 

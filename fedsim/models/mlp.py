@@ -6,11 +6,10 @@ from collections.abc import Sequence
 from typing import Literal
 
 import torch
+from pydantic import Field
 from torch import nn
 
 from fedsim.models.layers import make_activation, make_dropout
-from pydantic import Field
-
 from fedsim.models.registry import MODELS, Activation, LayeredModelConfig, ModelBuilder
 
 #: Hidden layer sizes from paper 002, appendix ("MLP-5 ... 1028, 512, 256, and 64 units" - 1028 sic).
@@ -25,7 +24,9 @@ class MlpConfig(LayeredModelConfig):
     name: Literal["mlp3", "mlp4", "mlp5"]
     activation: Activation | None = Field(None, description="activation after each hidden layer (null = relu)")
     width: int | None = Field(
-        None, ge=1, description="units of the first hidden layer; the others keep their ratio to it (null = the paper's)"
+        None,
+        ge=1,
+        description="units of the first hidden layer; the others keep their ratio to it (null = the paper's)",
     )
 
 

@@ -66,7 +66,9 @@ class ModelRegistry(Registry[ModelBuilder]):
         members = [entry for entry in self.names() if entry not in self.families]
         close = difflib.get_close_matches(name, members, n=1)
         hint = f" (did you mean '{close[0]}'?)" if close else ""
-        allowed = members + [f"{family}{FAMILY_SEPARATOR}<{member}>" for family, member in sorted(self.families.items())]
+        allowed = members + [
+            f"{family}{FAMILY_SEPARATOR}<{member}>" for family, member in sorted(self.families.items())
+        ]
         return f"unknown model '{name}'{hint}; allowed: {', '.join(allowed)}"
 
 

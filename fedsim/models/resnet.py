@@ -8,11 +8,10 @@ from __future__ import annotations
 from typing import Literal
 
 import torch
+from pydantic import Field
 from torch import nn
 
 from fedsim.models.layers import make_activation, make_dropout, make_norm2d
-from pydantic import Field
-
 from fedsim.models.registry import MODELS, Activation, LayeredModelConfig, Norm
 
 #: BasicBlocks per stage; the first block of stages 2-4 halves the resolution.

@@ -19,10 +19,9 @@ from urllib.parse import urlparse
 
 import torch
 import torchvision
+from pydantic import Field, field_validator, model_validator
 from torch import nn
 from torchvision.models import _api as torchvision_api
-
-from pydantic import Field, field_validator, model_validator
 
 from fedsim.models.registry import MODELS, ModelConfig, ModelError
 
@@ -70,7 +69,9 @@ class TorchvisionModelConfig(ModelConfig):
     """A torchvision classifier as it is: its own activations, widths, normalisation and dropout."""
 
     name: str = Field(..., description="`tv:<name>` for a torchvision classifier, e.g. tv:resnet18")
-    pretrained: bool = Field(False, description="torchvision's weights from the local torch cache (nothing is downloaded)")
+    pretrained: bool = Field(
+        False, description="torchvision's weights from the local torch cache (nothing is downloaded)"
+    )
 
     @field_validator("name")
     @classmethod

@@ -14,16 +14,27 @@ from pathlib import Path
 import pandas as pd
 
 from adversary.scoring import PSNR_CAP_DB
-from fedsim.rundir.layout import (
-    ATTACKS_TABLE, CONFIG_FILE, ENVIRONMENT_FILE, FRONTIER_FIGURE, FRONTIER_TABLE, LEAKAGE_ROUNDS_FIGURE,
-    LEAKAGE_ROUNDS_TABLE, METRICS_FILE, REPORT_DIR, REPORT_HTML, REPORT_MARKDOWN, RUNS_TABLE, UTILITY_ROUNDS_FIGURE,
-    UTILITY_ROUNDS_TABLE,
-)
-from fedsim.rundir.reader import Run, Sweep, is_run_dir, load_run, load_sweep
 from fedsim.reporting import figures, tables
 from fedsim.reporting.frontier import LEAKAGE_METRICS, UTILITY_LOSS, baselines, frontier_table
 from fedsim.reporting.render import Code, Image, ReportSection, Table, Text, render_html, render_markdown
 from fedsim.reporting.run_summary import write_run_summary
+from fedsim.rundir.layout import (
+    ATTACKS_TABLE,
+    CONFIG_FILE,
+    ENVIRONMENT_FILE,
+    FRONTIER_FIGURE,
+    FRONTIER_TABLE,
+    LEAKAGE_ROUNDS_FIGURE,
+    LEAKAGE_ROUNDS_TABLE,
+    METRICS_FILE,
+    REPORT_DIR,
+    REPORT_HTML,
+    REPORT_MARKDOWN,
+    RUNS_TABLE,
+    UTILITY_ROUNDS_FIGURE,
+    UTILITY_ROUNDS_TABLE,
+)
+from fedsim.rundir.reader import Run, Sweep, is_run_dir, load_run, load_sweep
 
 VERSION_KEYS = ("fedsim", "flwr", "ray", "torch", "torchvision", "numpy", "opacus")
 
@@ -76,8 +87,13 @@ def write_full_report(path: Path, sweep: Sweep | None = None) -> list[Path]:
     frontier = frontier_table(final, attacks, reference)
     runs = _runs_table(sweep, final)
 
-    csvs = {RUNS_TABLE: runs, UTILITY_ROUNDS_TABLE: rounds, ATTACKS_TABLE: attacks,
-            LEAKAGE_ROUNDS_TABLE: leakage, FRONTIER_TABLE: frontier}  # fmt: skip
+    csvs = {
+        RUNS_TABLE: runs,
+        UTILITY_ROUNDS_TABLE: rounds,
+        ATTACKS_TABLE: attacks,
+        LEAKAGE_ROUNDS_TABLE: leakage,
+        FRONTIER_TABLE: frontier,
+    }
     for name, frame in csvs.items():
         frame.to_csv(out / name, index=False)
 
@@ -120,11 +136,21 @@ def _threat_model(run: Run) -> str:
     if not adversary.attacks:
         return "no adversary"
     knows = adversary.knows
-    granted = [name for name, on in (("local training", knows.local_training), ("sample counts", knows.num_samples),
-                                     ("BatchNorm statistics", knows.bn_statistics)) if on]  # fmt: skip
+    granted = [
+        name
+        for name, on in (
+            ("local training", knows.local_training),
+            ("sample counts", knows.num_samples),
+            ("BatchNorm statistics", knows.bn_statistics),
+        )
+        if on
+    ]
     granted.append(f"labels {knows.labels}")
-    server = (f"malicious server sending {adversary.modification.name}, " if adversary.server == "malicious"
-              else "honest server, ")  # fmt: skip
+    server = (
+        f"malicious server sending {adversary.modification.name}, "
+        if adversary.server == "malicious"
+        else "honest server, "
+    )
     return f"{server}{adversary.tap} tap, targets {adversary.targets}; knows {', '.join(granted)}"
 
 
@@ -136,17 +162,25 @@ def _summary_section(sweep: Sweep, attacks: pd.DataFrame, final: pd.DataFrame) -
         accuracy = float(result["final_accuracy"].iloc[0]) if not result.empty else float("nan")
         epsilon = float(result["epsilon"].iloc[0]) if not result.empty else float("nan")
         rounds = int(result["rounds"].iloc[0]) if not result.empty and pd.notna(result["rounds"].iloc[0]) else None
-        rows.append({
-            "run": _short_name(run),
-            "strongest leakage, per client": _strongest_text(own[own["kind"] == "per-client"]) if not own.empty else "not attacked",
-            "strongest leakage, aggregate": _strongest_text(own[own["kind"] == "aggregate"]) if not own.empty else "not attacked",
-            "final test accuracy": f"{accuracy:.3f}" + (f" (round {rounds})" if rounds is not None else ""),
-            "epsilon": "no DP" if pd.isna(epsilon) else f"{epsilon:.2f}",
-            "threat model": _threat_model(run),
-        })  # fmt: skip
-    text = Text("What leaked: per run, the strongest attack result (highest SSIM over every attack, round and "
-                "target) on one client's update and on the aggregate, next to what the run's model reached and the "
-                "privacy it spent. PSNR above ~30 dB and SSIM near 1 are near-perfect copies of the training images.")  # fmt: skip
+        rows.append(
+            {
+                "run": _short_name(run),
+                "strongest leakage, per client": _strongest_text(own[own["kind"] == "per-client"])
+                if not own.empty
+                else "not attacked",
+                "strongest leakage, aggregate": _strongest_text(own[own["kind"] == "aggregate"])
+                if not own.empty
+                else "not attacked",
+                "final test accuracy": f"{accuracy:.3f}" + (f" (round {rounds})" if rounds is not None else ""),
+                "epsilon": "no DP" if pd.isna(epsilon) else f"{epsilon:.2f}",
+                "threat model": _threat_model(run),
+            }
+        )
+    text = Text(
+        "What leaked: per run, the strongest attack result (highest SSIM over every attack, round and "
+        "target) on one client's update and on the aggregate, next to what the run's model reached and the "
+        "privacy it spent. PSNR above ~30 dB and SSIM near 1 are near-perfect copies of the training images."
+    )
     return ReportSection("Summary", [text, Table(pd.DataFrame(rows))])
 
 
@@ -160,9 +194,14 @@ def _runs_table(sweep: Sweep, final: pd.DataFrame) -> pd.DataFrame:
 
 def _runs_section(sweep: Sweep, runs: pd.DataFrame) -> ReportSection:
     missing = [name for name, status in sweep.status.items() if name not in sweep.runs]
-    blocks: list = [Text(f"{len(sweep.runs)} run(s) under `{sweep.path}`"
-                         + (f"; grid over {', '.join(f'`{key}`' for key in sweep.grid)}" if sweep.grid else "")
-                         + (f"; not started yet: {', '.join(missing)}" if missing else "") + ".")]  # fmt: skip
+    blocks: list = [
+        Text(
+            f"{len(sweep.runs)} run(s) under `{sweep.path}`"
+            + (f"; grid over {', '.join(f'`{key}`' for key in sweep.grid)}" if sweep.grid else "")
+            + (f"; not started yet: {', '.join(missing)}" if missing else "")
+            + "."
+        )
+    ]
     blocks.append(Table(runs, RUNS_TABLE))
     return ReportSection("Runs", blocks)
 
@@ -178,12 +217,16 @@ def _utility_section(rounds, names, out: Path, written: list[Path]) -> ReportSec
     every = "every round" if step == 1 else f"every {step} rounds and the last"
     blocks: list = []
     if rounds["round"].nunique() > 2:  # a curve needs rounds to compare; one trained round is a table
-        blocks.append(Image(png, "Test accuracy and loss of the global model after every round, one line per run." + dp))
+        blocks.append(
+            Image(png, "Test accuracy and loss of the global model after every round, one line per run." + dp)
+        )
     blocks += [
-        Text(f"Test accuracy per run, {every} (all rounds, with test loss, the clients' mean training loss and "
-             f"epsilon: `{UTILITY_ROUNDS_TABLE}`)."),
+        Text(
+            f"Test accuracy per run, {every} (all rounds, with test loss, the clients' mean training loss and "
+            f"epsilon: `{UTILITY_ROUNDS_TABLE}`)."
+        ),
         Table(pivot, UTILITY_ROUNDS_TABLE),
-    ]  # fmt: skip
+    ]
     return ReportSection("Utility over rounds", blocks)
 
 
@@ -196,12 +239,18 @@ def _leakage_section(leakage, names, out: Path, written: list[Path]) -> ReportSe
         png = out / LEAKAGE_ROUNDS_FIGURE
         drawn = figures.leakage_figure(leakage, names, png)
         written.append(png)
-        blocks.append(Image(png, "The strongest attack on each target per attacked round: mean over the attacked "
-                                 "clients (solid) versus the aggregate (dashed), one colour per run."))  # fmt: skip
+        blocks.append(
+            Image(
+                png,
+                "The strongest attack on each target per attacked round: mean over the attacked "
+                "clients (solid) versus the aggregate (dashed), one colour per run.",
+            )
+        )
     absent = [metric.upper() for metric in LEAKAGE_METRICS if metric not in drawn]
     if absent:
-        blocks.append(Text(f"Not recorded: {', '.join(absent)} "
-                           "(LPIPS needs torchvision's ImageNet AlexNet in the torch cache)."))  # fmt: skip
+        blocks.append(
+            Text(f"Not recorded: {', '.join(absent)} (LPIPS needs torchvision's ImageNet AlexNet in the torch cache).")
+        )
     blocks.append(Table(leakage, LEAKAGE_ROUNDS_TABLE))
     blocks.append(Text(f"Every attack result, per target: `{ATTACKS_TABLE}`."))
     return ReportSection("Leakage over rounds", blocks)
@@ -209,15 +258,21 @@ def _leakage_section(leakage, names, out: Path, written: list[Path]) -> ReportSe
 
 def _frontier_section(frontier, reference, names, out: Path, written: list[Path]) -> ReportSection:
     title = "Privacy-utility frontier"
-    blocks: list = [Text(
-        "Per run, the strongest attack over every attack, round and target (best PSNR and SSIM, lowest LPIPS) "
-        "against its utility loss relative to the undefended run with otherwise the same config (no "
-        "`client.defenses`, no `strategy.dp`): the drop in final test accuracy and the change in final training "
-        "loss. A run is on the Pareto front (`pareto_<metric>`) when no other run leaks less at no more accuracy drop."
-    )]  # fmt: skip
+    blocks: list = [
+        Text(
+            "Per run, the strongest attack over every attack, round and target (best PSNR and SSIM, lowest LPIPS) "
+            "against its utility loss relative to the undefended run with otherwise the same config (no "
+            "`client.defenses`, no `strategy.dp`): the drop in final test accuracy and the change in final training "
+            "loss. A run is on the Pareto front (`pareto_<metric>`) when no other run leaks less at no more accuracy drop."
+        )
+    ]
     if all(ref is None for ref in reference.values()):
-        blocks.append(Text("No undefended run (no `client.defenses` and no `strategy.dp`) with otherwise equal "
-                           "settings: utility loss and the front cannot be computed."))  # fmt: skip
+        blocks.append(
+            Text(
+                "No undefended run (no `client.defenses` and no `strategy.dp`) with otherwise equal "
+                "settings: utility loss and the front cannot be computed."
+            )
+        )
     else:
         unmatched = [name for name, ref in reference.items() if ref is None]
         if unmatched:
@@ -249,11 +304,23 @@ def _provenance_section(sweep: Sweep) -> ReportSection:
     for name, run in sweep.runs.items():
         env = run.environment or {}
         packages = env.get("versions") or {}
-        versions.append({"run": name, "python": env.get("python"), **{k: packages.get(k) for k in VERSION_KEYS},
-                         "device": env.get("device"), "cuda": env.get("cuda"), "platform": env.get("platform")})  # fmt: skip
-    blocks: list = [Text("Every figure and table above is computed from these runs; their resolved configs "
-                         f"(`{CONFIG_FILE}`) and environments (`{ENVIRONMENT_FILE}`) follow."),  # fmt: skip
-                    Table(pd.DataFrame(versions))]
+        versions.append(
+            {
+                "run": name,
+                "python": env.get("python"),
+                **{k: packages.get(k) for k in VERSION_KEYS},
+                "device": env.get("device"),
+                "cuda": env.get("cuda"),
+                "platform": env.get("platform"),
+            }
+        )
+    blocks: list = [
+        Text(
+            "Every figure and table above is computed from these runs; their resolved configs "
+            f"(`{CONFIG_FILE}`) and environments (`{ENVIRONMENT_FILE}`) follow."
+        ),
+        Table(pd.DataFrame(versions)),
+    ]
     for name, run in sweep.runs.items():
         command = " ".join((run.environment or {}).get("command") or [])
         if command:

@@ -13,14 +13,17 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")  # reports are written headless, from the CLI or CI
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
+import matplotlib.pyplot as plt
+import pandas as pd
+from matplotlib.ticker import MaxNLocator
 
-from fedsim.reporting.frontier import LEAKAGE_METRICS, UTILITY_LOSS  # noqa: E402
+from fedsim.reporting.frontier import LEAKAGE_METRICS, UTILITY_LOSS
 
-METRIC_TITLES = {"psnr": "PSNR (dB, higher = more leakage)", "ssim": "SSIM (higher = more leakage)",
-                 "lpips": "LPIPS (lower = more leakage)"}  # fmt: skip
+METRIC_TITLES = {
+    "psnr": "PSNR (dB, higher = more leakage)",
+    "ssim": "SSIM (higher = more leakage)",
+    "lpips": "LPIPS (lower = more leakage)",
+}
 DPI = 110
 
 
@@ -109,8 +112,9 @@ def leakage_figure(leakage: pd.DataFrame, names: Mapping[str, str], path: Path) 
                     continue
                 values, capped = _finite_cap(own[metric])
                 capped_any |= capped
-                (line,) = axis.plot(own["round"], values, linestyle=style, marker=marker, markersize=4,
-                                    color=colors[run])  # fmt: skip
+                (line,) = axis.plot(
+                    own["round"], values, linestyle=style, marker=marker, markersize=4, color=colors[run]
+                )
                 handles.setdefault(f"{names[run]} ({kind})", line)
         axis.set(xlabel="round", title=METRIC_TITLES[metric] + (" (top: exact)" if capped_any else ""))
         _round_ticks(axis, leakage["round"])
@@ -138,22 +142,41 @@ def frontier_figure(frontier: pd.DataFrame, names: Mapping[str, str], path: Path
         points = usable.dropna(subset=[column])
         values, capped = _finite_cap(points[column])
         front = points[flag].astype(bool)
-        axis.scatter(points[UTILITY_LOSS][~front], values[~front], facecolors="none", edgecolors="tab:gray", s=40,
-                     label="dominated")  # fmt: skip
+        axis.scatter(
+            points[UTILITY_LOSS][~front],
+            values[~front],
+            facecolors="none",
+            edgecolors="tab:gray",
+            s=40,
+            label="dominated",
+        )
         axis.scatter(points[UTILITY_LOSS][front], values[front], color="tab:red", s=50, zorder=3, label="Pareto front")
         order = points[UTILITY_LOSS][front].sort_values().index
         axis.plot(points[UTILITY_LOSS][order], values[order], color="tab:red", linewidth=1, drawstyle="steps-post")
         for index in points.index:
-            axis.annotate(names[points.at[index, "run"]], (points.at[index, UTILITY_LOSS], values[index]),
-                          fontsize=6, xytext=(3, 3), textcoords="offset points")  # fmt: skip
-        axis.set(xlabel="accuracy drop vs undefended (final round)",
-                 ylabel=f"strongest attack's {metric.upper()}",
-                 title=METRIC_TITLES[metric] + (" (top: exact)" if capped else ""))  # fmt: skip
+            axis.annotate(
+                names[points.at[index, "run"]],
+                (points.at[index, UTILITY_LOSS], values[index]),
+                fontsize=6,
+                xytext=(3, 3),
+                textcoords="offset points",
+            )
+        axis.set(
+            xlabel="accuracy drop vs undefended (final round)",
+            ylabel=f"strongest attack's {metric.upper()}",
+            title=METRIC_TITLES[metric] + (" (top: exact)" if capped else ""),
+        )
         axis.grid(alpha=0.3)
         axis.legend(fontsize=7)
     if not metrics:
-        axes[0][0].text(0.5, 0.5, "no run with both an attack result and an undefended baseline", ha="center",
-                        va="center", fontsize=8)  # fmt: skip
+        axes[0][0].text(
+            0.5,
+            0.5,
+            "no run with both an attack result and an undefended baseline",
+            ha="center",
+            va="center",
+            fontsize=8,
+        )
         axes[0][0].set_axis_off()
     fig.tight_layout()
     fig.savefig(path)

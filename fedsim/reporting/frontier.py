@@ -22,7 +22,9 @@ Sense = Literal["min", "max"]
 
 #: leakage metric -> (column in attack tables, whether the attacker wants it high or low)
 LEAKAGE_METRICS: dict[str, tuple[str, Sense]] = {
-    "psnr": ("psnr", "max"), "ssim": ("ssim", "max"), "lpips": ("lpips", "min"),
+    "psnr": ("psnr", "max"),
+    "ssim": ("ssim", "max"),
+    "lpips": ("lpips", "min"),
 }
 UTILITY_LOSS = "accuracy_drop"
 #: config keys that make a run defended; a run's baseline is the run equal to it outside these (and `output`, `name`)
@@ -36,9 +38,7 @@ def pareto_front(table: pd.DataFrame, objectives: Mapping[str, Sense]) -> pd.Ser
     a missing (NaN) objective are never on the front and dominate nothing. Ties (equal rows) are all kept.
     """
     signs = {column: (1.0 if sense == "min" else -1.0) for column, sense in objectives.items()}
-    values = [
-        [signs[column] * float(row[column]) for column in objectives] for _, row in table.iterrows()
-    ]
+    values = [[signs[column] * float(row[column]) for column in objectives] for _, row in table.iterrows()]
     valid = [not any(math.isnan(v) for v in point) for point in values]
 
     def dominates(a: list[float], b: list[float]) -> bool:
@@ -78,14 +78,16 @@ def strongest_attack(attacks: pd.DataFrame) -> dict[str, float]:
     """Best PSNR, best SSIM and lowest LPIPS over every row of one run's attack table (NaN when none)."""
     out: dict[str, float] = {}
     for metric, (column, sense) in LEAKAGE_METRICS.items():
-        values = pd.to_numeric(attacks[column], errors="coerce").dropna() if column in attacks else pd.Series([], dtype=float)
+        values = (
+            pd.to_numeric(attacks[column], errors="coerce").dropna()
+            if column in attacks
+            else pd.Series([], dtype=float)
+        )
         out[f"best_{metric}"] = float(values.max() if sense == "max" else values.min()) if len(values) else math.nan
     return out
 
 
-def frontier_table(
-    utility: pd.DataFrame, attacks: pd.DataFrame, reference: Mapping[str, str | None]
-) -> pd.DataFrame:
+def frontier_table(utility: pd.DataFrame, attacks: pd.DataFrame, reference: Mapping[str, str | None]) -> pd.DataFrame:
     """One row per run: its strongest attack's leakage, its utility loss, and whether it is on each front.
 
     ``utility``: one row per run (``run``, ``final_accuracy``, ``final_train_loss``); ``attacks``: one row per

@@ -26,6 +26,7 @@ class Image:
     caption: str
     kind: str = ""  # "reconstruction": shown large, pixels kept sharp
 
+
 @dataclass(frozen=True)
 class Table:
     frame: pd.DataFrame
@@ -98,16 +99,20 @@ def render_html(title: str, sections: list[ReportSection]) -> str:
             elif isinstance(block, Image):
                 data = base64.b64encode(block.path.read_bytes()).decode()
                 kind = f' class="{block.kind}"' if block.kind else ""
-                body.append(f'<figure{kind}><img src="data:image/png;base64,{data}" alt="{html.escape(block.caption)}">'
-                            f"<figcaption>{html.escape(block.caption)}</figcaption></figure>")  # fmt: skip
+                body.append(
+                    f'<figure{kind}><img src="data:image/png;base64,{data}" alt="{html.escape(block.caption)}">'
+                    f"<figcaption>{html.escape(block.caption)}</figcaption></figure>"
+                )
             elif isinstance(block, Table):
                 frame = block.frame.map(cell) if not block.frame.empty else block.frame
                 body.append(frame.to_html(index=False, escape=True, border=0, classes="table", na_rep=""))
                 if block.csv:
                     body.append(f'<p class="csv">full table: <code>{html.escape(block.csv)}</code></p>')
             elif isinstance(block, Code):
-                body.append(f"<details><summary>{html.escape(block.title)}</summary>"
-                            f"<pre><code>{html.escape(block.text)}</code></pre></details>")  # fmt: skip
+                body.append(
+                    f"<details><summary>{html.escape(block.title)}</summary>"
+                    f"<pre><code>{html.escape(block.text)}</code></pre></details>"
+                )
     return _PAGE.format(title=html.escape(title), body="\n".join(body))
 
 

@@ -11,19 +11,28 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from fedsim.rundir.layout import RUN_ROUNDS_TABLE, RUN_SUMMARY, RUN_UTILITY_FIGURE
-from fedsim.rundir.reader import Run
 from fedsim.reporting.render import markdown_table
 from fedsim.reporting.tables import CENTRAL_DP, defense_settings, parameter_text, round_epsilons
+from fedsim.rundir.layout import RUN_ROUNDS_TABLE, RUN_SUMMARY, RUN_UTILITY_FIGURE
+from fedsim.rundir.reader import Run
 from fedsim.rundir.writer import RunStore
 
 if TYPE_CHECKING:
     from fedsim.config import ExperimentConfig
 
 TABLE_COLUMNS = (
-    "round", "loss", "accuracy", "precision", "recall", "specificity", "f1", "mcc", "clients_ok", "clients_failed",
+    "round",
+    "loss",
+    "accuracy",
+    "precision",
+    "recall",
+    "specificity",
+    "f1",
+    "mcc",
+    "clients_ok",
+    "clients_failed",
     "epsilon",
-)  # fmt: skip
+)
 
 
 def round_table(run: Run) -> list[dict[str, object]]:
@@ -46,7 +55,9 @@ def defense_lines(config: ExperimentConfig) -> list[str]:
     steps = f"{client.local_steps} step(s)" if client.local_steps is not None else f"{client.local_epochs} epoch(s)"
     lines.append(f"- local training: {steps} per round (lr {client.lr}, batch {client.batch_size}, {client.optimizer})")
     lines.append(f"- model dropout: {getattr(config.model, 'dropout', 0.0)}")  # tv:* models take none
-    lines += [f"- central DP (`strategy.dp`): {parameter_text(params)}" for name, params in settings if name == CENTRAL_DP]
+    lines += [
+        f"- central DP (`strategy.dp`): {parameter_text(params)}" for name, params in settings if name == CENTRAL_DP
+    ]
     return lines
 
 

@@ -83,19 +83,23 @@ def attack_results(sweep: Sweep) -> pd.DataFrame:
         if ok.empty:
             continue
         psnr, exact = numeric(ok, "psnr_mean"), numeric(ok, "psnr_exact").fillna(0)
-        frames.append(pd.DataFrame({
-            "run": name,
-            "round": ok["round"].astype(int),
-            "attack": ok["attack"],
-            "target": ok["target"],
-            "kind": ["aggregate" if target == AGGREGATE else "per-client" for target in ok["target"]],
-            "batch_size": numeric(ok, "batch_size"),
-            # rows of older versions left psnr_mean empty when every pair was exact: the cap, as scoring counts it now
-            "psnr": psnr.where(~(psnr.isna() & (exact > 0)), PSNR_CAP_DB),
-            "ssim": numeric(ok, "ssim_mean"),
-            "lpips": numeric(ok, "lpips_mean"),
-            "label_accuracy": numeric(ok, "label_accuracy"),
-        }))  # fmt: skip
+        frames.append(
+            pd.DataFrame(
+                {
+                    "run": name,
+                    "round": ok["round"].astype(int),
+                    "attack": ok["attack"],
+                    "target": ok["target"],
+                    "kind": ["aggregate" if target == AGGREGATE else "per-client" for target in ok["target"]],
+                    "batch_size": numeric(ok, "batch_size"),
+                    # rows of older versions left psnr_mean empty when every pair was exact: the cap, as scoring counts it now
+                    "psnr": psnr.where(~(psnr.isna() & (exact > 0)), PSNR_CAP_DB),
+                    "ssim": numeric(ok, "ssim_mean"),
+                    "lpips": numeric(ok, "lpips_mean"),
+                    "label_accuracy": numeric(ok, "label_accuracy"),
+                }
+            )
+        )
     return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
 
 
@@ -133,14 +137,16 @@ def final_utility(sweep: Sweep, rounds: pd.DataFrame) -> pd.DataFrame:
         own = rounds[rounds["run"] == name]
         last = own.iloc[-1] if not own.empty else None
         trained = own.dropna(subset=["train_loss"])
-        rows.append({
-            "run": name,
-            "rounds": int(last["round"]) if last is not None else 0,
-            "final_accuracy": float(last["accuracy"]) if last is not None else math.nan,
-            "final_loss": float(last["loss"]) if last is not None else math.nan,
-            "final_train_loss": float(trained.iloc[-1]["train_loss"]) if not trained.empty else math.nan,
-            "epsilon": float(own["epsilon"].max()) if own["epsilon"].notna().any() else math.nan,
-        })  # fmt: skip
+        rows.append(
+            {
+                "run": name,
+                "rounds": int(last["round"]) if last is not None else 0,
+                "final_accuracy": float(last["accuracy"]) if last is not None else math.nan,
+                "final_loss": float(last["loss"]) if last is not None else math.nan,
+                "final_train_loss": float(trained.iloc[-1]["train_loss"]) if not trained.empty else math.nan,
+                "epsilon": float(own["epsilon"].max()) if own["epsilon"].notna().any() else math.nan,
+            }
+        )
     return pd.DataFrame(rows, columns=["run", "rounds", "final_accuracy", "final_loss", "final_train_loss", "epsilon"])
 
 

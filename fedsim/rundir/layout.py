@@ -44,6 +44,7 @@ def timestamped_sweep_dir(name: str) -> str:
     """A new sweep directory's name when none is given: ``<name>-sweep-<YYYYmmdd-HHMMSS>`` (now)."""
     return f"{name}-sweep-{time.strftime(TIMESTAMP_FORMAT)}"
 
+
 # ------------------------------------------------------------------------------------ the run's records
 CONFIG_FILE = "config.yaml"
 FINGERPRINT_FILE = "fingerprint.json"  # the resolved config and fedsim version a run started with

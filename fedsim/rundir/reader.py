@@ -61,7 +61,11 @@ class Run:
         ok = ok.sort_values(metric, ascending=metric in ("mse_mean", "lpips_mean"), kind="stable")
         best = ok.drop_duplicates(subset=groups[per]) if groups[per] else ok.head(1)
         first = ["round", "target", "attack", metric]
-        return best[first + [c for c in best.columns if c not in first]].sort_values(groups[per] or ["round"]).reset_index(drop=True)
+        return (
+            best[first + [c for c in best.columns if c not in first]]
+            .sort_values(groups[per] or ["round"])
+            .reset_index(drop=True)
+        )
 
     def events(self, event: str) -> pd.DataFrame:
         """The rows of one event (``eval``, ``fit``, ``client_eval``, ``attack``), without all-empty columns."""
@@ -82,8 +86,10 @@ class Sweep:
     @property
     def points(self) -> pd.DataFrame:
         return pd.DataFrame(
-            [{"run": name, "status": status, **(self.runs[name].labels if name in self.runs else {})}
-             for name, status in self.status.items()]  # fmt: skip
+            [
+                {"run": name, "status": status, **(self.runs[name].labels if name in self.runs else {})}
+                for name, status in self.status.items()
+            ]
         )
 
     @property

@@ -23,12 +23,26 @@ from typing import Any
 
 import torch
 
+from fedsim.config import (
+    SCHEMA_VERSION,
+    ExperimentConfig,
+    config_changes,
+    dump_config,
+    load_config,
+    with_absolute_paths,
+)
 from fedsim.core.atomic import append_line_durably, save_torch_atomic, write_json_atomic, write_text_atomic
 from fedsim.core.errors import ConfigError
-from fedsim.config import SCHEMA_VERSION, ExperimentConfig, config_changes, dump_config, load_config, with_absolute_paths
 from fedsim.rundir.layout import (
-    CHECKPOINT_DIR, CHECKPOINT_GLOB, CHECKPOINT_PATTERN, CONFIG_FILE, ENVIRONMENT_FILE, FINGERPRINT_FILE, METRICS_FILE,
-    checkpoint_file, timestamped_run_dir,
+    CHECKPOINT_DIR,
+    CHECKPOINT_GLOB,
+    CHECKPOINT_PATTERN,
+    CONFIG_FILE,
+    ENVIRONMENT_FILE,
+    FINGERPRINT_FILE,
+    METRICS_FILE,
+    checkpoint_file,
+    timestamped_run_dir,
 )
 
 
@@ -93,7 +107,7 @@ class RunStore:
     @classmethod
     def create(
         cls, config: ExperimentConfig, device: str, run_dir: Path | None = None, engine: dict[str, Any] | None = None
-    ) -> "RunStore":
+    ) -> RunStore:
         """Claim a new run directory atomically (two runs never share one) and write its config.
 
         A named directory (``output.run_name``, or ``run_dir`` from a sweep) is claimed by creating its
@@ -104,7 +118,11 @@ class RunStore:
         if run_dir is not None or config.output.run_name:
             run_dir = Path(run_dir) if run_dir is not None else config.output.dir / str(config.output.run_name)
             run_dir.mkdir(parents=True, exist_ok=True)
-            what = "output.run_name" if config.output.run_name and run_dir.name == config.output.run_name else "the run directory"
+            what = (
+                "output.run_name"
+                if config.output.run_name and run_dir.name == config.output.run_name
+                else "the run directory"
+            )
             try:
                 (run_dir / METRICS_FILE).open("x").close()
             except FileExistsError:
@@ -166,7 +184,7 @@ class RunStore:
         return extended
 
     @classmethod
-    def open_for_resume(cls, run_dir: Path, rounds: int | None = None) -> tuple["RunStore", ExperimentConfig, int]:
+    def open_for_resume(cls, run_dir: Path, rounds: int | None = None) -> tuple[RunStore, ExperimentConfig, int]:
         """Open a killed run; returns the store, its config and the last committed round.
 
         The config must be the one the run started with (``fingerprint.json``); ``rounds`` extends

@@ -21,8 +21,15 @@ from fedsim.sweep.grid import Axis, SweepPoint, axes_from_spec, expand, merge_ax
 from fedsim.sweep.manifest import Manifest, read_manifest, write_sweep_config
 
 __all__ = [
-    "SWEEP_CONFIG", "SWEEP_MANIFEST", "SweepPlan", "SweepPoint", "PointOutcome", "plan_sweep", "run_sweep",
-    "read_manifest", "available_cpus",
+    "SWEEP_CONFIG",
+    "SWEEP_MANIFEST",
+    "PointOutcome",
+    "SweepPlan",
+    "SweepPoint",
+    "available_cpus",
+    "plan_sweep",
+    "read_manifest",
+    "run_sweep",
 ]
 
 

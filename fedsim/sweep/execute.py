@@ -129,7 +129,7 @@ def execute_point(job: PointJob) -> PointOutcome:
             run_experiment(resume=job.run_dir, quiet=job.quiet, ray_resources=job.ray_resources)
         else:
             run_experiment(job.config, quiet=job.quiet, run_dir=job.run_dir, ray_resources=job.ray_resources)
-    except Exception as error:  # noqa: BLE001 - one point's failure must not end the sweep
+    except Exception as error:
         logger.exception("sweep point %s failed", job.name)
         return PointOutcome(job.name, "failed", time.perf_counter() - started, f"{type(error).__name__}: {error}")
     seconds = time.perf_counter() - started
@@ -154,8 +154,10 @@ def ray_share(points: list[SweepPoint], parallel: int, cpus: int | None) -> dict
     total = cpus if cpus is not None else available_cpus()
     share = total // parallel
     if share < 1:
-        raise ConfigError(f"--parallel {parallel}: {total} CPU(s) cannot give every worker at least one; "
-                          f"allowed: --parallel <= {total}")  # fmt: skip
+        raise ConfigError(
+            f"--parallel {parallel}: {total} CPU(s) cannot give every worker at least one; "
+            f"allowed: --parallel <= {total}"
+        )
     for point in points:
         need = point.config.federation.client_resources.cpus
         if need > share:
@@ -198,7 +200,12 @@ def run_points(
     resumed = sum(plan.actions[p.name] == "resume" for p in todo)
     logger.info(
         "sweep %s: %d point(s), %d complete (skipped), %d to run (%d resumed), %d at a time",
-        sweep_dir, len(points), len(points) - len(todo), len(todo), resumed, min(parallel, max(len(todo), 1)),
+        sweep_dir,
+        len(points),
+        len(points) - len(todo),
+        len(todo),
+        resumed,
+        min(parallel, max(len(todo), 1)),
     )
     jobs = [
         PointJob(p.name, p.config, sweep_dir / p.name, plan.actions[p.name], plan.ray_resources, quiet or parallel > 1)
@@ -221,8 +228,9 @@ def _run_here(job: PointJob, manifest: Manifest) -> PointOutcome:
 def _run_in_workers(jobs: list[PointJob], manifest: Manifest, parallel: int, threads: int) -> list[PointOutcome]:
     outcomes: list[PointOutcome] = []
     context = get_context("spawn")  # a fresh interpreter per worker: no forked torch, Ray or thread state
-    with ProcessPoolExecutor(max_workers=min(parallel, len(jobs)), mp_context=context,
-                             initializer=_init_worker, initargs=(threads,)) as pool:  # fmt: skip
+    with ProcessPoolExecutor(
+        max_workers=min(parallel, len(jobs)), mp_context=context, initializer=_init_worker, initargs=(threads,)
+    ) as pool:
         pending: dict[Future[PointOutcome], PointJob] = {}
         queued = list(jobs)  # the pool starts jobs in submission order, one per free worker
         try:
@@ -239,7 +247,8 @@ def _run_in_workers(jobs: list[PointJob], manifest: Manifest, parallel: int, thr
                         manifest.record(queued.pop(0).name, "running")
                     error = future.exception()
                     outcome = (
-                        future.result() if error is None
+                        future.result()
+                        if error is None
                         else PointOutcome(job.name, "failed", 0.0, f"worker died: {type(error).__name__}: {error}")
                     )
                     manifest.record(job.name, outcome.status, outcome.error, outcome.seconds)

@@ -17,8 +17,8 @@ from typing import Any
 
 import yaml
 
-from fedsim.core.atomic import write_json_atomic, write_text_atomic
 from fedsim.config import SWEEP_SECTION
+from fedsim.core.atomic import write_json_atomic, write_text_atomic
 from fedsim.rundir.layout import SWEEP_CONFIG, SWEEP_MANIFEST
 from fedsim.sweep.grid import Axis, SweepPoint
 
@@ -44,7 +44,7 @@ class Manifest:
     points: list[PointRecord] = field(default_factory=list)
 
     @classmethod
-    def for_points(cls, sweep_dir: Path, axes: list[Axis], points: list[SweepPoint]) -> "Manifest":
+    def for_points(cls, sweep_dir: Path, axes: list[Axis], points: list[SweepPoint]) -> Manifest:
         return cls(
             Path(sweep_dir),
             {axis.key: [label for label, _ in axis.values] for axis in axes},
@@ -66,8 +66,15 @@ class Manifest:
             "grid": self.axes,
             "updated": time.strftime("%Y-%m-%dT%H:%M:%S"),
             "points": [
-                {"name": p.name, "run_dir": p.name, "overrides": p.overrides, "labels": p.labels,
-                 "status": p.status, "error": p.error, "seconds": p.seconds}  # fmt: skip
+                {
+                    "name": p.name,
+                    "run_dir": p.name,
+                    "overrides": p.overrides,
+                    "labels": p.labels,
+                    "status": p.status,
+                    "error": p.error,
+                    "seconds": p.seconds,
+                }
                 for p in self.points
             ],
         }
@@ -85,4 +92,3 @@ def read_manifest(sweep_dir: Path) -> dict[str, Any]:
     if not path.is_file():
         raise FileNotFoundError(f"'{sweep_dir}' is not a sweep directory (no {SWEEP_MANIFEST})")
     return json.loads(path.read_text())
-

@@ -7,13 +7,14 @@ from adversary.taps import StrategyTap
 from fedsim.config import parse_config
 from fedsim.engine.lifecycle.assembly import strategy_of
 
-
 NUM_CLIENTS = 4
 GLOBAL = {"w": torch.linspace(-1.0, 1.0, 6).reshape(2, 3), "b": torch.tensor([0.5, -0.5])}
 
 
 def dp_config(num_clients: int = NUM_CLIENTS, fraction_fit: float = 1.0, **dp):
-    return parse_config({"seed": 5, "federation": {"num_clients": num_clients, "fraction_fit": fraction_fit}, "strategy": {"dp": dp}})
+    return parse_config(
+        {"seed": 5, "federation": {"num_clients": num_clients, "fraction_fit": fraction_fit}, "strategy": {"dp": dp}}
+    )
 
 
 def bound(config, tap=None):

@@ -15,7 +15,8 @@ from fedsim.engine.lifecycle.federation import prepare_federation
 
 def client_config(failures=(), strategy=None, timeout: float = 30.0):
     raw = {
-        "seed": 2, "device": "cpu",
+        "seed": 2,
+        "device": "cpu",
         "data": {"dataset": "digits", "max_train_samples": 60},
         "model": {"name": "lenet", "activation": "relu"},
         "federation": {"num_clients": 2, "failures": list(failures), "round_timeout": timeout},
@@ -31,13 +32,20 @@ def client_spec(config, run_dir) -> ClientSpec:
     federation = prepare_federation(config)
     dataset = federation.dataset
     return client_spec_of(
-        config, run_dir, partitions=federation.partitions, stats=federation.client_stats,
-        num_classes=dataset.num_classes, channels=dataset.channels, image_size=dataset.image_size,
+        config,
+        run_dir,
+        partitions=federation.partitions,
+        stats=federation.client_stats,
+        num_classes=dataset.num_classes,
+        channels=dataset.channels,
+        image_size=dataset.image_size,
     )
 
 
 def context_of(partition: int) -> Context:
-    return Context(run_id=1, node_id=100 + partition, node_config={"partition-id": partition}, state=RecordDict(), run_config={})
+    return Context(
+        run_id=1, node_id=100 + partition, node_config={"partition-id": partition}, state=RecordDict(), run_config={}
+    )
 
 
 def global_state(config, spec: ClientSpec) -> dict[str, torch.Tensor]:
@@ -49,7 +57,9 @@ def train_message(config, spec: ClientSpec, server_round: int, partition: int, s
     """The train message the strategy of ``config`` sends ``partition`` in ``server_round``."""
     strategy = strategy_of(config)
     strategy.bind({0: 100, 1: 101})
-    messages = list(strategy.configure_train(server_round, ArrayRecord(state or global_state(config, spec)), ConfigRecord(), None))
+    messages = list(
+        strategy.configure_train(server_round, ArrayRecord(state or global_state(config, spec)), ConfigRecord(), None)
+    )
     return next(m for m in messages if m.metadata.dst_node_id == 100 + partition)
 
 

@@ -14,4 +14,4 @@ def data_config(**fields: object) -> DataConfig:
 def assert_images(x: np.ndarray, shape_tail: tuple[int, ...]) -> None:
     assert x.dtype == np.float32
     assert x.shape[1:] == shape_tail
-    assert 0.0 <= x.min() and x.max() <= 1.0
+    assert x.min() >= 0.0 and x.max() <= 1.0

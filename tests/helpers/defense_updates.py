@@ -14,8 +14,9 @@ def defenses(*entries):
 def context(seed=0, model=None, x=None):
     model = model if model is not None else nn.Linear(2, 2)
     x = x if x is not None else torch.zeros(1, 2)
-    return DefenseContext(model=model, x=x, y=torch.zeros(len(x), dtype=torch.long), lr=0.1,
-                          generator=torch.Generator().manual_seed(seed))  # fmt: skip
+    return DefenseContext(
+        model=model, x=x, y=torch.zeros(len(x), dtype=torch.long), lr=0.1, generator=torch.Generator().manual_seed(seed)
+    )
 
 
 def apply(entry, update, ctx=None):

@@ -15,7 +15,6 @@ from clients.training import train_locally
 from fedsim.config import ClientConfig, ModelConfig
 from fedsim.models import build_model
 
-
 CPU = torch.device("cpu")
 SIDE = 16
 
@@ -33,10 +32,15 @@ def tiny_bn_net(seed: int = 0) -> nn.Module:
     """Two strided conv + BatchNorm + sigmoid blocks and a linear classifier, DLG's uniform init."""
     torch.manual_seed(seed)
     model = nn.Sequential(
-        nn.Conv2d(1, 8, 5, stride=2, padding=2), nn.BatchNorm2d(8), nn.Sigmoid(),
-        nn.Conv2d(8, 8, 5, stride=2, padding=2), nn.BatchNorm2d(8), nn.Sigmoid(),
-        nn.Flatten(), nn.Linear(8 * 4 * 4, 10),
-    )  # fmt: skip
+        nn.Conv2d(1, 8, 5, stride=2, padding=2),
+        nn.BatchNorm2d(8),
+        nn.Sigmoid(),
+        nn.Conv2d(8, 8, 5, stride=2, padding=2),
+        nn.BatchNorm2d(8),
+        nn.Sigmoid(),
+        nn.Flatten(),
+        nn.Linear(8 * 4 * 4, 10),
+    )
     for parameter in model.parameters():
         nn.init.uniform_(parameter, -0.5, 0.5)
     return model

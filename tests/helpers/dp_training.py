@@ -8,7 +8,6 @@ from clients.defenses.base import TrainingContext
 from clients.training import train_locally
 from fedsim.config import parse_config
 
-
 N = 40
 IDS = np.arange(1000, 1000 + N)  # global sample ids of the client's rows
 

@@ -9,7 +9,6 @@ from torch import nn
 from fedsim.config import ModelConfig
 from fedsim.models import MODELS, build_model
 
-
 BUILT_IN = [name for name in MODELS.names() if name not in MODELS.families]  # `tv` stands for tv:<name>
 
 

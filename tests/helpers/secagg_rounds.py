@@ -10,7 +10,12 @@ def secagg_config(num_clients: int = 5, rounds: int = 1, failures=(), timeout: f
     return parse_config(
         {
             "seed": 4,
-            "federation": {"num_clients": num_clients, "rounds": rounds, "failures": list(failures), "round_timeout": timeout},
+            "federation": {
+                "num_clients": num_clients,
+                "rounds": rounds,
+                "failures": list(failures),
+                "round_timeout": timeout,
+            },
             "strategy": {"name": "secagg+", "secagg": secagg},
         }
     )

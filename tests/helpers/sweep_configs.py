@@ -3,11 +3,9 @@
 from pathlib import Path
 
 import yaml
-
-from fedsim.cli import main
-
 from tiny_configs import tiny_raw
 
+from fedsim.cli import main
 
 BASE = tiny_raw(name="g", seed=0, federation={"num_clients": 4, "rounds": 2})
 

@@ -20,11 +20,33 @@ def _synthetic_run(root, name, *, defenses=(), epsilons=None, ssim=0.9, accuracy
                     fit["defense.dpsgd.epsilon"] = epsilons[client] * r
                 store.append(fit)
     for target, psnr, exact in (("client:0", None, 1), ("client:1", 20.0, 0), ("aggregate", 10.0, 0)):
-        store.append({"round": 1, "event": "attack", "tap": "mitm", "target": target, "attack": "dlg", "status": "ok",
-                      "batch_size": 1, "psnr_mean": psnr, "psnr_exact": exact, "ssim_mean": ssim if target != "aggregate"
-                      else ssim / 2, "lpips_mean": None, "label_accuracy": 1.0})  # fmt: skip
-    store.append({"round": 2, "event": "attack", "tap": "mitm", "target": "client:0", "attack": "dlg", "status": "failed",
-                  "error": "RuntimeError: boom"})  # fmt: skip
+        store.append(
+            {
+                "round": 1,
+                "event": "attack",
+                "tap": "mitm",
+                "target": target,
+                "attack": "dlg",
+                "status": "ok",
+                "batch_size": 1,
+                "psnr_mean": psnr,
+                "psnr_exact": exact,
+                "ssim_mean": ssim if target != "aggregate" else ssim / 2,
+                "lpips_mean": None,
+                "label_accuracy": 1.0,
+            }
+        )
+    store.append(
+        {
+            "round": 2,
+            "event": "attack",
+            "tap": "mitm",
+            "target": "client:0",
+            "attack": "dlg",
+            "status": "failed",
+            "error": "RuntimeError: boom",
+        }
+    )
     grid = store.run_dir / "reconstructions"
     grid.mkdir()
     Image.fromarray(np.full((8, 16, 3), 128, dtype=np.uint8)).save(grid / grid_file(1, "client:0", "dlg"))

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from tiny_configs import tiny_raw
 
 SIMULATION_FOLDER = Path(__file__).parent

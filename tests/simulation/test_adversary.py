@@ -4,12 +4,11 @@ what a killed run left, and a malicious server reads images out of a real SecAgg
 import json
 
 import pytest
+from tiny_configs import tiny_config
 
 from fedsim.engine.lifecycle.runner import run_experiment
 from fedsim.rundir.backlog import AttackBacklog
 from fedsim.rundir.writer import RunStore
-
-from tiny_configs import tiny_config
 
 pytestmark = pytest.mark.simulation
 
@@ -63,8 +62,10 @@ def test_attacks_limited_to_one_kind_of_target_run_as_separate_jobs_side_by_side
     ]
     rows = attacked_run(tmp_path, tap="mitm", targets="both", attacks=attacks, workers=2)
     assert sorted((row["attack"], row["target"]) for row in rows) == [
-        ("dlg", "client:0"), ("dlg", "client:1"), ("ig", "aggregate")
-    ]  # fmt: skip
+        ("dlg", "client:0"),
+        ("dlg", "client:1"),
+        ("ig", "aggregate"),
+    ]
     assert sorted(calls) == [("dlg", ["client:0", "client:1"]), ("ig", ["aggregate"])]
 
 
@@ -103,7 +104,10 @@ def test_resume_reattacks_the_rounds_whose_attacks_were_lost(tmp_path, monkeypat
     run_experiment(resume=run_dir, quiet=True)
     attacks = [row for row in RunStore(run_dir).rows() if row["event"] == "attack"]
     assert sorted((row["round"], row["target"]) for row in attacks) == [
-        (1, "client:0"), (1, "client:1"), (2, "client:0"), (2, "client:1")
+        (1, "client:0"),
+        (1, "client:1"),
+        (2, "client:0"),
+        (2, "client:1"),
     ]  # round 1 again, round 2 not twice
     redone = {row["target"]: row for row in attacks if row["round"] == 1}
     for before in first_round:  # same seeds, same reconstructions
@@ -113,12 +117,21 @@ def test_resume_reattacks_the_rounds_whose_attacks_were_lost(tmp_path, monkeypat
 
 def malicious_run(tmp_path, verify_model=False, **overrides):
     config = tiny_config(
-        name="malicious", data={"max_train_samples": 6}, federation={"num_clients": 3, "fraction_evaluate": 0},
-        client={"batch_size": 2, "verify_model": verify_model}, output={"dir": str(tmp_path)},
-        adversary={"tap": "server", "server": "malicious", "targets": "aggregate", "modification": {"name": "imprint", "bins": 64},
-                   "attacks": ["rtf"], "save_images": False},
+        name="malicious",
+        data={"max_train_samples": 6},
+        federation={"num_clients": 3, "fraction_evaluate": 0},
+        client={"batch_size": 2, "verify_model": verify_model},
+        output={"dir": str(tmp_path)},
+        adversary={
+            "tap": "server",
+            "server": "malicious",
+            "targets": "aggregate",
+            "modification": {"name": "imprint", "bins": 64},
+            "attacks": ["rtf"],
+            "save_images": False,
+        },
         **overrides,
-    )  # fmt: skip
+    )
     return RunStore(run_experiment(config, quiet=True)).rows()
 
 
@@ -126,7 +139,11 @@ def malicious_run(tmp_path, verify_model=False, **overrides):
 def test_a_malicious_server_reads_images_out_of_a_real_secagg_aggregate(tmp_path):
     rows = malicious_run(tmp_path, strategy={"name": "secagg+"})
     (attack,) = [row for row in rows if row["event"] == "attack"]
-    assert attack["status"] == "ok" and attack["threat_model"] == "malicious server" and attack["modification"] == "imprint"
+    assert (
+        attack["status"] == "ok"
+        and attack["threat_model"] == "malicious server"
+        and attack["modification"] == "imprint"
+    )
     assert attack["public_data"].startswith("test split")
     assert attack["recovered_40db"] >= 3  # of 6 images, summed under masks, quantised, unmasked
     (evaluation,) = [row for row in rows if row["event"] == "eval" and row["round"] == 1]
@@ -139,5 +156,8 @@ def test_clients_that_verify_the_model_refuse_the_imprint(tmp_path):
     rows = malicious_run(tmp_path, verify_model=True)
     fits = [row for row in rows if row["event"] == "fit"]
     assert fits and all(row["status"] == "failed" for row in fits)
-    assert all("refused the server's model (client.verify_model): a ImprintedModel instead of a" in row["error"] for row in fits)
+    assert all(
+        "refused the server's model (client.verify_model): a ImprintedModel instead of a" in row["error"]
+        for row in fits
+    )
     assert not [row for row in rows if row["event"] == "attack" and row.get("status") == "ok"]

@@ -7,15 +7,14 @@ import math
 import numpy as np
 import pytest
 import torch
+from dp_training import dpsgd
+from tiny_configs import TRAINING, merged, tiny_config
 
 import adversary.adversary as adversary_module
 from clients.defenses.privacy_ledger import ClientPrivacyLedger
 from fedsim.config import parse_config
 from fedsim.engine.lifecycle.runner import run_experiment
 from fedsim.rundir.writer import RunStore
-
-from dp_training import dpsgd
-from tiny_configs import TRAINING, merged, tiny_config
 
 pytestmark = [
     pytest.mark.simulation,
@@ -49,7 +48,12 @@ def test_a_chain_of_defenses_runs_two_rounds_and_the_wire_carries_its_output(tmp
         model={"activation": "sigmoid", "init": "default"},
         federation={"rounds": 2},
         client={"batch_size": 8, "defenses": CHAIN},
-        adversary={"tap": "mitm", "targets": "per-client", "rounds": [2], "attacks": [{"name": "dlg", "iterations": 3}]},
+        adversary={
+            "tap": "mitm",
+            "targets": "per-client",
+            "rounds": [2],
+            "attacks": [{"name": "dlg", "iterations": 3}],
+        },
         output={"dir": str(tmp_path), "run_name": "run"},
     )
     run_dir = run_experiment(config, quiet=True)
@@ -74,19 +78,26 @@ def test_a_chain_of_defenses_runs_two_rounds_and_the_wire_carries_its_output(tmp
 
 @pytest.mark.simulation
 def test_dpsgd_in_a_federation_reports_growing_epsilon_per_client_and_keeps_a_ledger_each(tmp_path):
+    from fedsim.engine.lifecycle.runner import run_experiment
     from fedsim.rundir.ground_truth import GroundTruthStore
     from fedsim.rundir.writer import RunStore
-    from fedsim.engine.lifecycle.runner import run_experiment
 
     config = tiny_config(
         data={"max_train_samples": 60, "normalize": "global"},
-        model={"name": "convnet", "width": 4, "init": "default"},  # BatchNorm: built with GroupNorm by server, clients and adversary
+        model={
+            "name": "convnet",
+            "width": 4,
+            "init": "default",
+        },  # BatchNorm: built with GroupNorm by server, clients and adversary
         federation={"rounds": 2},
-        client={"batch_size": 6, "local_steps": 3,
-                "defenses": [dpsgd(noise_multiplier=1.0, fix_model=True), {"name": "clip", "max_norm": 10.0}]},
+        client={
+            "batch_size": 6,
+            "local_steps": 3,
+            "defenses": [dpsgd(noise_multiplier=1.0, fix_model=True), {"name": "clip", "max_norm": 10.0}],
+        },
         adversary={"tap": "mitm", "rounds": [2], "attacks": [{"name": "dlg", "iterations": 2}]},
         output={"dir": str(tmp_path), "run_name": "run"},
-    )  # fmt: skip
+    )
     run_dir = run_experiment(config, quiet=True)
     rows = list(RunStore(run_dir).rows())
     fits = [row for row in rows if row["event"] == "fit"]
@@ -104,8 +115,8 @@ def test_dpsgd_in_a_federation_reports_growing_epsilon_per_client_and_keeps_a_le
 
 @pytest.mark.simulation
 def test_a_federation_under_client_side_dp_records_noise_and_epsilon(tmp_path):
-    from fedsim.rundir.writer import RunStore
     from fedsim.engine.lifecycle.runner import run_experiment
+    from fedsim.rundir.writer import RunStore
 
     raw = merged(
         TRAINING,

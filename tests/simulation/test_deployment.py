@@ -7,23 +7,24 @@ from pathlib import Path
 
 import pytest
 import torch
+from tiny_configs import tiny_config
 
 from fedsim.engine.deployment.run_config import RunRequest
-
-from tiny_configs import tiny_config
 
 
 def _rows(run_dir: Path, event: str) -> list[dict]:
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     drop = {"time", "seconds", "schema"}
-    return sorted(({k: v for k, v in row.items() if k not in drop} for row in rows if row["event"] == event),
-                  key=lambda row: (row["round"], str(row.get("client", row.get("target")))))  # fmt: skip
+    return sorted(
+        ({k: v for k, v in row.items() if k not in drop} for row in rows if row["event"] == event),
+        key=lambda row: (row["round"], str(row.get("client", row.get("target")))),
+    )
 
 
 @pytest.mark.simulation
 def test_a_run_on_a_superlink_with_two_supernodes_is_the_simulations_run(tmp_path):
-    from fedsim.engine.deployment.submit import SuperLink, submit
     from fedsim.engine.deployment.local_federation import LocalFederation
+    from fedsim.engine.deployment.submit import SuperLink, submit
     from fedsim.engine.lifecycle.runner import run_experiment
 
     config = tiny_config(
@@ -37,7 +38,9 @@ def test_a_run_on_a_superlink_with_two_supernodes_is_the_simulations_run(tmp_pat
     federation = LocalFederation(num_nodes=2, workdir=tmp_path / "federation")
     try:
         federation.start()
-        deployed = submit(RunRequest(config, run_dir=tmp_path / "runs" / "deployed"), SuperLink(federation.address, insecure=True))
+        deployed = submit(
+            RunRequest(config, run_dir=tmp_path / "runs" / "deployed"), SuperLink(federation.address, insecure=True)
+        )
     finally:
         federation.stop()  # every process started here, by its own pid
     assert all(process.poll() is not None for process in federation.processes.values())
@@ -50,7 +53,10 @@ def test_a_run_on_a_superlink_with_two_supernodes_is_the_simulations_run(tmp_pat
     assert _rows(deployed, "eval") == _rows(simulated, "eval")  # accuracy, loss, counts: the same rounds
     assert _rows(deployed, "fit") == _rows(simulated, "fit")
     attacks = _rows(deployed, "attack")
-    assert [(row["round"], row["target"], row["status"]) for row in attacks] == [(2, "client:0", "ok"), (2, "client:1", "ok")]
+    assert [(row["round"], row["target"], row["status"]) for row in attacks] == [
+        (2, "client:0", "ok"),
+        (2, "client:1", "ok"),
+    ]
     assert attacks == _rows(simulated, "attack")  # the mitm tap saw the same updates: the same reconstructions
     for server_round in (0, 1, 2):
         name = f"checkpoints/round_{server_round:04d}.pt"

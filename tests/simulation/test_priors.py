@@ -18,10 +18,16 @@ def test_a_run_attacking_with_a_trained_prior_writes_attack_rows(trained, tmp_pa
 
     _, folder = trained
     config = tiny_config(
-        name="ggssr", data={"max_train_samples": 4}, output={"dir": str(tmp_path)},
-        adversary={"attacks": [{"name": "ggssr", "steps": 4, "prior": {"name": "diffusers", "path": str(folder),
-                                                                       "offline": True}}], "save_images": False},
-    )  # fmt: skip
+        name="ggssr",
+        data={"max_train_samples": 4},
+        output={"dir": str(tmp_path)},
+        adversary={
+            "attacks": [
+                {"name": "ggssr", "steps": 4, "prior": {"name": "diffusers", "path": str(folder), "offline": True}}
+            ],
+            "save_images": False,
+        },
+    )
     rows = RunStore(run_experiment(config, quiet=True)).rows()
     attacks = [row for row in rows if row["event"] == "attack"]
     assert attacks and all(row["attack"] == "ggssr" and row["status"] == "ok" for row in attacks)

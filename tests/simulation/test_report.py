@@ -23,14 +23,23 @@ def test_the_report_renders_from_a_real_sweep(tiny_sweep):
     report = tiny_sweep / "report"
     names = {path.name for path in paths}
     # one round each: no leakage curve (a table instead), the utility figure only for the runs' own summaries
-    assert {"report.html", "report.md", "runs.csv", "utility_rounds.csv", "attacks.csv", "leakage_rounds.csv",
-            "frontier.csv", "utility_rounds.png", "frontier.png"} == names  # fmt: skip
+    assert {
+        "report.html",
+        "report.md",
+        "runs.csv",
+        "utility_rounds.csv",
+        "attacks.csv",
+        "leakage_rounds.csv",
+        "frontier.csv",
+        "utility_rounds.png",
+        "frontier.png",
+    } == names
     for png in ("utility_rounds.png", "frontier.png"):
         assert _png_ok((report / png).read_bytes()), png
     page = (report / "report.html").read_text()
     images = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)
     assert len(images) >= 1 + 2 and all(_png_ok(base64.b64decode(image)) for image in images)
-    assert "<img src=\"http" not in page and "01-defenses-noise/config.yaml" in page and "flwr" in page
+    assert '<img src="http' not in page and "01-defenses-noise/config.yaml" in page and "flwr" in page
     headings = re.findall(r"<h2>(.*?)</h2>", page)
     assert headings[:2] == ["Summary", "Reconstructions (strongest result per run and target kind)"]
     assert "strongest leakage, aggregate" in page and "(dlg, aggregate, round 1)" in page
@@ -68,13 +77,17 @@ def test_the_notebook_api_round_trips_a_run(tiny_sweep):
     assert run.events("eval")["round"].tolist() == [0, 1]
     sweep = fedsim.load_sweep(tiny_sweep)
     assert sweep.points[["run", "status", "client.defenses"]].values.tolist() == [
-        ["00-defenses-none", "complete", "none"], ["01-defenses-noise", "complete", "noise"]]  # fmt: skip
+        ["00-defenses-none", "complete", "none"],
+        ["01-defenses-noise", "complete", "noise"],
+    ]
     metrics = sweep.metrics
     assert list(metrics.columns[:3]) == ["run", "client.defenses", "event"]
     assert len(metrics) == sum(len(r.metrics) for r in sweep.runs.values())
 
 
-CHROMIUM = next((path for path in ("/usr/bin/chromium", "/usr/bin/chromium-browser") if __import__("os").path.exists(path)), None)
+CHROMIUM = next(
+    (path for path in ("/usr/bin/chromium", "/usr/bin/chromium-browser") if __import__("os").path.exists(path)), None
+)
 PROBE = """<script>
 window.__errors = [];
 window.addEventListener("error", e => window.__errors.push(String(e.message || e.target && e.target.src)), true);
@@ -101,10 +114,21 @@ def test_the_report_opens_in_a_real_browser_without_errors_and_every_image_is_vi
     probed = tmp_path / "report.html"
     probed.write_text(page.replace("<head>", "<head>" + PROBE, 1))
     dom = subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--window-size=1280,900",
-         "--virtual-time-budget=10000", "--dump-dom", probed.as_uri()],
-        capture_output=True, text=True, timeout=120, check=True,
-    ).stdout  # fmt: skip
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--window-size=1280,900",
+            "--virtual-time-budget=10000",
+            "--dump-dom",
+            probed.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
     result = json.loads(re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S).group(1).replace("&quot;", '"'))
     assert result["errors"] == []
     assert result["images"] and all(width > 0 and height > 0 for width, height in result["images"])

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 import yaml
+from tiny_configs import TRAINING, merged, tiny_raw
 
 from fedsim.config import parse_config
 from fedsim.core.errors import TrainingFailed
@@ -20,8 +21,6 @@ from fedsim.engine.lifecycle.runner import run_experiment
 from fedsim.reporting import write_report
 from fedsim.rundir.ground_truth import GroundTruthStore
 from fedsim.rundir.writer import RunStore
-
-from tiny_configs import TRAINING, merged, tiny_raw
 
 pytestmark = pytest.mark.simulation
 
@@ -145,8 +144,12 @@ def test_resume_after_kill_gives_the_same_metrics_as_an_uninterrupted_run(tmp_pa
     config_path.write_text(yaml.safe_dump(raw))
 
     killed = tmp_path / "killed"
-    process = subprocess.Popen(_fedsim("run", str(config_path), "--quiet"), start_new_session=True,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        _fedsim("run", str(config_path), "--quiet"),
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 240
     while not (killed / "checkpoints" / "round_0002.pt").exists():
         assert process.poll() is None, "the run ended before it could be killed"
@@ -161,11 +164,17 @@ def test_resume_after_kill_gives_the_same_metrics_as_an_uninterrupted_run(tmp_pa
     resumed = subprocess.run(_fedsim("run", "--resume", str(killed), "--quiet"), capture_output=True, text=True)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
 
-    reference = run_experiment(parse_config(merged(raw, output={"dir": str(tmp_path), "run_name": "reference"})), quiet=True)
+    reference = run_experiment(
+        parse_config(merged(raw, output={"dir": str(tmp_path), "run_name": "reference"})), quiet=True
+    )
 
     def comparable(run_dir: Path) -> list[dict]:
         drop = {"time", "seconds"}
-        return [{k: v for k, v in row.items() if k not in drop} for row in RunStore(run_dir).rows() if row["event"] in ("eval", "fit")]
+        return [
+            {k: v for k, v in row.items() if k not in drop}
+            for row in RunStore(run_dir).rows()
+            if row["event"] in ("eval", "fit")
+        ]
 
     def keyed(rows: list[dict]) -> list[dict]:
         return sorted(rows, key=lambda row: (row["round"], row["event"], row.get("client", -1)))
@@ -183,7 +192,9 @@ def test_a_run_whose_every_update_is_non_finite_fails_with_a_non_zero_exit_and_k
     from fedsim.cli import main
 
     config = tmp_path / "broken.yaml"
-    raw = tiny_raw(client={"defenses": [{"name": "noise", "sigma": 1e39}]}, output={"dir": str(tmp_path), "run_name": "broken"})
+    raw = tiny_raw(
+        client={"defenses": [{"name": "noise", "sigma": 1e39}]}, output={"dir": str(tmp_path), "run_name": "broken"}
+    )
     config.write_text(yaml.safe_dump(raw))
     assert main(["run", str(config), "--quiet"]) == 1
     error = capsys.readouterr().err.strip().splitlines()[-1]

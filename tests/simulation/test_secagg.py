@@ -4,12 +4,11 @@ client's update."""
 from __future__ import annotations
 
 import pytest
+from secagg_rounds import rows
+from tiny_configs import TRAINING, merged, tiny_config
 
 from fedsim.config import parse_config
 from fedsim.rundir.writer import RunStore
-
-from secagg_rounds import rows
-from tiny_configs import TRAINING, merged, tiny_config
 
 pytestmark = pytest.mark.usefixtures("task_identity")  # messages built outside a Flower run (conftest.py)
 
@@ -48,7 +47,10 @@ def test_a_secagg_federation_aggregates_like_fedavg_within_the_quantisation_erro
     assert [r["round"] for r in evals] == [0, 1, 2] and all(r["model_updated"] for r in evals[1:])
     step = 2 * 8.0 / 2**22
     weights = sum(r["num_examples"] / evals[1]["secagg_max_weight"] for r in fits)
-    first = {n: secagg.load_checkpoint(1)[n].double() - fedavg.load_checkpoint(1)[n].double() for n in fedavg.load_checkpoint(1)}
+    first = {
+        n: secagg.load_checkpoint(1)[n].double() - fedavg.load_checkpoint(1)[n].double()
+        for n in fedavg.load_checkpoint(1)
+    }
     error = max(float(d.abs().max()) for d in first.values())
     assert 0 < error <= 5 * step / weights  # the same updates, summed securely: off by the quantisation only
 
@@ -57,8 +59,10 @@ def test_a_secagg_federation_aggregates_like_fedavg_within_the_quantisation_erro
     assert dropped["status"] == "failed" and dropped["dropped_at"] == "collect_masked_vectors"
     assert "InjectedFailure" in dropped["error"]
     assert (evals[2]["clients_ok"], evals[2]["clients_failed"], evals[2]["secagg_dropped"]) == (4, 1, [1])
-    second = max(float((secagg.load_checkpoint(2)[n].double() - fedavg.load_checkpoint(2)[n].double()).abs().max())
-                 for n in first)
+    second = max(
+        float((secagg.load_checkpoint(2)[n].double() - fedavg.load_checkpoint(2)[n].double()).abs().max())
+        for n in first
+    )
     assert second < 1e-3
     for a, b in zip(rows(fedavg, "eval"), evals):  # what the quantisation and clipping cost in accuracy
         assert abs(a["accuracy"] - b["accuracy"]) <= 0.01
@@ -81,7 +85,11 @@ def test_attacking_masked_vectors_on_the_wire_recovers_nothing(tmp_path):
         name="masked",
         data={"max_train_samples": 2, "image_size": 32},  # an 8-px image matches noise by chance (SSIM 0.36 seen)
         strategy={"name": "secagg+"},
-        adversary={"tap": "mitm", "targets": "per-client", "attacks": [{"name": "dlg", "iterations": 30, "restarts": 2}]},
+        adversary={
+            "tap": "mitm",
+            "targets": "per-client",
+            "attacks": [{"name": "dlg", "iterations": 30, "restarts": 2}],
+        },
         output={"dir": str(tmp_path), "run_name": "run"},
     )
     attacks = rows(RunStore(run_experiment(config, quiet=True)), "attack")

@@ -4,12 +4,11 @@ import json
 import shutil
 
 import pytest
+from sweep_configs import run_cli
 
 from fedsim.config import load_config
 from fedsim.rundir.writer import RunStore
 from fedsim.sweep import plan_sweep, run_sweep
-
-from sweep_configs import run_cli
 
 
 @pytest.mark.simulation
@@ -17,7 +16,9 @@ def test_every_point_runs_as_its_own_run_under_the_sweep(tiny_sweep):
     manifest = json.loads((tiny_sweep / "sweep.json").read_text())
     assert manifest["grid"] == {"client.defenses": ["none", "noise"]}
     assert [(p["name"], p["status"]) for p in manifest["points"]] == [
-        ("00-defenses-none", "complete"), ("01-defenses-noise", "complete")]  # fmt: skip
+        ("00-defenses-none", "complete"),
+        ("01-defenses-noise", "complete"),
+    ]
     noise = load_config(tiny_sweep / "01-defenses-noise" / "config.yaml")
     assert noise.client.defenses[0].name == "noise"
     rows = RunStore(tiny_sweep / "01-defenses-noise").rows()

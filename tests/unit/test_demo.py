@@ -1,8 +1,8 @@
 """The first run: `make run` runs the bundled demo, which attacks every client and the aggregate."""
 
-from fedsim.config import load_config
-
 from repository import REPO_ROOT
+
+from fedsim.config import load_config
 
 
 def test_make_run_runs_the_demo_with_its_report():

@@ -42,4 +42,3 @@ class Regularizer:
 
     term: Callable[[torch.Tensor, RegularizerContext], torch.Tensor]
     needs_bn_statistics: bool = False
-

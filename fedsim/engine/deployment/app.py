@@ -30,11 +30,11 @@ import fedsim.core.wire as wire
 from clients.client_app import ClientSpec
 from fedsim.config import ConfigError, ExperimentConfig, config_changes, dump_config, load_config
 from fedsim.data import DataError
+from fedsim.engine.deployment.run_config import RunRequest, client_config, from_run_config
 from fedsim.engine.lifecycle.assembly import client_spec_of
 from fedsim.engine.lifecycle.federation import Federation, prepare_federation
 from fedsim.engine.lifecycle.protocols import Protocol, protocol_of
 from fedsim.engine.lifecycle.rounds import ServerSpec
-from fedsim.engine.deployment.run_config import RunRequest, client_config, from_run_config
 from fedsim.rundir.layout import CONFIG_FILE
 
 NUM_PARTITIONS = "num-partitions"  # node config: how many partitions the federation has (Flower's convention)
@@ -85,8 +85,10 @@ def check_resumed_config(request: RunRequest) -> None:
         recorded.federation.rounds = request.rounds
     changed = config_changes(dump_config(recorded), dump_config(request.config))
     if changed:
-        raise ConfigError(f"--resume {request.resume}: the config sent to the SuperNodes differs from the run's "
-                          f"{CONFIG_FILE} ({', '.join(changed)})")  # fmt: skip
+        raise ConfigError(
+            f"--resume {request.resume}: the config sent to the SuperNodes differs from the run's "
+            f"{CONFIG_FILE} ({', '.join(changed)})"
+        )
 
 
 server_app = ServerApp()
@@ -94,7 +96,9 @@ server_app = ServerApp()
 
 @server_app.main()
 def _serve(grid: Grid, context: Context) -> None:
-    from fedsim.engine.lifecycle.runner import run_experiment  # the server side only: a ClientApp process need not import it
+    from fedsim.engine.lifecycle.runner import (
+        run_experiment,
+    )  # the server side only: a ClientApp process need not import it
 
     _log_to_flower()
     request = from_run_config(context.run_config)
@@ -120,8 +124,10 @@ def partition_of_node(context: Context, config: ExperimentConfig) -> int:
     clients = config.federation.num_clients
     declared = int(node_config.get(NUM_PARTITIONS, clients))
     if declared != clients:
-        raise ConfigError(f"node {context.node_id}: num-partitions = {declared} in its node config, but the run has "
-                          f"federation.num_clients = {clients}; {start}")  # fmt: skip
+        raise ConfigError(
+            f"node {context.node_id}: num-partitions = {declared} in its node config, but the run has "
+            f"federation.num_clients = {clients}; {start}"
+        )
     if not 0 <= partition < clients:
         raise ConfigError(f"node {context.node_id}: partition-id = {partition}; allowed: 0 to {clients - 1}")
     return partition

@@ -58,18 +58,37 @@ class LocalFederation:
         home = self.workdir / name
         home.mkdir(parents=True, exist_ok=True)
         log = open(self.workdir / f"{name}.log", "wb")  # noqa: SIM115 (kept open for the process's lifetime)
-        self.processes[name] = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=self._environment(home))
+        self.processes[name] = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, env=self._environment(home)
+        )
         log.close()  # the child holds its own descriptor
 
     def superlink_command(self) -> list[str]:
-        return [_executable("flower-superlink"), "--insecure", "--host", HOST, "--port", str(self.port),
-                "--disable-runtime-dependency-installation"]  # fmt: skip
+        return [
+            _executable("flower-superlink"),
+            "--insecure",
+            "--host",
+            HOST,
+            "--port",
+            str(self.port),
+            "--disable-runtime-dependency-installation",
+        ]
 
     def supernode_command(self, partition: int, port: int) -> list[str]:
-        return [_executable("flower-supernode"), "--insecure", "--superlink", self.address, "--host", HOST,
-                "--port", str(port), "--node-config", f"partition-id={partition} num-partitions={self.num_nodes}"]  # fmt: skip
+        return [
+            _executable("flower-supernode"),
+            "--insecure",
+            "--superlink",
+            self.address,
+            "--host",
+            HOST,
+            "--port",
+            str(port),
+            "--node-config",
+            f"partition-id={partition} num-partitions={self.num_nodes}",
+        ]
 
-    def start(self) -> "LocalFederation":
+    def start(self) -> LocalFederation:
         self._start("superlink", self.superlink_command())
         self._wait_for(self.address, "superlink")
         for partition in range(self.num_nodes):
@@ -108,14 +127,16 @@ class LocalFederation:
         process.kill()
         process.wait()
 
-    def __enter__(self) -> "LocalFederation":
+    def __enter__(self) -> LocalFederation:
         try:
             return self.start()
         except BaseException:
             self.stop()
             raise
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
         self.stop()
         if self._scratch is not None:
             self._scratch.cleanup()
@@ -126,16 +147,32 @@ def main(argv: list[str] | None = None) -> int:
     stop everything; the run directory is the last line (as `fedsim run` prints it)."""
     from fedsim.config import load_config
 
-    parser = argparse.ArgumentParser(prog="python -m fedsim.engine.deployment.local_federation", description=main.__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m fedsim.engine.deployment.local_federation", description=main.__doc__
+    )
     parser.add_argument("config", type=Path)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args(argv)
     config = load_config(args.config, args.set)  # one line on a bad config, before anything starts
     with LocalFederation(config.federation.num_clients) as federation:
-        print(f"SuperLink at {federation.address}, {federation.num_nodes} SuperNodes (pids {federation.pids})", file=sys.stderr)
-        command = [sys.executable, "-m", "fedsim.cli", "run", str(args.config), "--quiet",
-                   *[f"--set={item}" for item in args.set],
-                   "--engine", "deployment", "--superlink", federation.address, "--insecure"]  # fmt: skip
+        print(
+            f"SuperLink at {federation.address}, {federation.num_nodes} SuperNodes (pids {federation.pids})",
+            file=sys.stderr,
+        )
+        command = [
+            sys.executable,
+            "-m",
+            "fedsim.cli",
+            "run",
+            str(args.config),
+            "--quiet",
+            *[f"--set={item}" for item in args.set],
+            "--engine",
+            "deployment",
+            "--superlink",
+            federation.address,
+            "--insecure",
+        ]
         print("+ " + shlex.join(command), file=sys.stderr)
         done = subprocess.run(command, check=False)
     return done.returncode

@@ -54,7 +54,9 @@ def experiment_config(run_config: Mapping[str, Any]) -> ExperimentConfig:
     """The experiment a run config carries (``fedsim-config``; every default when it is empty)."""
     text = run_config.get(FEDSIM_CONFIG, "")
     if not isinstance(text, str):
-        raise ConfigError(f"run config '{FEDSIM_CONFIG}' must be the config's YAML as one string, got {type(text).__name__}")
+        raise ConfigError(
+            f"run config '{FEDSIM_CONFIG}' must be the config's YAML as one string, got {type(text).__name__}"
+        )
     try:
         raw = yaml.safe_load(text) if text.strip() else {}
     except yaml.YAMLError as error:
@@ -93,7 +95,9 @@ def client_config(run_config: Mapping[str, Any]) -> tuple[ExperimentConfig, Path
     request = from_run_config(run_config)
     run_dir = request.resume if request.resume is not None else request.run_dir
     if run_dir is None:
-        raise ConfigError(f"run config '{RUN_DIR}' is empty: the ClientApps need the run directory the ServerApp writes")
+        raise ConfigError(
+            f"run config '{RUN_DIR}' is empty: the ClientApps need the run directory the ServerApp writes"
+        )
     if request.config is None:
         raise ConfigError(f"run config '{FEDSIM_CONFIG}' is empty: a resumed run must carry its config.yaml")
     return request.config, run_dir

@@ -25,10 +25,10 @@ from typing import Any
 
 import tomli_w
 
-from fedsim.core.errors import ConfigError, TrainingFailed
 from fedsim.config import ExperimentConfig, load_config
-from fedsim.engine.lifecycle.network import probe
+from fedsim.core.errors import ConfigError, TrainingFailed
 from fedsim.engine.deployment.run_config import RunRequest, to_run_config
+from fedsim.engine.lifecycle.network import probe
 from fedsim.rundir.layout import CONFIG_FILE, timestamped_run_dir
 
 logger = logging.getLogger("fedsim")
@@ -65,8 +65,10 @@ def app_directory() -> Path:
     root = Path(__file__).resolve().parents[3]  # <root>/fedsim/engine/deployment/submit.py
     pyproject = root / "pyproject.toml"
     if not pyproject.is_file() or "[tool.flwr.app]" not in pyproject.read_text():
-        raise ConfigError(f"--engine deployment builds fedsim's Flower App from its source checkout, but {root} has no "
-                          "pyproject.toml with [tool.flwr.app]; install fedsim from a checkout (pip install -e .)")  # fmt: skip
+        raise ConfigError(
+            f"--engine deployment builds fedsim's Flower App from its source checkout, but {root} has no "
+            "pyproject.toml with [tool.flwr.app]; install fedsim from a checkout (pip install -e .)"
+        )
     return root
 
 
@@ -88,8 +90,10 @@ def resume_request(run_dir: Path, rounds: int | None, submitted_by: str) -> RunR
     """A resumed run carries its own config.yaml (extended to ``rounds``) for the ClientApps."""
     config_path = run_dir / CONFIG_FILE
     if not config_path.is_file():
-        raise FileNotFoundError(f"--resume {run_dir}: no {CONFIG_FILE} here; the deployment engine reads the run's config "
-                                "on this machine and sends it to the SuperNodes (copy the run directory here)")  # fmt: skip
+        raise FileNotFoundError(
+            f"--resume {run_dir}: no {CONFIG_FILE} here; the deployment engine reads the run's config "
+            "on this machine and sends it to the SuperNodes (copy the run directory here)"
+        )
     config = load_config(config_path)
     if rounds is not None:
         config.federation.rounds = max(rounds, config.federation.rounds)  # the ServerApp refuses a cut
@@ -112,11 +116,15 @@ class FlowerCli:
         try:
             done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout, check=False)
         except subprocess.TimeoutExpired:
-            raise DeploymentError(f"`{shlex.join(command[:2])}` got no answer from the SuperLink at "
-                                  f"{self.superlink.address} in {timeout:.0f}s") from None  # fmt: skip
+            raise DeploymentError(
+                f"`{shlex.join(command[:2])}` got no answer from the SuperLink at "
+                f"{self.superlink.address} in {timeout:.0f}s"
+            ) from None
         if done.returncode != 0:
-            raise DeploymentError(f"`flwr {arguments[0]}` failed against the SuperLink at {self.superlink.address}: "
-                                  f"{_last_line(done.stderr or done.stdout)}")  # fmt: skip
+            raise DeploymentError(
+                f"`flwr {arguments[0]}` failed against the SuperLink at {self.superlink.address}: "
+                f"{_last_line(done.stderr or done.stdout)}"
+            )
         return done.stdout
 
     def popen(self, *arguments: str) -> subprocess.Popen[bytes]:
@@ -129,7 +137,9 @@ class FlowerCli:
         try:
             return json.loads(output[output.index("{") :])
         except ValueError:
-            raise DeploymentError(f"`flwr {arguments[0]}` answered something other than JSON: {_last_line(output)}") from None
+            raise DeploymentError(
+                f"`flwr {arguments[0]}` answered something other than JSON: {_last_line(output)}"
+            ) from None
 
 
 def _flwr_executable() -> str:
@@ -145,8 +155,12 @@ def _last_line(text: str) -> str:
 def submit(request: RunRequest, superlink: SuperLink) -> Path:
     """Submit ``request`` to the SuperLink, wait for the run to finish (its log streamed to stderr) and return
     its run directory (a path on the SuperLink's machine)."""
-    probe(superlink.address, "--superlink", "start a SuperLink (flower-superlink, see the README's \"Beyond one "
-          "machine\") or pass the address of its Control API")  # fmt: skip
+    probe(
+        superlink.address,
+        "--superlink",
+        "start a SuperLink (flower-superlink, see the README's \"Beyond one "
+        'machine") or pass the address of its Control API',
+    )
     run_dir = request.resume if request.resume is not None else request.run_dir
     assert run_dir is not None, "the submitter fixes the run directory"
     app = app_directory()
@@ -158,8 +172,12 @@ def submit(request: RunRequest, superlink: SuperLink) -> Path:
         run_id = started.get("run-id")
         if not started.get("success") or run_id is None:
             raise DeploymentError(f"the SuperLink at {superlink.address} did not start the run: {started}")
-        logger.info("submitted as Flower run %s to the SuperLink at %s; run directory (on its machine): %s",
-                    run_id, superlink.address, run_dir)  # fmt: skip
+        logger.info(
+            "submitted as Flower run %s to the SuperLink at %s; run directory (on its machine): %s",
+            run_id,
+            superlink.address,
+            run_dir,
+        )
         try:
             status = wait_for_run(cli, str(run_id))
         except KeyboardInterrupt:

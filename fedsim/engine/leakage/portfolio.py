@@ -13,14 +13,16 @@ import logging
 from torch import nn
 
 from adversary.inversion.requirements import AttackSetting, DefenseInForce
-from fedsim.core.errors import ConfigError
 from fedsim.config import ExperimentConfig
+from fedsim.core.errors import ConfigError
 from strategies.secagg import SECAGG_STRATEGY
 
 logger = logging.getLogger("fedsim")
 
 
-def attack_setting(config: ExperimentConfig, model: nn.Module, input_shape: tuple[int, int, int], num_classes: int) -> AttackSetting:
+def attack_setting(
+    config: ExperimentConfig, model: nn.Module, input_shape: tuple[int, int, int], num_classes: int
+) -> AttackSetting:
     """The run as the attacks' requirements see it: the agreed model, the defenses' public options, the threat model."""
     adversary, client = config.adversary, config.client
     return AttackSetting(

@@ -80,9 +80,18 @@ class LeakageScorer:
         truth = self.truth_for(view)
         if len(truth.labels) == 0:  # e.g. DP-SGD's Poisson sampling drew empty batches: nothing to leak
             with self._lock:
-                self.store.append({"round": view.round, "event": "attack", "tap": view.tap, "target": view.target,
-                                   "attack": options.name, "status": "no-data", **self.extra_fields,
-                                   "error": "the target trained on no sample this round (empty batches)"})  # fmt: skip
+                self.store.append(
+                    {
+                        "round": view.round,
+                        "event": "attack",
+                        "tap": view.tap,
+                        "target": view.target,
+                        "attack": options.name,
+                        "status": "no-data",
+                        **self.extra_fields,
+                        "error": "the target trained on no sample this round (empty batches)",
+                    }
+                )
             return
         score = score_reconstruction(reconstruction, truth.images, truth.labels, truth.to_image_space, self.lpips)
         row: dict[str, Any] = {
@@ -107,16 +116,28 @@ class LeakageScorer:
                 self._save_images(view, options, truth, reconstruction, score, row.get("trajectory"))
         logger.info(
             "round %d %s %s: PSNR %s dB, SSIM %.3f, label accuracy %.0f%% (%d images, %.1fs)",
-            view.round, view.target, options.name,
+            view.round,
+            view.target,
+            options.name,
             f"{score.psnr_mean:.2f}" if score.psnr_mean is not None else "inf",
-            score.ssim_mean, 100 * score.label_accuracy, len(truth.labels), reconstruction.seconds,
+            score.ssim_mean,
+            100 * score.label_accuracy,
+            len(truth.labels),
+            reconstruction.seconds,
         )
 
     def on_failure(self, view: AttackerView, options: AttackOptions, error: BaseException) -> None:
         with self._lock:
             self.store.append(
-                {"round": view.round, "event": "attack", "tap": view.tap, "target": view.target,
-                 "attack": options.name, "status": "failed", "error": f"{type(error).__name__}: {error}"}
+                {
+                    "round": view.round,
+                    "event": "attack",
+                    "tap": view.tap,
+                    "target": view.target,
+                    "attack": options.name,
+                    "status": "failed",
+                    "error": f"{type(error).__name__}: {error}",
+                }
             )
 
     def _save_images(self, view, options, truth: Truth, reconstruction, score, trajectory) -> None:

@@ -23,9 +23,9 @@ from fedsim.config import ExperimentConfig
 from fedsim.core.devices import resolve_device
 from fedsim.core.seeding import derive_seed
 from fedsim.engine.leakage.scoring import LeakageScorer
+from fedsim.engine.lifecycle.assembly import run_model_of
 from fedsim.engine.lifecycle.federation import Federation
 from fedsim.engine.lifecycle.protocols import protocol_of
-from fedsim.engine.lifecycle.assembly import run_model_of
 from fedsim.rundir.backlog import AttackBacklog
 from fedsim.rundir.writer import RunStore
 from strategies.secagg import SECAGG_STRATEGY
@@ -75,25 +75,44 @@ def attach_adversary(
     protocol = protocol_of(config)  # what each tap sees depends on how the strategy's rounds travel
     layout = {name: tuple(value.shape) for name, value in architecture.model.state_dict().items()}
     if config.adversary.tap == "mitm":
-        return AdversaryWiring(adversary, lambda grid: protocol.wire_tap(grid, adversary.observe, wants, layout), lambda s: s)
+        return AdversaryWiring(
+            adversary, lambda grid: protocol.wire_tap(grid, adversary.observe, wants, layout), lambda s: s
+        )
     if config.adversary.server == "malicious":
         public = public_data(federation, config.adversary.modification)
-        scorer.extra_fields = {"threat_model": "malicious server", "modification": config.adversary.modification.name,
-                               "public_data": public.source}  # fmt: skip
+        scorer.extra_fields = {
+            "threat_model": "malicious server",
+            "modification": config.adversary.modification.name,
+            "public_data": public.source,
+        }
 
         def malicious(strategy: object) -> object:
             tapped = protocol.strategy_tap(strategy, adversary.observe, wants, layout)
-            arguments = (tapped, config.adversary.modification, architecture.model, architecture.input_shape,
-                         architecture.num_classes, public, derive_seed(config.seed, "modification"), wants,
-                         adversary.set_round_model)  # fmt: skip
+            arguments = (
+                tapped,
+                config.adversary.modification,
+                architecture.model,
+                architecture.input_shape,
+                architecture.num_classes,
+                public,
+                derive_seed(config.seed, "modification"),
+                wants,
+                adversary.set_round_model,
+            )
             if config.strategy.name != SECAGG_STRATEGY:
                 return MaliciousServer(*arguments)
             # the legacy path sends unnamed arrays: the tap reads an attacked round's by the module's layout
-            return LegacyMaliciousServer(*arguments, layout_of=lambda server_round, module: tapped.set_round_layout(
-                server_round, {name: tuple(value.shape) for name, value in module.state_dict().items()}))  # fmt: skip
+            return LegacyMaliciousServer(
+                *arguments,
+                layout_of=lambda server_round, module: tapped.set_round_layout(
+                    server_round, {name: tuple(value.shape) for name, value in module.state_dict().items()}
+                ),
+            )
 
         return AdversaryWiring(adversary, None, malicious)
-    return AdversaryWiring(adversary, None, lambda strategy: protocol.strategy_tap(strategy, adversary.observe, wants, layout))
+    return AdversaryWiring(
+        adversary, None, lambda strategy: protocol.strategy_tap(strategy, adversary.observe, wants, layout)
+    )
 
 
 def public_data(federation: Federation, modification: Any) -> PublicData:

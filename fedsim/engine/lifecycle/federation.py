@@ -23,9 +23,7 @@ class Federation:
 
 def prepare_federation(config: ExperimentConfig) -> Federation:
     dataset = load_dataset(config.data, config.seed)
-    partitions = tuple(
-        partition_indices(dataset.y_train, config.data, config.federation.num_clients, config.seed)
-    )
+    partitions = tuple(partition_indices(dataset.y_train, config.data, config.federation.num_clients, config.seed))
     client_stats, test_stats = federation_stats(dataset.x_train, partitions, config.data.normalize)
     return Federation(dataset, partitions, client_stats, test_stats)
 
@@ -37,7 +35,7 @@ def partition_record(federation: Federation) -> dict[str, Any]:
         "clients": [
             {
                 "client": client,
-                "num_examples": int(len(ids)),
+                "num_examples": len(ids),
                 "label_counts": np.bincount(labels[ids], minlength=federation.dataset.num_classes).tolist(),
                 "normalization": stats.to_dict(),
                 "sample_ids": ids.tolist(),

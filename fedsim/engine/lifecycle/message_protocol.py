@@ -13,8 +13,8 @@ from flwr.app import ArrayRecord, ConfigRecord, Context, Message
 from flwr.serverapp import Grid
 
 import fedsim.core.wire as wire
-from fedsim.engine.lifecycle.rounds import NO_REPLY, Round, RoundResult, client_fields
 from fedsim.core.messaging import collect_replies
+from fedsim.engine.lifecycle.rounds import NO_REPLY, Round, RoundResult, client_fields
 from strategies.base import MessageStrategy
 
 logger = logging.getLogger("fedsim")
@@ -33,7 +33,9 @@ class ReplyRecorder:
         if reply.has_error():
             self.failed += 1
             row |= {"status": "failed", "error_code": reply.error.code, "error": reply.error.reason}
-            logger.warning("round %d: client %d failed (%s): %s", self.round.number, client, self.event, reply.error.reason)
+            logger.warning(
+                "round %d: client %d failed (%s): %s", self.round.number, client, self.event, reply.error.reason
+            )
         else:
             self.ok += 1
             row |= {"status": "ok", **client_fields(wire.reply_metrics(reply))}
@@ -47,7 +49,13 @@ class ReplyRecorder:
                 client = self.round.partition_of_node[message.metadata.dst_node_id]
                 logger.warning("round %d: client %d sent no reply before the timeout", self.round.number, client)
                 self.round.record(
-                    {"round": self.round.number, "event": self.event, "client": client, "status": "failed", "error": NO_REPLY}
+                    {
+                        "round": self.round.number,
+                        "event": self.event,
+                        "client": client,
+                        "status": "failed",
+                        "error": NO_REPLY,
+                    }
                 )
 
 
@@ -91,4 +99,6 @@ class MessageRounds:
             eval_replies = collect_replies(grid, evaluate_messages, current.timeout, client_eval)
             client_eval.record_missing(evaluate_messages, eval_replies)
 
-        return RoundResult(state, {"clients_ok": fits.ok, "clients_failed": fits.failed, "model_updated": aggregated is not None})
+        return RoundResult(
+            state, {"clients_ok": fits.ok, "clients_failed": fits.failed, "model_updated": aggregated is not None}
+        )

@@ -31,7 +31,9 @@ def probe(address: str, what: str, hint: str = "") -> None:
             return
     except OSError as error:
         reason = error.strerror or type(error).__name__
-        raise Unreachable(f"{what} = '{address}': nothing answers there ({reason}){'; ' + hint if hint else ''}") from None
+        raise Unreachable(
+            f"{what} = '{address}': nothing answers there ({reason}){'; ' + hint if hint else ''}"
+        ) from None
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -32,7 +32,12 @@ class LogProgress:
         acc = f"{accuracy:.4f}" if accuracy is not None else "n/a"
         logger.info(
             "round %d/%d: %d/%d clients%s, test accuracy %s (%.1fs)",
-            server_round, self.total, self._done - self._failed, self._clients, failed, acc,
+            server_round,
+            self.total,
+            self._done - self._failed,
+            self._clients,
+            failed,
+            acc,
             time.perf_counter() - self._started,
         )
 

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from flwr.clientapp import ClientApp
 from flwr.app import Context
+from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
 from adversary.secagg_taps import Layout, LegacyStrategyTap, MaskedWireTap
@@ -22,11 +22,11 @@ from adversary.taps import RoundFilter, Sink, StrategyTap, WireTap
 from clients.client_app import ClientSpec, build_client_app
 from clients.legacy_client import build_legacy_client_app
 from fedsim.config import SECAGG_STRATEGY, ExperimentConfig
+from fedsim.core.registry import Registry
+from fedsim.engine.lifecycle.federation import Federation
 from fedsim.engine.lifecycle.message_protocol import MessageRounds
 from fedsim.engine.lifecycle.rounds import RoundProtocol, ServerSpec, build_server_app, serve
 from fedsim.engine.lifecycle.secagg_protocol import SecAggPlusParameters, SecAggRounds
-from fedsim.engine.lifecycle.federation import Federation
-from fedsim.core.registry import Registry
 from strategies import STRATEGIES
 
 # The tap factories get the architecture's state_dict layout (names and shapes): the legacy path sends
@@ -37,7 +37,9 @@ StrategyTapFactory = Callable[[Any, Sink, RoundFilter, Layout], Any]
 
 @dataclass(frozen=True)
 class Protocol:
-    rounds: Callable[[ServerSpec, Federation], RoundProtocol]  # plays one round (fedsim.engine.lifecycle.rounds drives them)
+    rounds: Callable[
+        [ServerSpec, Federation], RoundProtocol
+    ]  # plays one round (fedsim.engine.lifecycle.rounds drives them)
     client_app: Callable[[ClientSpec], ClientApp]
     wire_tap: WireTapFactory  # adversary.tap = mitm
     strategy_tap: StrategyTapFactory  # adversary.tap = server

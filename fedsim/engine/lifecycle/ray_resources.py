@@ -44,7 +44,11 @@ def ray_node_counts(
         # Too small a node to set cores aside: the attack workers share them with the clients (as before).
         logger.info(
             "attack workers: %d x %g CPU would leave %d of %d CPUs for clients needing %g each; they share the cores",
-            adversary.workers, adversary.resources.cpus, max(left, 0), cpus, client.cpus,
+            adversary.workers,
+            adversary.resources.cpus,
+            max(left, 0),
+            cpus,
+            client.cpus,
         )
         left = cpus
     counts = {**caps, "num_cpus": int(left)}
@@ -63,7 +67,9 @@ def ray_node_counts(
                 f"federation.client_resources.gpus = {client.gpus}; allowed: at most {(gpus - client.gpus) / adversary.workers:g}"
             )
         # Flower makes min(cpus / client cpus, gpus / client gpus) actors: the CPU count caps the GPU clients.
-        counts["num_cpus"] = int(min(counts["num_cpus"], max(math.ceil(client.cpus), math.floor(clients_fit * client.cpus + 1e-9))))
+        counts["num_cpus"] = int(
+            min(counts["num_cpus"], max(math.ceil(client.cpus), math.floor(clients_fit * client.cpus + 1e-9)))
+        )
     return counts
 
 

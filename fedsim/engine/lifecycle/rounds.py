@@ -66,7 +66,9 @@ def roll_call(grid: Grid, count: int, timeout: float = ROLL_CALL_TIMEOUT_S) -> d
     for reply in replies:
         partition, node = int(reply.content[wire.IDENTITY][wire.PARTITION_ID]), reply.metadata.src_node_id
         if not 0 <= partition < count:
-            raise RuntimeError(f"client roll call failed: node {node} holds partition-id {partition}; allowed: 0 to {count - 1}")
+            raise RuntimeError(
+                f"client roll call failed: node {node} holds partition-id {partition}; allowed: 0 to {count - 1}"
+            )
         if partition in node_of_partition:
             raise RuntimeError(
                 f"client roll call failed: nodes {node_of_partition[partition]} and {node} both hold partition-id {partition}"

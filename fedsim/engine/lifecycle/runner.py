@@ -12,30 +12,31 @@ import time
 import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Protocol as TypingProtocol
+from typing import Any
+from typing import Protocol as TypingProtocol
 
 import torch
 
+from adversary.metrics import Lpips
 from clients.client_app import ClientSpec
 from clients.training import check_training_defenses
-from fedsim.engine.leakage.portfolio import attack_setting, resolve_attacks
-from fedsim.engine.lifecycle.ray_resources import ray_node_counts
 from fedsim.config import ExperimentConfig
 from fedsim.core.devices import resolve_device
-from fedsim.engine.lifecycle.protocols import Protocol, protocol_of
-from fedsim.engine.lifecycle.rounds import ServerSpec
-from fedsim.core.evaluation import evaluate
-from fedsim.engine.lifecycle.federation import Federation, partition_record, prepare_federation
-from fedsim.engine.leakage.wiring import attach_adversary
-from fedsim.engine.lifecycle.network import probe
-from fedsim.engine.lifecycle.assembly import client_spec_of, run_model_of, strategy_of
-from fedsim.engine.lifecycle.progress import LogProgress, RichProgress
-from adversary.metrics import Lpips
 from fedsim.core.errors import ConfigError, TrainingFailed
+from fedsim.core.evaluation import evaluate
+from fedsim.core.seeding import derive_seed
+from fedsim.engine.leakage.portfolio import attack_setting, resolve_attacks
+from fedsim.engine.leakage.wiring import attach_adversary
+from fedsim.engine.lifecycle.assembly import client_spec_of, run_model_of, strategy_of
+from fedsim.engine.lifecycle.federation import Federation, partition_record, prepare_federation
+from fedsim.engine.lifecycle.network import probe
+from fedsim.engine.lifecycle.progress import LogProgress, RichProgress
+from fedsim.engine.lifecycle.protocols import Protocol, protocol_of
+from fedsim.engine.lifecycle.ray_resources import ray_node_counts
+from fedsim.engine.lifecycle.rounds import ServerSpec
 from fedsim.engine.lifecycle.summary import log_summary, rounds_without_update, summarize
 from fedsim.rundir.layout import METRICS_FILE, PARTITIONS_FILE, SUMMARY_FILE
 from fedsim.rundir.writer import RunStore
-from fedsim.core.seeding import derive_seed
 
 logger = logging.getLogger("fedsim")
 
@@ -92,8 +93,12 @@ def _backend_config(
         attack_device = str(resolve_device(config.adversary.device)) if config.adversary.attacks else "cpu"
         # "local": a Ray instance of the run's own, even when `ray start` left a cluster on this machine (which a
         # plain ray.init() would join, with the caps below refused there)
-        init_args = {**logs, "address": "local", **(ray_resources or {}),
-                     **ray_node_counts(config, attack_device, ray_resources)}  # fmt: skip
+        init_args = {
+            **logs,
+            "address": "local",
+            **(ray_resources or {}),
+            **ray_node_counts(config, attack_device, ray_resources),
+        }
     return {"client_resources": {"num_cpus": resources.cpus, "num_gpus": resources.gpus}, "init_args": init_args}
 
 
@@ -113,7 +118,9 @@ class SimulationEngine:
         from flwr.simulation import run_simulation
 
         if self.ray_address is not None and self.ray_resources:
-            logger.info("on Ray cluster %s: the cluster's resources apply, not %s", self.ray_address, dict(self.ray_resources))
+            logger.info(
+                "on Ray cluster %s: the cluster's resources apply, not %s", self.ray_address, dict(self.ray_resources)
+            )
         run_simulation(
             server_app=protocol.server_app(server, federation),
             client_app=protocol.client_app(client),

@@ -42,9 +42,9 @@ from flwr.serverapp import Grid
 
 import fedsim.core.wire as wire
 from fedsim.config import SECAGG_STRATEGY, ExperimentConfig
-from fedsim.engine.lifecycle.rounds import NO_REPLY, Round, RoundResult, client_fields
 from fedsim.core.messaging import ForwardingGrid, collect_replies
 from fedsim.core.seeding import derive_seed
+from fedsim.engine.lifecycle.rounds import NO_REPLY, Round, RoundResult, client_fields
 from strategies.base import LegacyStrategy
 from strategies.fedavg import sample_size
 
@@ -136,8 +136,6 @@ class SecAggPlusParameters:
             "secagg_quantization_range": self.quantization_range,
             "secagg_max_weight": self.max_weight,
         }
-
-
 
 
 def to_state(arrays: NDArrays, like: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -233,7 +231,11 @@ def fit_rows(
             dropout = monitor.dropped[node]
             row |= {"dropped_at": dropout.stage, "error": dropout.reason}
         elif not summed:
-            delivered = "its masked vector was delivered but never summed" if node in monitor.delivered else "it sent no masked vector"
+            delivered = (
+                "its masked vector was delivered but never summed"
+                if node in monitor.delivered
+                else "it sent no masked vector"
+            )
             row["error"] = (
                 f"secure aggregation halted after stage '{monitor.last_stage}': too few clients left; {delivered}"
             )
@@ -282,8 +284,11 @@ class SecAggRounds:
             if row["status"] == "failed" or "dropped_at" in row:
                 logger.warning("round %d: client %d: %s", server_round, row["client"], row["error"])
         if summed is None:
-            logger.warning("round %d: secure aggregation halted after stage '%s'; global model unchanged",
-                           server_round, monitor.last_stage)
+            logger.warning(
+                "round %d: secure aggregation halted after stage '%s'; global model unchanged",
+                server_round,
+                monitor.last_stage,
+            )
         return RoundResult(
             state,
             {

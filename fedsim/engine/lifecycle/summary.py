@@ -25,7 +25,9 @@ def summarize(store: RunStore, wall_seconds: float) -> dict[str, Any]:
     return {
         "run_dir": str(store.run_dir),
         "rounds_completed": final.get("round", 0),
-        "final": {k: final[k] for k in ("loss", "accuracy", "precision", "recall", "specificity", "f1", "mcc") if k in final},
+        "final": {
+            k: final[k] for k in ("loss", "accuracy", "precision", "recall", "specificity", "f1", "mcc") if k in final
+        },
         "best_accuracy": max((r["accuracy"] for r in evals), default=None),
         "client_updates": len(fits),
         "client_failures": sum(1 for r in fits if r.get("status") == "failed"),
@@ -64,7 +66,9 @@ def _mean(values: list[float]) -> float | None:
 def rounds_without_update(store: RunStore, after: int, withheld: Callable[[int], bool] = lambda r: False) -> str | None:
     """Why the rounds played after round ``after`` trained nothing, or None when at least one did (rounds a
     malicious server ``withheld`` on purpose do not count)."""
-    played = [row for row in store.rows() if row["event"] == "eval" and row["round"] > after and not withheld(row["round"])]
+    played = [
+        row for row in store.rows() if row["event"] == "eval" and row["round"] > after and not withheld(row["round"])
+    ]
     if not played or any(row.get("model_updated", True) for row in played):
         return None
     errors = sorted({row["error"] for row in played if row.get("error")})
@@ -77,11 +81,17 @@ def log_summary(summary: dict[str, Any]) -> None:
     final = summary["final"]
     logger.info(
         "finished %d rounds: test accuracy %.4f (best %.4f), loss %.4f",
-        summary["rounds_completed"], final.get("accuracy", float("nan")),
-        summary["best_accuracy"] or float("nan"), final.get("loss", float("nan")),
+        summary["rounds_completed"],
+        final.get("accuracy", float("nan")),
+        summary["best_accuracy"] or float("nan"),
+        final.get("loss", float("nan")),
     )
     if summary["client_failures"]:
         logger.warning(
             "%d of %d client updates failed; reasons in %s, tracebacks in %s/%s",
-            summary["client_failures"], summary["client_updates"], METRICS_FILE, summary["run_dir"], CLIENT_ERROR_LOG,
+            summary["client_failures"],
+            summary["client_updates"],
+            METRICS_FILE,
+            summary["run_dir"],
+            CLIENT_ERROR_LOG,
         )

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from digit_views import SIDE
 
 from fedsim.config import DataConfig
 from fedsim.data import load_dataset
-
-from digit_views import SIDE
 
 
 @pytest.fixture(scope="module")

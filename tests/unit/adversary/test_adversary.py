@@ -7,14 +7,19 @@ from fedsim.config import AttackOptions, ConfigError, parse_config
 
 
 def test_an_attack_runs_on_the_kind_of_target_it_names():
-    per_client, aggregate, both = (AttackOptions(name="dlg", inverts=kind) for kind in ("per-client", "aggregate", "both"))
+    per_client, aggregate, both = (
+        AttackOptions(name="dlg", inverts=kind) for kind in ("per-client", "aggregate", "both")
+    )
     assert per_client.applies_to("client:3") and not per_client.applies_to("aggregate")
     assert aggregate.applies_to("aggregate") and not aggregate.applies_to("client:0")
     assert both.applies_to("aggregate") and both.applies_to("client:0")
 
 
 def test_attacks_limited_to_a_target_kind_count_as_done_only_for_their_targets():
-    attacks = [AttackOptions(name="dlg", inverts="per-client"), AttackOptions(name="dlg", tv_weight=0.03, inverts="aggregate")]
+    attacks = [
+        AttackOptions(name="dlg", inverts="per-client"),
+        AttackOptions(name="dlg", tv_weight=0.03, inverts="aggregate"),
+    ]
     rows = [
         {"event": "attack", "round": 1, "attack": "dlg", "target": "client:0"},
         {"event": "attack", "round": 1, "attack": "dlg", "target": "aggregate"},

@@ -2,11 +2,10 @@
 
 import numpy as np
 import pytest
+from image_pairs import _pair
 from PIL import Image
 
 from adversary import images
-
-from image_pairs import _pair
 
 
 @pytest.mark.parametrize("count, channels, side, title", [(4, 1, 8, None), (20, 3, 32, "round 3")])

@@ -5,16 +5,18 @@ import dataclasses
 from pathlib import Path
 
 import torch
+from repository import REPO_ROOT
 
 from adversary.view import AttackerView
-
-from repository import REPO_ROOT
 
 PROJECT_PACKAGES = ("fedsim", "adversary", "strategies", "clients")
 # Where the truth lives (who trained on what, the run's records) and the scoring side that reads it.
 TRUTH_MODULES = {
-    "fedsim.rundir.ground_truth", "fedsim.rundir.writer", "fedsim.engine.leakage.scoring",
-    "fedsim.engine.leakage.wiring", "fedsim.engine.lifecycle.runner",
+    "fedsim.rundir.ground_truth",
+    "fedsim.rundir.writer",
+    "fedsim.engine.leakage.scoring",
+    "fedsim.engine.leakage.wiring",
+    "fedsim.engine.lifecycle.runner",
 }
 ATTACKER_ROOTS = ["adversary.view", "adversary.threat_models", "adversary.adversary", "adversary.attacks"]
 
@@ -49,7 +51,7 @@ def project_imports(module: str) -> set[str]:
 
 def reachable(roots: list[str]) -> dict[str, str]:
     """Project modules reachable from ``roots`` by imports, each with the module that first imported it."""
-    seen: dict[str, str] = {root: "(root)" for root in roots}
+    seen: dict[str, str] = dict.fromkeys(roots, "(root)")
     frontier = list(roots)
     while frontier:
         current = frontier.pop()
@@ -75,10 +77,22 @@ def test_the_scan_would_catch_a_leak():
 def test_the_attackers_input_holds_only_what_a_threat_model_exposes():
     fields = {field.name for field in dataclasses.fields(AttackerView)}
     assert fields == {
-        "round", "tap", "target", "model", "global_state", "observed_state", "input_shape", "num_classes",
-        "num_samples", "local_training", "labels", "input_bounds", "bn_statistics",
+        "round",
+        "tap",
+        "target",
+        "model",
+        "global_state",
+        "observed_state",
+        "input_shape",
+        "num_classes",
+        "num_samples",
+        "local_training",
+        "labels",
+        "input_bounds",
+        "bn_statistics",
         # reviewed: who is in an aggregate and the counts they reported travel in clear beside the updates
-        "contributors", "groups",
+        "contributors",
+        "groups",
     }, "a new attacker input must be reviewed against the threat models"
     annotations = " ".join(str(field.type) for field in dataclasses.fields(AttackerView))
     for forbidden in ("GroundTruth", "RunStore", "ImageDataset", "Federation", "Path"):
@@ -108,10 +122,20 @@ def test_an_attack_runs_with_the_ground_truth_and_the_data_locked_away(monkeypat
     grads = torch.autograd.grad(loss, list(model.parameters()))
     observed = {name: global_state[name] - 0.1 * g for (name, _), g in zip(model.named_parameters(), grads)}
     view = AttackerView(
-        round=1, tap="mitm", target="client:0", model=model, global_state=global_state, observed_state=observed,
-        input_shape=(1, 4, 4), num_classes=3, num_samples=1, local_training=LocalTraining(0.1, 1, 1),
+        round=1,
+        tap="mitm",
+        target="client:0",
+        model=model,
+        global_state=global_state,
+        observed_state=observed,
+        input_shape=(1, 4, 4),
+        num_classes=3,
+        num_samples=1,
+        local_training=LocalTraining(0.1, 1, 1),
     )
-    (reconstruction,) = run_attack(AttackOptions(name="idlg", iterations=50), [view], seed=0, device=torch.device("cpu"))
+    (reconstruction,) = run_attack(
+        AttackOptions(name="idlg", iterations=50), [view], seed=0, device=torch.device("cpu")
+    )
     assert reconstruction.labels.tolist() == [2]
     assert torch.nn.functional.mse_loss(reconstruction.images, secret) < 1e-3
 
@@ -129,26 +153,33 @@ def test_inside_an_attack_worker_nothing_leads_to_the_ground_truth(tmp_path, mon
 
     import isolation_probe
 
+    from adversary.taps import TappedUpdate
     from adversary.workers import ProcessAttackWorkers
     from fedsim.config import parse_config
-    from fedsim.engine.lifecycle.federation import partition_record, prepare_federation
-    from fedsim.rundir.layout import PARTITIONS_FILE
-    from fedsim.rundir.ground_truth import GroundTruthStore
-    from fedsim.engine.leakage.wiring import attach_adversary
-    from fedsim.rundir.writer import RunStore
     from fedsim.core.seeding import derive_seed
-    from adversary.taps import TappedUpdate
+    from fedsim.engine.leakage.wiring import attach_adversary
+    from fedsim.engine.lifecycle.federation import partition_record, prepare_federation
+    from fedsim.rundir.ground_truth import GroundTruthStore
+    from fedsim.rundir.layout import PARTITIONS_FILE
+    from fedsim.rundir.writer import RunStore
 
     run_dir = tmp_path / "run-isolation"
-    config = parse_config({
-        "seed": 3, "device": "cpu",
-        "data": {"dataset": "digits", "max_train_samples": 20, "max_test_samples": 20, "normalize": "none"},
-        "model": {"name": "lenet", "init": "uniform"},
-        "federation": {"num_clients": 2, "rounds": 1},
-        "client": {"lr": 0.1, "batch_size": 1, "local_steps": 1},
-        "adversary": {"targets": "both", "workers": 1, "save_images": False,
-                      "attacks": [{"name": "idlg", "iterations": 5}]},
-    })  # fmt: skip
+    config = parse_config(
+        {
+            "seed": 3,
+            "device": "cpu",
+            "data": {"dataset": "digits", "max_train_samples": 20, "max_test_samples": 20, "normalize": "none"},
+            "model": {"name": "lenet", "init": "uniform"},
+            "federation": {"num_clients": 2, "rounds": 1},
+            "client": {"lr": 0.1, "batch_size": 1, "local_steps": 1},
+            "adversary": {
+                "targets": "both",
+                "workers": 1,
+                "save_images": False,
+                "attacks": [{"name": "idlg", "iterations": 5}],
+            },
+        }
+    )
     federation = prepare_federation(config)  # the server's data cache now holds the training set
     store = RunStore.create(config, "cpu", run_dir)
     store.write_json(PARTITIONS_FILE, partition_record(federation))
@@ -189,7 +220,11 @@ def test_inside_an_attack_worker_nothing_leads_to_the_ground_truth(tmp_path, mon
     finally:
         adversary.finish()
     rows = [row for row in store.rows() if row["event"] == "attack"]
-    assert sorted((row["target"], row["status"]) for row in rows) == [("aggregate", "ok"), ("client:0", "ok"), ("client:1", "ok")]
+    assert sorted((row["target"], row["status"]) for row in rows) == [
+        ("aggregate", "ok"),
+        ("client:0", "ok"),
+        ("client:1", "ok"),
+    ]
     # The same search in the server process finds the truth, so an empty list from the worker means something.
     leaks = isolation_probe.find_the_truth(payloads, str(run_dir), x_train.nbytes, digest)
     assert any("working directory" in leak for leak in leaks) and any("_CACHE" in leak for leak in leaks)

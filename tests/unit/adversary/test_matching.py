@@ -1,16 +1,17 @@
 """Hungarian pairing of reconstructions with the true images."""
 
 import torch
+from image_pairs import _pair
 
 from adversary.matching import pair_by_mse
-
-from image_pairs import _pair
 
 
 def test_hungarian_pairing_recovers_a_permutation():
     truth, _ = _pair(6, 3, 8, seed=1)
     permutation = torch.tensor([4, 0, 5, 2, 1, 3])
-    noisy = (truth[permutation] + 0.02 * torch.randn(truth.shape, generator=torch.Generator().manual_seed(2))).clamp(0, 1)
+    noisy = (truth[permutation] + 0.02 * torch.randn(truth.shape, generator=torch.Generator().manual_seed(2))).clamp(
+        0, 1
+    )
     rec_idx, truth_idx = pair_by_mse(noisy, truth)
     assert truth_idx.tolist() == list(range(6))
     assert permutation[rec_idx].tolist() == truth_idx.tolist()

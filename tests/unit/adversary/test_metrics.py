@@ -5,11 +5,10 @@ import warnings
 
 import pytest
 import torch
+from image_pairs import _pair
 from skimage.metrics import mean_squared_error, peak_signal_noise_ratio, structural_similarity
 
 from adversary import metrics
-
-from image_pairs import _pair
 
 
 @pytest.mark.parametrize("channels", [1, 3])
@@ -90,7 +89,9 @@ def test_a_weights_file_that_is_not_torchvisions_alexnet_cannot_pass_as_lpips(tm
     fake_alexnet(tmp_path / "alexnet.pth")  # a random AlexNet: right architecture, wrong file
     monkeypatch.setenv(metrics.WEIGHTS_ENV, str(tmp_path / "alexnet.pth"))
     monkeypatch.setattr(metrics, "_lpips_warned", False)
-    with pytest.warns(metrics.LpipsUnavailableWarning, match=r"is not torchvision's alexnet-owt-7be5be79.pth: its SHA-256 starts"):
+    with pytest.warns(
+        metrics.LpipsUnavailableWarning, match=r"is not torchvision's alexnet-owt-7be5be79.pth: its SHA-256 starts"
+    ):
         assert not metrics.Lpips("auto").available
     with pytest.raises(metrics.LpipsRequiredError, match="its SHA-256 starts with"):
         metrics.Lpips("required")

@@ -4,19 +4,23 @@ import json
 
 import pytest
 import torch
+from image_pairs import _pair
 
 from adversary import metrics
 from adversary.scoring import PSNR_CAP_DB, AttackScore, multiset_label_accuracy, score_reconstruction, score_trajectory
 from adversary.view import Reconstruction, TrajectoryPoint
 from fedsim.data.normalization import ChannelStats
 
-from image_pairs import _pair
-
 
 def _reconstruction(images_, labels, trajectory=()):
     return Reconstruction(
-        images=images_, labels=labels, objective=0.25, restart_objectives=(0.25, 0.5), iterations=30,
-        seconds=1.5, trajectory=tuple(trajectory),
+        images=images_,
+        labels=labels,
+        objective=0.25,
+        restart_objectives=(0.25, 0.5),
+        iterations=30,
+        seconds=1.5,
+        trajectory=tuple(trajectory),
     )
 
 
@@ -50,7 +54,9 @@ def test_scoring_clamps_reconstructions_to_image_range():
     truth = torch.ones(1, 1, 8, 8)
     recovered = torch.full((1, 1, 8, 8), 3.0)  # brighter than white: clamped, so an exact match
     identity = ChannelStats(mean=(0.0,), std=(1.0,))
-    score = score_reconstruction(_reconstruction(recovered, torch.tensor([0])), truth, torch.tensor([0]), identity.denormalize)
+    score = score_reconstruction(
+        _reconstruction(recovered, torch.tensor([0])), truth, torch.tensor([0]), identity.denormalize
+    )
     assert score.mse == (0.0,) and score.psnr_mean == PSNR_CAP_DB and score.psnr_exact == 1
 
 
@@ -58,7 +64,9 @@ def test_truth_outside_image_space_is_refused():
     identity = ChannelStats(mean=(0.0,), std=(1.0,))
     recovered = torch.zeros(1, 1, 8, 8)
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
-        score_reconstruction(_reconstruction(recovered, torch.tensor([0])), recovered - 2.0, torch.tensor([0]), identity.denormalize)
+        score_reconstruction(
+            _reconstruction(recovered, torch.tensor([0])), recovered - 2.0, torch.tensor([0]), identity.denormalize
+        )
 
 
 def test_to_row_is_strict_json():
@@ -67,13 +75,20 @@ def test_to_row_is_strict_json():
     labels = torch.tensor([0, 1, 2])
     identity = ChannelStats(mean=(0.0,), std=(1.0,))
     reconstruction = Reconstruction(
-        images=recovered, labels=labels, objective=float("nan"), restart_objectives=(float("nan"),), iterations=3, seconds=0.1
+        images=recovered,
+        labels=labels,
+        objective=float("nan"),
+        restart_objectives=(float("nan"),),
+        iterations=3,
+        seconds=0.1,
     )
     score = score_reconstruction(reconstruction, truth, labels, identity.denormalize)
     assert isinstance(score, AttackScore)
     row = json.loads(json.dumps(score.to_row(), allow_nan=False))
     assert row["psnr"][0] is None and row["psnr_exact"] == 1 and row["objective"] is None
-    assert row["psnr_mean"] == pytest.approx((PSNR_CAP_DB + sum(score.psnr[1:])) / 3)  # the exact pair counts at the cap
+    assert row["psnr_mean"] == pytest.approx(
+        (PSNR_CAP_DB + sum(score.psnr[1:])) / 3
+    )  # the exact pair counts at the cap
     assert row["lpips"] is None and row["pairing"] == "hungarian-mse"
 
 
@@ -89,8 +104,14 @@ def test_lpips_scores_flow_into_the_attack_score():
 def test_trajectory_scoring_gives_one_row_per_point():
     truth, noisy = _pair(2, 1, 8, seed=7)
     identity = ChannelStats(mean=(0.0,), std=(1.0,))
-    points = [TrajectoryPoint(0, 2.0, torch.rand(2, 1, 8, 8)), TrajectoryPoint(10, 0.5, noisy), TrajectoryPoint(20, 0.0, truth.flip(0))]
+    points = [
+        TrajectoryPoint(0, 2.0, torch.rand(2, 1, 8, 8)),
+        TrajectoryPoint(10, 0.5, noisy),
+        TrajectoryPoint(20, 0.0, truth.flip(0)),
+    ]
     rows = score_trajectory(_reconstruction(truth, torch.tensor([0, 1]), points), truth, identity.denormalize)
     assert [row["iteration"] for row in rows] == [0, 10, 20]
-    assert rows[1]["psnr"] > rows[0]["psnr"] and rows[2]["psnr"] == PSNR_CAP_DB and rows[2]["ssim"] == pytest.approx(1.0)
+    assert (
+        rows[1]["psnr"] > rows[0]["psnr"] and rows[2]["psnr"] == PSNR_CAP_DB and rows[2]["ssim"] == pytest.approx(1.0)
+    )
     json.dumps(rows, allow_nan=False)

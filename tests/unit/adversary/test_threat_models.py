@@ -16,7 +16,6 @@ from adversary.threat_models import Architecture, TrainingHyperparameters, build
 from clients.training import train_locally
 from fedsim.config import AdversaryConfig, ClientConfig
 
-
 MODEL = nn.Linear(4, 3)
 GLOBAL = {name: torch.zeros_like(tensor) for name, tensor in MODEL.state_dict().items()}
 ARCHITECTURE = Architecture(MODEL, input_shape=(1, 2, 2), num_classes=3, input_bounds=None)
@@ -33,7 +32,9 @@ def config(**fields) -> AdversaryConfig:
 
 
 def test_per_client_targets_only_the_chosen_victims():
-    views = build_views([update(0, 1.0), update(1, 2.0), update(2, 3.0)], config(clients=[0, 2]), ARCHITECTURE, ONE_STEP, None)
+    views = build_views(
+        [update(0, 1.0), update(1, 2.0), update(2, 3.0)], config(clients=[0, 2]), ARCHITECTURE, ONE_STEP, None
+    )
     assert [v.target for v in views] == ["client:0", "client:2"]
     assert all(v.labels is None and v.tap == "mitm" for v in views)
 
@@ -98,7 +99,9 @@ def test_labels_are_granted_only_through_the_grant():
         return torch.arange(count) + 10 * client
 
     cfg = config(targets="both", knows={"labels": "known"})
-    views = build_views([update(0, 1.0, num_examples=2), update(1, 1.0, num_examples=3)], cfg, ARCHITECTURE, ONE_STEP, grant)
+    views = build_views(
+        [update(0, 1.0, num_examples=2), update(1, 1.0, num_examples=3)], cfg, ARCHITECTURE, ONE_STEP, grant
+    )
     assert views[0].labels.tolist() == [0, 1]
     assert views[2].labels.tolist() == [0, 1, 10, 11, 12]
     assert (1, 1, 3) in asked
@@ -135,7 +138,9 @@ def federation_round(model: nn.Module, batches: list[int], partitions: list[int]
         x = torch.rand(batch, 1, 4, 4, generator=generator, dtype=torch.float64)
         y = torch.randint(0, 3, (batch,), generator=generator)
         trained = copy.deepcopy(model)
-        train_locally(trained, x, y, np.arange(batch), ClientConfig(lr=LR, batch_size=batch, local_steps=1), seed=client)
+        train_locally(
+            trained, x, y, np.arange(batch), ClientConfig(lr=LR, batch_size=batch, local_steps=1), seed=client
+        )
         observed = {k: v.detach().clone() for k, v in trained.state_dict().items()}
         updates.append(TappedUpdate(1, "mitm", f"client:{client}", global_state, observed, partition, 1, (client,)))
         images.append(x)
@@ -152,7 +157,9 @@ def aggregate_view(model, updates, labels, batch_size: int):
 
 
 def objective_at(view, images: torch.Tensor) -> float:
-    problem = BatchedProblem.build(ATTACKS.get("ig").spec, AttackOptions(name="ig", regularizers=[]), [view], [0], CPU, torch.float64)
+    problem = BatchedProblem.build(
+        ATTACKS.get("ig").spec, AttackOptions(name="ig", regularizers=[]), [view], [0], CPU, torch.float64
+    )
     return float(problem.objective_at(0, images))
 
 

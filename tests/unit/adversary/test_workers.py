@@ -25,10 +25,18 @@ def views(count: int) -> list[AttackerView]:
         sent = {name: start[name] - 0.1 * g for (name, _), g in zip(model.named_parameters(), grads)}
         out.append(
             AttackerView(
-                round=1, tap="mitm", target=f"client:{client}", model=model, global_state=start, observed_state=sent,
-                input_shape=(1, 4, 4), num_classes=3, num_samples=1, local_training=LocalTraining(0.1, 1, 1),
+                round=1,
+                tap="mitm",
+                target=f"client:{client}",
+                model=model,
+                global_state=start,
+                observed_state=sent,
+                input_shape=(1, 4, 4),
+                num_classes=3,
+                num_samples=1,
+                local_training=LocalTraining(0.1, 1, 1),
             )
-        )  # fmt: skip
+        )
     return out
 
 
@@ -71,7 +79,10 @@ def test_worker_settings_follow_the_adversary_resources():
 
 
 def test_two_workers_give_the_reconstructions_of_one_and_of_an_attack_in_this_process():
-    options = [AttackOptions(name="dlg", iterations=40, restarts=2), AttackOptions(name="ig", iterations=40, restarts=2)]
+    options = [
+        AttackOptions(name="dlg", iterations=40, restarts=2),
+        AttackOptions(name="ig", iterations=40, restarts=2),
+    ]
     jobs = [AttackJob(options[i % 2], [view], seed=7 + i) for i, view in enumerate(views(4))]
     results = {}
     for count in (1, 2):
@@ -122,6 +133,8 @@ def test_past_its_time_limit_an_attack_returns_its_best_reconstruction_so_far_an
 def test_an_attack_within_its_time_limit_is_not_cut_and_unchanged():
     options = AttackOptions(name="ig", iterations=30, restarts=2)
     free = run_attack(options, views(1), seed=0, device=torch.device("cpu"))[0]
-    limited = run_attack(options.model_copy(update={"time_limit": 600}), views(1), seed=0, device=torch.device("cpu"))[0]
+    limited = run_attack(options.model_copy(update={"time_limit": 600}), views(1), seed=0, device=torch.device("cpu"))[
+        0
+    ]
     assert not limited.cut and limited.iterations == 30
     assert torch.equal(free.images, limited.images) and free.restart_objectives == limited.restart_objectives

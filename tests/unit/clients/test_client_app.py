@@ -8,14 +8,13 @@ import time
 
 import pytest
 import torch
+from client_apps import assert_failed, client_config, client_spec, context_of, train_message
 from flwr.app import ArrayRecord, Message, MessageType, RecordDict
 
 import clients.failures
 from clients.client_app import build_client_app, check_finite
 from clients.mods import CLIENT_ERROR_LOG, CLIENT_EXCEPTION, CLIENT_NON_FINITE_LOSS
 from clients.training import NonFiniteUpdateError
-
-from client_apps import assert_failed, client_config, client_spec, context_of, train_message
 
 pytestmark = pytest.mark.usefixtures("task_identity")  # messages built outside a Flower run (conftest.py)
 

@@ -4,13 +4,12 @@ replies, the roll call is answered."""
 from __future__ import annotations
 
 import pytest
+from client_apps import assert_failed, client_config, client_spec, context_of, stage_message
 from flwr.app import Message, MessageType, RecordDict
 from flwr.common.secure_aggregation.secaggplus_constants import Stage
 
 from clients.legacy_client import build_legacy_client_app
 from clients.mods import CLIENT_ERROR_LOG, CLIENT_EXCEPTION
-
-from client_apps import assert_failed, client_config, client_spec, context_of, stage_message
 
 pytestmark = pytest.mark.usefixtures("task_identity")  # messages built outside a Flower run (conftest.py)
 

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from client_apps import client_config, client_spec, context_of, stage_message, train_message
 from flwr.app import Context, Message, RecordDict
 from flwr.common.secure_aggregation.secaggplus_constants import Stage
 
 from clients.failures import data_poisoned
 from clients.mods import injected_failure_mod
-
-from client_apps import client_config, client_spec, context_of, stage_message, train_message
 
 pytestmark = pytest.mark.usefixtures("task_identity")  # messages built outside a Flower run (conftest.py)
 

@@ -3,12 +3,11 @@
 import numpy as np
 import pytest
 import torch
+from dp_training import IDS, client, flat, toy
 from torch import nn
 
 from clients.training import NonFiniteLossError, batch_schedule, train_locally
 from fedsim.config import ClientConfig
-
-from dp_training import IDS, client, flat, toy
 
 # Opacus' hook on the first layer, whose input needs no gradient; clients.defenses.dpsgd silences it too
 pytestmark = pytest.mark.filterwarnings("ignore:Full backward hook is firing")

@@ -4,13 +4,12 @@ import numpy as np
 import pytest
 import torch
 import yaml
+from cli_errors import one_line_error
+from tiny_configs import tiny_config, tiny_raw
 
 from fedsim.cli import main
 from fedsim.core.errors import ConfigError
 from fedsim.rundir.writer import RunStore
-
-from cli_errors import one_line_error
-from tiny_configs import tiny_config, tiny_raw
 
 
 def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
@@ -53,8 +52,14 @@ def test_resume_of_a_missing_run_is_one_line(capsys, tmp_path):
 def test_config_schema_prints_every_section(capsys):
     code, out, _ = run_cli(capsys, "config-schema")
     assert code == 0
-    for key in ("data.partition[dirichlet].alpha", "federation.client_resources.gpus", "client.local_steps", "output.dir",
-                "client.defenses[gradient_dropout].p", "adversary.attacks[ig].regularizers[tv].weight"):  # fmt: skip
+    for key in (
+        "data.partition[dirichlet].alpha",
+        "federation.client_resources.gpus",
+        "client.local_steps",
+        "output.dir",
+        "client.defenses[gradient_dropout].p",
+        "adversary.attacks[ig].regularizers[tv].weight",
+    ):
         assert key in out
 
 
@@ -68,8 +73,17 @@ def test_list_shows_registered_data_sets_and_models(capsys):
 def test_list_shows_every_defense_including_the_configuration_level_ones(capsys):
     code, out, _ = run_cli(capsys, "list")
     assert code == 0
-    for name in ("dpsgd", "pdpsgd", "noise", "clip", "prune", "gradient_dropout", "soteria",
-                 "client.local_steps", "model.dropout"):  # fmt: skip
+    for name in (
+        "dpsgd",
+        "pdpsgd",
+        "noise",
+        "clip",
+        "prune",
+        "gradient_dropout",
+        "soteria",
+        "client.local_steps",
+        "model.dropout",
+    ):
         assert name in out
 
 
@@ -78,8 +92,19 @@ def test_report_writes_a_plot_and_tables(capsys, tmp_path):
 
     store = RunStore.create(parse_config({}), "cpu", tmp_path / "run")
     for server_round, accuracy in enumerate([0.1, 0.5, 0.8]):
-        store.append({"round": server_round, "event": "eval", "loss": 2.0 - accuracy, "accuracy": accuracy,
-                      "precision": accuracy, "recall": accuracy, "specificity": 0.9, "f1": accuracy, "mcc": accuracy})
+        store.append(
+            {
+                "round": server_round,
+                "event": "eval",
+                "loss": 2.0 - accuracy,
+                "accuracy": accuracy,
+                "precision": accuracy,
+                "recall": accuracy,
+                "specificity": 0.9,
+                "f1": accuracy,
+                "mcc": accuracy,
+            }
+        )
     code, out, _ = run_cli(capsys, "report", str(store.run_dir))
     assert code == 0
     png = store.run_dir / "report" / "utility.png"
@@ -91,15 +116,27 @@ def test_report_writes_a_plot_and_tables(capsys, tmp_path):
 def test_report_lists_the_defenses_and_the_epsilon_spent_per_round(capsys, tmp_path):
     from fedsim.config import parse_config
 
-    config = parse_config({"client": {"local_steps": 3, "defenses": [
-        {"name": "dpsgd", "noise_multiplier": 1.0}, {"name": "prune", "ratio": 0.5}]}})  # fmt: skip
+    config = parse_config(
+        {
+            "client": {
+                "local_steps": 3,
+                "defenses": [{"name": "dpsgd", "noise_multiplier": 1.0}, {"name": "prune", "ratio": 0.5}],
+            }
+        }
+    )
     store = RunStore.create(config, "cpu", tmp_path / "run")
     for server_round in (0, 1, 2):
         store.append({"round": server_round, "event": "eval", "loss": 1.0, "accuracy": 0.5})
         for client, epsilon in enumerate([0.4, 0.9]):
             if server_round:
-                store.append({"round": server_round, "event": "fit", "client": client,
-                              "defense.dpsgd.epsilon": epsilon * server_round})  # fmt: skip
+                store.append(
+                    {
+                        "round": server_round,
+                        "event": "fit",
+                        "client": client,
+                        "defense.dpsgd.epsilon": epsilon * server_round,
+                    }
+                )
     run_cli(capsys, "report", str(store.run_dir))
     summary = (store.run_dir / "report" / "summary.md").read_text()
     assert "- `dpsgd`: max_grad_norm=1.0, noise_multiplier=1.0" in summary
@@ -130,13 +167,17 @@ def write_config(tmp_path, **overrides):
 
 def test_validate_checks_that_the_checkpoint_exists(tmp_path, capsys):
     config = write_config(tmp_path, model={"checkpoint": str(tmp_path / "missing.pt")})
-    assert one_line_error(capsys, "validate", str(config)).endswith(f"model.checkpoint = '{tmp_path / 'missing.pt'}': no such file")
+    assert one_line_error(capsys, "validate", str(config)).endswith(
+        f"model.checkpoint = '{tmp_path / 'missing.pt'}': no such file"
+    )
 
 
 def test_an_output_dir_that_is_a_file_or_not_writable_is_one_line(tmp_path, capsys):
     (tmp_path / "afile").write_text("x")
     config = write_config(tmp_path, output={"dir": str(tmp_path / "afile")})
-    assert one_line_error(capsys, "validate", str(config)).endswith(f"output.dir = '{tmp_path / 'afile'}': is a file, not a folder")
+    assert one_line_error(capsys, "validate", str(config)).endswith(
+        f"output.dir = '{tmp_path / 'afile'}': is a file, not a folder"
+    )
     locked = tmp_path / "locked"
     locked.mkdir(mode=0o500)
     try:
@@ -166,5 +207,7 @@ def test_lpips_required_without_the_weights_refuses_to_start_and_leaves_nothing(
     config = write_config(
         tmp_path, adversary={"attacks": ["dlg"], "lpips": "required"}, output={"dir": str(tmp_path / "runs")}
     )
-    assert "adversary.lpips = 'required': no ImageNet AlexNet weights" in one_line_error(capsys, "run", str(config), "--quiet")
+    assert "adversary.lpips = 'required': no ImageNet AlexNet weights" in one_line_error(
+        capsys, "run", str(config), "--quiet"
+    )
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())

@@ -5,17 +5,16 @@ import math
 import numpy as np
 import pytest
 import torch
+from central_dp import GLOBAL, NUM_CLIENTS, bound, dp_config, reply, run_round, shifted, small_step
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message, RecordDict
 from flwr.clientapp.mod import fixedclipping_mod
+from tiny_configs import tiny_config
 
 from adversary.taps import AGGREGATE
 from fedsim.config import ConfigError, parse_config
 from fedsim.engine.lifecycle.assembly import strategy_of
 from strategies.base import MessageStrategy
 from strategies.dp import DP_MECHANISMS, client_mods, effective_noise_multiplier, sensitivity
-
-from central_dp import GLOBAL, NUM_CLIENTS, bound, dp_config, reply, run_round, shifted, small_step
-from tiny_configs import tiny_config
 
 pytestmark = pytest.mark.usefixtures("task_identity")  # messages built outside a Flower run (conftest.py)
 
@@ -34,13 +33,19 @@ def flat_norm(update: dict[str, torch.Tensor]) -> float:
         ({"noise_multiplier": "lots"}, "strategy.dp.noise_multiplier = 'lots': "),
         ({"clipping_norm": 0}, "strategy.dp.clipping_norm = 0: "),
         ({"clipping_norm": -1.0}, "strategy.dp.clipping_norm = -1.0: "),
-        ({"kind": "client-fixd"}, "strategy.dp.kind = 'client-fixd': unknown dp mechanism 'client-fixd' (did you mean 'client-fixed'?)"),
+        (
+            {"kind": "client-fixd"},
+            "strategy.dp.kind = 'client-fixd': unknown dp mechanism 'client-fixd' (did you mean 'client-fixed'?)",
+        ),
         ({"num_sampled_clients": 9}, "strategy.dp.num_sampled_clients = 9: must be <= federation.num_clients (4)"),
         ({"delta": 1.0}, "strategy.dp.delta = 1.0: "),
         ({"estimator": "median"}, "strategy.dp.estimator = 'median': "),
         ({"estimator": "weighted-mean", "max_weight": 10}, "strategy.dp.max_weight = 10"),
         ({"kind": "server-fixed", "clip_norm_lr": 0.1}, "strategy.dp.clip_norm_lr = 0.1: only adaptive kinds"),
-        ({"kind": "client-adaptive", "noise_multiplier": 1.0}, "strategy.dp.noise_multiplier = 1.0: adaptive clipping needs it < 2 * clipped_count_stddev"),
+        (
+            {"kind": "client-adaptive", "noise_multiplier": 1.0},
+            "strategy.dp.noise_multiplier = 1.0: adaptive clipping needs it < 2 * clipped_count_stddev",
+        ),
     ],
 )
 def test_bad_dp_settings_fail_in_one_line_naming_the_key(dp, starts):
@@ -63,7 +68,9 @@ def test_dp_is_off_unless_configured_and_the_sample_size_is_derived():
     config = dp_config(num_clients=10, fraction_fit=0.3)
     assert config.strategy.dp.sampled_clients(config.federation) == 3
     assert bound(config).num_sampled_clients == 3
-    config = parse_config({"federation": {"num_clients": 10, "fraction_fit": 0.1, "min_fit_clients": 4}, "strategy": {"dp": {}}})
+    config = parse_config(
+        {"federation": {"num_clients": 10, "fraction_fit": 0.1, "min_fit_clients": 4}, "strategy": {"dp": {}}}
+    )
     assert bound(config).num_sampled_clients == 4
 
 
@@ -159,8 +166,12 @@ def test_the_client_mod_clips_what_a_client_sends(tmp_path):
         federation = prepare_federation(config)
         dataset = federation.dataset
         spec = client_spec_of(
-            config, tmp_path / str(bool(dp)), partitions=federation.partitions,
-            stats=federation.client_stats, num_classes=dataset.num_classes, channels=dataset.channels,
+            config,
+            tmp_path / str(bool(dp)),
+            partitions=federation.partitions,
+            stats=federation.client_stats,
+            num_classes=dataset.num_classes,
+            channels=dataset.channels,
             image_size=dataset.image_size,
         )
         spec.run_dir.mkdir()
@@ -314,7 +325,9 @@ def test_the_weighted_mean_estimator_accounts_with_twice_the_clipping_norm():
 
 def test_a_resumed_run_continues_the_epsilon_and_the_adaptive_norm():
     def config():
-        return dp_config(num_clients=20, fraction_fit=1.0, kind="server-adaptive", noise_multiplier=0.5, clipping_norm=0.2)
+        return dp_config(
+            num_clients=20, fraction_fit=1.0, kind="server-adaptive", noise_multiplier=0.5, clipping_norm=0.2
+        )
 
     states = [shifted({n: torch.ones_like(v) for n, v in GLOBAL.items()}, 0.1 * (p + 1)) for p in range(20)]
     whole = bound(config())

@@ -53,11 +53,18 @@ def aggregate_view(model: nn.Module, images: torch.Tensor, labels: torch.Tensor,
         sent.append({name: state[name] - LR * grad for (name, _), grad in zip(client.named_parameters(), grads)})
     observed = {name: sum(s[name] for s in sent) / clients for name in state}
     return AttackerView(
-        round=1, tap="server", target="aggregate", model=model, global_state=state, observed_state=observed,
-        input_shape=tuple(images.shape[1:]), num_classes=10, num_samples=len(images),
+        round=1,
+        tap="server",
+        target="aggregate",
+        model=model,
+        global_state=state,
+        observed_state=observed,
+        input_shape=tuple(images.shape[1:]),
+        num_classes=10,
+        num_samples=len(images),
         local_training=LocalTraining(lr=LR, local_steps=1, batch_size=len(images)),
         input_bounds=(torch.zeros(1), torch.ones(1)),
-    )  # fmt: skip
+    )
 
 
 def cpa(view: AttackerView, seed: int = 0, **options):

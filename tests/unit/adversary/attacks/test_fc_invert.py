@@ -38,7 +38,11 @@ def exclusive_mlp(images: torch.Tensor, units_per_image: int = 3, shared_units: 
     for index in range(len(flat)):
         others = torch.cat([flat[:index], flat[index + 1 :]])
         for _ in range(units_per_image):
-            direction = flat[index] - others.mean(dim=0) + 0.05 * torch.randn(flat.shape[1], generator=generator, dtype=flat.dtype)
+            direction = (
+                flat[index]
+                - others.mean(dim=0)
+                + 0.05 * torch.randn(flat.shape[1], generator=generator, dtype=flat.dtype)
+            )
             scores = flat @ direction
             assert scores[index] > torch.cat([scores[:index], scores[index + 1 :]]).max()
             rows.append(direction)
@@ -58,7 +62,9 @@ def exclusive_mlp(images: torch.Tensor, units_per_image: int = 3, shared_units: 
     return model
 
 
-def sgd_update(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, steps: int = 1, **sgd) -> dict[str, torch.Tensor]:
+def sgd_update(
+    model: nn.Module, images: torch.Tensor, labels: torch.Tensor, steps: int = 1, **sgd
+) -> dict[str, torch.Tensor]:
     """The weights a client sends after ``steps`` full-batch SGD steps of its own (PyTorch's optimizer)."""
     trained = copy.deepcopy(model)
     optimizer = torch.optim.SGD(trained.parameters(), lr=LR, **sgd)
@@ -71,12 +77,20 @@ def sgd_update(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, ste
 
 def view_of(model: nn.Module, observed: dict, num_samples: int, target: str = "client:0", **training) -> AttackerView:
     return AttackerView(
-        round=1, tap="server", target=target, model=model,
-        global_state={k: v.detach().clone() for k, v in model.state_dict().items()}, observed_state=observed,
-        input_shape=SHAPE, num_classes=10, num_samples=num_samples,
-        local_training=LocalTraining(lr=LR, local_steps=training.pop("local_steps", 1), batch_size=num_samples, **training),
+        round=1,
+        tap="server",
+        target=target,
+        model=model,
+        global_state={k: v.detach().clone() for k, v in model.state_dict().items()},
+        observed_state=observed,
+        input_shape=SHAPE,
+        num_classes=10,
+        num_samples=num_samples,
+        local_training=LocalTraining(
+            lr=LR, local_steps=training.pop("local_steps", 1), batch_size=num_samples, **training
+        ),
         input_bounds=(torch.zeros(1), torch.ones(1)),
-    )  # fmt: skip
+    )
 
 
 def fc_invert(view: AttackerView, **options):
@@ -149,23 +163,37 @@ def test_first_layers_that_cannot_be_read_are_refused_with_the_reason():
     pooled = nn.Sequential(nn.AvgPool2d(2), nn.Flatten(), nn.Linear(16, 10))
     mlp = nn.Sequential(nn.Flatten(), nn.Linear(64, 8), nn.ReLU(), nn.Linear(8, 10))
     refusal = AttackOptions(name="fc-invert").refusal
-    assert refusal(setting_of(no_bias)) == "fc-invert reads each image's scale off the first layer's bias; '1' of model has no bias"
+    assert (
+        refusal(setting_of(no_bias))
+        == "fc-invert reads each image's scale off the first layer's bias; '1' of model has no bias"
+    )
     assert "'2' of model receives something computed from the images" in refusal(setting_of(pooled))
     assert refusal(setting_of(mlp, optimizer="adam")) == (
         "fc-invert needs updates that are sums of gradients; client.optimizer = 'adam' rescales every entry on its own (allowed: sgd)"
     )
-    assert "adversary.knows.local_training: true" in refusal(setting_of(mlp, weight_decay=0.01, knows_local_training=False))
+    assert "adversary.knows.local_training: true" in refusal(
+        setting_of(mlp, weight_decay=0.01, knows_local_training=False)
+    )
     assert refusal(setting_of(mlp)) is None
 
 
 def portfolio(model_name: str) -> list[str]:
-    config = parse_config({
-        "data": {"dataset": "digits", "image_size": SIDE},
-        "model": {"name": model_name},
-        "adversary": {"tap": "server", "targets": "aggregate", "attacks": "strongest", "portfolio_exclude": ["ggssr"]},
-    })  # fmt: skip
+    config = parse_config(
+        {
+            "data": {"dataset": "digits", "image_size": SIDE},
+            "model": {"name": model_name},
+            "adversary": {
+                "tap": "server",
+                "targets": "aggregate",
+                "attacks": "strongest",
+                "portfolio_exclude": ["ggssr"],
+            },
+        }
+    )
     model = build_model(config.model, 1, 10, SIDE, seed=0)
-    return [options.name for options in resolve_attacks(config, attack_setting(config, model, SHAPE, 10)).adversary.attacks]
+    return [
+        options.name for options in resolve_attacks(config, attack_setting(config, model, SHAPE, 10)).adversary.attacks
+    ]
 
 
 def test_strongest_runs_both_on_an_mlp_and_neither_on_conv_models():

@@ -7,14 +7,13 @@ import math
 import numpy as np
 import pytest
 import torch
+from linear_views import CPU, linear_view
 from torch import nn
 
 from adversary.attacks.ggssr import sphere_step
 from adversary.inversion import AttackOptions, run_attack
 from fedsim.config import DataConfig
 from fedsim.data import load_dataset
-
-from linear_views import CPU, linear_view
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +47,9 @@ def test_guided_sampling_lands_closer_to_the_truth_than_unguided_sampling(digit)
 def test_restarts_are_batched_and_the_lowest_loss_wins(digit):
     x, y = digit
     view = linear_view(x, y)
-    rec = run_attack(AttackOptions(name="ggssr", steps=10, restarts=3, prior={"name": "gaussian"}), [view], seed=0, device=CPU)[0]
+    rec = run_attack(
+        AttackOptions(name="ggssr", steps=10, restarts=3, prior={"name": "gaussian"}), [view], seed=0, device=CPU
+    )[0]
     assert len(rec.restart_objectives) == 3 and rec.objective == min(rec.restart_objectives)
     assert rec.images.shape == x.shape[1:] or rec.images.shape == x.shape
 

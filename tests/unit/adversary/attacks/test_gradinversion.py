@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from digit_views import CPU, client_view, psnr, tiny_bn_net
 
 from adversary.inversion import run_attack
 from fedsim.config import AttackOptions
-
-from digit_views import CPU, client_view, psnr, tiny_bn_net
 
 
 def test_gradinversion_beats_inverting_gradients_with_the_victims_batchnorm_statistics(digits):

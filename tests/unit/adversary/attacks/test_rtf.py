@@ -11,7 +11,6 @@ from adversary.modifications.base import PublicData
 from adversary.registry import ATTACKS
 from adversary.view import AttackerView, LocalTraining
 
-
 SHAPE = (1, 8, 8)
 LR = 0.1
 
@@ -37,17 +36,25 @@ def one_step(model: nn.Module, images: torch.Tensor, labels: torch.Tensor) -> di
 
 def view_of(model: nn.Module, observed: dict, num_samples: int) -> AttackerView:
     return AttackerView(
-        round=1, tap="server", target="aggregate", model=model,
-        global_state={k: v.detach().clone() for k, v in model.state_dict().items()}, observed_state=observed,
-        input_shape=SHAPE, num_classes=10, num_samples=num_samples,
+        round=1,
+        tap="server",
+        target="aggregate",
+        model=model,
+        global_state={k: v.detach().clone() for k, v in model.state_dict().items()},
+        observed_state=observed,
+        input_shape=SHAPE,
+        num_classes=10,
+        num_samples=num_samples,
         local_training=LocalTraining(lr=LR, local_steps=1, batch_size=num_samples),
-    )  # fmt: skip
+    )
 
 
 def public_images(count: int = 256) -> torch.Tensor:
     """Calibration images whose brightness spans [0, 1] evenly (as the server's public data would)."""
     generator = torch.Generator().manual_seed(9)
-    return (torch.rand(count, 1, 1, 1, generator=generator) + 0.05 * torch.randn(count, *SHAPE, generator=generator)).clamp(0, 1)
+    return (
+        torch.rand(count, 1, 1, 1, generator=generator) + 0.05 * torch.randn(count, *SHAPE, generator=generator)
+    ).clamp(0, 1)
 
 
 def distinct_brightness(count: int, seed: int = 0) -> torch.Tensor:
@@ -72,7 +79,10 @@ def test_the_aggregate_of_several_clients_is_read_out_as_well():
     public = public_images()
     model = imprinted(128, public)
     images = distinct_brightness(6, seed=1)
-    first, second = one_step(model, images[:3], torch.tensor([1, 2, 3])), one_step(model, images[3:], torch.tensor([4, 5, 6]))
+    first, second = (
+        one_step(model, images[:3], torch.tensor([1, 2, 3])),
+        one_step(model, images[3:], torch.tensor([4, 5, 6])),
+    )
     average = {k: 0.25 * first[k] + 0.75 * second[k] for k in first}  # FedAvg with unequal shares
     recovered = read_out(view_of(model, average, 6), threshold=1e-3)
     errors = torch.cdist(recovered.flatten(1).double(), images.flatten(1).double()).min(dim=0).values

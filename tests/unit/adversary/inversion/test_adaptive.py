@@ -18,7 +18,6 @@ from adversary.view import AttackerView, LocalTraining
 from clients.defenses import DEFENSES, DefenseContext
 from fedsim.config import parse_config
 
-
 CPU = torch.device("cpu")
 SHAPE = (1, 6, 6)
 LR = 0.1
@@ -29,7 +28,9 @@ def tiny_model() -> nn.Module:
     return nn.Sequential(nn.Flatten(), nn.Linear(36, 24), nn.Tanh(), nn.Linear(24, 5)).double()
 
 
-def defended_view(defense: dict, images: torch.Tensor, labels: torch.Tensor, seed: int = 1) -> tuple[AttackerView, nn.Module]:
+def defended_view(
+    defense: dict, images: torch.Tensor, labels: torch.Tensor, seed: int = 1
+) -> tuple[AttackerView, nn.Module]:
     """One client's one-step update of ``images`` after ``defense``, as a wire tap sees it."""
     model = tiny_model()
     loss = nn.functional.cross_entropy(model(images), labels)
@@ -41,10 +42,18 @@ def defended_view(defense: dict, images: torch.Tensor, labels: torch.Tensor, see
     global_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
     observed = {name: global_state[name] - LR * sent[name] for name in global_state}
     view = AttackerView(
-        round=1, tap="mitm", target="client:0", model=model, global_state=global_state, observed_state=observed,
-        input_shape=SHAPE, num_classes=5, num_samples=len(images), labels=labels,
+        round=1,
+        tap="mitm",
+        target="client:0",
+        model=model,
+        global_state=global_state,
+        observed_state=observed,
+        input_shape=SHAPE,
+        num_classes=5,
+        num_samples=len(images),
+        labels=labels,
         local_training=LocalTraining(lr=LR, local_steps=1, batch_size=len(images)),
-    )  # fmt: skip
+    )
     return view, model
 
 
@@ -139,12 +148,26 @@ def test_pdpsgd_penalty_is_simulated_exactly_through_the_clients_own_training():
     client = parse_config({"client": {"defenses": [defense], "lr": LR, "batch_size": 2, "local_steps": 1}}).client
     train_locally(model, images, labels, np.arange(2), client, seed=0)
     view = AttackerView(
-        round=1, tap="mitm", target="client:0", model=model, global_state=global_state,
-        observed_state={k: v.detach().clone() for k, v in model.state_dict().items()}, input_shape=SHAPE,
-        num_classes=5, num_samples=2, labels=labels, local_training=LocalTraining(lr=LR, local_steps=1, batch_size=2),
-    )  # fmt: skip
-    setting = AttackSetting(model=model, model_name="tiny", input_shape=SHAPE, num_classes=5, lr=LR,
-                            defenses=(DefenseInForce("pdpsgd", {"sigma": 3.0, "kappa": None}),))  # fmt: skip
+        round=1,
+        tap="mitm",
+        target="client:0",
+        model=model,
+        global_state=global_state,
+        observed_state={k: v.detach().clone() for k, v in model.state_dict().items()},
+        input_shape=SHAPE,
+        num_classes=5,
+        num_samples=2,
+        labels=labels,
+        local_training=LocalTraining(lr=LR, local_steps=1, batch_size=2),
+    )
+    setting = AttackSetting(
+        model=model,
+        model_name="tiny",
+        input_shape=SHAPE,
+        num_classes=5,
+        lr=LR,
+        defenses=(DefenseInForce("pdpsgd", {"sigma": 3.0, "kappa": None}),),
+    )
     assert AttackOptions(name="ig-pdpsgd").adapted(setting).pdp_kappa == pytest.approx(0.09)
     assert objective_at_truth("ig-pdpsgd", view, setting, images) < 1e-12
     assert objective_at_truth("ig", view, setting, images) > 1e-6  # plain IG's simulation misses the penalty

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import pytest
 import torch
+from digit_views import SIDE, client_view, lenet, one_per_class
 from torch import nn
 
 from adversary.inversion import recover_labels
 from fedsim.config import ModelConfig
 from fedsim.models import build_model
-
-from digit_views import SIDE, client_view, lenet, one_per_class
 
 
 @pytest.mark.parametrize("model_name", ["lenet", "mlp3"])
@@ -33,7 +32,9 @@ def test_one_image_label_is_recovered_on_a_classifier_without_bias(digits):
     x, y = digits
     model = nn.Sequential(nn.Flatten(), nn.Linear(SIDE * SIDE, 32), nn.Sigmoid(), nn.Linear(32, 10, bias=False))
     for index in one_per_class(y, [2, 8]):
-        assert recover_labels(client_view(model, x[index : index + 1], y[index : index + 1])).tolist() == [int(y[index])]
+        assert recover_labels(client_view(model, x[index : index + 1], y[index : index + 1])).tolist() == [
+            int(y[index])
+        ]
 
 
 def test_repeated_labels_are_counted(digits):

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import torch
+from digit_views import CPU, client_view, tiny_bn_net
 
 from adversary.inversion.model import AttackerModel, victim_batch_statistics
-
-from digit_views import CPU, client_view, tiny_bn_net
 
 
 def test_victim_batchnorm_statistics_are_solved_exactly_from_one_step_of_running_stats(digits):

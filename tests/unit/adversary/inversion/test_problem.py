@@ -8,6 +8,7 @@ import copy
 import numpy as np
 import pytest
 import torch
+from digit_views import CPU, SIDE, client_view, lenet, one_per_class, psnr, tiny_bn_net
 
 from adversary import ATTACKS
 from adversary.attacks import dlg, gradinversion, inverting_gradients
@@ -16,8 +17,6 @@ from adversary.inversion.problem import BatchedProblem, group_views
 from adversary.view import AttackerView, LocalTraining
 from clients.training import train_locally
 from fedsim.config import AttackOptions, ClientConfig
-
-from digit_views import CPU, SIDE, client_view, lenet, one_per_class, psnr, tiny_bn_net
 
 
 def test_views_of_one_round_share_one_batched_problem(digits):
@@ -71,11 +70,18 @@ def test_sgd_with_momentum_and_weight_decay_is_simulated_exactly(digits):
     cfg = ClientConfig(lr=0.3, batch_size=2, local_steps=3, momentum=0.9, weight_decay=0.01)
     train_locally(client, truth, labels, np.arange(2), cfg, seed=0)
     view = AttackerView(
-        round=1, tap="mitm", target="client:0", model=model, global_state=global_state,
-        observed_state={k: v.detach().clone() for k, v in client.state_dict().items()}, input_shape=(1, SIDE, SIDE),
-        num_classes=10, num_samples=2, labels=labels,
+        round=1,
+        tap="mitm",
+        target="client:0",
+        model=model,
+        global_state=global_state,
+        observed_state={k: v.detach().clone() for k, v in client.state_dict().items()},
+        input_shape=(1, SIDE, SIDE),
+        num_classes=10,
+        num_samples=2,
+        labels=labels,
         local_training=LocalTraining(lr=0.3, local_steps=3, batch_size=2, momentum=0.9, weight_decay=0.01),
-    )  # fmt: skip
+    )
 
     def objective(view) -> float:
         options = AttackOptions(name="ig", regularizers=[])

@@ -8,15 +8,13 @@ import copy
 import numpy as np
 import pytest
 import torch
+from digit_views import CPU, SIDE, client_view, lenet, one_per_class, psnr
 
 from adversary.inversion import run_attack
 from adversary.inversion.spec import DEFAULTED_FIELDS
 from adversary.view import AttackerView
 from clients.training import train_locally
 from fedsim.config import AttackOptions, ClientConfig
-
-from digit_views import CPU, SIDE, client_view, lenet, one_per_class, psnr
-
 
 # ------------------------------------------------------------------------------------ reconstruction
 
@@ -66,9 +64,16 @@ def test_the_attack_needs_nothing_but_the_model_and_two_states(digits):
     client = copy.deepcopy(model)
     train_locally(client, x[:1], y[:1], np.arange(1), ClientConfig(lr=0.7, batch_size=1, local_steps=1), seed=0)
     view = AttackerView(
-        round=3, tap="server", target="client:5", model=model, global_state=before,
-        observed_state=client.state_dict(), input_shape=(1, SIDE, SIDE), num_classes=10, num_samples=1,
-    )  # fmt: skip
+        round=3,
+        tap="server",
+        target="client:5",
+        model=model,
+        global_state=before,
+        observed_state=client.state_dict(),
+        input_shape=(1, SIDE, SIDE),
+        num_classes=10,
+        num_samples=1,
+    )
 
     [rec] = run_attack(AttackOptions(name="idlg"), [view], seed=0, device=CPU)
 

@@ -5,13 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from digit_views import CPU, SIDE, client_view, lenet
 
 from adversary.attacks import dlg, inverting_gradients
 from adversary.inversion import run_attack
 from adversary.inversion.solver import invert
 from fedsim.config import AttackOptions
-
-from digit_views import CPU, SIDE, client_view, lenet
 
 
 @pytest.mark.parametrize(

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from linear_views import CPU
 
 from adversary.priors import PRIORS
-
-from linear_views import CPU
 
 
 def test_a_missing_diffusers_checkpoint_is_one_clear_line(tmp_path):

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import torch
+from linear_views import CPU
 
 from adversary.priors.gaussian import GaussianPrior
-
-from linear_views import CPU
 
 
 def test_the_gaussian_prior_denoiser_is_the_posterior_mean():

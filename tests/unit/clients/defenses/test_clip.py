@@ -2,10 +2,9 @@
 
 import pytest
 import torch
+from defense_updates import apply, random_update
 
 from clients.defenses.base import flatten, global_norm
-
-from defense_updates import apply, random_update
 
 
 def test_clip_bounds_the_global_norm_and_keeps_the_direction():

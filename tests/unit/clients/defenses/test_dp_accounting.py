@@ -16,10 +16,10 @@ from clients.defenses.privacy_ledger import epsilon as ledger_epsilon
 
 dp_accounting = pytest.importorskip("dp_accounting")
 
+from central_dp import GLOBAL, bound, dp_config, run_round, shifted, small_step  # noqa: E402
 from dp_accounting import ComposedDpEvent, GaussianDpEvent, PoissonSampledDpEvent, SelfComposedDpEvent  # noqa: E402
 from dp_accounting.pld import PLDAccountant  # noqa: E402
 from dp_accounting.rdp import RdpAccountant  # noqa: E402
-from central_dp import GLOBAL, bound, dp_config, run_round, shifted, small_step  # noqa: E402
 from dp_training import client, dpsgd, rounds, toy  # noqa: E402
 
 pytestmark = [
@@ -46,9 +46,13 @@ def reference_epsilon(events: list, delta: float, accountant: str) -> float:
 
 @pytest.mark.parametrize("accountant", ["rdp", "prv"])
 @pytest.mark.parametrize(("noise_multiplier", "batch_size", "local_steps"), [(1.1, 4, 5), (0.8, 8, 10)])
-def test_dpsgd_epsilon_over_rounds_agrees_with_dp_accounting(tmp_path, accountant, noise_multiplier, batch_size, local_steps):
+def test_dpsgd_epsilon_over_rounds_agrees_with_dp_accounting(
+    tmp_path, accountant, noise_multiplier, batch_size, local_steps
+):
     model, x, y = toy()
-    cfg = client(dpsgd(noise_multiplier=noise_multiplier, accountant=accountant), batch_size=batch_size, local_steps=local_steps)
+    cfg = client(
+        dpsgd(noise_multiplier=noise_multiplier, accountant=accountant), batch_size=batch_size, local_steps=local_steps
+    )
     records = rounds(model, x, y, cfg, tmp_path, planned=3)
     rate = batch_size / len(x)
     for server_round, record in enumerate(records, start=1):
@@ -65,7 +69,9 @@ def test_a_resumed_dpsgd_ledger_still_agrees_with_dp_accounting(tmp_path):
     rounds(model, x, y, cfg, tmp_path, planned=3)
     (resumed,) = rounds(model, x, y, cfg, tmp_path, planned=3, run=[3])  # rerun after a kill: counted once
     step = PoissonSampledDpEvent(4 / len(x), GaussianDpEvent(1.0))
-    assert_agrees_or_is_larger(resumed["defense.dpsgd.epsilon"], reference_epsilon([SelfComposedDpEvent(step, 15)], 1e-5, "rdp"))
+    assert_agrees_or_is_larger(
+        resumed["defense.dpsgd.epsilon"], reference_epsilon([SelfComposedDpEvent(step, 15)], 1e-5, "rdp")
+    )
 
 
 def test_a_resumed_prv_ledger_at_a_set_delta_agrees_with_dp_accountings_pld(tmp_path):
@@ -110,9 +116,14 @@ def test_ledger_writers_at_the_same_time_lose_no_round(tmp_path):
 @pytest.mark.parametrize("estimator", ["fixed-denominator", "weighted-mean"])
 def test_central_dp_fixed_clipping_epsilon_agrees_with_dp_accounting(amplification, estimator):
     config = dp_config(
-        num_clients=8, fraction_fit=0.5, kind="server-fixed", noise_multiplier=2.0, clipping_norm=1.0,
-        estimator=estimator, amplification=amplification,
-    )  # fmt: skip
+        num_clients=8,
+        fraction_fit=0.5,
+        kind="server-fixed",
+        noise_multiplier=2.0,
+        clipping_norm=1.0,
+        estimator=estimator,
+        amplification=amplification,
+    )
     strategy = bound(config)
     for server_round in (1, 2, 3):
         run_round(strategy, server_round, [small_step() for _ in range(4)], weights=[10, 20, 30, 40])

@@ -6,6 +6,8 @@ import math
 import numpy as np
 import pytest
 import torch
+from dp_training import IDS, N, assert_plain, client, dpsgd, flat, toy
+from tiny_configs import tiny_config
 from torch import nn
 from torch.nn import functional as F
 
@@ -15,9 +17,6 @@ from clients.defenses.privacy_ledger import ClientPrivacyLedger
 from clients.training import NonFiniteLossError, check_training_defenses, train_locally
 from fedsim.config import ModelConfig
 from fedsim.models import ModelError, build_model
-
-from dp_training import IDS, N, assert_plain, client, dpsgd, flat, toy
-from tiny_configs import tiny_config
 
 # Opacus' hook on the first layer, whose input needs no gradient; clients.defenses.dpsgd silences it too
 pytestmark = pytest.mark.filterwarnings("ignore:Full backward hook is firing")

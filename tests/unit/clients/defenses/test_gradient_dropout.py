@@ -4,7 +4,6 @@ import math
 
 import pytest
 import torch
-
 from defense_updates import apply, context, random_update
 
 
@@ -23,9 +22,11 @@ def test_gradient_dropout_keeps_about_p_of_the_entries_scaled_by_one_over_p():
 def test_gradient_dropout_is_unbiased_in_expectation():
     update = random_update(shapes=((30,),))
     draws = torch.stack(
-        [apply({"name": "gradient_dropout", "p": 0.3, "sigma": 0.1}, update, context(seed)).update["layer0"]
-         for seed in range(4000)]
-    )  # fmt: skip
+        [
+            apply({"name": "gradient_dropout", "p": 0.3, "sigma": 0.1}, update, context(seed)).update["layer0"]
+            for seed in range(4000)
+        ]
+    )
     # E[out] = p * g / p + (1 - p) * 0 = g; the per-entry standard error of a 4000-draw mean is < 0.05 here
     assert torch.allclose(draws.mean(0), update["layer0"], atol=0.1)
     assert not torch.allclose(draws[0], draws[1])  # a fresh mask every draw (every round, every client)

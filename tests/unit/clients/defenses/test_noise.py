@@ -2,11 +2,12 @@
 
 import pytest
 import torch
-
 from defense_updates import apply, context
 
 
-@pytest.mark.parametrize(("distribution", "spread"), [("gaussian", lambda d: d.std()), ("laplace", lambda d: d.abs().mean())])
+@pytest.mark.parametrize(
+    ("distribution", "spread"), [("gaussian", lambda d: d.std()), ("laplace", lambda d: d.abs().mean())]
+)
 def test_noise_has_the_configured_scale_and_is_seeded(distribution, spread):
     update = {"w": torch.zeros(50_000, dtype=torch.float64)}
     entry = {"name": "noise", "sigma": 0.01, "distribution": distribution}

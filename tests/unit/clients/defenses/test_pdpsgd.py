@@ -3,14 +3,13 @@
 import numpy as np
 import pytest
 import torch
+from dp_training import IDS, N, assert_plain, client, toy
 from torch import nn
 from torch.nn import functional as F
 
 from clients.defenses.base import TrainingContext, TrainingPlan
 from clients.defenses.pdpsgd import PdpsgdSession
 from clients.training import train_locally
-
-from dp_training import IDS, N, assert_plain, client, toy
 
 # Opacus' hook on the first layer, whose input needs no gradient; clients.defenses.dpsgd silences it too
 pytestmark = pytest.mark.filterwarnings("ignore:Full backward hook is firing")
@@ -73,8 +72,17 @@ def test_pdp_penalty_covers_every_linear_and_conv_weight_with_its_own_detached_i
         layer.register_forward_hook(lambda layer, args, out, name=name: inputs.__setitem__(name, args[0]))
         for name, layer in model.named_children()
     ]
-    plan = TrainingPlan(model, torch.optim.SGD(model.parameters(), lr=0.1), 5, 5, 1, 0.1, np.random.default_rng(0), 0,
-                        TrainingContext(1, 1))  # fmt: skip
+    plan = TrainingPlan(
+        model,
+        torch.optim.SGD(model.parameters(), lr=0.1),
+        5,
+        5,
+        1,
+        0.1,
+        np.random.default_rng(0),
+        0,
+        TrainingContext(1, 1),
+    )
     (config,) = client({"name": "pdpsgd", "kappa": 0.3}).defenses
     with PdpsgdSession(config, plan) as session:
         model(x)

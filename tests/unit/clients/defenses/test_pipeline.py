@@ -3,11 +3,10 @@ global ones minus lr times the defended pseudo-gradient."""
 
 import pytest
 import torch
+from defense_updates import context, defenses, random_update
 
 from clients.defenses.base import global_norm
 from clients.defenses.pipeline import apply_update_defenses, pseudo_gradient, record_keys, weights_to_send
-
-from defense_updates import context, defenses, random_update
 
 
 def test_defenses_compose_in_the_order_given():

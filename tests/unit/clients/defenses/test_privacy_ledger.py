@@ -3,11 +3,10 @@
 import math
 
 import pytest
+from dp_training import N, client, dpsgd, rounds, toy
 from opacus.accountants import create_accountant
 
 from clients.defenses.privacy_ledger import ClientPrivacyLedger, LedgerEntry, epsilon
-
-from dp_training import N, client, dpsgd, rounds, toy
 
 # Opacus' hook on the first layer, whose input needs no gradient; clients.defenses.dpsgd silences it too
 pytestmark = pytest.mark.filterwarnings("ignore:Full backward hook is firing")
@@ -26,10 +25,16 @@ def test_epsilon_grows_every_round_exactly_as_opacus_own_accountant_counts(tmp_p
         epsilons.append(record["defense.dpsgd.epsilon"])
     assert epsilons[0] < epsilons[1] < epsilons[2]
     assert record == pytest.approx(
-        {"defense.dpsgd.epsilon": epsilons[2], "defense.dpsgd.accountant_covers": 1.0, "defense.dpsgd.delta": 1e-5,
-         "defense.dpsgd.noise_multiplier": 1.1,
-         "defense.dpsgd.sample_rate": 0.1, "defense.dpsgd.steps": 5.0, "defense.dpsgd.total_steps": 15.0}
-    )  # fmt: skip
+        {
+            "defense.dpsgd.epsilon": epsilons[2],
+            "defense.dpsgd.accountant_covers": 1.0,
+            "defense.dpsgd.delta": 1e-5,
+            "defense.dpsgd.noise_multiplier": 1.1,
+            "defense.dpsgd.sample_rate": 0.1,
+            "defense.dpsgd.steps": 5.0,
+            "defense.dpsgd.total_steps": 15.0,
+        }
+    )
     assert all(type(value) is float for value in record.values())  # reply metrics must be plain floats
 
 

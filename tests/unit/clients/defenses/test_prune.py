@@ -2,10 +2,9 @@
 
 import pytest
 import torch
+from defense_updates import apply, random_update
 
 from clients.defenses.base import flatten
-
-from defense_updates import apply, random_update
 
 
 @pytest.mark.parametrize("ratio", [0.1, 0.5, 0.9])

@@ -1,10 +1,9 @@
 """Every defense's bad parameters are one-line errors naming the field."""
 
 import pytest
+from defense_updates import defenses
 
 from fedsim.config import ConfigError
-
-from defense_updates import defenses
 
 
 @pytest.mark.parametrize(
@@ -17,7 +16,10 @@ from defense_updates import defenses
         ({"name": "clip", "max_norm": 0}, "client.defenses[0].max_norm = 0"),
         ({"name": "soteria", "ratio": 0}, "client.defenses[0].ratio = 0"),
         ({"name": "noise", "sigma": 0.1, "distribution": "cauchy"}, "client.defenses[0].distribution = 'cauchy'"),
-        ({"name": "gradient_dropot"}, "unknown defense 'gradient_dropot' (did you mean 'gradient_dropout'?); allowed: clip, dpsgd"),
+        (
+            {"name": "gradient_dropot"},
+            "unknown defense 'gradient_dropot' (did you mean 'gradient_dropout'?); allowed: clip, dpsgd",
+        ),
     ],
 )
 def test_bad_defense_parameters_are_one_line_errors_naming_the_field(entry, field):

@@ -2,11 +2,10 @@
 
 import pytest
 import torch
+from defense_updates import apply, context
 from torch import nn
 
 from clients.defenses.soteria import unit_scores
-
-from defense_updates import apply, context
 
 
 def test_soteria_zeroes_the_columns_of_the_most_revealing_representation_units():
@@ -18,8 +17,11 @@ def test_soteria_zeroes_the_columns_of_the_most_revealing_representation_units()
     expected_scores = (body.weight.norm(dim=1, keepdim=True).T / r.abs()).sum(0)  # sum_b ||dr_bi/dx_b|| / |r_bi|
     assert torch.allclose(unit_scores(model, model[1], x), expected_scores)
 
-    update = {"0.weight": torch.randn(8, 6, dtype=torch.float64), "1.weight": torch.randn(3, 8, dtype=torch.float64),
-              "1.bias": torch.randn(3, dtype=torch.float64)}  # fmt: skip
+    update = {
+        "0.weight": torch.randn(8, 6, dtype=torch.float64),
+        "1.weight": torch.randn(3, 8, dtype=torch.float64),
+        "1.bias": torch.randn(3, dtype=torch.float64),
+    }
     outcome = apply({"name": "soteria", "ratio": 0.25, "layer": "1"}, update, context(model=model, x=x))
     pruned = set(torch.argsort(expected_scores)[:2].tolist())  # 25 % of 8 units, the smallest scores
     zero_columns = {i for i in range(8) if torch.all(outcome.update["1.weight"][:, i] == 0)}

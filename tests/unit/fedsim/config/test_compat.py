@@ -101,7 +101,9 @@ adversary:
 
 # What an old run may still run: gradinversion's BatchNorm prior is now refused on a model without BatchNorm
 # (an attack named explicitly that cannot apply), so the run that resumes attacks with plain ig instead.
-RUNNABLE_OLD_CONFIG = OLD_CONFIG.replace("- name: gradinversion", "- name: ig").replace("bn_weight: 0.5", "bn_weight: null")
+RUNNABLE_OLD_CONFIG = OLD_CONFIG.replace("- name: gradinversion", "- name: ig").replace(
+    "bn_weight: 0.5", "bn_weight: null"
+)
 
 
 def write_old_run(run_dir: Path, config_text: str = OLD_CONFIG) -> Path:
@@ -124,8 +126,14 @@ def write_old_run(run_dir: Path, config_text: str = OLD_CONFIG) -> Path:
 
 def assert_old_model_and_data(config) -> None:
     # keys every model and data set had then, at their unset value, mean nothing for lenet and digits: dropped
-    assert config.model.model_dump() == {"name": "lenet", "init": "uniform", "checkpoint": None, "activation": None,
-                                         "width": None, "dropout": 0.0}  # fmt: skip
+    assert config.model.model_dump() == {
+        "name": "lenet",
+        "init": "uniform",
+        "checkpoint": None,
+        "activation": None,
+        "width": None,
+        "dropout": 0.0,
+    }
     assert config.data.dataset == "digits" and "root" not in config.data.model_dump()
 
 
@@ -191,7 +199,12 @@ def test_a_written_config_carries_its_schema_version_and_reads_back_identically(
 
 @pytest.mark.parametrize(
     "section, key, value",
-    [("model", "norm", "group"), ("model", "pretrained", True), ("data", "root", "/elsewhere"), ("data", "download", False)],
+    [
+        ("model", "norm", "group"),
+        ("model", "pretrained", True),
+        ("data", "root", "/elsewhere"),
+        ("data", "download", False),
+    ],
 )
 def test_an_old_flat_key_that_was_set_is_still_an_error_naming_the_plugin(section, key, value):
     """Only the old unset value is dropped: a value someone chose, for a model or data set that ignores it, is said."""

@@ -14,9 +14,8 @@ import pytest
 import torch
 
 from clients.defenses import DEFENSES
-from fedsim.config import plugins
 from fedsim.cli import main
-from fedsim.config import ConfigError, parse_config, refresh_plugins
+from fedsim.config import ConfigError, parse_config, plugins, refresh_plugins
 from fedsim.config.schema import plugin_schema, schema_rows
 
 EXTRA_DEFENSE = '''
@@ -50,8 +49,11 @@ def install_entry_point_plugin(tmp_path, monkeypatch, module: str, source: str, 
     (tmp_path / f"{module}.py").write_text(textwrap.dedent(source))
     monkeypatch.syspath_prepend(str(tmp_path))
     entry_point = importlib.metadata.EntryPoint(name=name, value=module, group=plugins.ENTRY_POINT_GROUP)
-    monkeypatch.setattr(importlib.metadata, "entry_points",
-                        lambda **selection: [entry_point] if selection.get("group") == plugins.ENTRY_POINT_GROUP else [])  # fmt: skip
+    monkeypatch.setattr(
+        importlib.metadata,
+        "entry_points",
+        lambda **selection: [entry_point] if selection.get("group") == plugins.ENTRY_POINT_GROUP else [],
+    )
     refresh_plugins()
     yield
     registry.unregister(name)
@@ -64,7 +66,9 @@ def install_entry_point_plugin(tmp_path, monkeypatch, module: str, source: str, 
 @pytest.fixture
 def extra_defense(tmp_path, monkeypatch):
     """The module above, installed as if by a package that names it in its `fedsim.config.plugins` entry points."""
-    yield from install_entry_point_plugin(tmp_path, monkeypatch, "fedsim_extra_defense", EXTRA_DEFENSE, DEFENSES, "scale")
+    yield from install_entry_point_plugin(
+        tmp_path, monkeypatch, "fedsim_extra_defense", EXTRA_DEFENSE, DEFENSES, "scale"
+    )
 
 
 def test_a_defense_from_an_entry_point_validates_shows_in_the_schema_and_runs(extra_defense, capsys):
@@ -76,10 +80,17 @@ def test_a_defense_from_an_entry_point_validates_shows_in_the_schema_and_runs(ex
 
     with pytest.raises(ConfigError, match=r"client.defenses\[0\].factor = -1: Input should be greater than 0"):
         parse_config({"client": {"defenses": [{"name": "scale", "factor": -1}]}})
-    with pytest.raises(ConfigError, match="unknown key 'client.defenses\\[0\\].sigma' for defense 'scale'; allowed here: name, factor"):
+    with pytest.raises(
+        ConfigError, match="unknown key 'client.defenses\\[0\\].sigma' for defense 'scale'; allowed here: name, factor"
+    ):
         parse_config({"client": {"defenses": [{"name": "scale", "factor": 1, "sigma": 1}]}})
 
-    assert ("client.defenses[scale].factor", "float", "(required)", "multiply every update entry by this") in schema_rows()
+    assert (
+        "client.defenses[scale].factor",
+        "float",
+        "(required)",
+        "multiply every update entry by this",
+    ) in schema_rows()
     assert main(["config-schema", "client.defenses.scale"]) == 0
     assert "client.defenses[scale].factor" in capsys.readouterr().out
 
@@ -93,7 +104,9 @@ def test_the_extra_defense_is_gone_after_the_test():
 
 
 def test_a_plugin_that_fails_to_import_is_a_one_line_error(monkeypatch):
-    broken = importlib.metadata.EntryPoint(name="broken", value="no_such_fedsim_plugin", group=plugins.ENTRY_POINT_GROUP)
+    broken = importlib.metadata.EntryPoint(
+        name="broken", value="no_such_fedsim_plugin", group=plugins.ENTRY_POINT_GROUP
+    )
     monkeypatch.setattr(importlib.metadata, "entry_points", lambda **selection: [broken])
     with pytest.raises(ConfigError, match="plugin 'broken' .* failed to load: ModuleNotFoundError"):
         plugins.load_plugins()
@@ -103,8 +116,11 @@ def test_a_plugin_that_fails_to_import_is_a_one_line_error(monkeypatch):
 @pytest.mark.parametrize("selector", ["client.defenses.gradient_dropout", "client.defenses[gradient_dropout]"])
 def test_config_schema_prints_one_plugin(selector):
     keys = [row[0] for row in plugin_schema(selector)]
-    assert keys == ["client.defenses[gradient_dropout]", "client.defenses[gradient_dropout].p",
-                    "client.defenses[gradient_dropout].sigma"]  # fmt: skip
+    assert keys == [
+        "client.defenses[gradient_dropout]",
+        "client.defenses[gradient_dropout].p",
+        "client.defenses[gradient_dropout].sigma",
+    ]
 
 
 def test_every_registered_defense_and_attack_has_its_keys_in_the_schema():
@@ -128,25 +144,48 @@ def test_an_option_an_attack_does_not_have_is_an_error_naming_the_attack():
     with pytest.raises(ConfigError) as error:
         parse_config({"adversary": {"attacks": [{"name": "dlg", "bn_weight": 5}]}})
     message = str(error.value)
-    assert message.startswith("unknown key 'adversary.attacks[0].bn_weight' for attack 'dlg'; allowed here: name, inverts,")
+    assert message.startswith(
+        "unknown key 'adversary.attacks[0].bn_weight' for attack 'dlg'; allowed here: name, inverts,"
+    )
     assert "regularizers" in message and "\n" not in message
 
 
 def test_regularizers_are_named_with_their_weight_and_checked():
-    attack = parse_config({"adversary": {"attacks": [{"name": "dlg", "regularizers": [{"name": "tv", "weight": 0.03}]}]}})
+    attack = parse_config(
+        {"adversary": {"attacks": [{"name": "dlg", "regularizers": [{"name": "tv", "weight": 0.03}]}]}}
+    )
     assert attack.adversary.attacks[0].tv_weight == 0.03
-    with pytest.raises(ConfigError, match=r"adversary.attacks\[0\].regularizers\[0\].name = 'tvv': unknown regularizer 'tvv' \(did you mean 'tv'\?\)"):
+    with pytest.raises(
+        ConfigError,
+        match=r"adversary.attacks\[0\].regularizers\[0\].name = 'tvv': unknown regularizer 'tvv' \(did you mean 'tv'\?\)",
+    ):
         parse_config({"adversary": {"attacks": [{"name": "ig", "regularizers": [{"name": "tvv", "weight": 1}]}]}})
     with pytest.raises(ConfigError, match=r"adversary.attacks\[0\].regularizers\[0\].weight: Field required"):
         parse_config({"adversary": {"attacks": [{"name": "ig", "regularizers": ["tv"]}]}})
     with pytest.raises(ConfigError, match="tv_weight = 0.1 and regularizers \\[tv\\] both set the tv weight"):
-        parse_config({"adversary": {"attacks": [{"name": "ig", "tv_weight": 0.1, "regularizers": [{"name": "tv", "weight": 1}]}]}})
+        parse_config(
+            {
+                "adversary": {
+                    "attacks": [{"name": "ig", "tv_weight": 0.1, "regularizers": [{"name": "tv", "weight": 1}]}]
+                }
+            }
+        )
 
 
 def test_the_old_tv_weight_becomes_the_same_regularizers_as_the_new_key():
     old = parse_config({"adversary": {"attacks": [{"name": "gradinversion", "tv_weight": 0.03}]}}).adversary.attacks[0]
-    new = parse_config({"adversary": {"attacks": [{"name": "gradinversion", "regularizers": [
-        {"name": "tv", "weight": 0.03}, {"name": "bn_statistics", "weight": 0.01}]}]}}).adversary.attacks[0]  # fmt: skip
+    new = parse_config(
+        {
+            "adversary": {
+                "attacks": [
+                    {
+                        "name": "gradinversion",
+                        "regularizers": [{"name": "tv", "weight": 0.03}, {"name": "bn_statistics", "weight": 0.01}],
+                    }
+                ]
+            }
+        }
+    ).adversary.attacks[0]
     assert old == new
 
 
@@ -182,7 +221,12 @@ def test_attack_options_travel_as_pickles_and_plain_mappings():
     assert type(options).__name__ == "GradInversionOptions" and isinstance(options, AttackOptions)
     assert pickle.loads(pickle.dumps(options)) == options
     assert AttackOptions.model_validate(options.model_dump()) == options == AttackOptions(**options.model_dump())
-    assert (options.name, options.restarts, options.inverts, options.applies_to("aggregate")) == ("gradinversion", 1, "both", True)
+    assert (options.name, options.restarts, options.inverts, options.applies_to("aggregate")) == (
+        "gradinversion",
+        1,
+        "both",
+        True,
+    )
 
 
 EXTRA_REGULARIZER = '''
@@ -219,8 +263,15 @@ def test_a_regularizer_from_an_entry_point_is_named_in_attack_configs_and_the_sc
     from adversary.inversion.regularizers import REGULARIZERS
     from fedsim.config import AttackOptions
 
-    config = parse_config({"adversary": {"attacks": [
-        {"name": "ig", "regularizers": [{"name": "energy", "weight": 0.5}, {"name": "tv", "weight": 0.01}]}]}})  # fmt: skip
+    config = parse_config(
+        {
+            "adversary": {
+                "attacks": [
+                    {"name": "ig", "regularizers": [{"name": "energy", "weight": 0.5}, {"name": "tv", "weight": 0.01}]}
+                ]
+            }
+        }
+    )
     attack = config.adversary.attacks[0]
     assert type(attack.regularizers[0]).__name__ == "EnergyRegularizer" and attack.weight_of("energy") == 0.5
     assert AttackOptions(name="dlg", regularizers=[{"name": "energy", "weight": 1}]).weight_of("energy") == 1
@@ -242,10 +293,21 @@ def test_models_and_data_sets_register_their_config_models():
     rows = {row[0] for row in schema_rows()}
     for name in MODELS:
         assert MODELS.config(name) is not None and f"model[{name}]" in rows
-    assert {"model[resnet18].norm", "model[convnet].norm", "model[tv].pretrained", "data[npz].path",
-            "data[imagefolder].path", "data[cifar10].root", "data[mnist].download"} <= rows  # fmt: skip
+    assert {
+        "model[resnet18].norm",
+        "model[convnet].norm",
+        "model[tv].pretrained",
+        "data[npz].path",
+        "data[imagefolder].path",
+        "data[cifar10].root",
+        "data[mnist].download",
+    } <= rows
     assert not {"model[lenet].norm", "model[tv].dropout", "data[digits].path", "data[npz].root"} & rows
     assert [row[0] for row in plugin_schema("model.resnet18")] == [
-        "model[resnet18]", "model[resnet18].activation", "model[resnet18].width", "model[resnet18].dropout",
-        "model[resnet18].norm"]  # fmt: skip
+        "model[resnet18]",
+        "model[resnet18].activation",
+        "model[resnet18].width",
+        "model[resnet18].dropout",
+        "model[resnet18].norm",
+    ]
     assert all(DATASETS.config(name) is not None for name in DATASETS)

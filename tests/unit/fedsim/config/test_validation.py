@@ -6,17 +6,20 @@ from __future__ import annotations
 import math
 
 import pytest
-
-from fedsim.config import ConfigError, parse_config
-
 from cli_errors import one_line_error
 from tiny_configs import tiny_raw
 
+from fedsim.config import ConfigError, parse_config
+
 
 def test_an_attacker_that_knows_the_local_training_refuses_adam():
-    with pytest.raises(ConfigError, match=r"^client.optimizer = 'adam': an attacker that knows the local training simulates SGD"):
+    with pytest.raises(
+        ConfigError, match=r"^client.optimizer = 'adam': an attacker that knows the local training simulates SGD"
+    ):
         parse_config({"client": {"optimizer": "adam"}, "adversary": {"attacks": ["dlg"]}})
-    parse_config({"client": {"optimizer": "adam"}, "adversary": {"attacks": ["dlg"], "knows": {"local_training": False}}})
+    parse_config(
+        {"client": {"optimizer": "adam"}, "adversary": {"attacks": ["dlg"], "knows": {"local_training": False}}}
+    )
 
 
 @pytest.mark.parametrize(

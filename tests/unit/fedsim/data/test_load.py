@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from data_configs import assert_images, data_config
 
 from fedsim.data import load_dataset
-
-from data_configs import assert_images, data_config
 
 
 def test_held_out_split_depends_on_the_seed_only() -> None:

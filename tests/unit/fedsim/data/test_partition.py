@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from fedsim.data import DataError, load_dataset, partition_indices
-
 from data_configs import data_config
 
+from fedsim.data import DataError, load_dataset, partition_indices
 
 PARTITIONS = {
     "iid": {"name": "iid"},
@@ -37,8 +35,10 @@ def test_partitions_are_disjoint_sorted_and_cover_the_training_set(digit_labels:
 
 @pytest.mark.parametrize("partition", PARTITIONS)
 def test_partitions_are_reproducible_for_a_seed_and_change_with_it(digit_labels: np.ndarray, partition: str) -> None:
-    first, again, other = split(digit_labels, partition, seed=3), split(digit_labels, partition, seed=3), split(
-        digit_labels, partition, seed=4
+    first, again, other = (
+        split(digit_labels, partition, seed=3),
+        split(digit_labels, partition, seed=3),
+        split(digit_labels, partition, seed=4),
     )
     assert all(np.array_equal(a, b) for a, b in zip(first, again))
     assert not all(np.array_equal(a, b) for a, b in zip(first, other))

@@ -9,18 +9,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from data_configs import assert_images, data_config
 from PIL import Image
+from tiny_configs import tiny_config
 
 from fedsim.config import ConfigError, parse_config
 from fedsim.data import DATASETS, DataError, load_dataset
 
-from data_configs import assert_images, data_config
-from tiny_configs import tiny_config
-
 
 def assert_labels(y: np.ndarray, n: int, num_classes: int) -> None:
     assert y.dtype == np.int64 and y.shape == (n,)
-    assert 0 <= y.min() and y.max() < num_classes
+    assert y.min() >= 0 and y.max() < num_classes
 
 
 @pytest.fixture()
@@ -141,7 +140,10 @@ def test_npz_non_square_images_need_image_size(tmp_path: Path) -> None:
         ({"x": np.zeros((4, 5, 5, 7), np.uint8), "y": np.arange(4)}, r"x has shape \(4, 5, 5, 7\)"),
         ({"x": np.zeros((4, 5, 5), np.uint8), "y": np.arange(3)}, "y has 3 labels for 4 images"),
         ({"x": np.zeros((4, 5, 5), np.uint8), "y": np.arange(4.0)}, "y must be a 1-D array of integer class ids"),
-        ({"images": np.zeros((4, 5, 5), np.uint8)}, "expected arrays x, y \\(\\+ x_test, y_test\\) or x_train, .*; found images"),
+        (
+            {"images": np.zeros((4, 5, 5), np.uint8)},
+            "expected arrays x, y \\(\\+ x_test, y_test\\) or x_train, .*; found images",
+        ),
         ({"x": np.zeros((4, 5, 5), np.uint8), "y": np.arange(4), "classes": np.array(["a"])}, "labels go up to 3"),
     ],
 )
@@ -260,7 +262,9 @@ def test_each_data_set_takes_the_keys_it_uses(tmp_path: Path) -> None:
         "unknown key 'data.download' for data set 'npz'; allowed here: dataset, image_size, test_fraction, "
         "max_train_samples, max_test_samples, normalize, partition, path"
     )
-    with pytest.raises(ConfigError, match="^unknown key 'data.path' for data set 'cifar10'; allowed here: .*, root, download$"):
+    with pytest.raises(
+        ConfigError, match="^unknown key 'data.path' for data set 'cifar10'; allowed here: .*, root, download$"
+    ):
         parse_config({"data": {"dataset": "cifar10", "path": str(tmp_path / "a.npz")}})
 
 
@@ -292,5 +296,7 @@ def test_an_empty_test_split_is_refused_not_silently_replaced(tmp_path):
 def test_a_single_image_takes_a_separate_test_split_or_says_what_the_split_needs(tmp_path):
     with pytest.raises(DataError, match=r"cannot split 1 samples .* \(it needs at least 5\)"):
         load_dataset(npz(tmp_path, x=images(1), y=np.array([0])), seed=0)
-    data = load_dataset(npz(tmp_path, x=images(1), y=np.array([0]), x_test=images(3), y_test=np.array([0, 1, 0])), seed=0)
+    data = load_dataset(
+        npz(tmp_path, x=images(1), y=np.array([0]), x_test=images(3), y_test=np.array([0, 1, 0])), seed=0
+    )
     assert len(data.x_train) == 1 and len(data.x_test) == 3

@@ -14,9 +14,9 @@ from flwr.serverapp import Grid
 from adversary.secagg_taps import LegacyStrategyTap, MaskedWireTap
 from adversary.taps import StrategyTap, WireTap
 from fedsim.config import parse_config
+from fedsim.core.messaging import ForwardingGrid
 from fedsim.engine.lifecycle.assembly import strategy_of
 from fedsim.engine.lifecycle.secagg_protocol import ProtocolMonitor
-from fedsim.core.messaging import ForwardingGrid
 from strategies import STRATEGIES
 from strategies.base import LegacyStrategy, MessageStrategy, ServerStrategy
 
@@ -135,7 +135,11 @@ def config_of(strategy: dict):
 )
 def test_every_strategy_and_every_wrapper_fulfils_its_protocols_contract(strategy, contract):
     built = strategy_of(config_of(strategy))
-    tap = StrategyTap(built, lambda update: None) if contract is MessageStrategy else LegacyStrategyTap(built, lambda u: None, {})
+    tap = (
+        StrategyTap(built, lambda update: None)
+        if contract is MessageStrategy
+        else LegacyStrategyTap(built, lambda u: None, {})
+    )
     for candidate in (built, tap):
         assert isinstance(candidate, contract) and isinstance(candidate, ServerStrategy)
         assert candidate.protocol == STRATEGIES.get(strategy["name"]).protocol
@@ -161,8 +165,13 @@ def test_a_wrapper_missing_a_method_of_the_contract_is_refused_by_the_check():
 def test_sample_partitions_has_one_signature_everywhere():
     signatures = {
         inspect.signature(cls.sample_partitions).parameters.keys().__repr__()
-        for cls in (ServerStrategy, StrategyTap, LegacyStrategyTap, *(STRATEGIES.get(name) for name in ("fedavg", "secagg+")),
-                    type(strategy_of(config_of({"dp": {}}))))
+        for cls in (
+            ServerStrategy,
+            StrategyTap,
+            LegacyStrategyTap,
+            *(STRATEGIES.get(name) for name in ("fedavg", "secagg+")),
+            type(strategy_of(config_of({"dp": {}}))),
+        )
     }
     assert len(signatures) == 1, signatures
 
@@ -224,7 +233,9 @@ def test_roll_call_messages_are_queries_without_content(monkeypatch):
             replies = []
             for partition, message in enumerate(messages):
                 assert message.metadata.message_type == MessageType.QUERY and not message.content
-                reply = Message(RecordDict({wire.IDENTITY: MetricRecord({wire.PARTITION_ID: 1 - partition})}), reply_to=message)
+                reply = Message(
+                    RecordDict({wire.IDENTITY: MetricRecord({wire.PARTITION_ID: 1 - partition})}), reply_to=message
+                )
                 replies.append(reply)
             return replies
 

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from model_builds import BUILT_IN, build, forward, same_weights, state
 from torch import nn
 
 from fedsim.models import count_parameters
-
-from model_builds import BUILT_IN, build, forward, same_weights, state
-
 
 SHAPES = [(1, 16), (3, 32)]  # (channels, side): MNIST-like and CIFAR-like, kept small for speed
 

@@ -6,12 +6,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from model_builds import build, one_line_error, same_weights, state
+from tiny_configs import tiny_config
 
 from fedsim.data import load_dataset
 from fedsim.models import ModelError
-
-from model_builds import build, one_line_error, same_weights, state
-from tiny_configs import tiny_config
 
 
 def test_checkpoint_round_trip(tmp_path: Path) -> None:

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from model_builds import BUILT_IN, one_line_error
 
 from fedsim.config import ConfigError, ModelConfig, parse_config
 from fedsim.models import MODELS, check_model_name
-
-from model_builds import BUILT_IN, one_line_error
 
 
 def test_registry_holds_the_paper_models() -> None:

@@ -7,13 +7,12 @@ from pathlib import Path
 import pytest
 import torch
 import torchvision
+from model_builds import build, forward, one_line_error
 from torch import nn
 
 from fedsim.config import ConfigError, parse_config
 from fedsim.models import ModelError, check_model_name
 from fedsim.models.torchvision_adapter import pretrained_weights_path
-
-from model_builds import build, forward, one_line_error
 
 
 @pytest.mark.parametrize("channels", [3, 1])

@@ -10,11 +10,13 @@ from fedsim.reporting.frontier import baselines, frontier_table, pareto_front
 
 
 def test_the_pareto_front_keeps_exactly_the_undominated_points():
-    table = pd.DataFrame({
-        "run": ["none", "weak", "good", "strong", "bad", "twin", "unattacked"],
-        "leak": [1.00, 0.80, 0.10, 0.01, 0.50, 0.10, math.nan],
-        "drop": [0.00, 0.00, 0.01, 0.20, 0.30, 0.01, 0.00],
-    })  # fmt: skip
+    table = pd.DataFrame(
+        {
+            "run": ["none", "weak", "good", "strong", "bad", "twin", "unattacked"],
+            "leak": [1.00, 0.80, 0.10, 0.01, 0.50, 0.10, math.nan],
+            "drop": [0.00, 0.00, 0.01, 0.20, 0.30, 0.01, 0.00],
+        }
+    )
     front = pareto_front(table, {"leak": "min", "drop": "min"})
     # none is dominated by weak (same drop, less leakage); bad by good; the twins tie and both stay;
     # a run without a leakage value is never on the front
@@ -39,22 +41,30 @@ def test_every_run_is_measured_against_the_undefended_run_with_otherwise_equal_s
         "prune-momentum": _config(momentum=0.9, defenses=[{"name": "prune", "ratio": 0.5}]),
     }
     assert baselines(configs) == {
-        "none": "none", "noise": "none", "none-lr": "none-lr", "noise-lr": "none-lr", "prune-momentum": None,
-    }  # fmt: skip
+        "none": "none",
+        "noise": "none",
+        "none-lr": "none-lr",
+        "noise-lr": "none-lr",
+        "prune-momentum": None,
+    }
 
 
 def test_the_frontier_table_picks_the_strongest_attack_and_the_utility_loss():
-    utility = pd.DataFrame({
-        "run": ["none", "noise", "prune", "dp"],
-        "final_accuracy": [0.90, 0.89, 0.60, 0.70],
-        "final_train_loss": [0.30, 0.32, 0.90, 0.80],
-    })  # fmt: skip
-    attacks = pd.DataFrame({
-        "run": ["none", "none", "noise", "noise", "prune", "dp"],
-        "psnr": [30.0, math.inf, 12.0, 15.0, 20.0, 9.0],
-        "ssim": [0.95, 0.99, 0.20, 0.10, 0.60, 0.05],
-        "lpips": [0.10, 0.02, 0.50, 0.40, 0.30, math.nan],
-    })  # fmt: skip
+    utility = pd.DataFrame(
+        {
+            "run": ["none", "noise", "prune", "dp"],
+            "final_accuracy": [0.90, 0.89, 0.60, 0.70],
+            "final_train_loss": [0.30, 0.32, 0.90, 0.80],
+        }
+    )
+    attacks = pd.DataFrame(
+        {
+            "run": ["none", "none", "noise", "noise", "prune", "dp"],
+            "psnr": [30.0, math.inf, 12.0, 15.0, 20.0, 9.0],
+            "ssim": [0.95, 0.99, 0.20, 0.10, 0.60, 0.05],
+            "lpips": [0.10, 0.02, 0.50, 0.40, 0.30, math.nan],
+        }
+    )
     reference = {"none": "none", "noise": "none", "prune": "none", "dp": "none"}
     table = frontier_table(utility, attacks, reference).set_index("run")
     assert table.loc["none", "best_psnr"] == math.inf and table.loc["none", "best_ssim"] == 0.99

@@ -1,9 +1,9 @@
 """The leakage table a run prints: each target's strongest attack next to the accuracy of the round."""
 
+from tiny_configs import tiny_config
+
 from fedsim.reporting.leakage_table import leakage_rows
 from fedsim.rundir.writer import RunStore
-
-from tiny_configs import tiny_config
 
 
 def test_the_table_shows_each_targets_strongest_attack_next_to_accuracy(tmp_path):

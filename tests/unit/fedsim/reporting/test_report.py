@@ -2,10 +2,9 @@
 
 import pandas as pd
 import pytest
+from synthetic_runs import _synthetic_run
 
 from fedsim.cli import main
-
-from synthetic_runs import _synthetic_run
 
 
 def test_report_of_a_folder_of_runs_with_dp_and_attacks(capsys, tmp_path):

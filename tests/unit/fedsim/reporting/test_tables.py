@@ -3,6 +3,7 @@
 import math
 
 import pytest
+from synthetic_runs import _synthetic_run
 
 import fedsim
 from adversary.scoring import PSNR_CAP_DB
@@ -10,16 +11,26 @@ from fedsim.reporting.run_summary import round_table
 from fedsim.reporting.tables import attack_results, leakage_rounds, utility_rounds
 from fedsim.rundir.writer import RunStore
 
-from synthetic_runs import _synthetic_run
-
 
 def test_the_strongest_attack_is_picked_per_target_per_round_and_per_run(tmp_path):
     run_dir = _synthetic_run(tmp_path, "none")
     store = RunStore(run_dir)
-    for attack, target, server_round, ssim in (("ig", "client:0", 1, 0.95), ("ig-prune", "client:1", 2, 0.99),
-                                               ("ig", "client:1", 1, 0.5)):  # fmt: skip
-        store.append({"round": server_round, "event": "attack", "target": target, "attack": attack, "status": "ok",
-                      "ssim_mean": ssim, "psnr_mean": 20.0})  # fmt: skip
+    for attack, target, server_round, ssim in (
+        ("ig", "client:0", 1, 0.95),
+        ("ig-prune", "client:1", 2, 0.99),
+        ("ig", "client:1", 1, 0.5),
+    ):
+        store.append(
+            {
+                "round": server_round,
+                "event": "attack",
+                "target": target,
+                "attack": attack,
+                "status": "ok",
+                "ssim_mean": ssim,
+                "psnr_mean": 20.0,
+            }
+        )
     run = fedsim.load_run(run_dir)
     per_target = run.strongest().set_index("target")
     assert per_target.loc["client:0", "attack"] == "ig" and per_target.loc["client:0", "ssim_mean"] == 0.95
@@ -44,6 +55,8 @@ def test_tables_from_a_folder_of_runs(tmp_path):
     assert rounds.loc[("none", 2), "train_loss"] == pytest.approx(0.5)
     attacks = attack_results(sweep)
     assert len(attacks) == 6  # the failed attack is left out
-    assert attacks.set_index(["run", "target"]).loc[("none", "client:0"), "psnr"] == PSNR_CAP_DB  # every pair exact (an older row without psnr_mean): the cap
+    assert (
+        attacks.set_index(["run", "target"]).loc[("none", "client:0"), "psnr"] == PSNR_CAP_DB
+    )  # every pair exact (an older row without psnr_mean): the cap
     leakage = leakage_rounds(attacks).set_index(["run", "kind"])
     assert leakage.loc[("none", "per-client"), "targets"] == 2 and leakage.loc[("none", "aggregate"), "ssim"] == 0.45

@@ -9,8 +9,16 @@ from fedsim.rundir.backlog import AttackBacklog
 
 def test_a_backlog_round_trips_tapped_updates_and_lists_its_rounds(tmp_path):
     backlog = AttackBacklog(tmp_path)
-    update = TappedUpdate(round=3, tap="mitm", source="client:1", global_state={"w": torch.ones(2)},
-                          observed_state={"w": torch.zeros(2)}, num_examples=4, local_steps=1, contributors=(1,))  # fmt: skip
+    update = TappedUpdate(
+        round=3,
+        tap="mitm",
+        source="client:1",
+        global_state={"w": torch.ones(2)},
+        observed_state={"w": torch.zeros(2)},
+        num_examples=4,
+        local_steps=1,
+        contributors=(1,),
+    )
     backlog.save(3, [update])
     backlog.save(12, [update])
     assert backlog.rounds() == [3, 12]

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from tiny_configs import tiny_config
 
 import fedsim.core.atomic
 from fedsim.config import ConfigError, load_config
 from fedsim.rundir.writer import RunStore
-from tiny_configs import tiny_config, tiny_raw
 
 
 def test_runs_of_one_name_started_at_once_each_get_their_own_directory(tmp_path):
@@ -120,17 +120,34 @@ def test_the_layout_spells_the_names_that_run_directories_already_hold():
     """Renaming a file would orphan the run and sweep directories users have: the names are pinned here."""
     import fedsim.rundir.layout as layout
 
-    files = (layout.CONFIG_FILE, layout.FINGERPRINT_FILE, layout.ENVIRONMENT_FILE, layout.METRICS_FILE,
-             layout.SUMMARY_FILE, layout.PARTITIONS_FILE, layout.CLIENT_ERROR_LOG)  # fmt: skip
-    assert files == ("config.yaml", "fingerprint.json", "environment.json", "metrics.jsonl", "summary.json",
-                     "partitions.json", "client_errors.log")  # fmt: skip
+    files = (
+        layout.CONFIG_FILE,
+        layout.FINGERPRINT_FILE,
+        layout.ENVIRONMENT_FILE,
+        layout.METRICS_FILE,
+        layout.SUMMARY_FILE,
+        layout.PARTITIONS_FILE,
+        layout.CLIENT_ERROR_LOG,
+    )
+    assert files == (
+        "config.yaml",
+        "fingerprint.json",
+        "environment.json",
+        "metrics.jsonl",
+        "summary.json",
+        "partitions.json",
+        "client_errors.log",
+    )
     assert (layout.CHECKPOINT_DIR, layout.checkpoint_file(7)) == ("checkpoints", "round_0007.pt")
     assert layout.CHECKPOINT_PATTERN.match("round_0012.pt").group(1) == "0012"
     assert layout.RECONSTRUCTIONS_DIR == "reconstructions"
     assert layout.grid_file(1, "client:0", "dlg") == "round_0001_client-0_dlg.png"
     assert layout.trajectory_file(2, "aggregate", "ig") == "round_0002_aggregate_ig_trajectory.png"
     assert (layout.GROUND_TRUTH_DIR, layout.ground_truth_round_dir(3), layout.ground_truth_file(4)) == (
-        "ground_truth", "round_0003", "client_0004.json")  # fmt: skip
+        "ground_truth",
+        "round_0003",
+        "client_0004.json",
+    )
     assert (layout.BACKLOG_DIR, layout.backlog_file(5)) == ("adversary", "observed_round_0005.pt")
     assert (layout.CLIENT_STATE_DIR, layout.PRIVACY_LEDGER_FILE) == ("clients", "privacy.json")
     assert (layout.SWEEP_CONFIG, layout.SWEEP_MANIFEST, layout.REPORT_DIR) == ("sweep.yaml", "sweep.json", "report")

@@ -6,8 +6,8 @@ import threading
 import pytest
 import torch
 
-from fedsim.core.atomic import save_torch_atomic, write_atomic, write_json_atomic
 from fedsim.config import parse_config
+from fedsim.core.atomic import save_torch_atomic, write_atomic, write_json_atomic
 from fedsim.rundir.ground_truth import GroundTruthStore
 from fedsim.rundir.writer import RunStore
 

@@ -3,13 +3,12 @@
 from pathlib import Path
 
 import pytest
+from sweep_configs import BASE, write
 
 from fedsim.config import ConfigError, parse_config
 from fedsim.rundir.writer import RunStore
 from fedsim.sweep import plan_sweep, run_sweep
 from fedsim.sweep.execute import point_action, ray_share
-
-from sweep_configs import BASE, write
 
 
 def test_parallel_runs_split_the_cpus_and_refuse_what_does_not_fit(tmp_path):
@@ -17,8 +16,12 @@ def test_parallel_runs_split_the_cpus_and_refuse_what_does_not_fit(tmp_path):
     assert ray_share(plan.points, parallel=1, cpus=None) is None  # one run at a time: the whole machine
     assert ray_share(plan.points, parallel=2, cpus=4) == {"num_cpus": 2}
     with pytest.raises(ConfigError, match="--parallel 4: each run gets 1 of 4 CPU"):
-        heavy = plan_sweep(write(tmp_path, BASE), overrides=["federation.client_resources.cpus=2"],
-                           grid=["seed=0,1"], out=tmp_path / "s")  # fmt: skip
+        heavy = plan_sweep(
+            write(tmp_path, BASE),
+            overrides=["federation.client_resources.cpus=2"],
+            grid=["seed=0,1"],
+            out=tmp_path / "s",
+        )
         ray_share(heavy.points, parallel=4, cpus=4)
     with pytest.raises(ConfigError, match="allowed: --parallel <= 2"):
         ray_share(plan.points, parallel=3, cpus=2)

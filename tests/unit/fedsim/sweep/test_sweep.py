@@ -3,11 +3,10 @@
 import logging
 
 import pytest
+from sweep_configs import BASE, run_cli, write
 
 from fedsim.config import ConfigError, load_config
 from fedsim.sweep import plan_sweep
-
-from sweep_configs import BASE, run_cli, write
 
 
 def test_a_bad_combination_fails_before_anything_runs(tmp_path):
@@ -26,7 +25,9 @@ def test_a_bad_combination_fails_before_anything_runs(tmp_path):
     ],
 )
 def test_the_sweep_section_is_validated(tmp_path, sweep, message):
-    with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]").replace("{", r"\{").replace("}", r"\}")):
+    with pytest.raises(
+        ConfigError, match=message.replace("[", r"\[").replace("]", r"\]").replace("{", r"\{").replace("}", r"\}")
+    ):
         plan_sweep(write(tmp_path, {**BASE, "sweep": sweep}), out=tmp_path / "s")
 
 
@@ -38,7 +39,10 @@ def test_the_sweep_owns_where_runs_go(tmp_path):
 def test_run_and_validate_accept_a_sweep_config(capsys, tmp_path, caplog):
     path = write(tmp_path, {**BASE, "sweep": {"grid": {"seed": [0, 1, 2]}}})
     fedsim_logger = logging.getLogger("fedsim")
-    propagate, fedsim_logger.propagate = fedsim_logger.propagate, True  # the CLI turns it off; caplog listens at the root
+    propagate, fedsim_logger.propagate = (
+        fedsim_logger.propagate,
+        True,
+    )  # the CLI turns it off; caplog listens at the root
     try:
         with caplog.at_level(logging.WARNING, logger="fedsim"):
             assert load_config(path).seed == 0  # `fedsim run` runs the base point
@@ -54,6 +58,8 @@ def test_dry_run_lists_the_points_and_writes_nothing(capsys, tmp_path):
     out_dir = tmp_path / "s"
     code, out, _ = run_cli(capsys, "sweep", str(path), "--grid", "client.lr=0.1", "--out", str(out_dir), "--dry-run")
     assert code == 0
-    assert out.splitlines() == [f"{out_dir / '00-seed-0_lr-0.1'} seed=0 client.lr=0.1",
-                                f"{out_dir / '01-seed-1_lr-0.1'} seed=1 client.lr=0.1"]  # fmt: skip
+    assert out.splitlines() == [
+        f"{out_dir / '00-seed-0_lr-0.1'} seed=0 client.lr=0.1",
+        f"{out_dir / '01-seed-1_lr-0.1'} seed=1 client.lr=0.1",
+    ]
     assert not out_dir.exists()

@@ -5,12 +5,11 @@ from __future__ import annotations
 import tomllib
 
 import pytest
+from repository import REPO_ROOT
+from tiny_configs import tiny_config
 
 from fedsim.config import ConfigError, dump_config, with_absolute_paths
 from fedsim.engine.deployment.run_config import DEFAULTS, RunRequest, client_config, from_run_config, to_run_config
-
-from repository import REPO_ROOT
-from tiny_configs import tiny_config
 
 
 def test_the_run_config_carries_the_whole_experiment_as_scalars_and_reads_back_the_same(tmp_path):
@@ -32,7 +31,10 @@ def test_pyproject_declares_the_app_and_every_run_config_key_with_its_default():
 
     import fedsim.engine.deployment.app as app
 
-    assert flwr["components"] == {"serverapp": "fedsim.engine.deployment.app:server_app", "clientapp": "fedsim.engine.deployment.app:client_app"}
+    assert flwr["components"] == {
+        "serverapp": "fedsim.engine.deployment.app:server_app",
+        "clientapp": "fedsim.engine.deployment.app:client_app",
+    }
     assert isinstance(app.server_app, ServerApp) and isinstance(app.client_app, ClientApp)
 
 

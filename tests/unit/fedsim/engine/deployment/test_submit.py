@@ -4,18 +4,27 @@ connection's TLS."""
 from __future__ import annotations
 
 import pytest
+from repository import REPO_ROOT
+from tiny_configs import tiny_config
 
 from fedsim.cli import main
 from fedsim.config import dump_config
 from fedsim.engine.lifecycle.network import free_port
 
-from repository import REPO_ROOT
-from tiny_configs import tiny_config
-
 
 def test_an_unreachable_superlink_is_one_line_naming_the_address(capsys):
     address = f"127.0.0.1:{free_port()}"
-    code = main(["run", str(REPO_ROOT / "configs/quickstart.yaml"), "--engine", "deployment", "--superlink", address, "--insecure"])
+    code = main(
+        [
+            "run",
+            str(REPO_ROOT / "configs/quickstart.yaml"),
+            "--engine",
+            "deployment",
+            "--superlink",
+            address,
+            "--insecure",
+        ]
+    )
     err = capsys.readouterr().err.strip()
     assert code == 2 and "\n" not in err
     assert err.startswith(f"fedsim: error: --superlink = '{address}': nothing answers there (Connection refused)")
@@ -25,9 +34,15 @@ def test_an_unreachable_superlink_is_one_line_naming_the_address(capsys):
     "arguments, message",
     [
         (["--engine", "deployment"], "--engine deployment: give --superlink HOST:PORT"),
-        (["--superlink", "127.0.0.1:9093"], "--superlink, --insecure and --root-certificates go with --engine deployment"),
+        (
+            ["--superlink", "127.0.0.1:9093"],
+            "--superlink, --insecure and --root-certificates go with --engine deployment",
+        ),
         (["--engine", "deployment", "--superlink", "localhost"], "--superlink = 'localhost': expected HOST:PORT"),
-        (["--engine", "deployment", "--superlink", "h:1", "--insecure", "--root-certificates", "ca.pem"], "exclude each other"),
+        (
+            ["--engine", "deployment", "--superlink", "h:1", "--insecure", "--root-certificates", "ca.pem"],
+            "exclude each other",
+        ),
     ],
 )
 def test_deployment_flags_are_checked_before_anything_is_submitted(capsys, arguments, message):
@@ -63,14 +78,22 @@ def test_a_failed_run_is_one_line_with_its_serverapps_last_error():
     from fedsim.engine.deployment.submit import DeploymentError, SuperLink, run_failure
 
     superlink = SuperLink("127.0.0.1:9093", insecure=True)
-    log = "INFO: Start `flwr-serverapp` process\nTraceback (most recent call last):\n" \
-          "RuntimeError: client roll call failed: node 12 (partition 1): data.path = '/d.npz': no such file\n"  # fmt: skip
+    log = (
+        "INFO: Start `flwr-serverapp` process\nTraceback (most recent call last):\n"
+        "RuntimeError: client roll call failed: node 12 (partition 1): data.path = '/d.npz': no such file\n"
+    )
     error = run_failure(_FakeFlowerCli(log), "42", "finished:failed", superlink)
     assert isinstance(error, DeploymentError) and "\n" not in str(error)
-    assert str(error) == ("Flower run 42 on the SuperLink at 127.0.0.1:9093 ended finished:failed: RuntimeError: client "
-                          "roll call failed: node 12 (partition 1): data.path = '/d.npz': no such file")  # fmt: skip
-    untrained = run_failure(_FakeFlowerCli("fedsim.core.TrainingFailed: no round updated the global model\n"), "42",
-                            "finished:failed", superlink)  # fmt: skip
+    assert str(error) == (
+        "Flower run 42 on the SuperLink at 127.0.0.1:9093 ended finished:failed: RuntimeError: client "
+        "roll call failed: node 12 (partition 1): data.path = '/d.npz': no such file"
+    )
+    untrained = run_failure(
+        _FakeFlowerCli("fedsim.core.TrainingFailed: no round updated the global model\n"),
+        "42",
+        "finished:failed",
+        superlink,
+    )
     assert isinstance(untrained, TrainingFailed) and str(untrained) == "no round updated the global model"
     silent = run_failure(_FakeFlowerCli(""), "42", "finished:stopped", superlink)
     assert str(silent).endswith("ended finished:stopped: see `flwr log 42` against 127.0.0.1:9093")

@@ -9,7 +9,6 @@ from fedsim.config import parse_config
 from fedsim.core.errors import ConfigError
 from fedsim.engine.leakage.portfolio import attack_setting, resolve_attacks
 
-
 SHAPE = (1, 6, 6)
 
 
@@ -19,12 +18,14 @@ def tiny_model() -> nn.Module:
 
 
 def strongest_config(**adversary):
-    return parse_config({
-        "data": {"dataset": "digits", "image_size": 8},
-        "model": {"name": "mlp3"},
-        "client": {"defenses": [{"name": "prune", "ratio": 0.9}]},
-        "adversary": {"attacks": "strongest", **adversary},
-    })  # fmt: skip
+    return parse_config(
+        {
+            "data": {"dataset": "digits", "image_size": 8},
+            "model": {"name": "mlp3"},
+            "client": {"defenses": [{"name": "prune", "ratio": 0.9}]},
+            "adversary": {"attacks": "strongest", **adversary},
+        }
+    )
 
 
 def test_strongest_keeps_the_attacks_that_apply_and_adapts_them():
@@ -40,8 +41,13 @@ def test_strongest_keeps_the_attacks_that_apply_and_adapts_them():
 
 def test_an_attack_named_where_it_cannot_apply_is_refused_in_one_line():
     config = strongest_config()
-    config = config.model_copy(update={"adversary": config.adversary.model_copy(
-        update={"portfolio": "listed", "attacks": [AttackOptions(name="ig-soteria")]})})  # fmt: skip
+    config = config.model_copy(
+        update={
+            "adversary": config.adversary.model_copy(
+                update={"portfolio": "listed", "attacks": [AttackOptions(name="ig-soteria")]}
+            )
+        }
+    )
     with pytest.raises(ConfigError) as error:
         resolve_attacks(config, attack_setting(config, tiny_model(), SHAPE, 5))
     message = str(error.value)
@@ -56,6 +62,10 @@ def test_a_sweep_point_with_strongest_matches_the_run_that_resolved_it():
     resolved = resolve_attacks(config, attack_setting(config, tiny_model(), SHAPE, 5))
     assert len(resolved.adversary.attacks) < len(config.adversary.attacks)
     assert _comparable(resolved) == _comparable(config)
-    other = parse_config({**config.model_dump(mode="json"), "adversary": {
-        **config.adversary.model_dump(mode="json"), "portfolio_options": {"iterations": 10}}})  # fmt: skip
+    other = parse_config(
+        {
+            **config.model_dump(mode="json"),
+            "adversary": {**config.adversary.model_dump(mode="json"), "portfolio_options": {"iterations": 10}},
+        }
+    )
     assert _comparable(other) != _comparable(config)

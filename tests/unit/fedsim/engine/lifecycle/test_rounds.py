@@ -3,12 +3,11 @@
 import math
 
 import torch
+from tiny_configs import tiny_config
 
 from fedsim.engine.lifecycle.progress import LogProgress
 from fedsim.engine.lifecycle.rounds import NON_FINITE_AGGREGATE, RoundResult, ServerSpec, run_rounds
 from fedsim.rundir.writer import RunStore
-
-from tiny_configs import tiny_config
 
 
 class NonFiniteAggregate:

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from tiny_configs import tiny_config
 
 from fedsim.config import ConfigError
 from fedsim.engine.lifecycle.network import free_port
-
-from tiny_configs import tiny_config
 
 
 def test_a_ray_cluster_address_joins_the_cluster_without_capping_it(monkeypatch):

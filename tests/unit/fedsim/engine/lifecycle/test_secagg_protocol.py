@@ -23,19 +23,17 @@ from flwr.clientapp import ClientApp
 from flwr.common.secure_aggregation.secaggplus_constants import RECORD_KEY_CONFIGS, Key, Stage
 from flwr.common.serde import message_from_proto, message_to_proto
 from flwr.serverapp import Grid
+from secagg_rounds import rows, secagg_config
 
 from adversary.secagg_taps import LegacyStrategyTap, MaskedWireTap
 from adversary.taps import AGGREGATE
 from clients.legacy_client import secagg_client_mods
-from fedsim.config import ConfigError, parse_config
-from fedsim.engine.lifecycle.assembly import client_spec_of, strategy_of
 from fedsim.core.messaging import collect_replies
+from fedsim.engine.lifecycle.assembly import client_spec_of, strategy_of
 from fedsim.engine.lifecycle.progress import LogProgress
 from fedsim.engine.lifecycle.rounds import ServerSpec, run_rounds
 from fedsim.engine.lifecycle.secagg_protocol import SecAggPlusParameters, SecAggRounds
 from fedsim.rundir.writer import RunStore
-
-from secagg_rounds import rows, secagg_config
 
 pytestmark = pytest.mark.usefixtures("task_identity")  # messages built outside a Flower run (conftest.py)
 
@@ -54,7 +52,9 @@ class InProcessGrid(Grid):
     def __init__(self, app: ClientApp, num_clients: int) -> None:
         self.app = app
         self.contexts = {
-            FIRST_NODE + p: Context(run_id=1, node_id=FIRST_NODE + p, node_config={"partition-id": p}, state=RecordDict(), run_config={})
+            FIRST_NODE + p: Context(
+                run_id=1, node_id=FIRST_NODE + p, node_config={"partition-id": p}, state=RecordDict(), run_config={}
+            )
             for p in range(num_clients)
         }
         self.sent: list[Message] = []
@@ -107,7 +107,11 @@ class InProcessGrid(Grid):
 def update_of(partition: int) -> dict[str, torch.Tensor]:
     generator = torch.Generator().manual_seed(partition)
     return {
-        name: (0.1 * torch.randn(value.shape, generator=generator) if value.is_floating_point() else torch.tensor(partition))
+        name: (
+            0.1 * torch.randn(value.shape, generator=generator)
+            if value.is_floating_point()
+            else torch.tensor(partition)
+        )
         for name, value in GLOBAL.items()
     }
 
@@ -133,32 +137,47 @@ def run_protocol(config, tmp_path: Path, *, server_sink=None, wire_sink=None, st
     """Run the rounds of ``config`` after ``start_round`` through the real protocol in-process; returns (store, grid)."""
     num_clients = config.federation.num_clients
     spec = client_spec_of(
-        config, tmp_path, partitions=tuple(np.arange(examples_of(p)) for p in range(num_clients)),
-        stats=(), num_classes=2, channels=1, image_size=4,
+        config,
+        tmp_path,
+        partitions=tuple(np.arange(examples_of(p)) for p in range(num_clients)),
+        stats=(),
+        num_classes=2,
+        channels=1,
+        image_size=4,
     )
-    app = ClientApp(client_fn=lambda context: FixedUpdateClient(config, int(context.node_config["partition-id"])).to_client(),
-                    mods=secagg_client_mods(spec))
+    app = ClientApp(
+        client_fn=lambda context: FixedUpdateClient(config, int(context.node_config["partition-id"])).to_client(),
+        mods=secagg_client_mods(spec),
+    )
     grid = InProcessGrid(app, num_clients)
     store = RunStore.create(config, "cpu", tmp_path / "run")
     strategy = strategy_of(config)
     if server_sink is not None:
         strategy = LegacyStrategyTap(strategy, server_sink, LAYOUT)
     server = ServerSpec(
-        config=config, store=store, strategy=strategy, initial_state=start_state, start_round=start_round,
-        evaluate=lambda state: {"accuracy": 0.0}, progress=LogProgress(),
+        config=config,
+        store=store,
+        strategy=strategy,
+        initial_state=start_state,
+        start_round=start_round,
+        evaluate=lambda state: {"accuracy": 0.0},
+        progress=LogProgress(),
         wrap_grid=(lambda g: MaskedWireTap(g, wire_sink, LAYOUT)) if wire_sink is not None else None,
     )
     parameters = SecAggPlusParameters.from_config(config, largest_partition=examples_of(num_clients - 1))
     main_grid = server.wrap_grid(grid) if server.wrap_grid else grid
     rounds = SecAggRounds(strategy, parameters, config.seed, config.federation.rounds)
-    run_rounds(server, rounds, main_grid, Context(run_id=1, node_id=0, node_config={}, state=RecordDict(), run_config={}))
+    run_rounds(
+        server, rounds, main_grid, Context(run_id=1, node_id=0, node_config={}, state=RecordDict(), run_config={})
+    )
     return store, grid
 
 
 def fedavg_of(partitions: list[int], start: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     weights = torch.tensor([float(examples_of(p)) for p in partitions], dtype=torch.float64)
     return {
-        name: start[name].double() + sum(w * update_of(p)[name].double() for w, p in zip(weights, partitions)) / weights.sum()
+        name: start[name].double()
+        + sum(w * update_of(p)[name].double() for w, p in zip(weights, partitions)) / weights.sum()
         for name in start
     }
 
@@ -174,7 +193,10 @@ def quantisation_bound(config, partitions: list[int]) -> float:
 # ------------------------------------------------------------------------------------------ config
 
 
-@pytest.mark.parametrize(("clients", "secagg"), [(2, {}), (5, {}), (5, {"num_shares": 3, "reconstruction_threshold": 2}), (5, {"reconstruction_threshold": 5})])
+@pytest.mark.parametrize(
+    ("clients", "secagg"),
+    [(2, {}), (5, {}), (5, {"num_shares": 3, "reconstruction_threshold": 2}), (5, {"reconstruction_threshold": 5})],
+)
 def test_flower_runs_the_protocol_with_exactly_the_configured_integers(tmp_path, clients, secagg):
     config = secagg_config(num_clients=clients, **secagg)
     store, grid = run_protocol(config, tmp_path)
@@ -206,8 +228,12 @@ def test_the_unmasked_sum_is_fedavg_within_the_quantisation_error(tmp_path):
 def test_a_resumed_secagg_run_repeats_the_uninterrupted_one_exactly(tmp_path):
     failures = [{"round": 2, "client": 0, "stage": "share_keys"}]
     whole, _ = run_protocol(secagg_config(rounds=2, failures=failures), tmp_path / "whole")
-    resumed, _ = run_protocol(secagg_config(rounds=2, failures=failures), tmp_path / "resumed",
-                              start_round=1, start_state=whole.load_checkpoint(1))
+    resumed, _ = run_protocol(
+        secagg_config(rounds=2, failures=failures),
+        tmp_path / "resumed",
+        start_round=1,
+        start_state=whole.load_checkpoint(1),
+    )
     for name, value in whole.load_checkpoint(2).items():  # fresh keys and masks, the same sum
         assert torch.equal(value, resumed.load_checkpoint(2)[name])
 
@@ -233,7 +259,9 @@ def test_a_client_dropping_out_in_any_stage_leaves_an_aggregate_with_threshold_3
         fit = {r["client"]: r for r in rows(store, "fit", server_round)}
         assert fit[dropped]["dropped_at"] == stage and "InjectedFailure" in fit[dropped]["error"]
         assert all("dropped_at" not in fit[c] and fit[c]["status"] == "ok" for c in fit if c != dropped)
-        in_sum = [c for c in range(5) if c != dropped or stage == "unmask"]  # an unmask drop-out already sent its vector
+        in_sum = [
+            c for c in range(5) if c != dropped or stage == "unmask"
+        ]  # an unmask drop-out already sent its vector
         assert fit[dropped]["status"] == ("ok" if stage == "unmask" else "failed")
         (evaluation,) = rows(store, "eval", server_round)
         assert evaluation["model_updated"] and evaluation["secagg_dropped"] == [dropped]
