@@ -21,7 +21,8 @@ def mse_cost_matrix(reconstructed: torch.Tensor, truth: torch.Tensor) -> torch.T
     """
     if reconstructed.ndim != 4 or truth.ndim != 4 or reconstructed.shape[1:] != truth.shape[1:]:
         raise ValueError(
-            f"pairing needs (N, C, H, W) tensors of one image shape, got {tuple(reconstructed.shape)} and {tuple(truth.shape)}"
+            f"pairing needs (N, C, H, W) tensors of one image shape, got {tuple(reconstructed.shape)} "
+            f"and {tuple(truth.shape)}"
         )
     rec = reconstructed.detach().cpu().double().flatten(1)
     true = truth.detach().cpu().double().flatten(1)

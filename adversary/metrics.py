@@ -119,7 +119,10 @@ def alexnet_checkpoint_path() -> Path:
 def weights_problem(path: Path) -> str | None:
     """Why ``path`` is not torchvision's ImageNet AlexNet file (missing, or another file), or None."""
     if not path.is_file():
-        return f"no ImageNet AlexNet weights at {path} (put torchvision's {ALEXNET_CHECKPOINT} there, or set {WEIGHTS_ENV})"
+        return (
+            f"no ImageNet AlexNet weights at {path} "
+            f"(put torchvision's {ALEXNET_CHECKPOINT} there, or set {WEIGHTS_ENV})"
+        )
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):

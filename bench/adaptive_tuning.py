@@ -108,7 +108,8 @@ def main(argv: list[str] | None = None) -> None:
             )
             results[weight] = score(tuned.adapted(setting), views, truth)
             print(
-                f"{name:<17} {adaptive:<10} tv {weight:<7g} SSIM {results[weight][0]:.3f}  PSNR {results[weight][1]:5.1f}",
+                f"{name:<17} {adaptive:<10} tv {weight:<7g} SSIM {results[weight][0]:.3f}  "
+                f"PSNR {results[weight][1]:5.1f}",
                 flush=True,
             )
         chosen = max(results, key=lambda w: results[w][0])

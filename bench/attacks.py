@@ -178,7 +178,8 @@ def paper003(data: Path, iterations: int, aggregate_iterations: int) -> None:
     )
     print(f"   per-client labels : {100 * np.mean(client_labels):.0f} % (target 100 %)")
     print(
-        f"   aggregated PSNR   : {' '.join(f'{v:.2f}' for v in aggregate_psnr)} dB, mean {np.mean(aggregate_psnr):.2f} dB "
+        f"   aggregated PSNR   : {' '.join(f'{v:.2f}' for v in aggregate_psnr)} dB, "
+        f"mean {np.mean(aggregate_psnr):.2f} dB "
         f"(target >= 30; not identifiable, see bench.identifiability), objective {rec.objective:.1e}"
     )
     print(
@@ -186,11 +187,13 @@ def paper003(data: Path, iterations: int, aggregate_iterations: int) -> None:
         f"(recovered {sorted(rec.labels.tolist())}, true {sorted(y.tolist())})"
     )
     print(
-        f"   wall time         : per-client {per_client_seconds:.1f} s and aggregated {aggregate_seconds:.1f} s side by side, "
+        f"   wall time         : per-client {per_client_seconds:.1f} s and aggregated {aggregate_seconds:.1f} s "
+        "side by side, "
         f"{total:.1f} s together (target < 60 s)"
     )
     print(
-        f"   worker processes  : start-up {startup:.1f} s once per run; per job {1000 * shipping:.0f} ms to ship views and "
+        f"   worker processes  : start-up {startup:.1f} s once per run; per job {1000 * shipping:.0f} ms "
+        "to ship views and "
         f"reconstructions; the same jobs in threads of one process {threads_total:.1f} s "
         f"({'identical' if same else 'DIFFERENT'} reconstructions)"
     )
@@ -275,7 +278,8 @@ def single_problem(data: Path, iterations: int, repeats: int) -> None:
         f"1 restart, {iterations} iterations, {torch.get_num_threads()} threads"
     )
     print(
-        f"   per iteration     : {median:.2f} ms median, {best:.2f} ms best of {repeats} = {best / BREACHING_MS_PER_ITERATION:.2f} x "
+        f"   per iteration     : {median:.2f} ms median, {best:.2f} ms best of {repeats} = "
+        f"{best / BREACHING_MS_PER_ITERATION:.2f} x "
         f"breaching's {BREACHING_MS_PER_ITERATION} ms (target <= 1); final objective {rec.objective:.6e}"
     )
 

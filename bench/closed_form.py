@@ -1,4 +1,5 @@
-"""The closed-form attacks: ``fc-invert`` and ``cpa`` against an honest server's aggregate, and their cost beside ``rtf``.
+"""The closed-form attacks: ``fc-invert`` and ``cpa`` against an honest server's aggregate, and their cost beside
+``rtf``.
 
 Set-up: paper 002's MLP-3 (``model.name: mlp3``, first layer 3072 -> 512 units, ReLU, PyTorch's default
 init, seed 0) on CIFAR-10 training images from index 1,000 on (a fresh draw per repetition; the attacks'
@@ -78,7 +79,8 @@ def scale(data, repeats: int, out: dict) -> None:
     model = mlp3()
     state = {k: v.detach().clone() for k, v in model.state_dict().items()}
     print(
-        f"images (1 per client) | aggregation | attack | recovered (>= {RECOVERED_DB:.0f} dB) | PSNR (dB, capped) | SSIM | "
+        f"images (1 per client) | aggregation | attack | recovered (>= {RECOVERED_DB:.0f} dB) | "
+        "PSNR (dB, capped) | SSIM | "
         "label accuracy | seconds",
         flush=True,
     )
@@ -124,7 +126,8 @@ def timing(data, repeats: int, out: dict) -> None:
             seconds.append(run(name, {}, view, seed)[1])
         out[f"timing {name}"] = {"seconds": seconds}
         print(
-            f"{name} | {'imprinted lenet' if name == 'rtf' else 'mlp3'} | 64 x 1 | {np.mean(seconds):.3f}, {max(seconds):.3f}",
+            f"{name} | {'imprinted lenet' if name == 'rtf' else 'mlp3'} | 64 x 1 | "
+            f"{np.mean(seconds):.3f}, {max(seconds):.3f}",
             flush=True,
         )
 

@@ -135,7 +135,10 @@ def main(argv: list[str] | None = None) -> None:
             "epsilon": max(epsilons) if epsilons else None,
         }
     print(f"{CONFIG.name}: {len(sweep.runs)} runs under {sweep.path}; means over seeds ± 95 % t-interval half-width")
-    header = f"   {'defense':<17} {'SSIM':>14} {'PSNR (dB)':>12} {'accuracy %':>13} {'drop (pts)':>13} {'epsilon':>8}  strongest attack"
+    header = (
+        f"   {'defense':<17} {'SSIM':>14} {'PSNR (dB)':>12} {'accuracy %':>13} {'drop (pts)':>13} {'epsilon':>8}  "
+        "strongest attack"
+    )
     print(header)
     fmt = format_interval  # a (mean, half-width) pair as both tables show it
     for label, row in table.items():
@@ -173,14 +176,17 @@ def main(argv: list[str] | None = None) -> None:
             MARKER,
             [
                 f"Regenerate with `.venv/bin/python -m bench.defenses --data-dir DIR --docs`, DIR holding `{MNIST}` "
-                f"({len(sweep.runs)} runs, {seconds / 60:.0f} min of run time on {os.cpu_count()} CPU cores; `--parallel 2` runs two "
+                f"({len(sweep.runs)} runs, {seconds / 60:.0f} min of run time on {os.cpu_count()} CPU cores; "
+                "`--parallel 2` runs two "
                 "at once). Means over seeds 0-2 ± 95 % t-interval half-widths:",
                 "",
                 *lines,
                 "",
                 f"The undefended model reaches {table['none']['accuracy'][0]:.1f} % on the 2,000 held-out images, "
-                f"{table['none']['accuracy'][0] / constant:.1f} times the constant predictor's {constant:.1f} %. SSIM: per run, "
-                "the mean over the attacked (round, client) pairs of the best SSIM any attack reached on that client's batch "
+                f"{table['none']['accuracy'][0] / constant:.1f} times the constant predictor's {constant:.1f} %. "
+                "SSIM: per run, "
+                "the mean over the attacked (round, client) pairs of the best SSIM any attack reached on that client's "
+                "batch "
                 "of 4 images; won by: how many of those pairs each attack won, over all seeds. Drop: paired with the "
                 "undefended run of the same seed.",
             ],

@@ -74,7 +74,8 @@ def main(argv: list[str] | None = None) -> None:
             out[f"{name}_psnr"].append(round(mean, 2))
             out[f"{name}_objective"].append(float(f"{np.mean(objectives[name]):.3g}"))
             print(
-                f"{title:20s} {name:3s}: PSNR {mean:6.2f} +- {half:5.2f} dB (per image {', '.join(f'{s:.1f}' for s in scores[name])}), "
+                f"{title:20s} {name:3s}: PSNR {mean:6.2f} +- {half:5.2f} dB "
+                f"(per image {', '.join(f'{s:.1f}' for s in scores[name])}), "
                 f"objective {np.mean(objectives[name]):.3g}, {seconds[name]:.0f} s",
                 file=sys.stderr,
             )

@@ -231,7 +231,7 @@ def main(argv: list[str] | None = None) -> None:
         for name, per_scale in values.items():
             summary[key][f"{name}_psnr"] = []
             summary[key][f"{name}_half_width"] = []
-            for scale, scores in zip(scales, per_scale, strict=True):
+            for _scale, scores in zip(scales, per_scale, strict=True):
                 mean, half = interval(scores)
                 summary[key][f"{name}_psnr"].append(round(mean, 2))
                 summary[key][f"{name}_half_width"].append(round(half, 2))
@@ -241,7 +241,8 @@ def main(argv: list[str] | None = None) -> None:
                 for name in attacks
             )
             print(
-                f"{distribution:8s} batch {batch} noise {scale:5}: {row}  (dB, 95 % t-interval, n={len(values['ggssr'][s])})",
+                f"{distribution:8s} batch {batch} noise {scale:5}: {row}  "
+                f"(dB, 95 % t-interval, n={len(values['ggssr'][s])})",
                 file=sys.stderr,
             )
     print(f"{time.perf_counter() - start:.0f} s", file=sys.stderr)

@@ -99,7 +99,8 @@ def main(argv: list[str] | None = None) -> None:
         estimate = smoothest_equivalent(truth_jacobian, images)
         per_image = psnr(estimate.clamp(0, 1), images).tolist()
         print(
-            f"oracle B={args.max_batch}: smoothest gradient-equivalent images, PSNR {' '.join(f'{v:.2f}' for v in per_image)} dB, "
+            f"oracle B={args.max_batch}: smoothest gradient-equivalent images, "
+            f"PSNR {' '.join(f'{v:.2f}' for v in per_image)} dB, "
             f"mean {sum(per_image) / len(per_image):.2f} dB [{time.perf_counter() - start:.0f} s]"
         )
 
@@ -115,7 +116,8 @@ def describe(head: str, shape: tuple[int, int], singular: torch.Tensor, seconds:
     print(
         f"{head}: Jacobian {shape[0]} x {unknowns}; singular values / largest at 25/50/75/100 % of the spectrum "
         f"{' '.join(f'{q:.1e}' for q in quantiles)}; largest gap x{ratios[gap]:.1e} after index {gap + 1}; "
-        f"rank at cut-off {', '.join(f'{cut:.0e}: {rank}' for cut, rank in ranks.items())} of {unknowns} [{seconds:.0f} s]",
+        f"rank at cut-off {', '.join(f'{cut:.0e}: {rank}' for cut, rank in ranks.items())} "
+        f"of {unknowns} [{seconds:.0f} s]",
         flush=True,
     )
 

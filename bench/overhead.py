@@ -109,7 +109,8 @@ def main(argv: list[str] | None = None) -> None:
             print(f"repeat {repeat + 1}: bare Flower {bare[-1]:.3f} s/round, fedsim {ours[-1]:.3f} s/round", flush=True)
     ratio = statistics.median(ours) / statistics.median(bare)
     print(
-        f"{config.data.dataset} {config.model.name}, {args.clients} clients, {args.rounds} rounds, median of {args.repeats}: "
+        f"{config.data.dataset} {config.model.name}, {args.clients} clients, {args.rounds} rounds, "
+        f"median of {args.repeats}: "
         f"bare Flower {statistics.median(bare):.3f} s/round, fedsim {statistics.median(ours):.3f} s/round, "
         f"overhead ratio {ratio:.2f}x (target <= 1.20)"
     )

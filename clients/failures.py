@@ -63,7 +63,8 @@ def fail(kind: str, round_timeout: float, server_round: int, partition: int, sta
         raise InjectedFailure(f"client {partition} was told to fail in {where}")
 
 
-# Set while a handler runs under an injected `nan` failure; training reads it (module-level: Ray pickles it by reference).
+# Set while a handler runs under an injected `nan` failure; training reads it
+# (module-level: Ray pickles it by reference).
 _POISONED: ContextVar[bool] = ContextVar("fedsim_poisoned_data", default=False)
 
 

@@ -51,7 +51,8 @@ class SecAggClient(NumPyClient):
         fit = fit_locally(self.spec, self.partition, int(config[wire.SERVER_ROUND]), global_state, served)
         # 0-d arrays travel as 1-element ones: Flower 1.41's unmask rescales the aggregate with `vec += offset`,
         # which rebinds a 0-d array instead of changing it, so a scalar (BatchNorm's num_batches_tracked)
-        # would come back un-averaged. The server restores the shapes (fedsim.engine.lifecycle.secagg_protocol.to_state).
+        # would come back un-averaged. The server restores the shapes
+        # (fedsim.engine.lifecycle.secagg_protocol.to_state).
         weights = [np.atleast_1d(fit.weights[name].detach().cpu().numpy()) for name in names]
         return weights, int(fit.metrics[wire.NUM_EXAMPLES]), dict(fit.metrics)
 

@@ -375,7 +375,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECTION|PLUGIN",
         help="only this section or plugin, e.g. client.defenses.gradient_dropout or adversary.attacks[ig]",
     )
-    schema.add_argument("--markdown", action="store_true", help="Markdown tables (the README's config reference)")
+    schema.add_argument(
+        "--markdown", action="store_true", help="Markdown tables (the docs' config reference, docs/reference/config.md)"
+    )
     schema.set_defaults(func=_cmd_config_schema)
     sub.add_parser("list", help="registered data sets, models, strategies and attacks").set_defaults(func=_cmd_list)
 

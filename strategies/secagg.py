@@ -117,7 +117,8 @@ class SecAggConfig(Section):
     config=SecAggConfig,
 )
 class SecAggPlusFedAvg(LegacyFedAvg):
-    protocol = SECAGG_STRATEGY  # how it talks to clients (fedsim.engine.lifecycle.protocols): Flower's legacy path with SecAgg+
+    # how it talks to clients (fedsim.engine.lifecycle.protocols): Flower's legacy path with SecAgg+
+    protocol = SECAGG_STRATEGY
 
     def __init__(self, federation: ClientSampling, seed: int) -> None:
         super().__init__(

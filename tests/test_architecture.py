@@ -117,7 +117,7 @@ def describe_cycle(component: list[str], graph: dict[str, set[str]]) -> str:
         step = sorted(graph[path[-1]] & members)
         nxt = next((m for m in step if m in path), None) or step[0]
         if nxt in path:
-            return " -> ".join(path[path.index(nxt) :] + [nxt])
+            return " -> ".join([*path[path.index(nxt) :], nxt])
         path.append(nxt)
 
 

@@ -35,7 +35,8 @@ an order and a scale per image, as a cocktail party's voices are separated.
 Labels: the class whose first-layer gradient at the image matches its coefficient column
 (``first_layer.gradient_labels``). Objective: the mean share of the pixels' range the separated images
 fall outside the input bounds before clipping (0 for exact images; mixtures with coefficients of both
-signs leave the range); it also chooses between the ICA and the refined separation. Pairing with the truth is the scorer's (minimum-MSE matching).
+signs leave the range); it also chooses between the ICA and the refined separation. Pairing with the truth
+is the scorer's (minimum-MSE matching).
 
 Refused for a model whose first weighted layer is a convolution: ICA recovers the input of a
 fully-connected layer, which there would be convolutional features, and no feature-inversion step back

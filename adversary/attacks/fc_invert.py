@@ -9,8 +9,8 @@ ReLU-like activation, a unit that only image i activated has c_ij = 0 for every 
 
 exactly (Phong et al. 2017, "Privacy-preserving deep learning via additively homomorphic encryption", for
 one image; Geiping et al. 2020 note that in a batch an image is still read off a unit only it activated).
-A unit that several images activated gives a weighted mean of them; behind a smooth activation (sigmoid, tanh) every image activates every unit, so only an update of a
-single image comes back.
+A unit that several images activated gives a weighted mean of them; behind a smooth activation (sigmoid,
+tanh) every image activates every unit, so only an update of a single image comes back.
 
 Which ratios are returned, without ground truth:
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, Union
 
 import torch
 from pydantic import Field
@@ -44,7 +44,8 @@ DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 def _prior_union() -> Any:
     variants = tuple(PRIORS.configs().values())
-    return Annotated[variants, Field(discriminator="name")] if len(variants) > 1 else variants[0]
+    union = Union[variants]  # noqa: UP007  (over a tuple built at run time: `|` cannot spell it)
+    return Annotated[union, Field(discriminator="name")] if len(variants) > 1 else variants[0]
 
 
 class GgssrOptions(AttackOptions):
@@ -84,7 +85,7 @@ SPEC = AttackSpec(name="ggssr")
 
 def ddim_timesteps(train_steps: int, steps: int) -> list[int]:
     """Descending training timesteps visited by ``steps`` DDIM steps (the first is the noisiest)."""
-    return sorted({int(round(t)) for t in torch.linspace(train_steps - 1, 0, steps).tolist()}, reverse=True)
+    return sorted({round(t) for t in torch.linspace(train_steps - 1, 0, steps).tolist()}, reverse=True)
 
 
 def sphere_step(mean: torch.Tensor, grad: torch.Tensor, noise: torch.Tensor, sigma: float, rate: float) -> torch.Tensor:
@@ -174,9 +175,10 @@ def attack(
         to_model, grad_to_prior = _to_model_space(group_views_[0], device, dtype)
         rows = problem.num_targets * problem.restarts
 
+        # the closures below read this iteration's problem: they run before the loop moves on
         def loss_and_grad(x0: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-            f, g = problem.evaluate(to_model(x0).reshape(rows, -1))
-            return f, grad_to_prior(g.reshape(x0.shape))
+            f, g = problem.evaluate(to_model(x0).reshape(rows, -1))  # noqa: B023
+            return f, grad_to_prior(g.reshape(x0.shape))  # noqa: B023
 
         noise = [
             torch.randn(

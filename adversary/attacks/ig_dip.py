@@ -169,18 +169,19 @@ def attack(
             dip = DipParametrization(options, problem.x_shape, group_views_[0].input_bounds, seeds, device, dtype)
             rows = len(seeds)
 
+            # the closures below read this iteration's problem: they run before the loop moves on
             def evaluate(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
                 w = w.detach().requires_grad_(True)
                 with torch.enable_grad():
-                    x = dip.images(w)
-                    f, g = problem.evaluate(x.detach().reshape(rows, -1))
+                    x = dip.images(w)  # noqa: B023
+                    f, g = problem.evaluate(x.detach().reshape(rows, -1))  # noqa: B023
                     (grad,) = torch.autograd.grad(x, w, grad_outputs=g.reshape(x.shape))
                 return f, grad
 
             trajectories: list[list[TrajectoryPoint]] = [[] for _ in group]
             shape = (problem.num_targets, problem.restarts, *problem.x_shape)
             monitor = (
-                trajectory_monitor(lambda w: dip.images(w).reshape(shape), options.log_every, trajectories)
+                trajectory_monitor(lambda w: dip.images(w).reshape(shape), options.log_every, trajectories)  # noqa: B023
                 if options.log_every
                 else None
             )

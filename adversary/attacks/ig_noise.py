@@ -24,7 +24,8 @@ from adversary.registry import ATTACKS
 class IgNoiseOptions(AdaptiveOptions):
     name: Literal["ig-noise"] = Field("ig-noise", description="Inverting Gradients with the update noise's likelihood")
     adapts_to: ClassVar[tuple[str, ...]] = ("noise",)
-    # TV 1.0: the best of 0.05 / 0.2 / 0.5 / 1 / 2 / 5 in bench/adaptive_tuning.py (CIFAR-10 test images 0-2, sigma 0.01)
+    # TV 1.0: the best of 0.05 / 0.2 / 0.5 / 1 / 2 / 5 in bench/adaptive_tuning.py
+    # (CIFAR-10 test images 0-2, sigma 0.01)
     field_defaults: ClassVar[dict[str, Any]] = {
         **IG_DEFAULTS,
         "loss": "l2",

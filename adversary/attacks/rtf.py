@@ -50,7 +50,10 @@ class RtfOptions(AttackOptions):
     def refusal(self, setting: AttackSetting) -> str | None:
         reason = super().refusal(setting)
         if reason is None and setting.modification != IMPRINT:
-            reason = f"rtf reads the imprint block; adversary.modification is {setting.modification or 'none'}, allowed: imprint"
+            reason = (
+                "rtf reads the imprint block; "
+                f"adversary.modification is {setting.modification or 'none'}, allowed: imprint"
+            )
         return reason
 
 

@@ -12,7 +12,7 @@ attack, as the adversary and ``run_attack`` take them); keys of older configs (`
 from __future__ import annotations
 
 import copy
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_core import PydanticUndefined
@@ -67,7 +67,8 @@ class AttackOptions(PluginSection):
 
 def _regularizer_union() -> Any:
     variants = tuple(REGULARIZERS.configs().values())
-    return Annotated[variants, Field(discriminator="name")] if len(variants) > 1 else variants[0]
+    union = Union[variants]  # noqa: UP007  (over a tuple built at run time: `|` cannot spell it)
+    return Annotated[union, Field(discriminator="name")] if len(variants) > 1 else variants[0]
 
 
 Regularizers = list[_regularizer_union()]  # type: ignore[misc]
@@ -139,7 +140,8 @@ class OptimizationOptions(AttackOptions):
     init_scale: float = Field(1.0, gt=0, description="std (randn) or half-range (uniform) of the init")
     loss: Literal["l2", "cosine", "l1", "layer-cosine"] = Field(
         "l2",
-        description="gradient-matching distance (layer-cosine: mean over layers of 1 - cosine, blind to per-layer scale)",
+        description="gradient-matching distance "
+        "(layer-cosine: mean over layers of 1 - cosine, blind to per-layer scale)",
     )
     optimizer: Literal["lbfgs", "adam", "sgd"] = Field("lbfgs", description="optimizer of the dummy data")
     lr: float = Field(1.0, gt=0, description="optimizer step size")

@@ -138,7 +138,8 @@ ModelCheck = Callable[[nn.Module, Any], None]
 
 @dataclass(frozen=True)
 class DefenseEntry:
-    """A registered defense: ``apply`` for update-level ones; ``train`` (and ``check_model``) for training-level ones."""
+    """A registered defense: ``apply`` for update-level ones; ``train`` (and ``check_model``) for
+    training-level ones."""
 
     kind: str  # "training" or "update"
     apply: UpdateDefense | None = None

@@ -9,7 +9,7 @@ when this module is imported (after ``load_plugins``, so entry-point plugins are
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Optional, get_args, get_origin
+from typing import Annotated, Any, Optional, Union, get_args, get_origin
 
 from pydantic import BaseModel, Discriminator, Field, Tag
 
@@ -47,7 +47,8 @@ PLUGIN_SECTIONS: dict[str, type[PluginSection]] = {"data": DataConfig, "model": 
 def _union(registry: Registry[Any]) -> Any:
     """The discriminated union (on ``name``) of every config model ``registry`` holds."""
     variants = tuple(registry.configs().values())
-    return Annotated[variants, Field(discriminator="name")] if len(variants) > 1 else variants[0]
+    union = Union[variants]  # noqa: UP007  (over a tuple built at run time: `|` cannot spell it)
+    return Annotated[union, Field(discriminator="name")] if len(variants) > 1 else variants[0]
 
 
 def _tagged_union(registry: Registry[Any], base: type[PluginSection]) -> Any:
@@ -60,7 +61,8 @@ def _tagged_union(registry: Registry[Any], base: type[PluginSection]) -> Any:
         return registry.tag_of(named) if isinstance(named, str) else str(named)
 
     variants = tuple(Annotated[registry.config(name) or base, Tag(name)] for name in registry)
-    return Annotated[variants, Discriminator(tag)]  # type: ignore[valid-type]
+    union = Union[variants]  # type: ignore[valid-type]  # noqa: UP007  (over a tuple built at run time)
+    return Annotated[union, Discriminator(tag)]
 
 
 def variant_of(field: str, item: Any) -> type[BaseModel] | None:
@@ -102,7 +104,8 @@ def _compose() -> None:
         _retype(data, "partition", partition)
     _retype(ClientConfig, "defenses", list[_union(DEFENSES)])  # type: ignore[misc]
     _retype(AdversaryConfig, "attacks", list[_union(ATTACKS)])  # type: ignore[misc]
-    _retype(AdversaryConfig, "modification", Optional[_union(MODIFICATIONS)])  # type: ignore[misc]
+    # Optional[...] as written before: the config reference prints the annotation
+    _retype(AdversaryConfig, "modification", Optional[_union(MODIFICATIONS)])  # type: ignore[misc]  # noqa: UP045
     _retype(ExperimentConfig, "data", _tagged_union(DATASETS, DataConfig))
     _retype(ExperimentConfig, "model", _tagged_union(MODELS, ModelConfig))
 

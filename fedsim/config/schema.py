@@ -2,7 +2,8 @@
 
 ``schema_rows()`` is what ``fedsim config-schema`` prints (``client.defenses[gradient_dropout].p``,
 ``adversary.attacks[ig].regularizers[tv].weight``, a row per renamed key saying what replaced it);
-``plugin_schema(selector)`` one plugin or section; ``schema_markdown`` the README's tables.
+``plugin_schema(selector)`` one plugin or section; ``schema_markdown`` the docs' tables
+(``docs/reference/config.md``).
 """
 
 from __future__ import annotations
@@ -109,7 +110,7 @@ def plugin_schema(selector: str) -> list[Row]:
 
 
 def schema_markdown(rows: list[Row] | None = None) -> str:
-    """The rows as Markdown tables, one per section or plugin (the README's config tables)."""
+    """The rows as Markdown tables, one per section or plugin (the docs' config reference)."""
     rows = schema_rows() if rows is None else rows
     lines: list[str] = []
     table: list[Row] = []

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -193,7 +193,8 @@ class StrategyConfig(Section):
                 )
         elif self.secagg is not None:
             raise ValueError(
-                f"secagg = {self.secagg.model_dump(exclude_unset=True)}: SecAgg+ parameters need strategy.name = {SECAGG_STRATEGY} "
+                f"secagg = {self.secagg.model_dump(exclude_unset=True)}: "
+                f"SecAgg+ parameters need strategy.name = {SECAGG_STRATEGY} "
                 f"(name is '{self.name}')"
             )
         return self
@@ -214,7 +215,7 @@ class AdversaryKnowledge(Section):
     bn_statistics: bool = Field(False, description="BatchNorm statistics of the victims' batches may be used")
 
 
-RoundSpec = Union[Literal["all"], list[int], str]
+RoundSpec = Literal["all"] | list[int] | str
 
 
 class AttackWorkerResources(Section):
@@ -356,7 +357,8 @@ class AdversaryConfig(Section):
         for index, attack in enumerate(self.attacks):
             if attack.inverts != "both" and self.targets not in ("both", attack.inverts):
                 raise ValueError(
-                    f"attacks.{index}.inverts = {attack.inverts}: this attack would never run, targets is '{self.targets}'; "
+                    f"attacks.{index}.inverts = {attack.inverts}: this attack would never run, "
+                    f"targets is '{self.targets}'; "
                     f"allowed: both or {self.targets}"
                 )
         return self

@@ -20,7 +20,8 @@ from typing import IO, Any
 def write_atomic(path: Path, write: Callable[[IO[bytes]], None], *, durable: bool = False) -> None:
     """Call ``write(handle)`` on a fresh temporary file beside ``path``, then rename it to ``path``."""
     path = Path(path)
-    handle = tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp", delete=False)
+    # opened here, closed by the `with` below: its name is needed after it is closed (rename or cleanup)
+    handle = tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp", delete=False)  # noqa: SIM115
     try:
         with handle:
             write(handle)

@@ -50,7 +50,8 @@ class DataConfig(PluginSection):
     max_test_samples: int | None = Field(None, ge=1, description="evaluate on only the first N test samples")
     normalize: Literal["global", "client", "none"] = Field(
         "global",
-        description="standardise inputs with channel mean/std of the whole training set, of each client's own data, or not",
+        description="standardise inputs with channel mean/std of the whole training set, "
+        "of each client's own data, or not",
     )
     # fedsim.config puts the union of every registered partition scheme here (entry-point ones included)
     partition: Partition = Field(default_factory=IidPartition, description="how samples are split across clients")

@@ -263,7 +263,8 @@ def _frontier_section(frontier, reference, names, out: Path, written: list[Path]
             "Per run, the strongest attack over every attack, round and target (best PSNR and SSIM, lowest LPIPS) "
             "against its utility loss relative to the undefended run with otherwise the same config (no "
             "`client.defenses`, no `strategy.dp`): the drop in final test accuracy and the change in final training "
-            "loss. A run is on the Pareto front (`pareto_<metric>`) when no other run leaks less at no more accuracy drop."
+            "loss. A run is on the Pareto front (`pareto_<metric>`) when no other run leaks less at no more "
+            "accuracy drop."
         )
     ]
     if all(ref is None for ref in reference.values()):

@@ -78,7 +78,7 @@ def utility_figure(rounds: pd.DataFrame, names: Mapping[str, str], path: Path) -
 
 def _round_ticks(axis: plt.Axes, rounds: pd.Series) -> None:
     """Ticks at the attacked rounds when there are few of them (one round would get fractional ticks)."""
-    attacked = sorted(set(int(r) for r in rounds))
+    attacked = sorted({int(r) for r in rounds})
     if len(attacked) <= 12:
         axis.set_xticks(attacked)
     else:

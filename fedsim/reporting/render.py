@@ -10,7 +10,6 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Union
 
 import pandas as pd
 
@@ -40,7 +39,7 @@ class Code:
     language: str = ""
 
 
-Block = Union[Text, Image, Table, Code]
+Block = Text | Image | Table | Code
 
 
 @dataclass
@@ -125,11 +124,13 @@ def _relative(path: Path, start: Path) -> str:
     return Path(os.path.relpath(path.resolve(), start.resolve())).as_posix()
 
 
-_PAGE = """<!DOCTYPE html>
+_PAGE = (
+    """<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{title}</title>
 <style>
 body {{ font-family: system-ui, sans-serif; max-width: 1150px; margin: 2em auto; padding: 0 1em; color: #222; }}
-table {{ border-collapse: collapse; font-size: 0.82em; margin: 0.5em 0; display: block; max-width: 100%; overflow-x: auto; }}
+table {{ border-collapse: collapse; font-size: 0.82em; margin: 0.5em 0; display: block; """
+    """max-width: 100%; overflow-x: auto; }}
 th, td {{ border-bottom: 1px solid #ddd; padding: 0.25em 0.6em; text-align: left; }}
 th {{ background: #f4f4f4; }}
 figure {{ margin: 1em 0; }} figure img {{ max-width: 100%; }}
@@ -144,3 +145,4 @@ p.csv {{ font-size: 0.8em; color: #666; }}
 {body}
 </body></html>
 """
+)

@@ -92,7 +92,8 @@ def attack_results(sweep: Sweep) -> pd.DataFrame:
                     "target": ok["target"],
                     "kind": ["aggregate" if target == AGGREGATE else "per-client" for target in ok["target"]],
                     "batch_size": numeric(ok, "batch_size"),
-                    # rows of older versions left psnr_mean empty when every pair was exact: the cap, as scoring counts it now
+                    # rows of older versions left psnr_mean empty when every pair was exact:
+                    # the cap, as scoring counts it now
                     "psnr": psnr.where(~(psnr.isna() & (exact > 0)), PSNR_CAP_DB),
                     "ssim": numeric(ok, "ssim_mean"),
                     "lpips": numeric(ok, "lpips_mean"),
@@ -182,6 +183,9 @@ def best_grids(run: Run, attacks: pd.DataFrame) -> list[tuple[str, Path]]:
         path = run.path / RECONSTRUCTIONS_DIR / grid_file(int(best["round"]), str(best["target"]), str(best["attack"]))
         if path.is_file():
             psnr = "exact" if best["psnr"] >= PSNR_CAP_DB else f"PSNR {best['psnr']:.1f} dB"
-            caption = f"{kind}: round {int(best['round'])}, {best['target']}, {best['attack']}: {psnr}, SSIM {best['ssim']:.3f}"
+            caption = (
+                f"{kind}: round {int(best['round'])}, {best['target']}, {best['attack']}: "
+                f"{psnr}, SSIM {best['ssim']:.3f}"
+            )
             grids.append((caption, path))
     return grids

@@ -63,12 +63,18 @@ def find_the_truth(payloads: list[bytes], run_dir: str, train_nbytes: int, train
                 found.append(f"a path held by {type(holder).__name__}: {obj}")
         elif type(obj).__name__ in TRUTH_CLASSES:
             found.append(f"a {type(obj).__name__} held by {type(holder).__name__}")
-        elif isinstance(obj, np.ndarray) and obj.nbytes == train_nbytes:
-            if _digest(np.ascontiguousarray(obj).tobytes()) == train_digest:
-                found.append(f"the training images, as an array held by {type(holder).__name__}")
-        elif isinstance(obj, torch.Tensor) and obj.numel() * obj.element_size() == train_nbytes:
-            if _digest(obj.detach().cpu().contiguous().numpy().tobytes()) == train_digest:
-                found.append(f"the training images, as a tensor held by {type(holder).__name__}")
+        elif (
+            isinstance(obj, np.ndarray)
+            and obj.nbytes == train_nbytes
+            and _digest(np.ascontiguousarray(obj).tobytes()) == train_digest
+        ):
+            found.append(f"the training images, as an array held by {type(holder).__name__}")
+        elif (
+            isinstance(obj, torch.Tensor)
+            and obj.numel() * obj.element_size() == train_nbytes
+            and _digest(obj.detach().cpu().contiguous().numpy().tobytes()) == train_digest
+        ):
+            found.append(f"the training images, as a tensor held by {type(holder).__name__}")
 
     # Everything the garbage collector tracks in this process (module globals, the job's views and options,
     # caches), and everything those objects hold, strings and arrays included.

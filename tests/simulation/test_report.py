@@ -88,11 +88,13 @@ def test_the_notebook_api_round_trips_a_run(tiny_sweep):
 CHROMIUM = next(
     (path for path in ("/usr/bin/chromium", "/usr/bin/chromium-browser") if __import__("os").path.exists(path)), None
 )
-PROBE = """<script>
+PROBE = (
+    """<script>
 window.__errors = [];
 window.addEventListener("error", e => window.__errors.push(String(e.message || e.target && e.target.src)), true);
 window.addEventListener("load", () => {
-  const sizes = Array.from(document.images).map(i => [i.getBoundingClientRect().width, i.getBoundingClientRect().height]);
+  const sizes = Array.from(document.images).map(i => ["""
+    """i.getBoundingClientRect().width, i.getBoundingClientRect().height]);
   const probe = document.createElement("pre");
   probe.id = "probe";
   probe.textContent = JSON.stringify({errors: window.__errors, images: sizes, width: document.body.scrollWidth,
@@ -100,6 +102,7 @@ window.addEventListener("load", () => {
   document.body.appendChild(probe);
 });
 </script>"""
+)
 
 
 @pytest.mark.simulation

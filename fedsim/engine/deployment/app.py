@@ -3,16 +3,17 @@
 ``flwr run`` (and ``fedsim run --engine deployment``, which calls it) starts them on a SuperLink and its
 SuperNodes. Each gets everything from its ``Context``, nothing from memory the other holds:
 
-* the ServerApp reads the experiment from the run config (``fedsim.engine.deployment.run_config``) and runs it exactly as
-  a simulation does (``fedsim.engine.lifecycle.runner.run_experiment``), on the grid the SuperLink hands it: the run
-  directory, the adversary and its taps, scoring and checkpoints all live on the SuperLink's machine;
+* the ServerApp reads the experiment from the run config (``fedsim.engine.deployment.run_config``) and runs it
+  exactly as a simulation does (``fedsim.engine.lifecycle.runner.run_experiment``), on the grid the SuperLink
+  hands it: the run directory, the adversary and its taps, scoring and checkpoints all live on the SuperLink's
+  machine;
 * the ClientApp reads the experiment from the run config and its partition from the node config
   (``partition-id``, ``num-partitions``: ``flower-supernode --node-config``), derives the partitions from the
   seed as the server does, and plays the protocol the config's strategy speaks (Message API, or SecAgg+ on
   Flower's legacy path) with the very handlers a simulated client has (``clients.client_app``).
 
 What the server side scores with (which samples a client trained on) is written by the client into the run
-directory (``fedsim.rundir.ground_truth``), never into its reply: see the README's "Beyond one machine".
+directory (``fedsim.rundir.ground_truth``), never into its reply: see docs/how-to/deploy.md.
 """
 
 from __future__ import annotations

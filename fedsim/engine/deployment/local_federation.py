@@ -1,11 +1,12 @@
 """A SuperLink and its SuperNodes on this machine (insecure, free local ports), for trying the deployment engine.
 
-``make deployment-smoke`` and the deployment test use it; the README's "Beyond one machine" gives the same
+``make deployment-smoke`` and the deployment test use it; docs/how-to/deploy.md gives the same
 commands to type by hand. Every process is started here and stopped here, by its own pid (Flower's own
 children, SuperExec and the ServerApp/ClientApp processes, watch their parent's pid and exit with it).
 Runtime installation of app dependencies is disabled: the App runs with this environment's packages, offline.
 
-    python -m fedsim.engine.deployment.local_federation CONFIG [--set KEY=VALUE ...]   # start, run, stop; prints the run dir
+    # start, run, stop; prints the run dir
+    python -m fedsim.engine.deployment.local_federation CONFIG [--set KEY=VALUE ...]
 """
 
 from __future__ import annotations

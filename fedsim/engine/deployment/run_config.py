@@ -90,8 +90,8 @@ def from_run_config(run_config: Mapping[str, Any]) -> RunRequest:
 
 def client_config(run_config: Mapping[str, Any]) -> tuple[ExperimentConfig, Path]:
     """What a ClientApp needs of the run config: the experiment, and the run directory it writes its ground
-    truth, error log and per-client state into (a path on the ServerApp's machine: see the README's
-    "Beyond one machine")."""
+    truth, error log and per-client state into (a path on the ServerApp's machine: see
+    docs/how-to/deploy.md)."""
     request = from_run_config(run_config)
     run_dir = request.resume if request.resume is not None else request.run_dir
     if run_dir is None:

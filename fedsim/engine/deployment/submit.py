@@ -158,8 +158,7 @@ def submit(request: RunRequest, superlink: SuperLink) -> Path:
     probe(
         superlink.address,
         "--superlink",
-        "start a SuperLink (flower-superlink, see the README's \"Beyond one "
-        'machine") or pass the address of its Control API',
+        "start a SuperLink (flower-superlink, see docs/how-to/deploy.md) or pass the address of its Control API",
     )
     run_dir = request.resume if request.resume is not None else request.run_dir
     assert run_dir is not None, "the submitter fixes the run directory"

@@ -49,7 +49,8 @@ def attack_setting(
 
 
 def resolve_attacks(config: ExperimentConfig, setting: AttackSetting) -> ExperimentConfig:
-    """``config`` with the attacks that apply to ``setting``, adapted to its defenses (ConfigError: a listed one cannot)."""
+    """``config`` with the attacks that apply to ``setting``, adapted to its defenses
+    (ConfigError: a listed one cannot)."""
     adversary = config.adversary
     kept, left_out = [], []
     for index, options in enumerate(adversary.attacks):

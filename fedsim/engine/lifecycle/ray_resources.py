@@ -64,7 +64,8 @@ def ray_node_counts(
             raise ConfigError(
                 f"adversary.resources.gpus = {adversary.resources.gpus}: {adversary.workers} attack worker(s) leave "
                 f"{max(gpus - reserved_gpus, 0):g} of {gpus} GPU(s), less than one client's "
-                f"federation.client_resources.gpus = {client.gpus}; allowed: at most {(gpus - client.gpus) / adversary.workers:g}"
+                f"federation.client_resources.gpus = {client.gpus}; "
+                f"allowed: at most {(gpus - client.gpus) / adversary.workers:g}"
             )
         # Flower makes min(cpus / client cpus, gpus / client gpus) actors: the CPU count caps the GPU clients.
         counts["num_cpus"] = int(

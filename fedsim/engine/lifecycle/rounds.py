@@ -71,7 +71,8 @@ def roll_call(grid: Grid, count: int, timeout: float = ROLL_CALL_TIMEOUT_S) -> d
             )
         if partition in node_of_partition:
             raise RuntimeError(
-                f"client roll call failed: nodes {node_of_partition[partition]} and {node} both hold partition-id {partition}"
+                f"client roll call failed: nodes {node_of_partition[partition]} and {node} "
+                f"both hold partition-id {partition}"
             )
         node_of_partition[partition] = node
     return node_of_partition

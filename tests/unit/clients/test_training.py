@@ -46,7 +46,7 @@ def test_training_lowers_the_loss_and_reports_the_samples_used():
     after = nn.functional.cross_entropy(model(x), y).item()
     assert after < before
     assert result.steps == 25
-    assert sorted(sum(result.batches[:5], [])) == ids.tolist()
+    assert sorted(i for batch in result.batches[:5] for i in batch) == ids.tolist()
     assert result.labels[0] == y[torch.as_tensor(result.batches[0]) - 100].tolist()
 
 

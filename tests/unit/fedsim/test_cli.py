@@ -105,7 +105,7 @@ def test_report_writes_a_plot_and_tables(capsys, tmp_path):
                 "mcc": accuracy,
             }
         )
-    code, out, _ = run_cli(capsys, "report", str(store.run_dir))
+    code, _, _ = run_cli(capsys, "report", str(store.run_dir))
     assert code == 0
     png = store.run_dir / "report" / "utility.png"
     assert png.stat().st_size > 5000 and png.read_bytes()[:4] == b"\x89PNG"

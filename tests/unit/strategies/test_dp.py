@@ -179,7 +179,7 @@ def test_the_client_mod_clips_what_a_client_sends(tmp_path):
         start = {name: value.detach().clone() for name, value in model.state_dict().items()}
         strategy = strategy_of(config)
         strategy.bind({0: 100, 1: 101})
-        message = list(strategy.configure_train(1, ArrayRecord(start), ConfigRecord(), None))[0]
+        message = next(iter(strategy.configure_train(1, ArrayRecord(start), ConfigRecord(), None)))
         context = Context(run_id=1, node_id=100, node_config={"partition-id": 0}, state=RecordDict(), run_config={})
         sent = build_client_app(spec)(message, context)
         assert not sent.has_error(), sent.error if sent.has_error() else None

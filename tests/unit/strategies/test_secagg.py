@@ -78,7 +78,8 @@ def test_the_cli_refuses_bad_parameters_before_anything_runs(tmp_path, capsys):
 
     path = tmp_path / "bad.yaml"
     path.write_text(
-        "strategy: {name: secagg+, secagg: {num_shares: 3, reconstruction_threshold: 5}}\nfederation: {num_clients: 5}\n"
+        "strategy: {name: secagg+, secagg: {num_shares: 3, reconstruction_threshold: 5}}\n"
+        "federation: {num_clients: 5}\n"
     )
     assert main(["run", str(path), "--quiet", "--set", f"output.dir={tmp_path / 'runs'}"]) == 2
     assert capsys.readouterr().err.strip() == (

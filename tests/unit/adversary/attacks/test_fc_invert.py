@@ -169,7 +169,8 @@ def test_first_layers_that_cannot_be_read_are_refused_with_the_reason():
     )
     assert "'2' of model receives something computed from the images" in refusal(setting_of(pooled))
     assert refusal(setting_of(mlp, optimizer="adam")) == (
-        "fc-invert needs updates that are sums of gradients; client.optimizer = 'adam' rescales every entry on its own (allowed: sgd)"
+        "fc-invert needs updates that are sums of gradients; client.optimizer = 'adam' rescales every entry on its own "
+        "(allowed: sgd)"
     )
     assert "adversary.knows.local_training: true" in refusal(
         setting_of(mlp, weight_decay=0.01, knows_local_training=False)

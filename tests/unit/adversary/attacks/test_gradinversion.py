@@ -27,5 +27,5 @@ def test_gradinversion_beats_inverting_gradients_with_the_victims_batchnorm_stat
 def test_gradinversion_refuses_without_the_bn_statistics_grant(digits):
     x, y = digits
     view = client_view(tiny_bn_net(), x[:2], y[:2], lr=0.1)  # bn_statistics defaults to False
-    with pytest.raises(ValueError, match="adversary.knows.bn_statistics: true"):
+    with pytest.raises(ValueError, match=r"adversary.knows.bn_statistics: true"):
         run_attack(AttackOptions(name="gradinversion", iterations=1), [view], seed=0, device=CPU)

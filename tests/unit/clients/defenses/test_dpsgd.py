@@ -116,7 +116,7 @@ def test_a_batchnorm_model_is_refused_in_one_line_naming_the_layer():
     message = str(refused.value)
     assert "\n" not in message and "'features.norm0' (BatchNorm2d)" in message and "fix_model: true" in message
     x, y = torch.randn(N, 1, 8, 8), torch.zeros(N, dtype=torch.long)
-    with pytest.raises(ModelError, match="features.norm0"):
+    with pytest.raises(ModelError, match=r"features.norm0"):
         train_locally(model, x, y, IDS, cfg, seed=0)
     assert_plain(model)
 
@@ -130,7 +130,7 @@ def test_the_run_refuses_a_batchnorm_model_before_any_round(tmp_path):
         client={"defenses": [dpsgd(noise_multiplier=1.0)]},
         output={"dir": str(tmp_path), "run_name": "bn"},
     )
-    with pytest.raises(ModelError, match="features.norm0"):
+    with pytest.raises(ModelError, match=r"features.norm0"):
         run_experiment(config, quiet=True)
     assert not list((tmp_path / "bn").glob("checkpoints/*.pt"))
 

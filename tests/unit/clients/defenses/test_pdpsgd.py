@@ -92,7 +92,7 @@ def test_pdp_penalty_covers_every_linear_and_conv_weight_with_its_own_detached_i
     assert penalty.item() == pytest.approx(expected.item(), rel=1e-12)
     ours = torch.autograd.grad(penalty, list(model.parameters()), allow_unused=True)
     reference = torch.autograd.grad(expected, list(model.parameters()), allow_unused=True)
-    for (name, parameter), g, r in zip(model.named_parameters(), ours, reference):
+    for (name, _), g, r in zip(model.named_parameters(), ours, reference):
         if name.endswith("weight"):
             assert g is not None and g.abs().min() > 0, name  # every weight entry is regularised
             assert torch.allclose(g, r, rtol=1e-12, atol=0), name  # ... through its own layer's input only

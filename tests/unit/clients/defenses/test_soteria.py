@@ -39,5 +39,5 @@ def test_soteria_defaults_to_the_first_linear_and_rejects_other_layers():
     update = {name: torch.ones_like(p) for name, p in model.named_parameters()}
     outcome = apply({"name": "soteria", "ratio": 0.5}, update, context(model=model, x=x))
     assert int((outcome.update["2.weight"] == 0).all(dim=0).sum()) == 4
-    with pytest.raises(ValueError, match="soteria.layer = '0': not a Linear layer; allowed: 2"):
+    with pytest.raises(ValueError, match=r"soteria.layer = '0': not a Linear layer; allowed: 2"):
         apply({"name": "soteria", "ratio": 0.5, "layer": "0"}, update, context(model=model, x=x))

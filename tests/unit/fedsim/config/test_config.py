@@ -116,7 +116,7 @@ def test_override_into_a_list_by_index():
 
 
 def test_override_without_equals_sign_is_a_clear_error():
-    with pytest.raises(ConfigError, match="KEY.PATH=VALUE"):
+    with pytest.raises(ConfigError, match=r"KEY.PATH=VALUE"):
         apply_override({}, "client.lr")
 
 

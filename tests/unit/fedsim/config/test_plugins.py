@@ -81,7 +81,7 @@ def test_a_defense_from_an_entry_point_validates_shows_in_the_schema_and_runs(ex
     with pytest.raises(ConfigError, match=r"client.defenses\[0\].factor = -1: Input should be greater than 0"):
         parse_config({"client": {"defenses": [{"name": "scale", "factor": -1}]}})
     with pytest.raises(
-        ConfigError, match="unknown key 'client.defenses\\[0\\].sigma' for defense 'scale'; allowed here: name, factor"
+        ConfigError, match=r"unknown key 'client.defenses\[0\].sigma' for defense 'scale'; allowed here: name, factor"
     ):
         parse_config({"client": {"defenses": [{"name": "scale", "factor": 1, "sigma": 1}]}})
 
@@ -108,7 +108,7 @@ def test_a_plugin_that_fails_to_import_is_a_one_line_error(monkeypatch):
         name="broken", value="no_such_fedsim_plugin", group=plugins.ENTRY_POINT_GROUP
     )
     monkeypatch.setattr(importlib.metadata, "entry_points", lambda **selection: [broken])
-    with pytest.raises(ConfigError, match="plugin 'broken' .* failed to load: ModuleNotFoundError"):
+    with pytest.raises(ConfigError, match=r"plugin 'broken' .* failed to load: ModuleNotFoundError"):
         plugins.load_plugins()
     plugins._loaded.discard("no_such_fedsim_plugin")
 
@@ -157,12 +157,13 @@ def test_regularizers_are_named_with_their_weight_and_checked():
     assert attack.adversary.attacks[0].tv_weight == 0.03
     with pytest.raises(
         ConfigError,
-        match=r"adversary.attacks\[0\].regularizers\[0\].name = 'tvv': unknown regularizer 'tvv' \(did you mean 'tv'\?\)",
+        match=r"adversary.attacks\[0\].regularizers\[0\].name = 'tvv': "
+        r"unknown regularizer 'tvv' \(did you mean 'tv'\?\)",
     ):
         parse_config({"adversary": {"attacks": [{"name": "ig", "regularizers": [{"name": "tvv", "weight": 1}]}]}})
     with pytest.raises(ConfigError, match=r"adversary.attacks\[0\].regularizers\[0\].weight: Field required"):
         parse_config({"adversary": {"attacks": [{"name": "ig", "regularizers": ["tv"]}]}})
-    with pytest.raises(ConfigError, match="tv_weight = 0.1 and regularizers \\[tv\\] both set the tv weight"):
+    with pytest.raises(ConfigError, match=r"tv_weight = 0.1 and regularizers \[tv\] both set the tv weight"):
         parse_config(
             {
                 "adversary": {

@@ -70,13 +70,15 @@ def test_pathological_classes_left_to_no_client_are_logged(
 
 
 def test_more_clients_than_samples_is_a_data_error() -> None:
-    with pytest.raises(DataError, match="federation.num_clients = 6: more clients than the 5 training samples"):
+    with pytest.raises(DataError, match=r"federation.num_clients = 6: more clients than the 5 training samples"):
         partition_indices(np.arange(5) % 2, data_config(), num_clients=6, seed=0)
 
 
 def test_more_classes_per_client_than_classes_is_a_data_error(digit_labels: np.ndarray) -> None:
     cfg = data_config(partition={"name": "pathological", "classes_per_client": 11})
-    with pytest.raises(DataError, match="data.partition.classes_per_client = 11: the training set has only 10 classes"):
+    with pytest.raises(
+        DataError, match=r"data.partition.classes_per_client = 11: the training set has only 10 classes"
+    ):
         partition_indices(digit_labels, cfg, num_clients=4, seed=0)
 
 
@@ -89,5 +91,5 @@ def test_unreachable_dirichlet_min_partition_size_is_a_data_error(digit_labels: 
 def test_pathological_split_finer_than_a_class_allows_is_a_data_error() -> None:
     labels = np.array([0] * 3 + [1] * 30)  # every client must hold both classes, but class 0 has 3 samples
     cfg = data_config(partition={"name": "pathological", "classes_per_client": 2})
-    with pytest.raises(DataError, match="data.partition.classes_per_client = 2: with 10 clients"):
+    with pytest.raises(DataError, match=r"data.partition.classes_per_client = 2: with 10 clients"):
         partition_indices(labels, cfg, num_clients=10, seed=0)

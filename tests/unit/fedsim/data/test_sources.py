@@ -119,7 +119,7 @@ def test_tiny_npz_too_small_to_stratify_still_gets_a_test_split(tmp_path: Path) 
     data = load_dataset(data_config(dataset="npz", path=tmp_path / "tiny.npz", test_fraction=0.5), seed=0)
     assert (len(data.x_train), len(data.x_test)) == (3, 3)
     np.savez(tmp_path / "one.npz", x=x[:1], y=np.array([0]))
-    with pytest.raises(DataError, match="data.test_fraction = 0.5: cannot split 1 samples"):
+    with pytest.raises(DataError, match=r"data.test_fraction = 0.5: cannot split 1 samples"):
         load_dataset(data_config(dataset="npz", path=tmp_path / "one.npz", test_fraction=0.5), seed=0)
 
 
@@ -155,7 +155,7 @@ def test_npz_mistakes_are_one_line_data_errors(tmp_path: Path, arrays: dict[str,
 
 
 def test_npz_without_a_file_fails_validation_naming_the_field(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="data.path = null: data set 'npz' reads its files from data.path"):
+    with pytest.raises(ConfigError, match=r"data.path = null: data set 'npz' reads its files from data.path"):
         parse_config({"data": {"dataset": "npz"}})
     with pytest.raises(ConfigError, match="no such file or folder"):
         parse_config({"data": {"dataset": "npz", "path": str(tmp_path / "missing.npz")}})
@@ -166,7 +166,7 @@ def test_npz_file_removed_after_validation_is_still_a_clear_error(tmp_path: Path
     np.savez(path, x=np.zeros((4, 8, 8), np.uint8), y=np.arange(4))
     cfg = data_config(dataset="npz", path=path)
     path.unlink()
-    with pytest.raises(DataError, match="no such .npz file"):
+    with pytest.raises(DataError, match=r"no such .npz file"):
         load_dataset(cfg, seed=0)
 
 
@@ -206,7 +206,7 @@ def test_imagefolder_of_mixed_sizes_needs_image_size(tmp_path: Path) -> None:
     write_images(tmp_path, {"a": 3}, "RGB", (10, 10))
     write_images(tmp_path, {"b": 3}, "L", (14, 8))
     cfg = data_config(dataset="imagefolder", path=tmp_path)
-    with pytest.raises(DataError, match="data.image_size = None: .* images of different sizes"):
+    with pytest.raises(DataError, match=r"data.image_size = None: .* images of different sizes"):
         load_dataset(cfg, seed=0)
     data = load_dataset(cfg.model_copy(update={"image_size": 6}), seed=0)
     assert_images(data.x_train, (3, 6, 6))  # one gray class among RGB ones: all become RGB
@@ -263,7 +263,7 @@ def test_each_data_set_takes_the_keys_it_uses(tmp_path: Path) -> None:
         "max_train_samples, max_test_samples, normalize, partition, path"
     )
     with pytest.raises(
-        ConfigError, match="^unknown key 'data.path' for data set 'cifar10'; allowed here: .*, root, download$"
+        ConfigError, match=r"^unknown key 'data.path' for data set 'cifar10'; allowed here: .*, root, download$"
     ):
         parse_config({"data": {"dataset": "cifar10", "path": str(tmp_path / "a.npz")}})
 

@@ -102,7 +102,8 @@ def test_pretrained_is_only_for_torchvision_models() -> None:
     with pytest.raises(ConfigError) as excinfo:
         parse_config({"model": {"name": "lenet", "pretrained": True}})
     assert one_line_error(excinfo) == (
-        "unknown key 'model.pretrained' for model 'lenet'; allowed here: name, init, checkpoint, activation, width, dropout"
+        "unknown key 'model.pretrained' for model 'lenet'; "
+        "allowed here: name, init, checkpoint, activation, width, dropout"
     )
     with pytest.raises(ConfigError, match=r"^model.init = 'uniform': would overwrite the pretrained weights"):
         parse_config({"model": {"name": "tv:resnet18", "pretrained": True, "init": "uniform"}})

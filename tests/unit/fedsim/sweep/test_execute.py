@@ -37,7 +37,7 @@ def _fake_run(run_dir: Path, config, *, committed: bool, summary_rounds: int | N
 
 def test_each_point_gets_what_its_run_directory_needs(tmp_path):
     plan = plan_sweep(write(tmp_path, BASE), grid=["seed=0,1,2,3,4"], out=tmp_path / "s")
-    new, done, half, unstarted, short = plan.points
+    _new, done, half, unstarted, short = plan.points
     _fake_run(tmp_path / "s" / done.name, done.config, committed=True, summary_rounds=2)
     _fake_run(tmp_path / "s" / half.name, half.config, committed=True, summary_rounds=None)
     _fake_run(tmp_path / "s" / unstarted.name, unstarted.config, committed=False, summary_rounds=None)

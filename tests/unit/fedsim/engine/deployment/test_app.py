@@ -37,7 +37,7 @@ def test_a_supernode_without_its_partition_or_with_another_federation_size_is_re
     ):
         client_spec(_context({}, run_config))
     with pytest.raises(
-        ConfigError, match="node 7: num-partitions = 3 in its node config, but the run has federation.num_clients = 2"
+        ConfigError, match=r"node 7: num-partitions = 3 in its node config, but the run has federation.num_clients = 2"
     ):
         client_spec(_context({"partition-id": 0, "num-partitions": 3}, run_config))
     with pytest.raises(ConfigError, match="node 7: partition-id = 2; allowed: 0 to 1"):

@@ -46,7 +46,7 @@ def test_an_empty_run_config_is_every_default_and_bad_ones_are_refused_naming_th
         from_run_config({**DEFAULTS, "rounds": 5})
     with pytest.raises(ConfigError, match="'fedsim-config' is not valid YAML"):
         from_run_config({**DEFAULTS, "fedsim-config": "a: [1"})
-    with pytest.raises(ConfigError, match="federation.num_clients"):
+    with pytest.raises(ConfigError, match=r"federation.num_clients"):
         from_run_config({**DEFAULTS, "fedsim-config": "federation: {num_clients: 0}"})
     with pytest.raises(ConfigError, match="'run-dir' is empty"):
         client_config(DEFAULTS)

@@ -45,7 +45,7 @@ def test_an_attack_gpu_share_that_leaves_no_client_room_is_a_one_line_error():
 
 
 def test_attack_worker_resources_are_checked_like_client_resources():
-    with pytest.raises(ConfigError, match="adversary.resources.cpus"):
+    with pytest.raises(ConfigError, match=r"adversary.resources.cpus"):
         parse_config(adversary_config(resources={"cpus": 0}))
     with pytest.raises(ConfigError, match="time_limit"):
         parse_config({"adversary": {"attacks": [{"name": "ig", "time_limit": -1}]}})

@@ -134,7 +134,8 @@ class FixedUpdateClient(NumPyClient):
 
 
 def run_protocol(config, tmp_path: Path, *, server_sink=None, wire_sink=None, start_round=0, start_state=GLOBAL):
-    """Run the rounds of ``config`` after ``start_round`` through the real protocol in-process; returns (store, grid)."""
+    """Run the rounds of ``config`` after ``start_round`` through the real protocol in-process; returns
+    (store, grid)."""
     num_clients = config.federation.num_clients
     spec = client_spec_of(
         config,
