@@ -3,7 +3,7 @@
 - ``reference/cli.md``: the ``<!-- cli-reference -->`` marker becomes every ``fedsim`` command's ``--help``,
   walked from ``fedsim.cli.build_parser()`` when the site is built.
 - ``reference/config.md``: its ``config-schema`` block is committed (GitHub shows it too) and must equal
-  ``fedsim config-schema --markdown``; a stale block fails the build (and ``tests/test_plugins.py``).
+  ``fedsim config-schema --markdown``; a stale block fails the build (and ``tests/unit/fedsim/config/test_plugins.py``).
 - ``README.md`` is not part of the site, but every relative link in it (to a file, and to a heading of a Markdown
   file) must resolve, or the build fails.
 """
