@@ -122,6 +122,8 @@ def train_prior(
     threads = threads if threads is not None else spec["threads"]
     if threads is not None and threads < 1:
         raise ValueError(f"threads = {threads}: at least 1")
+    if steps is not None and steps < 1:
+        raise ValueError(f"steps = {steps}: at least 1 (None: the preset's {spec['steps']})")
     previous_threads = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(threads)
@@ -133,7 +135,7 @@ def train_prior(
             split=split,
             preset=preset,
             spec=spec,
-            total=int(steps or spec["steps"]),
+            total=int(steps if steps is not None else spec["steps"]),
             seed=seed,
             resume=resume,
             progress=progress,

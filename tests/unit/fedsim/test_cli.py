@@ -211,3 +211,24 @@ def test_lpips_required_without_the_weights_refuses_to_start_and_leaves_nothing(
         capsys, "run", str(config), "--quiet"
     )
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+@pytest.mark.parametrize(
+    ("command", "flag", "value"),
+    [
+        (["prior", "train", "--out", "{out}"], "--steps", "0"),
+        (["prior", "train", "--out", "{out}"], "--steps", "-5"),
+        (["prior", "train", "--out", "{out}"], "--threads", "0"),
+        (["sweep", "{config}"], "--parallel", "0"),
+        (["sweep", "{config}"], "--cpus", "-1"),
+        (["run", "--resume", "{out}"], "--rounds", "0"),
+        (["vulnerability", "{config}"], "--samples", "0"),
+    ],
+)
+def test_counts_on_the_command_line_are_whole_numbers_of_one_or_more(capsys, tmp_path, command, flag, value):
+    paths = {"out": str(tmp_path / "out"), "config": str(tmp_path / "config.yaml")}
+    with pytest.raises(SystemExit) as exited:
+        main([part.format(**paths) for part in command] + [flag, value])
+    assert exited.value.code == 2
+    assert f"error: argument {flag}: {value}; allowed: 1 or more" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

@@ -35,3 +35,11 @@ def test_a_trained_folder_is_a_ggssr_prior(trained):
     options = AttackOptions(name="ggssr", steps=3, prior={"name": "diffusers", "path": str(folder), "offline": True})
     rec = run_attack(options, [linear_view(x, y)], seed=0, device=torch.device("cpu"))[0]
     assert rec.images.shape == x.shape and torch.isfinite(rec.images).all()
+
+
+@pytest.mark.parametrize("steps", [0, -5])
+def test_a_step_count_below_one_trains_nothing(tmp_path, steps):
+    images = torch.rand(4, 1, 8, 8).numpy()
+    with pytest.raises(ValueError, match=rf"^steps = {steps}: at least 1"):
+        train_prior(images, tmp_path / "prior", dataset="digits", split="test", steps=steps, progress=False)
+    assert not (tmp_path / "prior").exists()
