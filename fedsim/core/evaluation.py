@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from sklearn.metrics import confusion_matrix, matthews_corrcoef, precision_recall_fscore_support
+from sklearn.metrics import matthews_corrcoef, precision_recall_fscore_support
 from torch import nn
 
 
@@ -25,11 +25,11 @@ def classification_metrics(logits: torch.Tensor, labels: torch.Tensor, num_class
     precision, recall, f1, _ = precision_recall_fscore_support(
         y_true, y_pred, labels=classes, average="macro", zero_division=0
     )
-    cm = confusion_matrix(y_true, y_pred, labels=classes)
-    true_pos = np.diag(cm)
-    false_pos = cm.sum(axis=0) - true_pos
-    false_neg = cm.sum(axis=1) - true_pos
-    true_neg = cm.sum() - true_pos - false_pos - false_neg
+    # per-class counts, never the num_classes x num_classes confusion matrix (a label id of 99,999 made that 74 GiB)
+    true_pos = np.bincount(y_true[y_true == y_pred], minlength=num_classes)
+    false_pos = np.bincount(y_pred, minlength=num_classes) - true_pos
+    false_neg = np.bincount(y_true, minlength=num_classes) - true_pos
+    true_neg = len(y_true) - true_pos - false_pos - false_neg
     with np.errstate(invalid="ignore", divide="ignore"):
         specificity = np.where(true_neg + false_pos > 0, true_neg / (true_neg + false_pos), 0.0)
     return {
