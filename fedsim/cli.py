@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -114,6 +115,10 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         )
         return 0
     config = load_config(args.config, args.set)
+    if not (config.federation.ray_address or os.environ.get("RAY_ADDRESS")):  # a run of its own on this machine
+        from fedsim.engine.lifecycle.ray_resources import check_fits_machine, machine_gpus, usable_cpus
+
+        check_fits_machine(config, usable_cpus(), usable_cpus(), machine_gpus())
     print(
         f"{args.config}: valid ({config.federation.num_clients} clients, {config.federation.rounds} rounds, "
         f"{config.data.dataset}, {config.model.name})"

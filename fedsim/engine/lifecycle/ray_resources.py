@@ -36,7 +36,7 @@ def ray_node_counts(
     adversary = config.adversary
     if not adversary.attacks:
         return caps
-    cpus = caps.get("num_cpus", machine_cpus if machine_cpus is not None else _usable_cpus())
+    cpus = caps.get("num_cpus", machine_cpus if machine_cpus is not None else usable_cpus())
     client = config.federation.client_resources
     reserved_cpus = adversary.workers * adversary.resources.cpus
     left = math.floor(cpus - reserved_cpus + 1e-9)
@@ -74,7 +74,41 @@ def ray_node_counts(
     return counts
 
 
-def _usable_cpus() -> int:
+def check_fits_machine(config: ExperimentConfig, ray_cpus: int, machine_cpus: int, machine_gpus: int) -> None:
+    """Refuse, in one line, a run this machine cannot hold: a client needing more CPUs or GPUs than the run's Ray
+    instance has (Flower's actor pool would be empty and the run would hang), or more attack workers than the
+    machine has cores for (each is a process with its own copy of the model and the views).
+
+    ``ray_cpus``: the CPUs of the run's own Ray instance (a sweep's share under ``--parallel``); a run that joins a
+    Ray cluster is checked against the cluster by Ray, not here."""
+    client = config.federation.client_resources
+    if client.cpus > ray_cpus:
+        raise ConfigError(
+            f"federation.client_resources.cpus = {client.cpus:g}: no client fits in the {ray_cpus} CPU(s) this run "
+            f"has here; allowed: at most {ray_cpus}"
+        )
+    if client.gpus > machine_gpus:
+        raise ConfigError(
+            f"federation.client_resources.gpus = {client.gpus:g}: this machine has {machine_gpus} GPU(s); "
+            f"allowed: at most {machine_gpus}"
+        )
+    adversary = config.adversary
+    if adversary.attacks and adversary.workers * adversary.resources.cpus > machine_cpus:
+        allowed = max(1, math.floor(machine_cpus / adversary.resources.cpus + 1e-9))
+        raise ConfigError(
+            f"adversary.workers = {adversary.workers}: {adversary.workers} x {adversary.resources.cpus:g} CPU "
+            f"(adversary.resources.cpus) exceed the {machine_cpus} CPU(s) of this machine; allowed: at most {allowed}"
+        )
+
+
+def machine_gpus() -> int:
+    """The CUDA GPUs this process sees."""
+    import torch
+
+    return torch.cuda.device_count()
+
+
+def usable_cpus() -> int:
     """The CPUs this process may run on (as Ray counts them when started without ``num_cpus``)."""
     try:
         return len(os.sched_getaffinity(0))

@@ -32,7 +32,7 @@ from fedsim.engine.lifecycle.federation import Federation, partition_record, pre
 from fedsim.engine.lifecycle.network import probe
 from fedsim.engine.lifecycle.progress import LogProgress, RichProgress
 from fedsim.engine.lifecycle.protocols import Protocol, protocol_of
-from fedsim.engine.lifecycle.ray_resources import ray_node_counts
+from fedsim.engine.lifecycle.ray_resources import check_fits_machine, machine_gpus, ray_node_counts, usable_cpus
 from fedsim.engine.lifecycle.rounds import ServerSpec
 from fedsim.engine.lifecycle.summary import log_summary, rounds_without_update, summarize
 from fedsim.rundir.layout import METRICS_FILE, PARTITIONS_FILE, SUMMARY_FILE
@@ -90,6 +90,10 @@ def _backend_config(
     if ray_address is not None:
         init_args = {**logs, "address": ray_address}
     else:
+        machine_cpus = usable_cpus()
+        check_fits_machine(
+            config, int((ray_resources or {}).get("num_cpus", machine_cpus)), machine_cpus, machine_gpus()
+        )
         attack_device = str(resolve_device(config.adversary.device)) if config.adversary.attacks else "cpu"
         # "local": a Ray instance of the run's own, even when `ray start` left a cluster on this machine (which a
         # plain ray.init() would join, with the caps below refused there)

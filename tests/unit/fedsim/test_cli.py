@@ -232,3 +232,10 @@ def test_counts_on_the_command_line_are_whole_numbers_of_one_or_more(capsys, tmp
     assert exited.value.code == 2
     assert f"error: argument {flag}: {value}; allowed: 1 or more" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_validate_refuses_a_client_bigger_than_this_machine(capsys, tmp_path):
+    path = tmp_path / "big.yaml"
+    path.write_text(yaml.safe_dump(tiny_raw(federation={"client_resources": {"cpus": 100_000}})))
+    line = one_line_error(capsys, "validate", str(path))
+    assert line.startswith("fedsim: error: federation.client_resources.cpus = 100000: no client fits in the ")

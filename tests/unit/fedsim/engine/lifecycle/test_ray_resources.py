@@ -3,7 +3,7 @@
 import pytest
 
 from fedsim.config import ConfigError, parse_config
-from fedsim.engine.lifecycle.ray_resources import ray_node_counts
+from fedsim.engine.lifecycle.ray_resources import check_fits_machine, ray_node_counts
 
 
 def adversary_config(**adversary) -> dict:
@@ -49,3 +49,29 @@ def test_attack_worker_resources_are_checked_like_client_resources():
         parse_config(adversary_config(resources={"cpus": 0}))
     with pytest.raises(ConfigError, match="time_limit"):
         parse_config({"adversary": {"attacks": [{"name": "ig", "time_limit": -1}]}})
+
+
+def test_a_client_that_needs_more_cpus_than_the_run_has_is_refused_instead_of_an_empty_actor_pool():
+    config = parse_config({"federation": {"client_resources": {"cpus": 64}}})
+    with pytest.raises(ConfigError) as error:
+        check_fits_machine(config, ray_cpus=2, machine_cpus=2, machine_gpus=0)
+    assert str(error.value) == (
+        "federation.client_resources.cpus = 64: no client fits in the 2 CPU(s) this run has here; allowed: at most 2"
+    )
+    check_fits_machine(config, ray_cpus=64, machine_cpus=64, machine_gpus=0)
+    gpu = parse_config({"federation": {"client_resources": {"gpus": 0.5}}})
+    with pytest.raises(ConfigError, match=r"^federation.client_resources.gpus = 0.5: this machine has 0 GPU\(s\); "):
+        check_fits_machine(gpu, ray_cpus=2, machine_cpus=2, machine_gpus=0)
+
+
+@pytest.mark.parametrize("workers", [12, 1000])
+def test_more_attack_workers_than_cores_are_refused(workers):
+    config = parse_config(adversary_config(workers=workers))
+    with pytest.raises(ConfigError) as error:
+        check_fits_machine(config, ray_cpus=2, machine_cpus=2, machine_gpus=0)
+    assert str(error.value) == (
+        f"adversary.workers = {workers}: {workers} x 1 CPU (adversary.resources.cpus) exceed the 2 CPU(s) of this "
+        "machine; allowed: at most 2"
+    )
+    check_fits_machine(parse_config(adversary_config(workers=2)), ray_cpus=1, machine_cpus=2, machine_gpus=0)
+    check_fits_machine(parse_config({"adversary": {"workers": workers}}), ray_cpus=2, machine_cpus=2, machine_gpus=0)
