@@ -1,18 +1,17 @@
 """A malicious server (``adversary.server: malicious``): it sends a modified model in the attacked rounds.
 
-Within what a real Flower deployment lets the server's author do: the modified module (architecture and
-weights) travels to the clients in the train message (``wire.SERVED_MODEL``, serialised with
-``torch.save``, its weights also as the message's arrays), and the clients train exactly what they receive
-through their usual local training and defenses. The server wraps its strategy (outside the server tap, so
-the tap records the modified model as what the clients started from); in an attacked round it hands the
-replies to the strategy only for the tap to see them, and releases no aggregate: the global model goes
-on from the previous round.
+Within what a real Flower deployment lets the server's author do: the modified module travels to the clients
+in the train message, its architecture as a description that holds no code (``wire.SERVED_MODEL``,
+``adversary.modifications.served``) and its weights as the message's arrays; the clients build it from their
+own code and train exactly what they receive through their usual local training and defenses. The server wraps
+its strategy (outside the server tap, so the tap records the modified model as what the clients started from);
+in an attacked round it hands the replies to the strategy only for the tap to see them, and releases no
+aggregate: the global model goes on from the previous round.
 """
 
 from __future__ import annotations
 
 import copy
-import io
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -26,16 +25,10 @@ from torch import nn
 import fedsim.core.wire as wire
 from adversary.modifications import MODIFICATIONS, ModificationConfig
 from adversary.modifications.base import PublicData
+from adversary.modifications.served import describe
 from strategies.base import SAMPLE_TRAIN, Row
 
 RoundModel = Callable[[int, nn.Module], None]
-
-
-def serialise(module: nn.Module) -> bytes:
-    """``torch.save`` bytes of the module (its classes must be importable where it is loaded: fedsim's are)."""
-    buffer = io.BytesIO()
-    torch.save(module, buffer)
-    return buffer.getvalue()
 
 
 class _Modifier:
@@ -96,7 +89,7 @@ class MaliciousServer(_Modifier):
             return self.strategy.configure_train(server_round, arrays, config, grid)
         module = self.modified(arrays.to_torch_state_dict())
         self.on_round_model(server_round, copy.deepcopy(module))
-        served = ConfigRecord({**dict(config), wire.SERVED_MODEL: serialise(module)})
+        served = ConfigRecord({**dict(config), wire.SERVED_MODEL: describe(module)})
         state = {name: value.detach().clone() for name, value in module.state_dict().items()}
         return self.strategy.configure_train(server_round, ArrayRecord(state), served, grid)
 
@@ -142,7 +135,7 @@ class LegacyMaliciousServer(_Modifier):
         module = self.modified(agreed)
         self.on_round_model(server_round, copy.deepcopy(module))
         self.layout_of(server_round, module)
-        payload = serialise(module)
+        payload = describe(module)
         state = [value.detach().cpu().numpy() for value in module.state_dict().values()]
         instructions = self.strategy.configure_fit(server_round, ndarrays_to_parameters(state), client_manager)
         for _, fit_ins in instructions:

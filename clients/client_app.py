@@ -10,7 +10,8 @@ run's ground-truth store, never into the reply.
 from __future__ import annotations
 
 import copy
-import io
+import functools
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -241,7 +242,17 @@ def _accept_served(spec: ClientSpec, state: _LocalState, served: nn.Module) -> n
         difference = architecture_difference(state.model, served)
         if difference is not None:
             raise ModelVerificationError(f"refused the server's model (client.verify_model): {difference}")
+    else:
+        _say_it_trusts_the_server()
     return served.to(state.device)
+
+
+@functools.cache  # once per client process
+def _say_it_trusts_the_server() -> None:
+    logging.getLogger("fedsim").warning(
+        "client.verify_model is false: this client trains whatever architecture the server names among those it "
+        "can build (no code from the server is run)"
+    )
 
 
 def check_finite(weights: dict[str, torch.Tensor]) -> None:
@@ -258,17 +269,20 @@ def train_step(spec: ClientSpec, message: Message, context: Context) -> Message:
     """Handle one `train` message: load the global weights, train locally, reply with the new weights."""
     config = message.content[wire.CONFIG]
     server_round = int(config[wire.SERVER_ROUND])
-    served = deserialise_model(config[wire.SERVED_MODEL]) if wire.SERVED_MODEL in config else None
+    served = served_model(spec, config[wire.SERVED_MODEL]) if wire.SERVED_MODEL in config else None
     global_state = message.content[wire.ARRAYS].to_torch_state_dict()
     fit = fit_locally(spec, partition_of(context), server_round, global_state, served)
     content = RecordDict({wire.ARRAYS: ArrayRecord(fit.weights), wire.METRICS: MetricRecord(fit.metrics)})
     return Message(content, reply_to=message)
 
 
-def deserialise_model(payload: bytes) -> nn.Module:
-    """A module the server sent (``torch.save`` bytes). Unpickling runs the sender's code: a client that does
-    not trust its server should not accept served models at all; ``client.verify_model`` checks the result."""
-    return torch.load(io.BytesIO(payload), weights_only=False)
+def served_model(spec: ClientSpec, payload: object) -> nn.Module:
+    """The module the server's description names, built by this client's own code around its agreed model
+    (``adversary.modifications.served``): nothing the server sends is unpickled or run. ``client.verify_model``
+    then refuses it unless it is the agreed architecture."""
+    from adversary.modifications.served import rebuild
+
+    return rebuild(payload, _local_state(spec).model)
 
 
 def _positions(partition_ids: np.ndarray, batches: list[list[int]]) -> torch.Tensor:

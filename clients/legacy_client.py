@@ -31,7 +31,7 @@ from flwr.clientapp.typing import ClientAppCallable, Mod
 from flwr.common import NDArrays, Scalar
 
 import fedsim.core.wire as wire
-from clients.client_app import ClientSpec, _local_state, deserialise_model, fit_locally, identify
+from clients.client_app import ClientSpec, _local_state, fit_locally, identify, served_model
 from clients.mods import failure_mods, partition_of
 from fedsim.core.seeding import derive_seed
 from strategies.dp import seeded_numpy
@@ -45,7 +45,7 @@ class SecAggClient(NumPyClient):
         self.partition = partition
 
     def fit(self, parameters: NDArrays, config: dict[str, Scalar]) -> tuple[NDArrays, int, dict[str, Scalar]]:
-        served = deserialise_model(config[wire.SERVED_MODEL]) if wire.SERVED_MODEL in config else None
+        served = served_model(self.spec, config[wire.SERVED_MODEL]) if wire.SERVED_MODEL in config else None
         names = list((served if served is not None else _local_state(self.spec).model).state_dict())
         global_state = {name: torch.as_tensor(np.array(array)) for name, array in zip(names, parameters, strict=True)}
         fit = fit_locally(self.spec, self.partition, int(config[wire.SERVER_ROUND]), global_state, served)

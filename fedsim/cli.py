@@ -237,8 +237,6 @@ def _cmd_vulnerability(args: argparse.Namespace) -> int:
     from fedsim.engine.lifecycle.assembly import run_model_of
 
     config = load_config(args.config, args.set)
-    if args.projections < 1 or args.samples < 1:
-        raise ConfigError(f"--projections = {args.projections}, --samples = {args.samples}: both must be >= 1")
     data = load_dataset(config.data, seed=config.seed)
     model = run_model_of(config, data, config.seed, with_weights=True).eval()
     x, y = torch.from_numpy(data.x_train[: args.samples]), torch.from_numpy(data.y_train[: args.samples])
@@ -282,17 +280,6 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _count(text: str) -> int:
-    """A command-line count (steps, threads, runs, CPUs, images): a whole number of 1 or more."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number; allowed: 1 or more") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value}; allowed: 1 or more")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fedsim", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -308,7 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--rounds",
-        type=_count,
+        type=int,
         metavar="N",
         help="with --resume: extend the run to N rounds (the only change a resumed run accepts)",
     )
@@ -365,14 +352,14 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--resume", type=Path, metavar="SWEEP_DIR", help="continue a sweep with its saved grid")
     sweep.add_argument(
         "--parallel",
-        type=_count,
+        type=int,
         default=1,
         metavar="N",
         help="runs at once, each in its own process with cpus/N CPUs for its Ray instance (default 1)",
     )
     sweep.add_argument(
         "--cpus",
-        type=_count,
+        type=int,
         default=None,
         metavar="C",
         help="CPUs the sweep may use in all (default: every CPU this process may run on)",
@@ -403,8 +390,8 @@ def build_parser() -> argparse.ArgumentParser:
         "model on training images, from random orthogonal projections, with its standard error",
     )
     vulnerability.add_argument("config", type=Path)
-    vulnerability.add_argument("--projections", type=_count, default=8, help="orthogonal directions per image")
-    vulnerability.add_argument("--samples", type=_count, default=16, help="training images (each its own gradient)")
+    vulnerability.add_argument("--projections", type=int, default=8, help="orthogonal directions per image")
+    vulnerability.add_argument("--samples", type=int, default=16, help="training images (each its own gradient)")
     vulnerability.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
     vulnerability.set_defaults(func=_cmd_vulnerability)
 
@@ -413,20 +400,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     train = prior.add_parser("train", help="train a small diffusers UNet prior on a data set's held-out test images")
     train.add_argument("--dataset", default="digits")
-    train.add_argument("--image-size", type=_count, default=8)
+    train.add_argument("--image-size", type=int, default=8)
     train.add_argument(
         "--preset", choices=["cpu", "gpu"], default="cpu", help="cpu: digits in minutes; gpu: CIFAR-10 size"
     )
-    train.add_argument("--steps", type=_count, default=None, help="training steps (default: the preset's)")
+    train.add_argument("--steps", type=int, default=None, help="training steps (default: the preset's)")
     train.add_argument(
         "--seed",
         type=int,
         default=0,
         help="seed of the held-out split and of training (a run with another seed holds out other images)",
     )
-    train.add_argument(
-        "--threads", type=_count, default=None, help="torch threads while training (default: the preset's)"
-    )
+    train.add_argument("--threads", type=int, default=None, help="torch threads while training (default: the preset's)")
     train.add_argument("--resume", action="store_true", help="continue the training saved in OUT")
     train.add_argument("--out", type=Path, required=True, help="folder of the diffusers checkpoint")
     train.set_defaults(func=_cmd_prior_train)
@@ -441,10 +426,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: options that count something (steps, threads, runs, CPUs, images, rounds): 1 or more when given
+COUNT_OPTIONS = ("rounds", "parallel", "cpus", "projections", "samples", "image_size", "steps", "threads")
+
+
+def check_counts(args: argparse.Namespace) -> None:
+    """One line for the first count below 1 (``--steps 0`` once trained the preset's 3,000 steps)."""
+    for name in COUNT_OPTIONS:
+        value = getattr(args, name, None)
+        if value is not None and value < 1:
+            raise ConfigError(f"--{name.replace('_', '-')} = {value}; allowed: 1 or more")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _setup_logging(getattr(args, "quiet", False))
     try:
+        check_counts(args)
         return args.func(args)
     except _user_errors() as error:
         print(f"fedsim: error: {error}", file=sys.stderr)

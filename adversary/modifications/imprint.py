@@ -19,14 +19,15 @@ the measurement is normal with the given ``mean`` and ``std`` (no data at all).
 from __future__ import annotations
 
 import math
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
 import torch
 from pydantic import Field
 from torch import nn
 
 from adversary.modifications.base import ModificationConfig, PublicData
-from adversary.modifications.registry import MODIFICATIONS
+from adversary.modifications.registry import MODIFICATIONS, SERVED_ARCHITECTURES
 
 
 class ImprintConfig(ModificationConfig):
@@ -49,10 +50,16 @@ class ImprintConfig(ModificationConfig):
 class ImprintedModel(nn.Module):
     """The agreed model behind an imprint block whose bins feed its first logit."""
 
+    architecture = "imprint"  # its name among the served architectures (adversary.modifications.served)
+
     def __init__(self, model: nn.Module, input_size: int, bins: int) -> None:
         super().__init__()
         self.imprint = nn.Linear(input_size, bins)
         self.model = model
+
+    def description(self) -> dict[str, int]:
+        """What a client needs, beside the agreed model and the weights, to build this module."""
+        return {"input_size": self.imprint.in_features, "bins": self.imprint.out_features}
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         bins = torch.relu(self.imprint(x.flatten(1)))
@@ -118,3 +125,8 @@ def build_imprint(
 MODIFICATIONS.register(
     "imprint", help="Robbing the Fed (Fowl et al. 2022): an imprint block in front of the model", config=ImprintConfig
 )(build_imprint)
+
+
+@SERVED_ARCHITECTURES.register(ImprintedModel.architecture, help="the agreed model behind an imprint block")
+def rebuild_imprinted(model: nn.Module, description: Mapping[str, Any]) -> ImprintedModel:
+    return ImprintedModel(model, int(description["input_size"]), int(description["bins"]))

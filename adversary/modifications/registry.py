@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from torch import nn
+
 from adversary.modifications.base import Modification
 from fedsim.core.registry import Registry
 
 MODIFICATIONS: Registry[Modification] = Registry("model modification")
+
+#: architecture name -> ``rebuild(agreed_model, description) -> nn.Module``: how a client builds, from its own
+#: code, the module a served description names (``adversary.modifications.served``)
+SERVED_ARCHITECTURES: Registry[Callable[[nn.Module, Mapping[str, Any]], nn.Module]] = Registry("served architecture")

@@ -15,7 +15,7 @@ SERVER_ROUND = "server-round"  # in every train config: Message-API ConfigRecord
 NUM_EXAMPLES = "num-examples"  # FedAvg weights replies by it (Flower's FedAvg.weighted_by_key)
 LOCAL_STEPS = "local-steps"
 TRAIN_LOSS = "train-loss"
-SERVED_MODEL = "served-model"  # a module the server sends instead of the agreed model (torch.save bytes)
+SERVED_MODEL = "served-model"  # a module the server sends instead of the agreed model (a JSON description)
 
 # --- record names of Message-API messages (Flower's FedAvg defaults: arrayrecord_key, configrecord_key)
 ARRAYS = "arrays"

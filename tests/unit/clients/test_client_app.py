@@ -3,6 +3,7 @@ the client log; a non-finite update is refused before it is sent."""
 
 from __future__ import annotations
 
+import io
 import math
 import time
 
@@ -71,3 +72,47 @@ def test_a_client_update_with_nan_or_inf_is_refused_before_it_is_sent():
     check_finite({"w": torch.ones(3), "num_batches_tracked": torch.tensor(2)})
     with pytest.raises(NonFiniteUpdateError, match="2 of 4 values of 'w' are NaN or infinite"):
         check_finite({"b": torch.zeros(2), "w": torch.tensor([1.0, math.nan, math.inf, 0.0])})
+
+
+class _CreatesAFile:
+    """Unpickling this creates ``path``: what a crafted served pickle would do on a client that loads it."""
+
+    def __init__(self, path) -> None:
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (str(self.path), "w"))
+
+
+@pytest.mark.parametrize("verify", [False, True])
+def test_a_served_pickle_is_refused_and_never_run(tmp_path, verify):
+    config = client_config()
+    config.client.verify_model = verify
+    spec = client_spec(config, tmp_path)
+    planted = tmp_path / "planted-by-the-server"
+    payload = io.BytesIO()
+    torch.save(_CreatesAFile(planted), payload)
+    message = train_message(config, spec, 1, partition=0)
+    message.content["config"]["served-model"] = payload.getvalue()
+    reply = build_client_app(spec)(message, context_of(0))
+    assert_failed(reply, CLIENT_EXCEPTION, "ServedModelError: the server sent a served model as bytes (a pickle?)")
+    assert not planted.exists()
+
+
+def test_a_served_description_is_built_by_the_clients_own_code(tmp_path):
+    from adversary.modifications.imprint import ImprintedModel
+    from adversary.modifications.served import describe, rebuild
+    from fedsim.engine.lifecycle.assembly import run_model_of
+
+    config = client_config()
+    agreed = run_model_of(config, client_spec(config, tmp_path), seed=0, with_weights=True)
+    served = ImprintedModel(agreed, input_size=64, bins=8)
+    before = torch.random.get_rng_state()
+    rebuilt = rebuild(describe(served), agreed)
+    assert torch.equal(torch.random.get_rng_state(), before)  # training's random stream is untouched
+    assert isinstance(rebuilt, ImprintedModel) and rebuilt.model is not agreed
+    assert {k: v.shape for k, v in rebuilt.state_dict().items()} == {k: v.shape for k, v in served.state_dict().items()}
+    with pytest.raises(
+        RuntimeError, match=r"^the server asked for architecture 'trojan'; this client builds: imprint$"
+    ):
+        rebuild('{"architecture": "trojan"}', agreed)

@@ -227,10 +227,8 @@ def test_lpips_required_without_the_weights_refuses_to_start_and_leaves_nothing(
 )
 def test_counts_on_the_command_line_are_whole_numbers_of_one_or_more(capsys, tmp_path, command, flag, value):
     paths = {"out": str(tmp_path / "out"), "config": str(tmp_path / "config.yaml")}
-    with pytest.raises(SystemExit) as exited:
-        main([part.format(**paths) for part in command] + [flag, value])
-    assert exited.value.code == 2
-    assert f"error: argument {flag}: {value}; allowed: 1 or more" in capsys.readouterr().err
+    line = one_line_error(capsys, *[part.format(**paths) for part in command], flag, value)
+    assert line == f"fedsim: error: {flag} = {value}; allowed: 1 or more"
     assert not (tmp_path / "out").exists()
 
 
