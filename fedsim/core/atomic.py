@@ -5,6 +5,11 @@ unique to this writer (two processes writing the same target never share it), an
 target with ``os.replace``. With ``durable=True`` the data is fsynced before the rename and the folder
 after it, for the files whose presence commits something (a round's checkpoint): after a crash or a
 power loss the renamed file is there and complete.
+
+Every writer of a run or sweep directory passes ``root=`` (or calls ``inside``): a path that, symlinks
+followed, leads outside that directory is refused in one line, before anything is written. The rename would
+replace a symlinked file, but a symlinked folder on the way would still lead outside, so the resolved path
+is what is checked.
 """
 
 from __future__ import annotations
@@ -16,10 +21,48 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
+from fedsim.core.errors import ConfigError
 
-def write_atomic(path: Path, write: Callable[[IO[bytes]], None], *, durable: bool = False) -> None:
-    """Call ``write(handle)`` on a fresh temporary file beside ``path``, then rename it to ``path``."""
-    path = Path(path)
+
+class OutsideDirectory(ConfigError):
+    """A write whose path leads outside the run or sweep directory it belongs to (through a symlink or ``..``)."""
+
+
+def leaves(root: Path, path: Path) -> str | None:
+    """How ``path`` leads outside ``root`` once symlinks are followed, as words; None when it stays inside."""
+    root, path = Path(root), Path(path)
+    base = root.resolve()
+    resolved = path.resolve()
+    if resolved == base or base in resolved.parents:
+        return None
+    # name the symlink that leads out, the one the user has to remove (the first from the root down)
+    if path.is_relative_to(root):
+        step = root
+        for part in path.relative_to(root).parts:
+            step = step / part
+            if step.is_symlink():
+                target = step.resolve()
+                if target != base and base not in target.parents:
+                    return f"'{step}' is a symlink to '{os.readlink(step)}', outside '{root}'"
+    return f"it resolves to '{resolved}', outside '{root}'"
+
+
+def inside(root: Path, path: Path) -> Path:
+    """``path``, when it lies inside ``root`` with symlinks followed; OutsideDirectory (one line) otherwise."""
+    how = leaves(root, path)
+    if how is not None:
+        raise OutsideDirectory(f"refusing to write '{path}': {how}")
+    return Path(path)
+
+
+def write_atomic(
+    path: Path, write: Callable[[IO[bytes]], None], *, durable: bool = False, root: Path | None = None
+) -> None:
+    """Call ``write(handle)`` on a fresh temporary file beside ``path``, then rename it to ``path``.
+
+    ``root``: the directory ``path`` must stay inside (see ``inside``).
+    """
+    path = Path(path) if root is None else inside(root, path)
     # opened here, closed by the `with` below: its name is needed after it is closed (rename or cleanup)
     handle = tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp", delete=False)  # noqa: SIM115
     try:
@@ -45,9 +88,12 @@ def fsync_directory(folder: Path) -> None:
         os.close(descriptor)
 
 
-def append_line_durably(path: Path, line: str) -> None:
+def append_line_durably(path: Path, line: str, *, root: Path | None = None) -> None:
     """Append ``line`` (ending in a newline) as one write and fsync it; a failed write (disk full) is cut
-    back to the file's previous length, so a torn line can never run into the next row."""
+    back to the file's previous length, so a torn line can never run into the next row. ``root``: as for
+    ``write_atomic``."""
+    if root is not None:
+        inside(root, path)
     data = line.encode()
     descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
@@ -64,20 +110,22 @@ def append_line_durably(path: Path, line: str) -> None:
         os.close(descriptor)
 
 
-def write_bytes_atomic(path: Path, data: bytes, *, durable: bool = False) -> None:
-    write_atomic(path, lambda handle: handle.write(data), durable=durable)
+def write_bytes_atomic(path: Path, data: bytes, *, durable: bool = False, root: Path | None = None) -> None:
+    write_atomic(path, lambda handle: handle.write(data), durable=durable, root=root)
 
 
-def write_text_atomic(path: Path, text: str, *, durable: bool = False) -> None:
-    write_bytes_atomic(path, text.encode(), durable=durable)
+def write_text_atomic(path: Path, text: str, *, durable: bool = False, root: Path | None = None) -> None:
+    write_bytes_atomic(path, text.encode(), durable=durable, root=root)
 
 
-def write_json_atomic(path: Path, payload: Any, *, durable: bool = False, **dumps: Any) -> None:
+def write_json_atomic(
+    path: Path, payload: Any, *, durable: bool = False, root: Path | None = None, **dumps: Any
+) -> None:
     """``payload`` as JSON (``dumps`` passed to ``json.dumps``, e.g. ``indent=2``)."""
-    write_text_atomic(path, json.dumps(payload, **dumps), durable=durable)
+    write_text_atomic(path, json.dumps(payload, **dumps), durable=durable, root=root)
 
 
-def save_torch_atomic(path: Path, obj: Any, *, durable: bool = False) -> None:
+def save_torch_atomic(path: Path, obj: Any, *, durable: bool = False, root: Path | None = None) -> None:
     import torch  # only the callers that save tensors pay for the import
 
-    write_atomic(path, lambda handle: torch.save(obj, handle), durable=durable)
+    write_atomic(path, lambda handle: torch.save(obj, handle), durable=durable, root=root)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from adversary.scoring import PSNR_CAP_DB
+from fedsim.core.atomic import inside
 from fedsim.reporting import figures, tables
 from fedsim.reporting.frontier import LEAKAGE_METRICS, UTILITY_LOSS, baselines, frontier_table
 from fedsim.reporting.render import Code, Image, ReportSection, Table, Text, render_html, render_markdown
@@ -30,6 +31,9 @@ from fedsim.rundir.layout import (
     REPORT_DIR,
     REPORT_HTML,
     REPORT_MARKDOWN,
+    RUN_ROUNDS_TABLE,
+    RUN_SUMMARY,
+    RUN_UTILITY_FIGURE,
     RUNS_TABLE,
     UTILITY_ROUNDS_FIGURE,
     UTILITY_ROUNDS_TABLE,
@@ -37,6 +41,22 @@ from fedsim.rundir.layout import (
 from fedsim.rundir.reader import Run, Sweep, is_run_dir, load_run, load_sweep
 
 VERSION_KEYS = ("fedsim", "flwr", "ray", "torch", "torchvision", "numpy", "opacus")
+# every file a report writes under report/, checked before the first is written
+REPORT_FILES = (
+    REPORT_HTML,
+    REPORT_MARKDOWN,
+    RUNS_TABLE,
+    UTILITY_ROUNDS_TABLE,
+    ATTACKS_TABLE,
+    LEAKAGE_ROUNDS_TABLE,
+    FRONTIER_TABLE,
+    UTILITY_ROUNDS_FIGURE,
+    LEAKAGE_ROUNDS_FIGURE,
+    FRONTIER_FIGURE,
+    RUN_UTILITY_FIGURE,
+    RUN_SUMMARY,
+    RUN_ROUNDS_TABLE,
+)
 
 
 class ReportError(ValueError):
@@ -75,8 +95,7 @@ def write_full_report(path: Path, sweep: Sweep | None = None) -> list[Path]:
     ``sweep``: the runs under ``path`` when already loaded.
     """
     sweep = sweep if sweep is not None else load_for_report(Path(path))
-    out = Path(path) / REPORT_DIR
-    out.mkdir(exist_ok=True)
+    out = report_dir(Path(path))
     names = {name: _short_name(run) for name, run in sweep.runs.items()}
 
     rounds = tables.utility_rounds(sweep)
@@ -112,6 +131,16 @@ def write_full_report(path: Path, sweep: Sweep | None = None) -> list[Path]:
     markdown.write_text(render_markdown(title, sections, out))
     page.write_text(render_html(title, sections))
     return [page, markdown, *(out / name for name in csvs), *written_figures]
+
+
+def report_dir(root: Path) -> Path:
+    """``root/report``, made; refused in one line (OutsideDirectory) before anything is written when it, or a
+    file the report writes in it, is a symlink leading outside ``root``."""
+    out = inside(root, root / REPORT_DIR)
+    for name in REPORT_FILES:
+        inside(root, out / name)
+    out.mkdir(exist_ok=True)
+    return out
 
 
 def _short_name(run: Run) -> str:

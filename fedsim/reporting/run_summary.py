@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from fedsim.core.atomic import inside
 from fedsim.reporting.render import markdown_table
 from fedsim.reporting.tables import CENTRAL_DP, defense_settings, parameter_text, round_epsilons
 from fedsim.rundir.layout import RUN_ROUNDS_TABLE, RUN_SUMMARY, RUN_UTILITY_FIGURE
@@ -64,7 +65,10 @@ def defense_lines(config: ExperimentConfig) -> list[str]:
 def write_run_summary(run: Run, out: Path, utility_figure: Path) -> list[Path]:
     """Write ``utility.png`` (a copy of ``utility_figure``), ``summary.md`` and ``rounds.csv`` under ``out``."""
     table = round_table(run)
-    png, markdown, rounds = out / RUN_UTILITY_FIGURE, out / RUN_SUMMARY, out / RUN_ROUNDS_TABLE
+    # the run's own directory is the one these files must stay inside
+    png, markdown, rounds = (
+        inside(run.path, out / name) for name in (RUN_UTILITY_FIGURE, RUN_SUMMARY, RUN_ROUNDS_TABLE)
+    )
     shutil.copyfile(utility_figure, png)
     with open(rounds, "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=TABLE_COLUMNS)

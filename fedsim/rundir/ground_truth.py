@@ -10,23 +10,24 @@ import json
 from pathlib import Path
 from typing import Any
 
-from fedsim.core.atomic import write_json_atomic
+from fedsim.core.atomic import inside, write_json_atomic
 from fedsim.rundir.layout import GROUND_TRUTH_CLIENT_GLOB, GROUND_TRUTH_DIR, ground_truth_file, ground_truth_round_dir
 
 
 class GroundTruthStore:
     def __init__(self, run_dir: Path) -> None:
-        self.root = Path(run_dir) / GROUND_TRUTH_DIR
+        self.run_dir = Path(run_dir)
+        self.root = self.run_dir / GROUND_TRUTH_DIR
 
     def _path(self, server_round: int, client: int) -> Path:
         return self.root / ground_truth_round_dir(server_round) / ground_truth_file(client)
 
     def write(self, server_round: int, client: int, batches: list[list[int]], labels: list[list[int]]) -> None:
         """Record the sample ids of every local step, in the order they were used, and their labels."""
-        path = self._path(server_round, client)
+        path = inside(self.run_dir, self._path(server_round, client))  # before mkdir: a symlinked folder leads out
         path.parent.mkdir(parents=True, exist_ok=True)
         payload = {"round": server_round, "client": client, "batches": batches, "labels": labels}
-        write_json_atomic(path, payload)
+        write_json_atomic(path, payload, root=self.run_dir)
 
     def read(self, server_round: int, client: int) -> dict[str, Any]:
         return json.loads(self._path(server_round, client).read_text())

@@ -24,6 +24,8 @@ from typing import Any
 import pandas as pd
 
 from fedsim.config import ExperimentConfig, load_config
+from fedsim.core.atomic import leaves
+from fedsim.core.errors import ConfigError
 from fedsim.rundir.layout import CONFIG_FILE, ENVIRONMENT_FILE, METRICS_FILE, SUMMARY_FILE, SWEEP_MANIFEST
 from fedsim.rundir.writer import RunStore
 
@@ -135,10 +137,11 @@ def load_sweep(path: str | Path) -> Sweep:
     if is_sweep_dir(path):
         manifest = json.loads((path / SWEEP_MANIFEST).read_text())
         status = {point["name"]: point["status"] for point in manifest["points"]}
+        run_dirs = {point["name"]: sweep_point_dir(path, point) for point in manifest["points"]}
         runs = {
-            point["name"]: load_run(path / point["run_dir"], point["labels"])
+            point["name"]: load_run(run_dirs[point["name"]], point["labels"])
             for point in manifest["points"]
-            if is_run_dir(path / point["run_dir"])
+            if is_run_dir(run_dirs[point["name"]])
         }
         return Sweep(path, runs, dict(manifest.get("grid", {})), status)
     children = sorted(child for child in path.iterdir() if is_run_dir(child)) if path.is_dir() else []
@@ -146,6 +149,19 @@ def load_sweep(path: str | Path) -> Sweep:
         raise FileNotFoundError(f"'{path}' is neither a sweep directory (no {SWEEP_MANIFEST}) nor a folder of runs")
     runs = {child.name: load_run(child) for child in children}
     return Sweep(path, runs, {}, {name: "complete" if run.summary else "incomplete" for name, run in runs.items()})
+
+
+def sweep_point_dir(sweep_dir: Path, point: dict[str, Any]) -> Path:
+    """A manifest point's run directory; ConfigError (one line) when it lies outside the sweep directory (an
+    edited ``run_dir``, ``..`` or a symlink), so a sweep never reports or resumes runs that are not its own."""
+    run_dir = Path(sweep_dir) / str(point["run_dir"])
+    how = leaves(sweep_dir, run_dir)
+    if how is not None:
+        raise ConfigError(
+            f"{Path(sweep_dir) / SWEEP_MANIFEST}: point '{point['name']}' has run_dir '{point['run_dir']}': {how}; "
+            "a sweep's runs lie inside its directory"
+        )
+    return run_dir
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:

@@ -135,7 +135,7 @@ class RunStore:
         store = cls(run_dir)
         store._write_config(with_absolute_paths(config))
         environment = {**(engine or {"engine": "simulation"}), **environment_info(device)}
-        write_json_atomic(run_dir / ENVIRONMENT_FILE, environment, durable=True, indent=2)
+        write_json_atomic(run_dir / ENVIRONMENT_FILE, environment, durable=True, root=run_dir, indent=2)
         return store
 
     def record_resumption(self, device: str, engine: dict[str, Any]) -> None:
@@ -143,7 +143,7 @@ class RunStore:
         path = self.run_dir / ENVIRONMENT_FILE
         environment = json.loads(path.read_text()) if path.is_file() else {}
         environment.setdefault("resumed", []).append({**engine, **environment_info(device)})
-        write_json_atomic(path, environment, durable=True, indent=2)
+        write_json_atomic(path, environment, durable=True, root=self.run_dir, indent=2)
 
     def _write_config(self, config: ExperimentConfig) -> None:
         text = dump_config(config)
@@ -152,8 +152,8 @@ class RunStore:
             "config_sha256": hashlib.sha256(text.encode()).hexdigest(),
             "config": text,
         }
-        write_json_atomic(self.run_dir / FINGERPRINT_FILE, fingerprint, durable=True, indent=1)
-        write_text_atomic(self.run_dir / CONFIG_FILE, text, durable=True)
+        write_json_atomic(self.run_dir / FINGERPRINT_FILE, fingerprint, durable=True, root=self.run_dir, indent=1)
+        write_text_atomic(self.run_dir / CONFIG_FILE, text, durable=True, root=self.run_dir)
 
     def _check_fingerprint(self, config: ExperimentConfig, rounds: int | None) -> ExperimentConfig:
         """The run's config as it started (refusing an edited one or another fedsim), with ``rounds`` raised."""
@@ -206,7 +206,7 @@ class RunStore:
     def _drop_rows_after(self, last_round: int) -> None:
         kept = [row for row in self.rows() if row.get("round", 0) <= last_round]
         body = "".join(json.dumps(row) + "\n" for row in kept)
-        write_text_atomic(self.metrics_path, body, durable=True)
+        write_text_atomic(self.metrics_path, body, durable=True, root=self.run_dir)
 
     # ------------------------------------------------------------------------------- metrics
     def append(self, row: dict[str, Any]) -> None:
@@ -218,7 +218,7 @@ class RunStore:
             raise ValueError("every metrics row needs 'round' and 'event'")
         line = json.dumps({**row, "schema": SCHEMA_VERSION, "time": round(time.time(), 3)}, allow_nan=True)
         with self._append_lock:
-            append_line_durably(self.metrics_path, line + "\n")
+            append_line_durably(self.metrics_path, line + "\n", root=self.run_dir)
 
     def rows(self) -> list[dict[str, Any]]:
         """All complete rows; a line torn by a kill mid-write is ignored."""
@@ -240,7 +240,7 @@ class RunStore:
         self.checkpoint_dir.mkdir(exist_ok=True)
         path = self.checkpoint_path(server_round)
         # durable: the checkpoint's presence commits the round (see the module docstring)
-        save_torch_atomic(path, {k: v.detach().cpu() for k, v in state_dict.items()}, durable=True)
+        save_torch_atomic(path, {k: v.detach().cpu() for k, v in state_dict.items()}, durable=True, root=self.run_dir)
 
     def load_checkpoint(self, server_round: int) -> dict[str, torch.Tensor]:
         return torch.load(self.checkpoint_path(server_round), map_location="cpu", weights_only=True)
@@ -260,7 +260,7 @@ class RunStore:
 
     # ------------------------------------------------------------------------------- summary
     def write_json(self, name: str, payload: dict[str, Any]) -> None:
-        write_json_atomic(self.run_dir / name, payload, durable=True, indent=2)
+        write_json_atomic(self.run_dir / name, payload, durable=True, root=self.run_dir, indent=2)
 
     def read_json(self, name: str) -> dict[str, Any]:
         return json.loads((self.run_dir / name).read_text())

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from fedsim.config import ConfigError, ExperimentConfig, load_config
+from fedsim.core.atomic import inside
 from fedsim.rundir.layout import CONFIG_FILE, METRICS_FILE, SUMMARY_FILE
 from fedsim.rundir.writer import RunStore
 from fedsim.sweep.grid import SweepPoint
@@ -177,8 +178,9 @@ class Schedule:
 
 
 def schedule(sweep_dir: Path, points: list[SweepPoint], parallel: int = 1, cpus: int | None = None) -> Schedule:
-    """Check every existing run's config and the resources up front (ConfigError in one line)."""
-    actions = {point.name: point_action(point, sweep_dir / point.name) for point in points}
+    """Check every existing run's config and the resources up front (ConfigError in one line); a point directory
+    that leads outside the sweep (a symlink) is refused, never resumed or restarted there."""
+    actions = {point.name: point_action(point, inside(sweep_dir, sweep_dir / point.name)) for point in points}
     todo = [point for point in points if actions[point.name] != "skip"]
     return Schedule(actions, ray_share(todo, parallel, cpus))
 

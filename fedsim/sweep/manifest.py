@@ -20,6 +20,7 @@ import yaml
 from fedsim.config import SWEEP_SECTION
 from fedsim.core.atomic import write_json_atomic, write_text_atomic
 from fedsim.rundir.layout import SWEEP_CONFIG, SWEEP_MANIFEST
+from fedsim.rundir.reader import sweep_point_dir
 from fedsim.sweep.grid import Axis, SweepPoint
 
 STATUSES = ("pending", "running", "complete", "failed")
@@ -78,17 +79,20 @@ class Manifest:
                 for p in self.points
             ],
         }
-        write_json_atomic(self.sweep_dir / SWEEP_MANIFEST, payload, indent=2, default=str)
+        write_json_atomic(self.sweep_dir / SWEEP_MANIFEST, payload, root=self.sweep_dir, indent=2, default=str)
 
 
 def write_sweep_config(sweep_dir: Path, base: dict[str, Any], axes: list[Axis]) -> None:
     """The base config plus the grid (as label -> value mappings), enough to expand the same points again."""
     document = {**base, SWEEP_SECTION: {"grid": {axis.key: axis.as_mapping() for axis in axes}}}
-    write_text_atomic(Path(sweep_dir) / SWEEP_CONFIG, yaml.safe_dump(document, sort_keys=False))
+    write_text_atomic(Path(sweep_dir) / SWEEP_CONFIG, yaml.safe_dump(document, sort_keys=False), root=sweep_dir)
 
 
 def read_manifest(sweep_dir: Path) -> dict[str, Any]:
     path = Path(sweep_dir) / SWEEP_MANIFEST
     if not path.is_file():
         raise FileNotFoundError(f"'{sweep_dir}' is not a sweep directory (no {SWEEP_MANIFEST})")
-    return json.loads(path.read_text())
+    manifest = json.loads(path.read_text())
+    for point in manifest["points"]:
+        sweep_point_dir(sweep_dir, point)  # refuses a point edited to lie outside the sweep
+    return manifest

@@ -22,6 +22,7 @@ from adversary.scoring import image_space, score_reconstruction, score_trajector
 from adversary.taps import AGGREGATE
 from adversary.view import AttackerView, Reconstruction
 from fedsim.config import AttackOptions
+from fedsim.core.atomic import inside
 from fedsim.engine.lifecycle.federation import Federation
 from fedsim.rundir.ground_truth import GroundTruthStore
 from fedsim.rundir.layout import RECONSTRUCTIONS_DIR, grid_file, trajectory_file
@@ -141,12 +142,17 @@ class LeakageScorer:
             )
 
     def _save_images(self, view, options, truth: Truth, reconstruction, score, trajectory) -> None:
-        self.image_dir.mkdir(exist_ok=True)
+        run_dir = self.store.run_dir
+        inside(run_dir, self.image_dir).mkdir(exist_ok=True)
         truth_index, rec_index = list(score.truth_index), list(score.rec_index)
         reconstructed = image_space(reconstruction.images, truth.to_image_space)
         psnr_text = f"{score.psnr_mean:.1f} dB" if score.psnr_mean is not None else "exact"
         title = f"round {view.round} {view.target} {options.name}: {psnr_text}"
         grid = grid_file(view.round, view.target, options.name)
-        save_grid(self.image_dir / grid, truth.images[truth_index], reconstructed[rec_index], title)
+        save_grid(inside(run_dir, self.image_dir / grid), truth.images[truth_index], reconstructed[rec_index], title)
         if trajectory:
-            plot_trajectory(self.image_dir / trajectory_file(view.round, view.target, options.name), trajectory, title)
+            plot_trajectory(
+                inside(run_dir, self.image_dir / trajectory_file(view.round, view.target, options.name)),
+                trajectory,
+                title,
+            )

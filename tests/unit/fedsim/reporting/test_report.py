@@ -26,3 +26,32 @@ def test_a_folder_without_runs_is_one_line(capsys, tmp_path):
     code = main(["report", str(tmp_path)])
     _, err = capsys.readouterr()
     assert code == 2 and err.count("\n") == 1 and "no metrics.jsonl" in err
+
+
+@pytest.fixture
+def run_and_outside(tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    return _synthetic_run(tmp_path, "run"), outside
+
+
+def test_a_report_folder_symlinked_outside_the_run_is_refused_and_nothing_is_written_there(capsys, run_and_outside):
+    run, outside = run_and_outside
+    (run / "report").symlink_to(outside, target_is_directory=True)
+    code = main(["report", str(run)])
+    _, err = capsys.readouterr()
+    assert code == 2 and err.count("\n") == 1
+    assert f"'{run / 'report'}' is a symlink to '{outside}'" in err
+    assert list(outside.iterdir()) == []
+
+
+def test_a_report_md_symlinked_outside_the_run_is_refused_and_nothing_is_written_there(capsys, run_and_outside):
+    run, outside = run_and_outside
+    (run / "report").mkdir()
+    (run / "report" / "report.md").symlink_to(outside / "report.md")
+    code = main(["report", str(run)])
+    _, err = capsys.readouterr()
+    assert code == 2 and err.count("\n") == 1
+    assert f"'{run / 'report' / 'report.md'}' is a symlink to '{outside / 'report.md'}'" in err
+    assert list(outside.iterdir()) == []
+    assert [path.name for path in (run / "report").iterdir()] == ["report.md"]  # refused before any write

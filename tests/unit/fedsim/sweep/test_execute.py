@@ -53,3 +53,15 @@ def test_a_run_directory_of_another_config_is_refused_before_anything_runs(tmp_p
     with pytest.raises(ConfigError, match=r"holds a run with seed = 7, but point 01-seed-1 sets 1"):
         run_sweep(plan)
     assert not (tmp_path / "s" / "sweep.json").exists()
+
+
+def test_a_point_directory_symlinked_outside_the_sweep_is_refused_before_anything_runs(tmp_path):
+    plan = plan_sweep(write(tmp_path, BASE), grid=["seed=0,1"], out=tmp_path / "s")
+    elsewhere = tmp_path / "elsewhere"
+    _fake_run(elsewhere, plan.points[1].config, committed=True, summary_rounds=None)
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / plan.points[1].name).symlink_to(elsewhere, target_is_directory=True)
+    with pytest.raises(ConfigError, match=rf"'{tmp_path / 's' / plan.points[1].name}' is a symlink to '{elsewhere}'"):
+        run_sweep(plan)
+    assert not (tmp_path / "s" / "sweep.json").exists()
+    assert RunStore(elsewhere).rows() == []  # the outside run was neither resumed nor written to
