@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import pickle
 import platform
 import sys
 import threading
@@ -367,7 +368,8 @@ def _load_failure(error: BaseException) -> str:
     if isinstance(error, EOFError):
         return "the file ends early"
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    refused = next((line for line in lines if line.startswith("Trying to load unsupported")), None)
-    if refused is not None:  # weights_only refused a pickled object: someone put code where weights belong
-        return f"holds more than tensors, refused: {refused.rstrip('.')}"
+    if isinstance(error, pickle.UnpicklingError):  # weights_only refused an object: code where weights belong
+        detail = next((line for line in lines if "unsupported" in line.lower()), "a pickled object")
+        detail = detail.removeprefix("WeightsUnpickler error: ").split(". ")[0].rstrip(".")
+        return f"holds more than tensors, refused: {detail}"
     return lines[0].split(". ")[0].rstrip(".") if lines else type(error).__name__

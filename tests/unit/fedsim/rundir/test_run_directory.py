@@ -215,3 +215,24 @@ def test_fedsim_run_resume_of_damaged_files_prints_one_line_not_a_traceback(caps
     store.checkpoint_path(0).write_bytes(checkpoint)
     (store.run_dir / "fingerprint.json").write_text("garbage")
     assert "fingerprint.json' is damaged" in one_line_error(capsys, "run", "--resume", str(store.run_dir))
+
+
+class _CreatesAFile:
+    """A pickle that would create a file when loaded without weights_only."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def test_resume_with_a_pickle_in_the_checkpoint_refuses_it_in_one_line_and_runs_nothing(tmp_path):
+    store = resumable(tmp_path)
+    planted = tmp_path / "pwned"
+    torch.save({"w": _CreatesAFile(planted)}, store.checkpoint_path(0))
+    with pytest.raises(ConfigError) as refused:
+        RunStore.open_for_resume(store.run_dir)
+    message = str(refused.value)
+    assert "\n" not in message and "round_0000.pt' is damaged (holds more than tensors, refused: " in message
+    assert not planted.exists()
