@@ -4,6 +4,7 @@
   named once (imports nothing of the project, so the clients read it too);
 * ``writer``: ``RunStore``, which claims a run directory and writes the config, its fingerprint, the
   environment, the metrics log, the checkpoints and the summary, and reopens a killed run to resume it;
+* ``lock``: one writer per run directory: the process writing a run holds ``run.lock`` for the run's life;
 * ``reader``: ``load_run`` and ``load_sweep``, the run and sweep directories as DataFrames
   (``fedsim.load_run``, reports and notebooks);
 * ``ground_truth``: what each client really trained on, written by the clients, read by scoring only;

@@ -1,6 +1,7 @@
 """Where everything lies in a run directory and a sweep directory: each file and folder is named here once.
 
     RUN_DIR/                       output.dir/<name>-<YYYYmmdd-HHMMSS> unless output.run_name names it
+      run.lock                     flock'ed by the one process writing the run, for its whole life; names it
       config.yaml                  the resolved config (``fedsim run --resume`` reads it)
       fingerprint.json             that config's text and hash, and the fedsim version that started the run
       environment.json             versions, device, command; one entry more per resumed session
@@ -46,6 +47,7 @@ def timestamped_sweep_dir(name: str) -> str:
 
 
 # ------------------------------------------------------------------------------------ the run's records
+RUN_LOCK_FILE = "run.lock"  # held by the server process that writes the run (fedsim.rundir.lock); never by clients
 CONFIG_FILE = "config.yaml"
 FINGERPRINT_FILE = "fingerprint.json"  # the resolved config and fedsim version a run started with
 ENVIRONMENT_FILE = "environment.json"

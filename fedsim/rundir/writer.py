@@ -3,6 +3,9 @@
 The resolved config and its fingerprint, the environment, the metrics log, the checkpoints and the summary;
 where each lies is ``fedsim.rundir.layout``'s, and reading a finished run back is ``fedsim.rundir.reader``'s.
 
+One process writes a run directory at a time: ``create`` and ``open_for_resume`` take its lock
+(``fedsim.rundir.lock``) and ``close`` releases it; a plain ``RunStore(run_dir)`` only reads.
+
 A round is committed when its checkpoint is renamed into place; every metrics row of that round is
 written (and fsynced) before. ``--resume`` therefore restarts after the last checkpoint and drops the
 rows of the round that was interrupted, which the resumed run recomputes identically.
@@ -13,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import pickle
 import platform
 import sys
 import threading
@@ -22,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import yaml
 
 from fedsim.config import (
     SCHEMA_VERSION,
@@ -44,6 +49,7 @@ from fedsim.rundir.layout import (
     checkpoint_file,
     timestamped_run_dir,
 )
+from fedsim.rundir.lock import RunLock
 
 
 def environment_info(device: str) -> dict[str, Any]:
@@ -97,11 +103,23 @@ def _fedsim_version() -> str:
 class RunStore:
     """Everything a run persists, in one directory (side effects live here, not in the simulation)."""
 
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self, run_dir: Path, lock: RunLock | None = None) -> None:
         self.run_dir = Path(run_dir)
         self.metrics_path = self.run_dir / METRICS_FILE
         self.checkpoint_dir = self.run_dir / CHECKPOINT_DIR
         self._append_lock = threading.Lock()  # the server thread and attack workers append concurrently
+        self._run_lock = lock  # held by the store that writes the run (create, open_for_resume); None to read
+
+    def close(self) -> None:
+        """Release the run directory for the next writer (the run ended, or failed); closing twice is harmless."""
+        if self._run_lock is not None:
+            self._run_lock.release()
+
+    def __enter__(self) -> RunStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     # ------------------------------------------------------------------ creation and resumption
     @classmethod
@@ -112,7 +130,8 @@ class RunStore:
 
         A named directory (``output.run_name``, or ``run_dir`` from a sweep) is claimed by creating its
         metrics file exclusively; a generated ``<name>-<timestamp>`` one by creating the directory itself,
-        with ``-2``, ``-3``... when another run took that second.
+        with ``-2``, ``-3``... when another run took that second. Either is locked first (refused, naming the
+        holder, while another process writes it) and stays locked until ``close``.
         """
         _check_output_dir(config.output.dir if run_dir is None else Path(run_dir).parent)
         if run_dir is not None or config.output.run_name:
@@ -123,19 +142,26 @@ class RunStore:
                 if config.output.run_name and run_dir.name == config.output.run_name
                 else "the run directory"
             )
+            lock = RunLock.acquire(run_dir, what)  # a run still writing it is named, not told to --resume
             try:
                 (run_dir / METRICS_FILE).open("x").close()
             except FileExistsError:
+                lock.release()
                 raise FileExistsError(
                     f"{what}: '{run_dir}' already holds a run; use `fedsim run --resume {run_dir}` or another name"
                 ) from None
         else:
             run_dir = claim_new_directory(config.output.dir, timestamped_run_dir(config.name))
+            lock = RunLock.acquire(run_dir, "the run directory")
             (run_dir / METRICS_FILE).touch()
-        store = cls(run_dir)
-        store._write_config(with_absolute_paths(config))
-        environment = {**(engine or {"engine": "simulation"}), **environment_info(device)}
-        write_json_atomic(run_dir / ENVIRONMENT_FILE, environment, durable=True, root=run_dir, indent=2)
+        store = cls(run_dir, lock)
+        try:
+            store._write_config(with_absolute_paths(config))
+            environment = {**(engine or {"engine": "simulation"}), **environment_info(device)}
+            write_json_atomic(run_dir / ENVIRONMENT_FILE, environment, durable=True, root=run_dir, indent=2)
+        except BaseException:
+            store.close()
+            raise
         return store
 
     def record_resumption(self, device: str, engine: dict[str, Any]) -> None:
@@ -157,9 +183,8 @@ class RunStore:
 
     def _check_fingerprint(self, config: ExperimentConfig, rounds: int | None) -> ExperimentConfig:
         """The run's config as it started (refusing an edited one or another fedsim), with ``rounds`` raised."""
-        path = self.run_dir / FINGERPRINT_FILE
-        if path.is_file():
-            recorded = json.loads(path.read_text())
+        recorded = self._recorded_fingerprint()
+        if recorded is not None:
             if recorded["fedsim"] != _fedsim_version():
                 raise ConfigError(
                     f"--resume {self.run_dir}: the run started with fedsim {recorded['fedsim']}, this is "
@@ -183,24 +208,66 @@ class RunStore:
         self._write_config(extended)
         return extended
 
+    def _recorded_fingerprint(self) -> dict[str, Any] | None:
+        """fingerprint.json's record (None for runs older than it), or one line naming the file if it is damaged."""
+        path = self.run_dir / FINGERPRINT_FILE
+        if not path.is_file():
+            return None
+
+        def damaged(reason: str) -> ConfigError:
+            return ConfigError(
+                f"--resume {self.run_dir}: '{path}' is damaged ({reason}); it records the config and fedsim version "
+                "the run started with: restore it, or remove it to resume without checking them"
+            )
+
+        try:
+            recorded = json.loads(path.read_bytes())
+        except ValueError as error:  # JSONDecodeError, or bytes that are no text at all (UnicodeDecodeError)
+            raise damaged(f"not JSON: {_first_line(error)}") from None
+        if not isinstance(recorded, dict):
+            raise damaged(f"not a JSON object but a {type(recorded).__name__}")
+        for key in ("fedsim", "config"):
+            if key not in recorded:
+                raise damaged(f"no '{key}'")
+            if not isinstance(recorded[key], str):
+                raise damaged(f"'{key}' is not a string")
+        try:
+            config = yaml.safe_load(recorded["config"])
+        except yaml.YAMLError:
+            config = None
+        if not isinstance(config, dict):
+            raise damaged("its 'config' is not a YAML mapping")
+        return recorded
+
     @classmethod
     def open_for_resume(cls, run_dir: Path, rounds: int | None = None) -> tuple[RunStore, ExperimentConfig, int]:
         """Open a killed run; returns the store, its config and the last committed round.
 
         The config must be the one the run started with (``fingerprint.json``); ``rounds`` extends
-        ``federation.rounds``, the one change a resumed run may make.
+        ``federation.rounds``, the one change a resumed run may make. The store holds the directory's lock
+        (refused, naming the holder, while another process writes it) until ``close``; nothing is written
+        before every file it reads has checked out.
         """
         run_dir = Path(run_dir)
         if not (run_dir / CONFIG_FILE).is_file():
             raise FileNotFoundError(f"--resume {run_dir}: not a fedsim run directory (no {CONFIG_FILE})")
-        store = cls(run_dir)
-        config = store._check_fingerprint(load_config(run_dir / CONFIG_FILE), rounds)
-        last = store.last_committed_round()
-        if last is None:
-            raise FileNotFoundError(
-                f"--resume {run_dir}: no checkpoint to resume from (the run was killed before it started)"
-            )
-        store._drop_rows_after(last)
+        store = cls(run_dir, RunLock.acquire(run_dir, f"--resume {run_dir}"))
+        try:
+            config = load_config(run_dir / CONFIG_FILE)
+            last = store.last_committed_round()
+            if last is None:
+                raise FileNotFoundError(
+                    f"--resume {run_dir}: no checkpoint to resume from (the run was killed before it started)"
+                )
+            try:
+                store.load_checkpoint(last)
+            except ConfigError as error:
+                raise ConfigError(f"--resume {run_dir}: {error}") from None
+            config = store._check_fingerprint(config, rounds)
+            store._drop_rows_after(last)
+        except BaseException:
+            store.close()
+            raise
         return store, config, last
 
     def _drop_rows_after(self, last_round: int) -> None:
@@ -243,13 +310,38 @@ class RunStore:
         save_torch_atomic(path, {k: v.detach().cpu() for k, v in state_dict.items()}, durable=True, root=self.run_dir)
 
     def load_checkpoint(self, server_round: int) -> dict[str, torch.Tensor]:
-        return torch.load(self.checkpoint_path(server_round), map_location="cpu", weights_only=True)
+        """The round's global model; one line naming the file (and the round to fall back to) if it is damaged."""
+        path = self.checkpoint_path(server_round)
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as error:  # torch.load raises many types for truncated, foreign or unsafe files
+            raise self._damaged_checkpoint(server_round, _load_failure(error)) from None
+        if not isinstance(state, dict) or not all(
+            isinstance(key, str) and isinstance(value, torch.Tensor) for key, value in state.items()
+        ):
+            raise self._damaged_checkpoint(server_round, f"holds a {type(state).__name__}, not a state_dict")
+        for key, value in state.items():
+            if value.is_floating_point() and not bool(torch.isfinite(value).all()):
+                # a non-finite aggregate is never committed (fedsim.engine.lifecycle.rounds): this file was altered
+                raise self._damaged_checkpoint(server_round, f"'{key}' holds NaN or infinite values")
+        return state
+
+    def _damaged_checkpoint(self, server_round: int, reason: str) -> ConfigError:
+        path = self.checkpoint_path(server_round)
+        earlier = [r for r in self._committed_rounds() if r < server_round]
+        if earlier:
+            remedy = f"remove it to resume from round {max(earlier)}"
+        else:
+            remedy = "the run has no earlier checkpoint to fall back to: start it again"
+        return ConfigError(f"checkpoint '{path}' is damaged ({reason}); {remedy}")
+
+    def _committed_rounds(self) -> list[int]:
+        if not self.checkpoint_dir.is_dir():
+            return []
+        return [int(m.group(1)) for p in self.checkpoint_dir.iterdir() if (m := CHECKPOINT_PATTERN.match(p.name))]
 
     def last_committed_round(self) -> int | None:
-        if not self.checkpoint_dir.is_dir():
-            return None
-        rounds = [int(m.group(1)) for p in self.checkpoint_dir.iterdir() if (m := CHECKPOINT_PATTERN.match(p.name))]
-        return max(rounds, default=None)
+        return max(self._committed_rounds(), default=None)
 
     def prune_checkpoints(self, keep: int) -> None:
         """Keep only the newest checkpoint (when the user did not ask for all of them)."""
@@ -264,3 +356,20 @@ class RunStore:
 
     def read_json(self, name: str) -> dict[str, Any]:
         return json.loads((self.run_dir / name).read_text())
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return text[0] if text else type(error).__name__
+
+
+def _load_failure(error: BaseException) -> str:
+    """What torch.load's error says, in a few words (its messages run over several lines and paragraphs)."""
+    if isinstance(error, EOFError):
+        return "the file ends early"
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    if isinstance(error, pickle.UnpicklingError):  # weights_only refused an object: code where weights belong
+        detail = next((line for line in lines if "unsupported" in line.lower()), "a pickled object")
+        detail = detail.removeprefix("WeightsUnpickler error: ").split(". ")[0].rstrip(".")
+        return f"holds more than tensors, refused: {detail}"
+    return lines[0].split(". ")[0].rstrip(".") if lines else type(error).__name__

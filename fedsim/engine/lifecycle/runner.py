@@ -11,6 +11,7 @@ import os
 import time
 import warnings
 from collections.abc import Callable, Mapping
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 from typing import Protocol as TypingProtocol
@@ -165,12 +166,31 @@ def run_experiment(
 ) -> Path:
     """Run (or resume) one experiment and return its run directory (``rounds``: extend a resumed run to that
     many rounds; ``ray_resources``: see _backend_config; ``engine``: where the rounds are played, Flower's
-    simulation by default, or the grid a deployed ServerApp got: ``fedsim.engine.deployment.app``)."""
+    simulation by default, or the grid a deployed ServerApp got: ``fedsim.engine.deployment.app``).
+
+    The run directory stays locked (one writer per run) from its creation or reopening until this returns or
+    raises, whatever ends it."""
+    with ExitStack() as held:
+        return _run_experiment(config, resume, rounds, quiet, run_dir, ray_resources, engine, held)
+
+
+def _run_experiment(
+    config: ExperimentConfig | None,
+    resume: Path | None,
+    rounds: int | None,
+    quiet: bool,
+    run_dir: Path | None,
+    ray_resources: Mapping[str, float] | None,
+    engine: Engine | None,
+    held: ExitStack,
+) -> Path:
+    """run_experiment's body; every store it opens is closed by ``held`` (the caller's) when the run ends."""
     started = time.perf_counter()
     _quiet_frameworks()
     store: RunStore | None = None
     if resume is not None:
         store, config, last_round = RunStore.open_for_resume(resume, rounds)
+        held.enter_context(store)
         initial_state = store.load_checkpoint(last_round)
     else:
         assert config is not None, "a config or a run to resume is required"
@@ -192,7 +212,7 @@ def run_experiment(
     # adversary.lpips: required refuses here, before the run directory exists
     lpips = Lpips(config.adversary.lpips) if config.adversary.attacks else None
     if store is None:  # created once data and model are known good: a failed start leaves no orphan directory
-        store = RunStore.create(config, str(device), run_dir, engine.environment())
+        store = held.enter_context(RunStore.create(config, str(device), run_dir, engine.environment()))
     else:
         store.record_resumption(str(device), engine.environment())
     store.write_json(PARTITIONS_FILE, partition_record(federation))

@@ -37,6 +37,7 @@ def test_a_named_run_directory_is_claimed_once_and_the_error_names_output_run_na
 def resumable(tmp_path, **overrides) -> RunStore:
     store = RunStore.create(tiny_config(output={"dir": str(tmp_path), "run_name": "run"}, **overrides), "cpu")
     store.save_checkpoint(0, {"w": torch.zeros(1)})
+    store.close()  # the run stopped: its directory is free for --resume
     return store
 
 
@@ -58,7 +59,8 @@ def test_rounds_can_be_extended_on_resume_and_only_raised(tmp_path):
     store = resumable(tmp_path, federation={"rounds": 2})
     with pytest.raises(ConfigError, match=r"^--rounds 1: must be >= the run's federation.rounds \(2\)"):
         RunStore.open_for_resume(store.run_dir, rounds=1)
-    _, config, last = RunStore.open_for_resume(store.run_dir, rounds=5)
+    extended, config, last = RunStore.open_for_resume(store.run_dir, rounds=5)
+    extended.close()
     assert config.federation.rounds == 5 and last == 0
     assert load_config(store.run_dir / "config.yaml").federation.rounds == 5
     _, again, _ = RunStore.open_for_resume(store.run_dir)  # the extension is the run's config from now on
@@ -151,3 +153,86 @@ def test_the_layout_spells_the_names_that_run_directories_already_hold():
     assert (layout.BACKLOG_DIR, layout.backlog_file(5)) == ("adversary", "observed_round_0005.pt")
     assert (layout.CLIENT_STATE_DIR, layout.PRIVACY_LEDGER_FILE) == ("clients", "privacy.json")
     assert (layout.SWEEP_CONFIG, layout.SWEEP_MANIFEST, layout.REPORT_DIR) == ("sweep.yaml", "sweep.json", "report")
+
+
+# ------------------------------------------------------------------ damaged run files on --resume (issue 29, row 11)
+def test_resume_with_a_truncated_last_checkpoint_names_it_and_the_round_to_fall_back_to(tmp_path):
+    store = resumable(tmp_path)
+    store.save_checkpoint(1, {"w": torch.ones(1)})
+    damaged = store.checkpoint_path(1)
+    damaged.write_bytes(damaged.read_bytes()[: damaged.stat().st_size // 2])  # a disk that filled mid-copy
+    rows_before = store.metrics_path.read_text()
+    with pytest.raises(ConfigError) as refused:
+        RunStore.open_for_resume(store.run_dir)
+    message = str(refused.value)
+    assert "\n" not in message and message.startswith(f"--resume {store.run_dir}: ")
+    assert f"'{damaged}' is damaged" in message and "remove it to resume from round 0" in message
+    assert store.metrics_path.read_text() == rows_before  # nothing dropped before the refusal
+
+
+def test_resume_with_the_only_checkpoint_truncated_says_the_run_must_start_again(tmp_path):
+    store = resumable(tmp_path)
+    store.checkpoint_path(0).write_bytes(b"PK\x03\x04")
+    with pytest.raises(ConfigError, match=r"round_0000.pt' is damaged .*no earlier checkpoint"):
+        RunStore.open_for_resume(store.run_dir)
+
+
+def test_resume_with_a_checkpoint_that_is_no_state_dict_is_one_line(tmp_path):
+    store = resumable(tmp_path)
+    torch.save([torch.zeros(1)], store.checkpoint_path(0))
+    with pytest.raises(ConfigError, match=r"round_0000.pt' is damaged \(holds a list, not a state_dict\)"):
+        RunStore.open_for_resume(store.run_dir)
+
+
+@pytest.mark.parametrize(
+    ("garbage", "reason"),
+    [
+        (b"\x00\x17garbage{", "not JSON"),
+        (b"\xff\xfe\x00not utf-8", "not JSON"),
+        (b'{"fedsim": "0.1"', "not JSON"),
+        (b"[1, 2]", "not a JSON object"),
+        (b'{"config": "seed: 1"}', "no 'fedsim'"),
+        (b'{"fedsim": 3, "config": "seed: 1"}', "'fedsim' is not a string"),
+    ],
+)
+def test_resume_with_a_garbage_fingerprint_names_the_file(tmp_path, garbage, reason):
+    store = resumable(tmp_path)
+    (store.run_dir / "fingerprint.json").write_bytes(garbage)
+    with pytest.raises(ConfigError) as refused:
+        RunStore.open_for_resume(store.run_dir)
+    message = str(refused.value)
+    assert "\n" not in message
+    assert message.startswith(f"--resume {store.run_dir}: '{store.run_dir / 'fingerprint.json'}' is damaged ({reason}")
+
+
+def test_fedsim_run_resume_of_damaged_files_prints_one_line_not_a_traceback(capsys, tmp_path):
+    from cli_errors import one_line_error
+
+    store = resumable(tmp_path)
+    checkpoint = store.checkpoint_path(0).read_bytes()
+    store.checkpoint_path(0).write_bytes(checkpoint[:100])
+    assert "round_0000.pt' is damaged" in one_line_error(capsys, "run", "--resume", str(store.run_dir))
+    store.checkpoint_path(0).write_bytes(checkpoint)
+    (store.run_dir / "fingerprint.json").write_text("garbage")
+    assert "fingerprint.json' is damaged" in one_line_error(capsys, "run", "--resume", str(store.run_dir))
+
+
+class _CreatesAFile:
+    """A pickle that would create a file when loaded without weights_only."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def test_resume_with_a_pickle_in_the_checkpoint_refuses_it_in_one_line_and_runs_nothing(tmp_path):
+    store = resumable(tmp_path)
+    planted = tmp_path / "pwned"
+    torch.save({"w": _CreatesAFile(planted)}, store.checkpoint_path(0))
+    with pytest.raises(ConfigError) as refused:
+        RunStore.open_for_resume(store.run_dir)
+    message = str(refused.value)
+    assert "\n" not in message and "round_0000.pt' is damaged (holds more than tensors, refused: " in message
+    assert not planted.exists()

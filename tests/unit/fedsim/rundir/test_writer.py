@@ -14,7 +14,10 @@ from fedsim.rundir.writer import RunStore
 
 @pytest.fixture
 def store(tmp_path):
-    return RunStore.create(parse_config({}), "cpu", tmp_path / "run")
+    """A run that stopped: its directory is free for a resume (or a refused second run)."""
+    store = RunStore.create(parse_config({}), "cpu", tmp_path / "run")
+    store.close()
+    return store
 
 
 def test_a_new_run_records_config_and_environment(store):
