@@ -33,6 +33,7 @@ from fedsim.config import (
 )
 from fedsim.core.atomic import append_line_durably, save_torch_atomic, write_json_atomic, write_text_atomic
 from fedsim.core.errors import ConfigError
+from fedsim.models.checkpoint import load_weights_only
 from fedsim.rundir.layout import (
     CHECKPOINT_DIR,
     CHECKPOINT_GLOB,
@@ -243,7 +244,7 @@ class RunStore:
         save_torch_atomic(path, {k: v.detach().cpu() for k, v in state_dict.items()}, durable=True)
 
     def load_checkpoint(self, server_round: int) -> dict[str, torch.Tensor]:
-        return torch.load(self.checkpoint_path(server_round), map_location="cpu", weights_only=True)
+        return load_weights_only(self.checkpoint_path(server_round), str(self.checkpoint_path(server_round)))
 
     def last_committed_round(self) -> int | None:
         if not self.checkpoint_dir.is_dir():

@@ -232,3 +232,16 @@ def test_counts_on_the_command_line_are_whole_numbers_of_one_or_more(capsys, tmp
     assert exited.value.code == 2
     assert f"error: argument {flag}: {value}; allowed: 1 or more" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_resume_with_a_malicious_round_checkpoint_is_one_line_and_runs_nothing(tmp_path, capsys):
+    from malicious_pickles import assert_really_malicious, save_malicious
+
+    assert_really_malicious(tmp_path)
+    store = RunStore.create(tiny_config(output={"dir": str(tmp_path / "runs")}), "cpu", tmp_path / "runs" / "r")
+    store.save_checkpoint(0, {"w": torch.zeros(2)})
+    sentinel = tmp_path / "code-ran"
+    save_malicious(store.checkpoint_path(0), sentinel, w=torch.zeros(2))
+    line = one_line_error(capsys, "run", "--resume", str(store.run_dir), "--quiet")
+    assert str(store.checkpoint_path(0)) in line and "holds objects other than tensors" in line
+    assert not sentinel.exists()
