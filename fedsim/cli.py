@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
 import sys
@@ -450,9 +451,44 @@ def main(argv: list[str] | None = None) -> int:
     except TrainingFailed as error:  # the run and its rows exist; it could not train
         print(f"fedsim: error: the run could not train: {error}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("fedsim: interrupted; resume with `fedsim run --resume RUN_DIR`", file=sys.stderr)
+    except KeyboardInterrupt as interrupt:
+        print(f"fedsim: {_interrupted(args, interrupt)}", file=sys.stderr)
         return 130
+    except OSError as error:
+        if error.errno != errno.ENOSPC:
+            raise
+        print(f"fedsim: error: {_disk_full(args, error)}", file=sys.stderr)
+        return 1
+
+
+def _interrupted(args: argparse.Namespace, interrupt: KeyboardInterrupt) -> str:
+    """What Ctrl-C leaves: the run directory to resume when there is one, never a placeholder."""
+    run_dir = getattr(interrupt, "run_dir", None) or getattr(args, "resume", None)
+    if args.func is not _cmd_run:
+        return "interrupted"
+    if run_dir is not None:
+        return f"interrupted; resume with `fedsim run --resume {run_dir}`"
+    if args.engine == "deployment":  # the SuperLink's run may go on: its directory is on that machine
+        return "interrupted"
+    return "interrupted before the first round; nothing to resume"
+
+
+def _disk_full(args: argparse.Namespace, error: OSError) -> str:
+    """A full disk in one line: the file being written, and how to carry on once there is space."""
+    from fedsim.rundir.layout import CONFIG_FILE, METRICS_FILE, SWEEP_MANIFEST
+
+    written = f" writing {error.filename}" if error.filename else ""
+    folders = Path(error.filename).parents if error.filename else ()
+    if args.func is _cmd_sweep:  # the sweep resumes every unfinished point, the one that filled the disk too
+        sweep_dir = next((folder for folder in folders if (folder / SWEEP_MANIFEST).is_file()), args.resume)
+        if sweep_dir is not None:
+            return f"no space left on device{written}; free space and resume with `fedsim sweep --resume {sweep_dir}`"
+    run_dir = next(
+        (folder for folder in folders if (folder / CONFIG_FILE).is_file() and (folder / METRICS_FILE).is_file()),
+        args.resume if args.func is _cmd_run else None,
+    )
+    how = f"resume with `fedsim run --resume {run_dir}`" if run_dir is not None else "run the command again"
+    return f"no space left on device{written}; free space and {how}"
 
 
 if __name__ == "__main__":

@@ -24,6 +24,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from fedsim.models.checkpoint import load_weights_only
+
 PRESETS: dict[str, dict[str, Any]] = {
     # 8 px digits on a shared CPU: no attention (a 2x2 mid-block learns nothing from it), one thread (two
     # threads on a busy two-core machine were 4x slower a step than one), ~0.1 s a step
@@ -173,7 +175,7 @@ def _train(
     optimizer = torch.optim.AdamW(unet.parameters(), lr=spec["lr"])
     step, earlier_seconds = 0, 0.0
     if resume and (out / STATE).exists():
-        state = torch.load(out / STATE, weights_only=True)  # tensors, state dicts and numbers only: no code runs
+        state = load_weights_only(out / STATE, str(out / STATE))  # tensors, state dicts, numbers: no code runs
         unet.load_state_dict(state["unet"])
         average.load_state_dict(state.get("ema", state["unet"]))
         optimizer.load_state_dict(state["optimizer"])

@@ -14,12 +14,13 @@ is what is checked.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
 from fedsim.core.errors import ConfigError
 
@@ -72,11 +73,22 @@ def write_atomic(
                 handle.flush()
                 os.fsync(handle.fileno())
         os.replace(handle.name, path)
+    except OSError as error:
+        Path(handle.name).unlink(missing_ok=True)
+        _raise_naming(error, path)
     except BaseException:
         Path(handle.name).unlink(missing_ok=True)
         raise
     if durable:
         fsync_directory(path.parent)
+
+
+def _raise_naming(error: OSError, path: Path) -> NoReturn:
+    """Re-raise ``error``; a write that failed for want of space names the file it was writing (the kernel's
+    error names none), so that the command line can say which disk is full."""
+    if error.errno == errno.ENOSPC and error.filename is None:
+        raise OSError(errno.ENOSPC, error.strerror or os.strerror(errno.ENOSPC), str(path)) from error
+    raise error
 
 
 def fsync_directory(folder: Path) -> None:
@@ -103,8 +115,10 @@ def append_line_durably(path: Path, line: str, *, root: Path | None = None) -> N
             if written != len(data):
                 raise OSError(f"short write to {path}: {written} of {len(data)} bytes")
             os.fsync(descriptor)
-        except BaseException:
+        except BaseException as error:
             os.ftruncate(descriptor, before)
+            if isinstance(error, OSError):
+                _raise_naming(error, path)
             raise
     finally:
         os.close(descriptor)

@@ -1,4 +1,4 @@
-"""The two errors every layer may raise; imports nothing of the project."""
+"""The errors every layer may raise; imports nothing of the project."""
 
 
 class TrainingFailed(RuntimeError):
@@ -7,3 +7,11 @@ class TrainingFailed(RuntimeError):
 
 class ConfigError(ValueError):
     """A configuration problem, already phrased as one line for the user."""
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C (or a stop signal) while a run played its rounds: ``run_dir`` is the directory to resume."""
+
+    def __init__(self, run_dir: object) -> None:
+        super().__init__(f"interrupted; resume with `fedsim run --resume {run_dir}`")
+        self.run_dir = run_dir

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import pickle
 import tarfile
+import zipfile
+import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -114,6 +116,8 @@ def _float_images(x: np.ndarray, what: str, channels_last: bool | None = None) -
     ``channels_last=None`` guesses the layout: a last axis of 1 or 3 while axis 1 is not means (N, H, W, C).
     """
     x = np.asarray(x)
+    if np.issubdtype(x.dtype, np.floating):
+        _check_finite(x, what)
     if x.ndim == 3:
         x = x[:, None]
     elif x.ndim == 4:
@@ -132,10 +136,21 @@ def _float_images(x: np.ndarray, what: str, channels_last: bool | None = None) -
     if not np.issubdtype(x.dtype, np.floating):
         raise DataError(f"{what} has dtype {x.dtype}; store uint8 (0..255) or floats in [0, 1]")
     x = np.ascontiguousarray(x, dtype=np.float32)
-    if x.size and not (np.isfinite(x).all() and x.min() >= 0 and x.max() <= 1):
+    if x.size and not (x.min() >= 0 and x.max() <= 1):
         low, high = np.nanmin(x), np.nanmax(x)
         raise DataError(f"{what} holds floats in [{low:g}, {high:g}]; scale them to [0, 1] or store uint8")
     return x
+
+
+def _check_finite(x: np.ndarray, what: str) -> None:
+    """NaN or infinite pixels have no range to report, and scaling would not fix them: name the first one."""
+    finite = np.isfinite(x)
+    if finite.all():
+        return
+    first = np.unravel_index(int(np.argmin(finite)), x.shape)  # index in the array as the user stored it
+    kind = "NaN" if np.isnan(x[first]) else "infinite"
+    where = ", ".join(str(int(i)) for i in first)
+    raise DataError(f"{what} holds {kind} values (first at [{where}]); store finite pixels in [0, 1] or uint8")
 
 
 MAX_CLASSES = 100_000
@@ -307,6 +322,8 @@ def load_npz(cfg: FileDataConfig) -> ImageDataset:
 def _npz_arrays(path: Path, where: str) -> dict[str, np.ndarray]:
     try:
         archive = np.load(path, allow_pickle=False)
+    except zipfile.BadZipFile as error:  # a zip whose end was cut off (an interrupted copy or download)
+        raise DataError(f"{where}: truncated or damaged .npz archive ({error}); save or copy it again") from None
     except (OSError, ValueError, EOFError) as error:
         raise DataError(f"{where}: not a readable .npz archive ({error}); save it with numpy.savez") from None
     if not isinstance(archive, np.lib.npyio.NpzFile):  # a .npy file: one bare array, no names
@@ -316,6 +333,8 @@ def _npz_arrays(path: Path, where: str) -> dict[str, np.ndarray]:
             return {name: archive[name] for name in archive.files}
         except ValueError as error:  # object arrays would need pickle, which data files never get
             raise DataError(f"{where}: {error}; store plain numeric arrays (and classes as strings)") from None
+        except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as error:  # a member cut short or corrupted
+            raise DataError(f"{where}: truncated or damaged .npz archive ({error}); save or copy it again") from None
 
 
 def _npz_class_names(classes: np.ndarray | None, labels: list[np.ndarray], where: str) -> tuple[str, ...]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -22,8 +24,10 @@ def load_checkpoint(model: nn.Module, path: Path | str, model_name: str) -> None
     if not file.is_file():
         raise ModelError(f"{field}: file does not exist")
     try:
-        loaded = torch.load(file, map_location="cpu", weights_only=True)
-    except Exception as error:  # torch.load raises many types for truncated, foreign or unsafe files
+        loaded = load_weights_only(file, field)
+    except ModelError:
+        raise
+    except Exception as error:  # torch.load raises many more types for truncated or foreign files
         raise ModelError(f"{field}: cannot be read as a weights-only state_dict ({_first_line(error)})") from None
     state = unwrap_state_dict(loaded)
     if state is None:
@@ -42,6 +46,27 @@ def load_checkpoint(model: nn.Module, path: Path | str, model_name: str) -> None
         more = f" ({len(problems)} mismatching keys)" if len(problems) > 1 else ""
         raise ModelError(f"{field}: does not fit model '{model_name}': {problems[0]}{more}")
     model.load_state_dict(state, strict=True)
+
+
+def load_weights_only(path: Path, what: str) -> Any:
+    """``torch.load(path, weights_only=True)``: tensors, containers and numbers only.
+
+    Torch refuses a pickle that names anything else (a class, or a callable such as ``open`` that would run
+    on load) before running it; the refusal becomes one ModelError naming ``what`` (the field or the file)
+    instead of torch's paragraph advising to load the file unsafely.
+    """
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as error:
+        text = str(error)
+        if refused := re.search(r"Unsupported global: GLOBAL (\S+)", text):
+            raise ModelError(
+                f"{what}: holds objects other than tensors (it names {refused.group(1)}); refused without "
+                "unpickling it, since loading it could run code: replace it with a file of tensors only"
+            ) from None
+        reason = text.partition("WeightsUnpickler error:")[2].splitlines()
+        detail = next((line.strip() for line in reason if line.strip()), "not a torch file")
+        raise ModelError(f"{what}: cannot be read as a file of tensors ({detail}); nothing in it was run") from None
 
 
 def unwrap_state_dict(loaded: Any) -> Mapping[str, torch.Tensor] | None:

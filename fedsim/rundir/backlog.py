@@ -11,10 +11,9 @@ from __future__ import annotations
 from dataclasses import asdict
 from pathlib import Path
 
-import torch
-
 from adversary.taps import TappedUpdate
 from fedsim.core.atomic import save_torch_atomic
+from fedsim.models.checkpoint import load_weights_only
 from fedsim.rundir.layout import BACKLOG_DIR, BACKLOG_PATTERN, backlog_file
 
 
@@ -31,7 +30,7 @@ class AttackBacklog:
         save_torch_atomic(self.path(server_round), [asdict(update) for update in updates])
 
     def load(self, server_round: int) -> list[TappedUpdate]:
-        records = torch.load(self.path(server_round), weights_only=True)
+        records = load_weights_only(self.path(server_round), str(self.path(server_round)))
         return [TappedUpdate(**{**record, "contributors": tuple(record["contributors"])}) for record in records]
 
     def rounds(self) -> list[int]:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import pickle
 import platform
 import sys
 import threading
@@ -38,6 +37,7 @@ from fedsim.config import (
 )
 from fedsim.core.atomic import append_line_durably, save_torch_atomic, write_json_atomic, write_text_atomic
 from fedsim.core.errors import ConfigError
+from fedsim.models.checkpoint import ModelError, load_weights_only
 from fedsim.rundir.layout import (
     CHECKPOINT_DIR,
     CHECKPOINT_GLOB,
@@ -313,8 +313,10 @@ class RunStore:
         """The round's global model; one line naming the file (and the round to fall back to) if it is damaged."""
         path = self.checkpoint_path(server_round)
         try:
-            state = torch.load(path, map_location="cpu", weights_only=True)
-        except Exception as error:  # torch.load raises many types for truncated, foreign or unsafe files
+            state = load_weights_only(path, str(path))
+        except ModelError as refused:  # objects other than tensors: refused before anything in them ran
+            raise self._damaged_checkpoint(server_round, str(refused).removeprefix(f"{path}: ")) from None
+        except Exception as error:  # torch.load raises many types for truncated or foreign files
             raise self._damaged_checkpoint(server_round, _load_failure(error)) from None
         if not isinstance(state, dict) or not all(
             isinstance(key, str) and isinstance(value, torch.Tensor) for key, value in state.items()
@@ -368,8 +370,4 @@ def _load_failure(error: BaseException) -> str:
     if isinstance(error, EOFError):
         return "the file ends early"
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    if isinstance(error, pickle.UnpicklingError):  # weights_only refused an object: code where weights belong
-        detail = next((line for line in lines if "unsupported" in line.lower()), "a pickled object")
-        detail = detail.removeprefix("WeightsUnpickler error: ").split(". ")[0].rstrip(".")
-        return f"holds more than tensors, refused: {detail}"
     return lines[0].split(". ")[0].rstrip(".") if lines else type(error).__name__

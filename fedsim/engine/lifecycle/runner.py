@@ -23,7 +23,7 @@ from clients.client_app import ClientSpec
 from clients.training import check_training_defenses
 from fedsim.config import ExperimentConfig
 from fedsim.core.devices import resolve_device
-from fedsim.core.errors import ConfigError, TrainingFailed
+from fedsim.core.errors import ConfigError, RunInterrupted, TrainingFailed
 from fedsim.core.evaluation import evaluate
 from fedsim.core.seeding import derive_seed
 from fedsim.engine.leakage.portfolio import attack_setting, resolve_attacks
@@ -248,6 +248,8 @@ def _run_experiment(
         if last_round < config.federation.rounds:
             protocol = protocol_of(config)  # Message API, or Flower's legacy path for SecAgg+
             engine.play(protocol, server_spec, federation, client_spec)
+    except KeyboardInterrupt as interrupt:  # the command line names the directory to resume
+        raise RunInterrupted(store.run_dir) from interrupt
     finally:
         progress.stop()
         if wiring:

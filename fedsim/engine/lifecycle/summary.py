@@ -79,13 +79,17 @@ def rounds_without_update(store: RunStore, after: int, withheld: Callable[[int],
 def log_summary(summary: dict[str, Any]) -> None:
     """The run's result in a line or two of the log (client failures pointing to their tracebacks)."""
     final = summary["final"]
-    logger.info(
-        "finished %d rounds: test accuracy %.4f (best %.4f), loss %.4f",
-        summary["rounds_completed"],
-        final.get("accuracy", float("nan")),
-        summary["best_accuracy"] or float("nan"),
-        final.get("loss", float("nan")),
-    )
+    if summary["best_accuracy"] is None:  # no eval row: there is no score to print, not a NaN one
+        logger.info("finished %d rounds: no evaluated round", summary["rounds_completed"])
+    else:
+        loss = f", loss {final['loss']:.4f}" if "loss" in final else ""
+        logger.info(
+            "finished %d rounds: test accuracy %.4f (best %.4f)%s",
+            summary["rounds_completed"],
+            final["accuracy"],
+            summary["best_accuracy"],
+            loss,
+        )
     if summary["client_failures"]:
         logger.warning(
             "%d of %d client updates failed; reasons in %s, tracebacks in %s/%s",

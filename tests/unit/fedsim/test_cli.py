@@ -1,5 +1,8 @@
 """The command line: one-line errors, schema, registries, and reports."""
 
+import errno
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -237,3 +240,123 @@ def test_validate_refuses_a_client_bigger_than_this_machine(capsys, tmp_path):
     path.write_text(yaml.safe_dump(tiny_raw(federation={"client_resources": {"cpus": 100_000}})))
     line = one_line_error(capsys, "validate", str(path))
     assert line.startswith("fedsim: error: federation.client_resources.cpus = 100000: no client fits in the ")
+
+
+def test_resume_with_a_malicious_round_checkpoint_is_one_line_and_runs_nothing(tmp_path, capsys):
+    from malicious_pickles import assert_really_malicious, save_malicious
+
+    assert_really_malicious(tmp_path)
+    store = RunStore.create(tiny_config(output={"dir": str(tmp_path / "runs")}), "cpu", tmp_path / "runs" / "r")
+    store.save_checkpoint(0, {"w": torch.zeros(2)})
+    sentinel = tmp_path / "code-ran"
+    save_malicious(store.checkpoint_path(0), sentinel, w=torch.zeros(2))
+    store.close()  # the run stopped: its writer let go of the directory
+    line = one_line_error(capsys, "run", "--resume", str(store.run_dir), "--quiet")
+    assert str(store.checkpoint_path(0)) in line and "holds objects other than tensors" in line
+    assert not sentinel.exists()
+
+
+# ------------------------------------------------------------------ a full disk, Ctrl-C: one line, a real path
+
+
+class _InterruptedEngine:
+    """Stands in for Flower's simulation: Ctrl-C arrives while the rounds are played."""
+
+    def __init__(self, *args) -> None:
+        pass
+
+    def environment(self) -> dict:
+        return {"engine": "simulation"}
+
+    def play(self, *args) -> None:
+        raise KeyboardInterrupt
+
+
+def test_ctrl_c_during_a_run_names_its_real_run_directory(tmp_path, capsys, monkeypatch):
+    import fedsim.engine.lifecycle.runner as runner
+
+    monkeypatch.setattr(runner, "SimulationEngine", _InterruptedEngine)
+    config = write_config(tmp_path, output={"dir": str(tmp_path / "runs")})
+    code, _, err = run_cli(capsys, "run", str(config), "--quiet")
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert code == 130 and "RUN_DIR" not in err
+    assert err.strip() == f"fedsim: interrupted; resume with `fedsim run --resume {run_dir}`"
+
+
+def test_ctrl_c_before_the_run_directory_exists_gives_a_hint_without_a_placeholder(tmp_path, capsys, monkeypatch):
+    import fedsim.engine.lifecycle.runner as runner
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "prepare_federation", interrupted)
+    config = write_config(tmp_path, output={"dir": str(tmp_path / "runs")})
+    code, _, err = run_cli(capsys, "run", str(config), "--quiet")
+    assert code == 130 and "RUN_DIR" not in err and "--resume" not in err
+    assert err.strip() == "fedsim: interrupted before the first round; nothing to resume"
+    assert not (tmp_path / "runs").exists()
+
+
+def _full_disk(*args, **kwargs):
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # as the kernel reports it: no file name
+
+
+@pytest.mark.parametrize("where", ["row", "checkpoint"])
+def test_a_full_disk_during_a_run_is_one_line_naming_the_file_and_the_resume(tmp_path, capsys, monkeypatch, where):
+    import fedsim.core.atomic as atomic
+    import fedsim.engine.lifecycle.runner as runner
+
+    config = write_config(tmp_path, output={"dir": str(tmp_path / "runs")})
+    run_dir = tmp_path / "runs" / "r"
+
+    def run_until_the_disk_fills(*args, **kwargs):
+        store = RunStore.create(tiny_config(), "cpu", run_dir)
+        if where == "row":
+            monkeypatch.setattr(atomic.os, "write", _full_disk)
+            store.append({"round": 0, "event": "eval", "accuracy": 0.1})
+        else:
+            monkeypatch.setattr(torch, "save", _full_disk)
+            store.save_checkpoint(0, {"w": torch.zeros(2)})
+
+    monkeypatch.setattr(runner, "run_experiment", run_until_the_disk_fills)
+    code, _, err = run_cli(capsys, "run", str(config), "--quiet")
+    lines = err.strip().splitlines()
+    written = run_dir / ("metrics.jsonl" if where == "row" else "checkpoints")
+    assert code == 1 and len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith(f"fedsim: error: no space left on device writing {written}")
+    assert lines[0].endswith(f"; free space and resume with `fedsim run --resume {run_dir}`")
+
+
+def test_a_full_disk_outside_a_run_directory_is_one_line_too(tmp_path, capsys, monkeypatch):
+    import fedsim.reporting
+
+    def full(run_dir, *args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(tmp_path / "elsewhere" / "x.png"))
+
+    monkeypatch.setattr(fedsim.reporting, "write_report", full)
+    (tmp_path / "elsewhere").mkdir()
+    code, _, err = run_cli(capsys, "report", str(tmp_path / "elsewhere"))
+    assert code == 1 and "Traceback" not in err
+    written = tmp_path / "elsewhere" / "x.png"
+    assert (
+        err.strip() == f"fedsim: error: no space left on device writing {written}; free space and run the command again"
+    )
+
+
+def test_a_full_disk_during_a_sweep_is_one_line_with_the_sweep_resume(tmp_path, capsys, monkeypatch):
+    import fedsim.sweep
+
+    def full(plan, **kwargs):
+        plan.sweep_dir.mkdir(parents=True, exist_ok=True)
+        (plan.sweep_dir / "sweep.json").write_text("{}")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(plan.sweep_dir / "sweep.json"))
+
+    monkeypatch.setattr(fedsim.sweep, "run_sweep", full)
+    config = tmp_path / "s.yaml"
+    config.write_text(yaml.safe_dump(tiny_raw(sweep={"grid": {"seed": [0, 1]}})))
+    code, _, err = run_cli(capsys, "sweep", str(config), "--out", str(tmp_path / "s"), "--quiet")
+    sweep_dir = tmp_path / "s"
+    assert code == 1 and err.strip() == (
+        f"fedsim: error: no space left on device writing {sweep_dir / 'sweep.json'}; "
+        f"free space and resume with `fedsim sweep --resume {sweep_dir}`"
+    )

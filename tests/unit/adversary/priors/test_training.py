@@ -43,3 +43,20 @@ def test_a_step_count_below_one_trains_nothing(tmp_path, steps):
     with pytest.raises(ValueError, match=rf"^steps = {steps}: at least 1"):
         train_prior(images, tmp_path / "prior", dataset="digits", split="test", steps=steps, progress=False)
     assert not (tmp_path / "prior").exists()
+
+
+def test_a_malicious_pickle_as_training_state_is_one_line_and_runs_nothing(tmp_path):
+    from malicious_pickles import assert_really_malicious, save_malicious
+
+    from adversary.priors.training import STATE
+    from fedsim.models import ModelError
+
+    assert_really_malicious(tmp_path)
+    folder, sentinel = tmp_path / "prior", tmp_path / "code-ran"
+    folder.mkdir()
+    save_malicious(folder / STATE, sentinel, step=torch.tensor(1))
+    images = torch.rand(4, 1, 8, 8).numpy()
+    with pytest.raises(ModelError, match=rf"{STATE}.*holds objects other than tensors") as error:
+        train_prior(images, folder, dataset="digits", split="test", steps=2, resume=True, progress=False)
+    assert "\n" not in str(error.value) and str(folder / STATE) in str(error.value)
+    assert not sentinel.exists()

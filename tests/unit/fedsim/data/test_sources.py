@@ -300,3 +300,26 @@ def test_a_single_image_takes_a_separate_test_split_or_says_what_the_split_needs
         npz(tmp_path, x=images(1), y=np.array([0]), x_test=images(3), y_test=np.array([0, 1, 0])), seed=0
     )
     assert len(data.x_train) == 1 and len(data.x_test) == 3
+
+
+@pytest.mark.parametrize("bad, word", [(np.nan, "NaN"), (np.inf, "infinite")])
+def test_npz_nan_or_infinite_pixels_are_named_with_their_first_index(tmp_path: Path, bad: float, word: str) -> None:
+    x = np.full((4, 5, 5), 0.5)
+    x[2, 3, 1] = bad
+    np.savez(tmp_path / "bad.npz", x=x, y=np.arange(4))
+    with pytest.raises(
+        DataError, match=rf"data.path = '.*bad.npz': x holds {word} values \(first at \[2, 3, 1\]\)"
+    ) as error:
+        load_dataset(data_config(dataset="npz", path=tmp_path / "bad.npz"), seed=0)
+    assert "\n" not in str(error.value) and "scale them" not in str(error.value)
+
+
+def test_a_truncated_npz_is_one_line_naming_the_file(tmp_path: Path) -> None:
+    whole = tmp_path / "whole.npz"
+    np.savez(whole, x=np.zeros((64, 8, 8), np.uint8), y=np.arange(64) % 2)
+    path = tmp_path / "cut.npz"
+    data = whole.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(DataError, match=r"data.path = '.*cut.npz': .*truncated or damaged") as error:
+        load_dataset(data_config(dataset="npz", path=path), seed=0)
+    assert "\n" not in str(error.value)

@@ -67,3 +67,18 @@ def test_a_checkpoint_full_of_nan_is_refused(tmp_path):
     torch.save(poisoned, tmp_path / "nan.pt")
     with pytest.raises(ModelError, match=r"holds NaN or infinite values"):
         run_model_of(tiny_config(model={"checkpoint": str(tmp_path / "nan.pt")}), dataset, seed=0, with_weights=True)
+
+
+def test_a_malicious_pickle_as_model_checkpoint_is_one_line_and_runs_nothing(tmp_path, capsys):
+    from cli_errors import one_line_error
+    from malicious_pickles import assert_really_malicious, save_malicious
+
+    assert_really_malicious(tmp_path)
+    checkpoint, sentinel = tmp_path / "evil.pt", tmp_path / "code-ran"
+    save_malicious(checkpoint, sentinel, weight=torch.zeros(2))
+    config = tmp_path / "c.yaml"
+    config.write_text(f"data:\n  dataset: digits\nmodel:\n  checkpoint: {checkpoint}\n")
+    line = one_line_error(capsys, "run", str(config), "--quiet", "--set", f"output.dir={tmp_path / 'runs'}")
+    assert f"model.checkpoint = '{checkpoint}'" in line and "holds objects other than tensors" in line
+    assert "io.open" in line and "weights_only" not in line  # no advice to load it unsafely
+    assert not sentinel.exists()

@@ -27,3 +27,19 @@ def test_a_backlog_round_trips_tapped_updates_and_lists_its_rounds(tmp_path):
     assert torch.equal(loaded.observed_state["w"], torch.zeros(2))
     backlog.discard(3)
     assert backlog.rounds() == [12]
+
+
+def test_a_malicious_pickle_in_the_backlog_is_one_line_and_runs_nothing(tmp_path):
+    import pytest
+    from malicious_pickles import assert_really_malicious, save_malicious
+
+    from fedsim.models import ModelError
+
+    assert_really_malicious(tmp_path)
+    backlog, sentinel = AttackBacklog(tmp_path / "run"), tmp_path / "code-ran"
+    backlog.dir.mkdir(parents=True)
+    save_malicious(backlog.path(3), sentinel)
+    with pytest.raises(ModelError, match="holds objects other than tensors") as error:
+        backlog.load(3)
+    assert str(backlog.path(3)) in str(error.value) and "\n" not in str(error.value)
+    assert not sentinel.exists()

@@ -1,0 +1,30 @@
+"""The end-of-run summary line: true numbers, never 'nan' for a score that exists or a round that never ran."""
+
+import logging
+
+import pytest
+
+from fedsim.engine.lifecycle.summary import log_summary
+
+
+@pytest.fixture
+def fedsim_log(caplog, monkeypatch):
+    monkeypatch.setattr(logging.getLogger("fedsim"), "propagate", True)  # the CLI turns it off for its handler
+    caplog.set_level(logging.INFO, logger="fedsim")
+    return caplog
+
+
+def summary(final: dict, best: float | None, rounds: int) -> dict:
+    return {"final": final, "best_accuracy": best, "rounds_completed": rounds, "client_failures": 0}
+
+
+def test_a_best_accuracy_of_zero_is_printed_as_zero(fedsim_log):
+    log_summary(summary({"accuracy": 0.0, "loss": 2.3}, best=0.0, rounds=3))
+    assert "finished 3 rounds: test accuracy 0.0000 (best 0.0000), loss 2.3000" in fedsim_log.text
+    assert "nan" not in fedsim_log.text
+
+
+def test_a_run_without_an_evaluated_round_says_so_instead_of_nan(fedsim_log):
+    log_summary(summary({}, best=None, rounds=0))
+    assert "finished 0 rounds: no evaluated round" in fedsim_log.text
+    assert "nan" not in fedsim_log.text
