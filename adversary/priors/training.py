@@ -24,8 +24,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from fedsim.models.checkpoint import load_weights_only
-
 PRESETS: dict[str, dict[str, Any]] = {
     # 8 px digits on a shared CPU: no attention (a 2x2 mid-block learns nothing from it), one thread (two
     # threads on a busy two-core machine were 4x slower a step than one), ~0.1 s a step
@@ -175,6 +173,10 @@ def _train(
     optimizer = torch.optim.AdamW(unet.parameters(), lr=spec["lr"])
     step, earlier_seconds = 0, 0.0
     if resume and (out / STATE).exists():
+        # imported here: the models package pulls in torchvision, which attack workers (importing the priors)
+        # must not load before they leave the server's working directory
+        from fedsim.models.checkpoint import load_weights_only
+
         state = load_weights_only(out / STATE, str(out / STATE))  # tensors, state dicts, numbers: no code runs
         unet.load_state_dict(state["unet"])
         average.load_state_dict(state.get("ema", state["unet"]))
