@@ -119,12 +119,18 @@ def _comparable(config: ExperimentConfig) -> dict[str, Any]:
 def execute_point(job: PointJob) -> PointOutcome:
     """Run, resume or restart one point; a failure is returned as an outcome, so the other points go on."""
     from fedsim.engine.lifecycle.runner import run_experiment
+    from fedsim.rundir.lock import RunLock
 
     _CURRENT_POINT[0] = job.name
     started = time.perf_counter()
     try:
         if job.action == "restart":  # killed before round 0 was committed: nothing in it to keep
-            shutil.rmtree(job.run_dir)
+            # ... unless another process is writing it now: then its lock refuses, and nothing is deleted
+            lock = RunLock.acquire(job.run_dir, f"sweep point {job.name}")
+            try:
+                shutil.rmtree(job.run_dir)
+            finally:
+                lock.release()
         if job.action == "resume":
             logger.info("resuming %s", job.run_dir)
             run_experiment(resume=job.run_dir, quiet=job.quiet, ray_resources=job.ray_resources)

@@ -8,7 +8,7 @@ from sweep_configs import BASE, write
 from fedsim.config import ConfigError, parse_config
 from fedsim.rundir.writer import RunStore
 from fedsim.sweep import plan_sweep, run_sweep
-from fedsim.sweep.execute import point_action, ray_share
+from fedsim.sweep.execute import PointJob, execute_point, point_action, ray_share
 
 
 def test_parallel_runs_split_the_cpus_and_refuse_what_does_not_fit(tmp_path):
@@ -65,3 +65,15 @@ def test_a_point_directory_symlinked_outside_the_sweep_is_refused_before_anythin
         run_sweep(plan)
     assert not (tmp_path / "s" / "sweep.json").exists()
     assert RunStore(elsewhere).rows() == []  # the outside run was neither resumed nor written to
+
+
+def test_a_point_to_restart_that_another_process_still_writes_is_left_alone(tmp_path):
+    plan = plan_sweep(write(tmp_path, BASE), grid=["seed=0"], out=tmp_path / "s")
+    point = plan.points[0]
+    run_dir = tmp_path / "s" / point.name
+    writer = RunStore.create(point.config, "cpu", run_dir)  # round 0 not committed yet, and still being written
+    assert point_action(point, run_dir) == "restart"
+    outcome = execute_point(PointJob(point.name, point.config, run_dir, "restart", None, quiet=True))
+    assert outcome.status == "failed" and f"sweep point {point.name}: '{run_dir}' is being written by" in outcome.error
+    assert (run_dir / "config.yaml").exists()
+    writer.close()
