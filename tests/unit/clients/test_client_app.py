@@ -3,7 +3,6 @@ the client log; a non-finite update is refused before it is sent."""
 
 from __future__ import annotations
 
-import io
 import math
 import time
 
@@ -11,6 +10,7 @@ import pytest
 import torch
 from client_apps import assert_failed, client_config, client_spec, context_of, train_message
 from flwr.app import ArrayRecord, Message, MessageType, RecordDict
+from malicious_pickles import assert_really_malicious, save_malicious
 
 import clients.failures
 from clients.client_app import build_client_app, check_finite
@@ -74,26 +74,16 @@ def test_a_client_update_with_nan_or_inf_is_refused_before_it_is_sent():
         check_finite({"b": torch.zeros(2), "w": torch.tensor([1.0, math.nan, math.inf, 0.0])})
 
 
-class _CreatesAFile:
-    """Unpickling this creates ``path``: what a crafted served pickle would do on a client that loads it."""
-
-    def __init__(self, path) -> None:
-        self.path = path
-
-    def __reduce__(self):
-        return (open, (str(self.path), "w"))
-
-
 @pytest.mark.parametrize("verify", [False, True])
 def test_a_served_pickle_is_refused_and_never_run(tmp_path, verify):
     config = client_config()
     config.client.verify_model = verify
     spec = client_spec(config, tmp_path)
+    assert_really_malicious(tmp_path)
     planted = tmp_path / "planted-by-the-server"
-    payload = io.BytesIO()
-    torch.save(_CreatesAFile(planted), payload)
+    save_malicious(tmp_path / "served.pt", planted)
     message = train_message(config, spec, 1, partition=0)
-    message.content["config"]["served-model"] = payload.getvalue()
+    message.content["config"]["served-model"] = (tmp_path / "served.pt").read_bytes()
     reply = build_client_app(spec)(message, context_of(0))
     assert_failed(reply, CLIENT_EXCEPTION, "ServedModelError: the server sent a served model as bytes (a pickle?)")
     assert not planted.exists()
