@@ -15,3 +15,9 @@ class RunInterrupted(KeyboardInterrupt):
     def __init__(self, run_dir: object) -> None:
         super().__init__(f"interrupted; resume with `fedsim run --resume {run_dir}`")
         self.run_dir = run_dir
+
+
+def first_line(error: BaseException) -> str:
+    """The first line of ``error``'s message (library errors run over paragraphs), or its type's name."""
+    text = str(error).strip().splitlines()
+    return text[0] if text else type(error).__name__

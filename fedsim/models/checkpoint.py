@@ -11,6 +11,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from fedsim.core.errors import first_line
 from fedsim.models.registry import ModelError
 
 #: Keys under which training scripts commonly nest the state_dict next to optimizer state, epoch, ...
@@ -28,7 +29,7 @@ def load_checkpoint(model: nn.Module, path: Path | str, model_name: str) -> None
     except ModelError:
         raise
     except Exception as error:  # torch.load raises many more types for truncated or foreign files
-        raise ModelError(f"{field}: cannot be read as a weights-only state_dict ({_first_line(error)})") from None
+        raise ModelError(f"{field}: cannot be read as a weights-only state_dict ({first_line(error)})") from None
     state = unwrap_state_dict(loaded)
     if state is None:
         raise ModelError(
@@ -94,8 +95,3 @@ def state_dict_mismatches(expected: Mapping[str, torch.Tensor], given: Mapping[s
             problems.append(f"key '{key}' has shape {shapes}")
     problems.extend(f"unexpected key '{key}' in the checkpoint" for key in given if key not in expected)
     return problems
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return text[0] if text else type(error).__name__

@@ -23,6 +23,7 @@ from pydantic import Field, field_validator, model_validator
 from torch import nn
 from torchvision.models import _api as torchvision_api
 
+from fedsim.core.errors import first_line
 from fedsim.models.registry import MODELS, ModelConfig, ModelError
 
 TV_PREFIX = "tv:"
@@ -109,7 +110,7 @@ def build_torchvision_model(
             model = torchvision.models.get_model(tv_name, weights=None, num_classes=num_classes, **kwargs)
         except (AssertionError, ValueError, RuntimeError) as error:  # e.g. ViT: size not divisible by patch
             raise ModelError(
-                f"model.name = '{cfg.name}': cannot be built for {image_size} px images ({_first_line(error)})"
+                f"model.name = '{cfg.name}': cannot be built for {image_size} px images ({first_line(error)})"
             ) from None
     _drop_aux_heads(model)
     if in_channels != 3:
@@ -159,7 +160,7 @@ def _build_pretrained(name: str, tv_name: str, image_size: int, kwargs: dict[str
         try:
             model = torchvision.models.get_model(tv_name, weights=weights, **kwargs)
         except RuntimeError as error:  # load_state_dict: a different file saved under the expected name
-            raise ModelError(f"model.pretrained = true: '{path}' does not fit {name} ({_first_line(error)})") from None
+            raise ModelError(f"model.pretrained = true: '{path}' does not fit {name} ({first_line(error)})") from None
     return model, len(weights.meta["categories"])
 
 
@@ -179,7 +180,7 @@ def _weights_only_from(path: Path) -> Iterator[None]:
             return torch.load(path, map_location="cpu", weights_only=True)
         except Exception as error:  # torch.load raises many types for truncated or non-weights files
             raise ModelError(
-                f"model.pretrained = true: '{path}' cannot be read as weights ({_first_line(error)})"
+                f"model.pretrained = true: '{path}' cannot be read as weights ({first_line(error)})"
             ) from None
 
     original = torchvision_api.load_state_dict_from_url
@@ -280,7 +281,7 @@ def _forward_error(model: nn.Module, in_channels: int, num_classes: int, side: i
         with torch.no_grad():
             output = model(torch.zeros(1, in_channels, side, side))
     except (RuntimeError, ValueError, AssertionError, IndexError) as error:
-        return _first_line(error)
+        return first_line(error)
     finally:
         model.train(was_training)
     if not isinstance(output, torch.Tensor) or tuple(output.shape) != (1, num_classes):
@@ -307,8 +308,3 @@ def _smallest_working_side(model: nn.Module, in_channels: int, num_classes: int,
         else:
             low = middle
     return high
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return text[0] if text else type(error).__name__

@@ -36,7 +36,7 @@ from fedsim.config import (
     with_absolute_paths,
 )
 from fedsim.core.atomic import append_line_durably, save_torch_atomic, write_json_atomic, write_text_atomic
-from fedsim.core.errors import ConfigError
+from fedsim.core.errors import ConfigError, first_line
 from fedsim.models.checkpoint import ModelError, load_weights_only
 from fedsim.rundir.layout import (
     CHECKPOINT_DIR,
@@ -223,7 +223,7 @@ class RunStore:
         try:
             recorded = json.loads(path.read_bytes())
         except ValueError as error:  # JSONDecodeError, or bytes that are no text at all (UnicodeDecodeError)
-            raise damaged(f"not JSON: {_first_line(error)}") from None
+            raise damaged(f"not JSON: {first_line(error)}") from None
         if not isinstance(recorded, dict):
             raise damaged(f"not a JSON object but a {type(recorded).__name__}")
         for key in ("fedsim", "config"):
@@ -360,14 +360,8 @@ class RunStore:
         return json.loads((self.run_dir / name).read_text())
 
 
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return text[0] if text else type(error).__name__
-
-
 def _load_failure(error: BaseException) -> str:
     """What torch.load's error says, in a few words (its messages run over several lines and paragraphs)."""
     if isinstance(error, EOFError):
         return "the file ends early"
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    return lines[0].split(". ")[0].rstrip(".") if lines else type(error).__name__
+    return first_line(error).split(". ")[0].rstrip(".")
