@@ -29,8 +29,11 @@ from adversary.threat_models import Architecture, LabelGrant, ThreatModel, Train
 from adversary.view import AttackerView, Reconstruction
 from adversary.workers import AttackJob, AttackWorkers, ProcessAttackWorkers, settings_for
 from fedsim.core.seeding import derive_seed
+from fedsim.core.stopping import StopSignal
 
 logger = logging.getLogger("fedsim")
+
+_STOP_POLL_S = 0.2  # how often finish() looks for a stop while it waits
 
 ResultSink = Callable[[AttackerView, AttackOptions, Reconstruction], None]
 FailureSink = Callable[[AttackerView, AttackOptions, BaseException], None]
@@ -115,6 +118,7 @@ class Adversary:
         self._jobs: list[Future] = []
         self._reports: list[Future] = []  # one scoring task per finished job
         self._reported = threading.Condition()
+        self._abandoned = False  # after abandon(): jobs that end are not reported
 
     def observe(self, update: TappedUpdate) -> None:
         """Sink for the tap: keep what the configured tap saw in the rounds under attack."""
@@ -182,6 +186,8 @@ class Adversary:
 
     def _queue_report(self, job: Future, server_round: int, options: AttackOptions, views: list[AttackerView]) -> None:
         with self._reported:
+            if self._abandoned:
+                return
             self._reports.append(self._scoring.submit(self._report, job, server_round, options, views))
             self._reported.notify_all()
 
@@ -209,16 +215,31 @@ class Adversary:
     def pending(self) -> int:
         return sum(not job.done() for job in self._jobs)
 
-    def finish(self) -> None:
-        """Wait for every queued attack (stragglers included) and its scoring, then release the workers."""
+    def finish(self, stop: StopSignal | None = None) -> bool:
+        """Wait for every queued attack (stragglers included) and its scoring, then release the workers.
+
+        Returns False, leaving the workers to ``abandon``, when ``stop`` is requested before they are all done."""
+        if self.pending():
+            logger.info("waiting for %d attack(s) still running", self.pending())
+        with self._lock:
+            jobs = list(self._jobs)
+        with self._reported:  # a job's waiters wake before its done-callbacks have queued the report
+            while not self._reported.wait_for(lambda: len(self._reports) >= len(jobs), timeout=_STOP_POLL_S):
+                if stop is not None and stop.requested:
+                    return False
+            reports = list(self._reports)
         try:
-            with self._lock:
-                jobs = list(self._jobs)
-            with self._reported:  # a job's waiters wake before its done-callbacks have queued the report
-                self._reported.wait_for(lambda: len(self._reports) >= len(jobs))
-                reports = list(self._reports)
             for report in reports:
                 report.result()  # a scoring error surfaces here, as it did from the attack threads
         finally:
             self._scoring.shutdown(wait=True)
             self.workers.shutdown()
+        return True
+
+    def abandon(self) -> None:
+        """Stop now: unfinished attacks are dropped unrecorded (their rounds stay in the backlog, so a resumed run
+        attacks them again), the scoring under way finishes, and the worker processes are terminated."""
+        with self._reported:
+            self._abandoned = True  # the failures of killed jobs are no attack failures: record none of them
+        self._scoring.shutdown(wait=True, cancel_futures=True)
+        self.workers.terminate()

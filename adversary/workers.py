@@ -26,6 +26,8 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
@@ -36,6 +38,9 @@ import torch
 from adversary.view import AttackerView, Reconstruction
 
 logger = logging.getLogger("fedsim")
+
+_TERMINATE_WAIT_S = 5.0  # a worker SIGTERM does not end in this long is killed
+_SERVER_WATCH_S = 1.0  # how often a worker checks that its server process is still there
 
 
 @dataclass(frozen=True)
@@ -99,6 +104,7 @@ class AttackWorkers(Protocol):
 
     def submit(self, job: AttackJob) -> Future[list[Reconstruction]]: ...
     def shutdown(self) -> None: ...
+    def terminate(self) -> None: ...
 
 
 class ProcessAttackWorkers:
@@ -135,6 +141,19 @@ class ProcessAttackWorkers:
     def shutdown(self) -> None:
         self._pool.shutdown(wait=True)
 
+    def terminate(self) -> None:
+        """End the workers now, jobs under way included (a stopped run): their futures fail, nothing waits."""
+        # ProcessPoolExecutor.terminate_workers() arrives in Python 3.14; before, the pool's processes are its
+        # _processes (stable since 3.2)
+        processes = list((getattr(self._pool, "_processes", None) or {}).values())
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            process.join(timeout=_TERMINATE_WAIT_S)
+            if process.is_alive():
+                process.kill()
+
 
 def _decoded(inner: Future[bytes]) -> Future[list[Reconstruction]]:
     outer: Future[list[Reconstruction]] = Future()
@@ -167,9 +186,11 @@ _DEVICE: torch.device | None = None
 def _start_worker(threads: int, devices: tuple[str, ...], counter: Any, project_root: str) -> None:
     """Set up one worker process: its threads, its device, an empty working directory, no server argv."""
     global _DEVICE
-    # Ctrl-C reaches the whole process group: the server decides (it waits for the attacks under way, whose
-    # rounds --resume would otherwise re-attack), a worker must not turn it into failed attacks.
+    # Ctrl-C reaches the whole process group: the server decides (it stops the run and terminates the workers;
+    # --resume re-attacks what was left), a worker must not turn it into failed attacks.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    server = os.getppid()
+    threading.Thread(target=_exit_with_server, args=(server,), name="fedsim-server-watch", daemon=True).start()
     with counter.get_lock():
         index = counter.value
         counter.value += 1
@@ -190,6 +211,13 @@ def _start_worker(threads: int, devices: tuple[str, ...], counter: Any, project_
 
     atexit.register(shutil.rmtree, workdir, ignore_errors=True)
     import adversary.attacks  # noqa: F401  (registers the attacks before the first job)
+
+
+def _exit_with_server(server: int) -> None:
+    """End this worker once the server process is gone (killed): an orphan would hold its CPU for minutes."""
+    while os.getppid() == server:
+        time.sleep(_SERVER_WATCH_S)
+    os._exit(1)
 
 
 def _forget_spawn_preparation() -> None:

@@ -6,6 +6,7 @@ import argparse
 import errno
 import logging
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -16,7 +17,8 @@ from rich.table import Table
 
 from fedsim.config import SWEEP_SECTION, ConfigError, load_config, read_yaml
 from fedsim.config.schema import plugin_schema, schema_markdown, schema_rows
-from fedsim.core.errors import TrainingFailed
+from fedsim.core.errors import RunInterrupted, TrainingFailed
+from fedsim.core.stopping import exit_status
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
@@ -137,9 +139,9 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         return 0
     try:
         outcomes = run_sweep(plan, parallel=args.parallel, cpus=args.cpus, quiet=args.quiet)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interrupt:
         print(f"fedsim: interrupted; resume with `fedsim sweep --resume {plan.sweep_dir}`", file=sys.stderr)
-        return 130
+        return exit_status(getattr(interrupt, "signum", None) or signal.SIGINT)
     print(plan.sweep_dir)
     failed = [outcome for outcome in outcomes if outcome.status == "failed"]
     for outcome in failed:
@@ -453,7 +455,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt as interrupt:
         print(f"fedsim: {_interrupted(args, interrupt)}", file=sys.stderr)
-        return 130
+        return exit_status(getattr(interrupt, "signum", None) or signal.SIGINT)
     except OSError as error:
         if error.errno != errno.ENOSPC:
             raise
@@ -463,7 +465,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _interrupted(args: argparse.Namespace, interrupt: KeyboardInterrupt) -> str:
     """What Ctrl-C leaves: the run directory to resume when there is one, never a placeholder."""
-    run_dir = getattr(interrupt, "run_dir", None) or getattr(args, "resume", None)
+    if isinstance(interrupt, RunInterrupted):  # the run said where it stopped and what is left to resume
+        return str(interrupt)
+    run_dir = getattr(args, "resume", None)
     if args.func is not _cmd_run:
         return "interrupted"
     if run_dir is not None:

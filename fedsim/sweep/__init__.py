@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from fedsim.config import SWEEP_SECTION, ConfigError, ExperimentConfig, apply_override, read_yaml
+from fedsim.core.stopping import StopSignal, force_exit, stop_on_signals
 from fedsim.rundir.layout import SWEEP_CONFIG, SWEEP_MANIFEST, timestamped_sweep_dir
 from fedsim.sweep.execute import PointOutcome, available_cpus, run_points, schedule
 from fedsim.sweep.grid import Axis, SweepPoint, axes_from_spec, expand, merge_axes, parse_grid_arg, parse_spec
@@ -95,4 +96,6 @@ def run_sweep(
     plan.sweep_dir.mkdir(parents=True, exist_ok=True)
     write_sweep_config(plan.sweep_dir, plan.base, plan.axes)
     manifest = Manifest.for_points(plan.sweep_dir, plan.axes, plan.points)
-    return run_points(plan.sweep_dir, plan.points, manifest, decided, parallel=parallel, quiet=quiet)
+    # SIGINT / SIGTERM stop the point(s) running without committing their round in progress, then the sweep
+    with stop_on_signals(StopSignal(), force_exit) as stop:
+        return run_points(plan.sweep_dir, plan.points, manifest, decided, parallel=parallel, quiet=quiet, stop=stop)

@@ -15,7 +15,9 @@ import json
 import logging
 import os
 import shutil
+import signal
 import sys
+import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
@@ -25,6 +27,8 @@ from typing import Any, Literal
 
 from fedsim.config import ConfigError, ExperimentConfig, load_config
 from fedsim.core.atomic import inside
+from fedsim.core.errors import Interrupted, RunInterrupted
+from fedsim.core.stopping import StopSignal
 from fedsim.rundir.layout import CONFIG_FILE, METRICS_FILE, SUMMARY_FILE
 from fedsim.rundir.writer import RunStore
 from fedsim.sweep.grid import SweepPoint
@@ -50,7 +54,7 @@ class PointJob:
 @dataclass(frozen=True)
 class PointOutcome:
     name: str
-    status: Literal["complete", "failed"]
+    status: Literal["complete", "failed", "interrupted"]
     seconds: float
     error: str | None = None
 
@@ -116,8 +120,10 @@ def _comparable(config: ExperimentConfig) -> dict[str, Any]:
     return flat
 
 
-def execute_point(job: PointJob) -> PointOutcome:
-    """Run, resume or restart one point; a failure is returned as an outcome, so the other points go on."""
+def execute_point(job: PointJob, stop: StopSignal | None = None) -> PointOutcome:
+    """Run, resume or restart one point; a failure is returned as an outcome, so the other points go on.
+
+    ``stop``: the sweep's stop request; a stopped run is an ``interrupted`` outcome (resumed with the sweep)."""
     from fedsim.engine.lifecycle.runner import run_experiment
     from fedsim.rundir.lock import RunLock
 
@@ -133,9 +139,11 @@ def execute_point(job: PointJob) -> PointOutcome:
                 lock.release()
         if job.action == "resume":
             logger.info("resuming %s", job.run_dir)
-            run_experiment(resume=job.run_dir, quiet=job.quiet, ray_resources=job.ray_resources)
+            run_experiment(resume=job.run_dir, quiet=job.quiet, ray_resources=job.ray_resources, stop=stop)
         else:
-            run_experiment(job.config, quiet=job.quiet, run_dir=job.run_dir, ray_resources=job.ray_resources)
+            run_experiment(job.config, quiet=job.quiet, run_dir=job.run_dir, ray_resources=job.ray_resources, stop=stop)
+    except RunInterrupted as interrupted:
+        return PointOutcome(job.name, "interrupted", time.perf_counter() - started, str(interrupted))
     except Exception as error:
         logger.exception("sweep point %s failed", job.name)
         return PointOutcome(job.name, "failed", time.perf_counter() - started, f"{type(error).__name__}: {error}")
@@ -199,8 +207,13 @@ def run_points(
     *,
     parallel: int = 1,
     quiet: bool = False,
+    stop: StopSignal | None = None,
 ) -> list[PointOutcome]:
-    """Run every point that is not complete; returns the outcome of each point that ran."""
+    """Run every point that is not complete; returns the outcome of each point that ran.
+
+    Once ``stop`` is requested, the running points stop without committing their round in progress, no other
+    point starts, and ``Interrupted`` is raised (``fedsim sweep --resume`` carries on)."""
+    stop = stop or StopSignal()
     todo = [point for point in points if plan.actions[point.name] != "skip"]
     for record in manifest.points:
         record.status = "complete" if plan.actions[record.name] == "skip" else "pending"
@@ -220,45 +233,65 @@ def run_points(
         for p in todo
     ]
     if parallel == 1 or len(jobs) <= 1:
-        return [_run_here(job, manifest) for job in jobs]
-    threads = max(1, int(plan.ray_resources["num_cpus"])) if plan.ray_resources else 1
-    return _run_in_workers(jobs, manifest, parallel, threads)
+        outcomes = []
+        for job in jobs:
+            if stop.requested:
+                break
+            outcomes.append(_run_here(job, manifest, stop))
+    else:
+        threads = max(1, int(plan.ray_resources["num_cpus"])) if plan.ray_resources else 1
+        outcomes = _run_in_workers(jobs, manifest, parallel, threads, stop)
+    if stop.requested:
+        raise Interrupted(f"sweep {sweep_dir} interrupted", stop.signum)
+    return outcomes
 
 
-def _run_here(job: PointJob, manifest: Manifest) -> PointOutcome:
+def _run_here(job: PointJob, manifest: Manifest, stop: StopSignal) -> PointOutcome:
     manifest.record(job.name, "running")
-    outcome = execute_point(job)
+    outcome = execute_point(job, stop)
     manifest.record(job.name, outcome.status, outcome.error, outcome.seconds)
     _log_outcome(outcome)
     return outcome
 
 
-def _run_in_workers(jobs: list[PointJob], manifest: Manifest, parallel: int, threads: int) -> list[PointOutcome]:
+_STOP_POLL_S = 0.2  # how often the sweep process and its workers look for a stop request
+
+
+def _run_in_workers(
+    jobs: list[PointJob], manifest: Manifest, parallel: int, threads: int, stop: StopSignal
+) -> list[PointOutcome]:
     outcomes: list[PointOutcome] = []
     context = get_context("spawn")  # a fresh interpreter per worker: no forked torch, Ray or thread state
+    stop_request = context.Value("i", 0)  # the signal number, once the sweep is asked to stop
     with ProcessPoolExecutor(
-        max_workers=min(parallel, len(jobs)), mp_context=context, initializer=_init_worker, initargs=(threads,)
+        max_workers=min(parallel, len(jobs)),
+        mp_context=context,
+        initializer=_init_worker,
+        initargs=(threads, stop_request, os.getpid()),
     ) as pool:
-        pending: dict[Future[PointOutcome], PointJob] = {}
+        pending: dict[Future[PointOutcome | None], PointJob] = {}
         queued = list(jobs)  # the pool starts jobs in submission order, one per free worker
         try:
             for job in jobs:
-                pending[pool.submit(execute_point, job)] = job
+                pending[pool.submit(_run_in_worker, job)] = job
             for job in queued[:parallel]:
                 manifest.record(job.name, "running")
             del queued[:parallel]
             while pending:
-                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                done, _ = wait(pending, timeout=_STOP_POLL_S, return_when=FIRST_COMPLETED)
+                if stop.requested and not stop_request.value:
+                    stop_request.value = stop.signum or signal.SIGINT  # the workers stop their runs
+                    queued.clear()
+                    for future in pending:
+                        future.cancel()  # points not handed to a worker yet never start
                 for future in done:
                     job = pending.pop(future)
                     if queued:
                         manifest.record(queued.pop(0).name, "running")
-                    error = future.exception()
-                    outcome = (
-                        future.result()
-                        if error is None
-                        else PointOutcome(job.name, "failed", 0.0, f"worker died: {type(error).__name__}: {error}")
-                    )
+                    outcome = _outcome_of(future, job)
+                    if outcome is None:  # never started: the point stays pending
+                        manifest.record(job.name, "pending")
+                        continue
                     manifest.record(job.name, outcome.status, outcome.error, outcome.seconds)
                     _log_outcome(outcome)
                     outcomes.append(outcome)
@@ -268,9 +301,20 @@ def _run_in_workers(jobs: list[PointJob], manifest: Manifest, parallel: int, thr
     return outcomes
 
 
+def _outcome_of(future: Future[PointOutcome | None], job: PointJob) -> PointOutcome | None:
+    if future.cancelled():
+        return None
+    error = future.exception()
+    if error is not None:
+        return PointOutcome(job.name, "failed", 0.0, f"worker died: {type(error).__name__}: {error}")
+    return future.result()
+
+
 def _log_outcome(outcome: PointOutcome) -> None:
     if outcome.status == "complete":
         logger.info("sweep point %s complete (%.0fs)", outcome.name, outcome.seconds)
+    elif outcome.status == "interrupted":
+        logger.warning("sweep point %s interrupted (%.0fs)", outcome.name, outcome.seconds)
     else:
         logger.error("sweep point %s failed: %s", outcome.name, outcome.error)
 
@@ -285,8 +329,13 @@ class _PointFilter(logging.Filter):
         return True
 
 
-def _init_worker(threads: int) -> None:
-    """A spawned worker: torch threads within its CPU share, and log lines that name the point."""
+# A worker's stop request: set from the sweep process's (``_watch_sweep``), read by the run it plays.
+_WORKER_STOP = StopSignal()
+
+
+def _init_worker(threads: int, stop_request: Any, sweep_pid: int) -> None:
+    """A spawned worker: torch threads within its CPU share, log lines that name the point, and stops that come
+    from the sweep process (which a terminal's Ctrl-C reaches too: the worker leaves SIGINT to it)."""
     import torch
 
     torch.set_num_threads(threads)
@@ -297,3 +346,22 @@ def _init_worker(threads: int) -> None:
     fedsim_logger.handlers[:] = [handler]
     fedsim_logger.setLevel(logging.INFO)
     fedsim_logger.propagate = False
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_watch_sweep, args=(stop_request, sweep_pid), name="fedsim-sweep-stop", daemon=True).start()
+
+
+def _watch_sweep(stop_request: Any, sweep_pid: int) -> None:
+    """Request this worker's stop when the sweep process asks, or when it is gone (killed)."""
+    while not _WORKER_STOP.requested:
+        if stop_request.value:
+            _WORKER_STOP.request(stop_request.value)
+        elif os.getppid() != sweep_pid:
+            _WORKER_STOP.request(signal.SIGTERM)
+        time.sleep(_STOP_POLL_S)
+
+
+def _run_in_worker(job: PointJob) -> PointOutcome | None:
+    """``execute_point`` in a worker; None when the sweep was stopped before the point started."""
+    if _WORKER_STOP.requested:
+        return None
+    return execute_point(job, _WORKER_STOP)

@@ -23,7 +23,7 @@ from fedsim.rundir.layout import SWEEP_CONFIG, SWEEP_MANIFEST
 from fedsim.rundir.reader import sweep_point_dir
 from fedsim.sweep.grid import Axis, SweepPoint
 
-STATUSES = ("pending", "running", "complete", "failed")
+STATUSES = ("pending", "running", "complete", "failed", "interrupted")
 
 
 @dataclass

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import sys
 from collections.abc import Mapping
 
 from fedsim.config import ConfigError, ExperimentConfig
@@ -114,3 +115,35 @@ def usable_cpus() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not on every platform
         return os.cpu_count() or 1
+
+
+def start_ray(init_args: Mapping[str, object]) -> bool:
+    """Start (or join) Ray as Flower's Ray backend would, so that the run, not ``ray.init``, handles SIGTERM.
+
+    ``ray.init`` replaces the process's SIGTERM handler with a ``sys.exit`` that lands wherever the main thread
+    happens to be; started here, the run takes the signal back right after (``reclaim_signals``), and Flower's
+    backend finds Ray running and keeps it (``RayBackend.init_ray``). Returns whether this call started it.
+    """
+    import ray
+
+    from fedsim.core.stopping import reclaim_signals
+
+    if ray.is_initialized():
+        return False
+    # Flower's own set-up (flwr.server.superlink.fleet.vce.backend.raybackend): the client actors need the
+    # driver's import path
+    pythonpath = os.pathsep.join(sys.path)
+    if os.environ.get("PYTHONPATH"):
+        pythonpath = f"{pythonpath}{os.pathsep}{os.environ['PYTHONPATH']}"
+    os.environ["PYTHONPATH"] = pythonpath
+    ray.init(runtime_env={"env_vars": {"PYTHONPATH": pythonpath}}, **{"include_dashboard": False, **init_args})
+    reclaim_signals()
+    return True
+
+
+def stop_ray() -> None:
+    """Shut down the Ray this process started, when Flower's backend did not (a run that failed early)."""
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()

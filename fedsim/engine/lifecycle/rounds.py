@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import torch
@@ -24,7 +24,8 @@ from flwr.serverapp import Grid, ServerApp
 
 import fedsim.core.wire as wire
 from fedsim.config import ExperimentConfig
-from fedsim.core.messaging import PULL_INTERVAL_S
+from fedsim.core.messaging import PULL_INTERVAL_S, StoppableGrid
+from fedsim.core.stopping import StopSignal
 from fedsim.engine.lifecycle.progress import LogProgress
 from fedsim.rundir.writer import RunStore
 from strategies.base import ServerStrategy
@@ -94,6 +95,7 @@ class ServerSpec:
     progress: LogProgress
     wrap_grid: Callable[[Grid], Grid] | None = None  # e.g. a man-in-the-middle tap on the wire
     round_hooks: tuple[Callable[[int], object], ...] = ()  # called as a round ends, just before it is committed
+    stop: StopSignal = field(default_factory=StopSignal)  # a requested stop ends the run before the next commit
 
 
 @dataclass(frozen=True)
@@ -173,8 +175,13 @@ def start_run(spec: ServerSpec) -> None:
 
 
 def commit_round(spec: ServerSpec, server_round: int, state: State, outcome: dict[str, Any], started: float) -> None:
-    """Evaluate the round's global model, write its `eval` row, run the round hooks, commit the checkpoint."""
+    """Evaluate the round's global model, write its `eval` row, run the round hooks, commit the checkpoint.
+
+    A stop requested before the `eval` row is written leaves the round uncommitted (``StopRequested``): a
+    resumed run plays it again. Once the row is written, the commit goes through: it takes milliseconds."""
+    spec.stop.check()
     scores = spec.evaluate(state)
+    spec.stop.check()
     spec.store.append(
         {
             "round": server_round,
@@ -194,6 +201,7 @@ def commit_round(spec: ServerSpec, server_round: int, state: State, outcome: dic
 
 def serve(spec: ServerSpec, protocol: RoundProtocol, grid: Grid, context: Context) -> None:
     """The ServerApp's work on the grid Flower hands it (a simulation's or a SuperLink's), taps included."""
+    grid = StoppableGrid(grid, spec.stop)  # innermost: a stop reaches the server wherever it waits on the grid
     run_rounds(spec, protocol, spec.wrap_grid(grid) if spec.wrap_grid else grid, context)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import time
 import warnings
 from collections.abc import Callable, Mapping
@@ -26,6 +27,7 @@ from fedsim.core.devices import resolve_device
 from fedsim.core.errors import ConfigError, RunInterrupted, TrainingFailed
 from fedsim.core.evaluation import evaluate
 from fedsim.core.seeding import derive_seed
+from fedsim.core.stopping import StopRequested, StopSignal, force_exit, stop_on_signals
 from fedsim.engine.leakage.portfolio import attack_setting, resolve_attacks
 from fedsim.engine.leakage.wiring import attach_adversary
 from fedsim.engine.lifecycle.assembly import client_spec_of, run_model_of, strategy_of
@@ -33,7 +35,14 @@ from fedsim.engine.lifecycle.federation import Federation, partition_record, pre
 from fedsim.engine.lifecycle.network import probe
 from fedsim.engine.lifecycle.progress import LogProgress, RichProgress
 from fedsim.engine.lifecycle.protocols import Protocol, protocol_of
-from fedsim.engine.lifecycle.ray_resources import check_fits_machine, machine_gpus, ray_node_counts, usable_cpus
+from fedsim.engine.lifecycle.ray_resources import (
+    check_fits_machine,
+    machine_gpus,
+    ray_node_counts,
+    start_ray,
+    stop_ray,
+    usable_cpus,
+)
 from fedsim.engine.lifecycle.rounds import ServerSpec
 from fedsim.engine.lifecycle.summary import log_summary, rounds_without_update, summarize
 from fedsim.rundir.layout import METRICS_FILE, PARTITIONS_FILE, SUMMARY_FILE
@@ -126,12 +135,17 @@ class SimulationEngine:
             logger.info(
                 "on Ray cluster %s: the cluster's resources apply, not %s", self.ray_address, dict(self.ray_resources)
             )
-        run_simulation(
-            server_app=protocol.server_app(server, federation),
-            client_app=protocol.client_app(client),
-            num_supernodes=server.config.federation.num_clients,
-            backend_config=_backend_config(server.config, self.ray_resources, self.ray_address),
-        )
+        backend_config = _backend_config(server.config, self.ray_resources, self.ray_address)
+        start_ray(backend_config["init_args"])
+        try:
+            run_simulation(
+                server_app=protocol.server_app(server, federation),
+                client_app=protocol.client_app(client),
+                num_supernodes=server.config.federation.num_clients,
+                backend_config=backend_config,
+            )
+        finally:
+            stop_ray()
 
 
 def cluster_address(config: ExperimentConfig) -> str | None:
@@ -163,15 +177,24 @@ def run_experiment(
     run_dir: Path | None = None,
     ray_resources: Mapping[str, float] | None = None,
     engine: Engine | None = None,
+    stop: StopSignal | None = None,
 ) -> Path:
     """Run (or resume) one experiment and return its run directory (``rounds``: extend a resumed run to that
     many rounds; ``ray_resources``: see _backend_config; ``engine``: where the rounds are played, Flower's
     simulation by default, or the grid a deployed ServerApp got: ``fedsim.engine.deployment.app``).
 
     The run directory stays locked (one writer per run) from its creation or reopening until this returns or
-    raises, whatever ends it."""
+    raises, whatever ends it.
+
+    Stopping: called from the main thread without ``stop``, the run handles SIGINT and SIGTERM itself; with
+    ``stop`` (a sweep's), whoever requests it stops the run. Either way a stop ends the round in progress
+    without committing it, shuts the simulation and the attack workers down, and raises ``RunInterrupted``
+    naming the directory to resume (a new run stopped before its first commit leaves no directory). A second
+    signal ends the process at once (``fedsim.core.stopping.force_exit``)."""
     with ExitStack() as held:
-        return _run_experiment(config, resume, rounds, quiet, run_dir, ray_resources, engine, held)
+        if stop is None:
+            stop = held.enter_context(stop_on_signals(StopSignal(), force_exit))
+        return _run_experiment(config, resume, rounds, quiet, run_dir, ray_resources, engine, stop, held)
 
 
 def _run_experiment(
@@ -182,6 +205,7 @@ def _run_experiment(
     run_dir: Path | None,
     ray_resources: Mapping[str, float] | None,
     engine: Engine | None,
+    stop: StopSignal,
     held: ExitStack,
 ) -> Path:
     """run_experiment's body; every store it opens is closed by ``held`` (the caller's) when the run ends."""
@@ -211,6 +235,8 @@ def _run_experiment(
         config = resolve_attacks(config, attack_setting(config, architecture, shape, dataset.num_classes))
     # adversary.lpips: required refuses here, before the run directory exists
     lpips = Lpips(config.adversary.lpips) if config.adversary.attacks else None
+    if stop.requested:  # stopped while the data and models loaded: nothing written yet
+        raise RunInterrupted(store.run_dir if store else None, stop.signum, last_round + 1)
     if store is None:  # created once data and model are known good: a failed start leaves no orphan directory
         store = held.enter_context(RunStore.create(config, str(device), run_dir, engine.environment()))
     else:
@@ -243,19 +269,23 @@ def _run_experiment(
         progress=progress,
         wrap_grid=wiring.wrap_grid if wiring else None,
         round_hooks=(wiring.adversary.round_finished,) if wiring else (),
+        stop=stop,
     )
+    stopped: StopRequested | KeyboardInterrupt | None = None
     try:
         if last_round < config.federation.rounds:
             protocol = protocol_of(config)  # Message API, or Flower's legacy path for SecAgg+
             engine.play(protocol, server_spec, federation, client_spec)
-    except KeyboardInterrupt as interrupt:  # the command line names the directory to resume
-        raise RunInterrupted(store.run_dir) from interrupt
+    except (StopRequested, KeyboardInterrupt) as interrupt:  # KeyboardInterrupt: a signal the run did not handle
+        stopped = interrupt
     finally:
         progress.stop()
-        if wiring:
-            if wiring.adversary.pending():
-                logger.info("waiting for %d attack(s) still running", wiring.adversary.pending())
-            wiring.adversary.finish()  # every reconstruction already under way gets scored and recorded
+        # every reconstruction already under way gets scored and recorded, unless a stop comes first: then the
+        # unfinished attacks stay in the backlog and a resumed run re-runs them
+        if wiring and not (stopped is None and wiring.adversary.finish(stop)):
+            wiring.adversary.abandon()
+    if stopped is not None or stop.requested:
+        raise _interrupted(store, config, resume is None, stop.signum) from stopped
     summary = summarize(store, time.perf_counter() - started)
     store.write_json(SUMMARY_FILE, summary)
     untrained = rounds_without_update(store, after=last_round, withheld=_withheld_rounds(config))
@@ -263,6 +293,17 @@ def _run_experiment(
         raise TrainingFailed(f"{untrained}; reasons in the fit rows of {store.run_dir / METRICS_FILE}")
     log_summary(summary)
     return store.run_dir
+
+
+def _interrupted(store: RunStore, config: ExperimentConfig, new_run: bool, signum: int | None) -> RunInterrupted:
+    """What a stop leaves: the directory to resume, or none when a new run had not committed its first round."""
+    committed = store.last_committed_round()
+    if committed is None and new_run:  # nothing in it to resume: leave no orphan directory behind
+        store.close()
+        shutil.rmtree(store.run_dir, ignore_errors=True)
+        return RunInterrupted(None, signum)
+    in_progress = (committed or 0) + 1
+    return RunInterrupted(store.run_dir, signum, in_progress if in_progress <= config.federation.rounds else None)
 
 
 def _withheld_rounds(config: ExperimentConfig) -> Callable[[int], bool]:

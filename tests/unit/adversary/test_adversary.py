@@ -46,3 +46,48 @@ def test_attacks_of_the_same_name_count_as_done_one_row_each():
         {"event": "eval", "round": 2},
     ]
     assert recorded_attacks(rows, 2, attacks) == {(0, "client:0"), (2, "client:0"), (0, "client:1")}
+
+
+def test_a_stopped_run_abandons_its_attacks_at_once_records_none_and_keeps_them_for_resume(tmp_path):
+    """A stop ends the attack workers mid-attack; the killed job is no failed attack, and the round stays in
+    the backlog so that `--resume` attacks it again."""
+    import os
+    import time
+
+    import torch
+
+    from adversary.taps import TappedUpdate
+    from fedsim.core.seeding import derive_seed
+    from fedsim.engine.leakage.wiring import attach_adversary
+    from fedsim.engine.lifecycle.federation import partition_record, prepare_federation
+    from fedsim.rundir.backlog import AttackBacklog
+    from fedsim.rundir.layout import PARTITIONS_FILE
+    from fedsim.rundir.writer import RunStore
+
+    config = parse_config(
+        {
+            "device": "cpu",
+            "data": {"dataset": "digits", "max_train_samples": 20, "max_test_samples": 20, "normalize": "none"},
+            "model": {"name": "lenet"},
+            "federation": {"num_clients": 2, "rounds": 1},
+            "client": {"batch_size": 1, "local_steps": 1},
+            "adversary": {"targets": "per-client", "workers": 1, "attacks": [{"name": "ig", "iterations": 10**7}]},
+        }
+    )
+    federation = prepare_federation(config)
+    store = RunStore.create(config, "cpu", tmp_path / "run")
+    store.write_json(PARTITIONS_FILE, partition_record(federation))
+    adversary = attach_adversary(config, federation, store, derive_seed(config.seed, "model")).adversary
+    worker = adversary.workers.call(os.getpid).result(timeout=120)
+    state = {key: value.detach().clone() for key, value in adversary.architecture.model.state_dict().items()}
+    sent = {key: value + 0.01 * torch.randn_like(value) for key, value in state.items()}
+    adversary.observe(TappedUpdate(1, "mitm", "client:0", state, sent, 1, 1, (0,)))
+    assert adversary.round_finished(1) == 1
+
+    adversary.abandon()
+    time.sleep(0.5)  # room for the killed job's callbacks, which must record nothing
+    with pytest.raises(ProcessLookupError):
+        os.kill(worker, 0)
+    assert [row for row in store.rows() if row["event"] == "attack"] == []
+    assert AttackBacklog(store.run_dir).rounds() == [1]
+    store.close()

@@ -138,3 +138,31 @@ def test_an_attack_within_its_time_limit_is_not_cut_and_unchanged():
     ]
     assert not limited.cut and limited.iterations == 30
     assert torch.equal(free.images, limited.images) and free.restart_objectives == limited.restart_objectives
+
+
+def test_a_worker_whose_server_was_killed_exits_instead_of_staying_orphaned(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    server = (
+        "import os\n"
+        "from adversary.workers import ProcessAttackWorkers, WorkerSettings\n"
+        "pool = ProcessAttackWorkers(WorkerSettings(count=1, threads=1, devices=('cpu',)))\n"
+        "print(pool.call(os.getpid).result(timeout=120), flush=True)\n"
+        "os._exit(9)  # killed: no shutdown, no atexit\n"
+    )
+    result = subprocess.run([sys.executable, "-c", server], capture_output=True, text=True, timeout=300)
+    worker = int(result.stdout.split()[0])
+    deadline = time.monotonic() + 30
+    while _is_running(worker):
+        assert time.monotonic() < deadline, f"attack worker {worker} outlived its server by 30 s"
+        time.sleep(0.2)
+
+
+def _is_running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

@@ -2,6 +2,7 @@
 
 import errno
 import os
+import signal
 
 import numpy as np
 import pytest
@@ -260,7 +261,7 @@ def test_resume_with_a_malicious_round_checkpoint_is_one_line_and_runs_nothing(t
 
 
 class _InterruptedEngine:
-    """Stands in for Flower's simulation: Ctrl-C arrives while the rounds are played."""
+    """Stands in for Flower's simulation: the first round is committed, then Ctrl-C arrives in round 2."""
 
     def __init__(self, *args) -> None:
         pass
@@ -268,19 +269,40 @@ class _InterruptedEngine:
     def environment(self) -> dict:
         return {"engine": "simulation"}
 
-    def play(self, *args) -> None:
+    def play(self, protocol, server, *args) -> None:
+        server.store.save_checkpoint(0, server.initial_state)
+        server.store.save_checkpoint(1, server.initial_state)
         raise KeyboardInterrupt
 
 
-def test_ctrl_c_during_a_run_names_its_real_run_directory(tmp_path, capsys, monkeypatch):
+class _StoppedBeforeRoundZeroEngine(_InterruptedEngine):
+    """SIGTERM arrives while the federation starts: no round was committed."""
+
+    def play(self, protocol, server, *args) -> None:
+        server.stop.request(signal.SIGTERM)
+        server.stop.check()
+
+
+def test_ctrl_c_during_a_run_names_its_real_run_directory_and_the_round_it_stopped(tmp_path, capsys, monkeypatch):
     import fedsim.engine.lifecycle.runner as runner
 
     monkeypatch.setattr(runner, "SimulationEngine", _InterruptedEngine)
-    config = write_config(tmp_path, output={"dir": str(tmp_path / "runs")})
+    config = write_config(tmp_path, federation={"rounds": 3}, output={"dir": str(tmp_path / "runs")})
     code, _, err = run_cli(capsys, "run", str(config), "--quiet")
     (run_dir,) = (tmp_path / "runs").iterdir()
     assert code == 130 and "RUN_DIR" not in err
-    assert err.strip() == f"fedsim: interrupted; resume with `fedsim run --resume {run_dir}`"
+    assert err.strip() == f"fedsim: interrupted in round 2; resume with `fedsim run --resume {run_dir}`"
+
+
+def test_a_stop_before_the_first_commit_exits_143_on_sigterm_and_leaves_no_run_directory(tmp_path, capsys, monkeypatch):
+    import fedsim.engine.lifecycle.runner as runner
+
+    monkeypatch.setattr(runner, "SimulationEngine", _StoppedBeforeRoundZeroEngine)
+    config = write_config(tmp_path, output={"dir": str(tmp_path / "runs")})
+    code, _, err = run_cli(capsys, "run", str(config), "--quiet")
+    assert code == 143
+    assert err.strip() == "fedsim: interrupted before the first round; nothing to resume"
+    assert list((tmp_path / "runs").iterdir()) == []
 
 
 def test_ctrl_c_before_the_run_directory_exists_gives_a_hint_without_a_placeholder(tmp_path, capsys, monkeypatch):

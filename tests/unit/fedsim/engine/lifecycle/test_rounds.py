@@ -2,6 +2,7 @@
 
 import math
 
+import pytest
 import torch
 from tiny_configs import tiny_config
 
@@ -43,3 +44,34 @@ def test_a_non_finite_aggregate_is_never_committed(tmp_path, monkeypatch):
     assert [(row["model_updated"], row["error"]) for row in evals] == [(False, NON_FINITE_AGGREGATE)] * 2
     for server_round in (1, 2):
         assert torch.equal(store.load_checkpoint(server_round)["w"], initial["w"])
+
+
+class StoppedDuringTheRound:
+    """A protocol whose second round ends after a stop was requested (the signal came while clients trained)."""
+
+    def __init__(self, stop) -> None:
+        self.stop = stop
+
+    def start(self, grid, context, node_of_partition) -> None:
+        pass
+
+    def play_round(self, current) -> RoundResult:
+        if current.number == 2:
+            self.stop.request()
+        return RoundResult({k: v + 1 for k, v in current.state.items()}, {"clients_ok": 2, "model_updated": True})
+
+
+def test_a_round_that_ends_after_a_stop_request_is_not_committed(tmp_path, monkeypatch):
+    from fedsim.core.stopping import StopRequested, StopSignal
+
+    config = tiny_config(output={"dir": str(tmp_path), "run_name": "stopped"}, federation={"rounds": 3})
+    store = RunStore.create(config, "cpu")
+    monkeypatch.setattr("fedsim.engine.lifecycle.rounds.roll_call", lambda grid, count, timeout=None: {0: 10, 1: 11})
+    stop = StopSignal()
+    spec = ServerSpec(
+        config, store, TwoClients(), {"w": torch.ones(2)}, 0, lambda state: {"accuracy": 0.5}, LogProgress(), stop=stop
+    )
+    with pytest.raises(StopRequested):
+        run_rounds(spec, StoppedDuringTheRound(stop), grid=None, context=None)
+    assert store.last_committed_round() == 1
+    assert [row["round"] for row in store.rows() if row["event"] == "eval"] == [0, 1]
