@@ -185,6 +185,63 @@ def test_resume_after_kill_gives_the_same_metrics_as_an_uninterrupted_run(tmp_pa
         assert torch.equal(RunStore(killed).load_checkpoint(rounds)[key], value)
 
 
+def _wall_clock_free(rows: list[dict]) -> list[dict]:
+    """Rows without their wall-clock fields, in a fixed order (attack rows interleave with training)."""
+    timed = ("time", "seconds")
+    kept = [{k: v for k, v in row.items() if not any(t in k for t in timed)} for row in rows]
+    return sorted(kept, key=lambda row: json.dumps(row, sort_keys=True))
+
+
+def test_ctrl_c_stops_a_run_with_attacks_cleanly_and_its_resume_matches_an_uninterrupted_run(tmp_path):
+    """Ctrl-C (SIGINT to the whole process group) in round 2: the round in progress is not committed, every
+    process of the run is gone 10 s later, the exit status is 130 with one line naming the round and the
+    directory, and `--resume` ends with the rows and the model of a run that was never interrupted."""
+    from processes import signal_when, still_running
+
+    rounds = 5
+    raw = merged(
+        SMALL,
+        data={"image_size": 16},
+        model={"name": "cnn", "width": 16},
+        federation={"rounds": rounds},
+        client={"local_steps": 30},
+        adversary={"targets": "both", "attacks": [{"name": "idlg", "iterations": 30}]},
+        output={"dir": str(tmp_path), "run_name": "stopped"},
+    )
+    config_path = tmp_path / "config.yaml"
+    config_path.write_text(yaml.safe_dump(raw))
+    stopped = tmp_path / "stopped"
+    process = subprocess.Popen(
+        _fedsim("run", str(config_path), "--quiet"),
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    children = signal_when(process, stopped / "checkpoints" / "round_0001.pt", signal.SIGINT, group=True)
+    signalled = time.monotonic()
+    committed_at_signal = RunStore(stopped).last_committed_round()
+    _, err = process.communicate(timeout=120)
+    assert still_running(children, after=10, since=signalled) == []
+    assert process.returncode == 130, err[-2000:]
+    committed = RunStore(stopped).last_committed_round()
+    assert committed < rounds, "the signal came too late to interrupt the run"
+    assert committed <= committed_at_signal + 1  # at most the commit under way when the signal came
+    assert err.strip().splitlines()[-1] == (
+        f"fedsim: interrupted in round {committed + 1}; resume with `fedsim run --resume {stopped}`"
+    )
+    assert [row["round"] for row in events(stopped, "eval")] == list(range(committed + 1))
+
+    resumed = subprocess.run(_fedsim("run", "--resume", str(stopped), "--quiet"), capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    reference = run_experiment(
+        parse_config(merged(raw, output={"dir": str(tmp_path), "run_name": "reference"})), quiet=True
+    )
+    assert _wall_clock_free(RunStore(stopped).rows()) == _wall_clock_free(RunStore(reference).rows())
+    for key, value in RunStore(reference).load_checkpoint(rounds).items():
+        assert torch.equal(RunStore(stopped).load_checkpoint(rounds)[key], value)
+
+
 @pytest.mark.simulation
 def test_a_run_whose_every_update_is_non_finite_fails_with_a_non_zero_exit_and_keeps_its_rows(tmp_path, capsys):
     import yaml

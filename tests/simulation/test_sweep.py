@@ -49,3 +49,53 @@ def test_a_killed_sweep_resumes_its_half_finished_run(tiny_sweep, tmp_path):
     evals = [row for row in RunStore(half).rows() if row["event"] == "eval"]
     assert [row["round"] for row in evals] == [0, 1]
     assert evals[1]["accuracy"] == expected[1]["accuracy"]  # the resumed round repeats the killed one
+
+
+def test_sigterm_stops_a_sweep_cleanly_and_its_resume_finishes_every_point(tmp_path):
+    """SIGTERM while the first point plays its rounds: that run stops without committing its round in progress,
+    the second never starts, every process is gone 10 s later, the exit status is 143 with one line naming the
+    sweep to resume, and `fedsim sweep --resume` finishes both points."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import yaml
+    from processes import signal_when, still_running
+    from tiny_configs import tiny_raw
+
+    rounds = 4
+    raw = tiny_raw(
+        name="stopped",
+        model={"name": "cnn", "width": 16},
+        federation={"rounds": rounds},
+        client={"local_steps": 30},
+        sweep={"grid": {"client.lr": [0.05, 0.1]}},
+    )
+    config = tmp_path / "sweep.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    sweep = tmp_path / "sweep"
+    fedsim = [sys.executable, "-m", "fedsim.cli", "sweep"]
+    process = subprocess.Popen(
+        [*fedsim, str(config), "--out", str(sweep), "--quiet"],
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    children = signal_when(process, sweep / "00-lr-0.05" / "checkpoints" / "round_0001.pt", signal.SIGTERM)
+    signalled = time.monotonic()
+    _, err = process.communicate(timeout=120)
+    assert still_running(children, after=10, since=signalled) == []
+    assert process.returncode == 143, err[-2000:]
+    assert err.strip().splitlines()[-1] == f"fedsim: interrupted; resume with `fedsim sweep --resume {sweep}`"
+    statuses = {point["name"]: point["status"] for point in json.loads((sweep / "sweep.json").read_text())["points"]}
+    assert statuses == {"00-lr-0.05": "interrupted", "01-lr-0.1": "pending"}
+    assert RunStore(sweep / "00-lr-0.05").last_committed_round() < rounds
+    assert not (sweep / "01-lr-0.1").exists()
+
+    resumed = subprocess.run([*fedsim, "--resume", str(sweep), "--quiet"], capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    for point in statuses:
+        evals = [row["round"] for row in RunStore(sweep / point).rows() if row["event"] == "eval"]
+        assert evals == list(range(rounds + 1))

@@ -35,6 +35,7 @@ from fedsim.engine.lifecycle.federation import Federation, partition_record, pre
 from fedsim.engine.lifecycle.network import probe
 from fedsim.engine.lifecycle.progress import LogProgress, RichProgress
 from fedsim.engine.lifecycle.protocols import Protocol, protocol_of
+from fedsim.engine.lifecycle.ray_processes import RayProcesses
 from fedsim.engine.lifecycle.ray_resources import (
     check_fits_machine,
     machine_gpus,
@@ -136,16 +137,17 @@ class SimulationEngine:
                 "on Ray cluster %s: the cluster's resources apply, not %s", self.ray_address, dict(self.ray_resources)
             )
         backend_config = _backend_config(server.config, self.ray_resources, self.ray_address)
-        start_ray(backend_config["init_args"])
-        try:
-            run_simulation(
-                server_app=protocol.server_app(server, federation),
-                client_app=protocol.client_app(client),
-                num_supernodes=server.config.federation.num_clients,
-                backend_config=backend_config,
-            )
-        finally:
-            stop_ray()
+        with RayProcesses():  # none of them outlives the run
+            start_ray(backend_config["init_args"])
+            try:
+                run_simulation(
+                    server_app=protocol.server_app(server, federation),
+                    client_app=protocol.client_app(client),
+                    num_supernodes=server.config.federation.num_clients,
+                    backend_config=backend_config,
+                )
+            finally:
+                stop_ray()
 
 
 def cluster_address(config: ExperimentConfig) -> str | None:

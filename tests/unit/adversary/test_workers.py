@@ -5,6 +5,7 @@ import os
 
 import pytest
 import torch
+from processes import alive
 
 from adversary.inversion import run_attack
 from adversary.view import AttackerView, LocalTraining
@@ -155,14 +156,6 @@ def test_a_worker_whose_server_was_killed_exits_instead_of_staying_orphaned(tmp_
     result = subprocess.run([sys.executable, "-c", server], capture_output=True, text=True, timeout=300)
     worker = int(result.stdout.split()[0])
     deadline = time.monotonic() + 30
-    while _is_running(worker):
+    while alive(worker):
         assert time.monotonic() < deadline, f"attack worker {worker} outlived its server by 30 s"
         time.sleep(0.2)
-
-
-def _is_running(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
