@@ -306,7 +306,8 @@ def _frontier_section(frontier, reference, names, out: Path, written: list[Path]
     title = "Privacy-utility frontier"
     blocks: list = [
         Text(
-            "Per run, the strongest attack over every attack, round and target (best PSNR and SSIM, lowest LPIPS) "
+            "Per run, the strongest attack over every attack, round and target (best PSNR and SSIM, lowest LPIPS; "
+            "a ground-truth selection over the attacks, an oracle; a result's PSNR is the median over its images) "
             "against its utility loss relative to the undefended run with otherwise the same config (no "
             "`client.defenses`, no `strategy.dp`): the drop in final test accuracy and the change in final training "
             "loss. A run is on the Pareto front (`pareto_<metric>`) when no other run leaks less at no more "

@@ -144,6 +144,13 @@ def median(groups: Strata, seed: int = SEED, cap: float | None = None) -> Estima
     return bootstrap(groups, _median, seed, cap)
 
 
+def median_value(values: Sequence[float | None], cap: float | None = None) -> float:
+    """The median of one result's values (above ``cap`` counted at it), without an interval: for a column of
+    per-result figures, the same statistic as :func:`median`. NaN for no values."""
+    strata = _strata([values], cap)
+    return float(_median(strata[0])) if strata else math.nan
+
+
 def fraction_at_least(groups: Strata, threshold: float, seed: int = SEED) -> Estimate:
     """Fraction of all images whose value is at or above ``threshold`` (None counts as +inf: above any)."""
     return bootstrap(groups, _fraction_at_least(threshold), seed)

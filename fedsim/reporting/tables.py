@@ -1,7 +1,8 @@
 """The report's tables, derived from loaded runs (fedsim.rundir.reader): one job, numbers only, no plotting.
 
 Column conventions: ``run`` names the run directory; metric columns are floats (NaN where a run has no
-value). PSNR means count an exact pair at the 100 dB cap (adversary.scoring.PSNR_CAP_DB); ``psnr_exact`` counts them.
+value). A result's PSNR is the median over its images (``fedsim.reporting.summaries``), an exact pair counted at
+the 100 dB cap (adversary.scoring.PSNR_CAP_DB).
 """
 
 from __future__ import annotations
@@ -73,7 +74,8 @@ def utility_rounds(sweep: Sweep) -> pd.DataFrame:
 
 
 def attack_results(sweep: Sweep) -> pd.DataFrame:
-    """One row per successful attack result: run, round, attack, target, target kind, PSNR, SSIM, LPIPS, labels."""
+    """One row per successful attack result: run, round, attack, target, target kind, PSNR (median over the images),
+    SSIM, LPIPS (means), labels."""
     columns = ["run", "round", "attack", "target", "kind", "batch_size", "psnr", "ssim", "lpips", "label_accuracy"]
     frames = []
     for name, run in sweep.runs.items():
@@ -83,7 +85,8 @@ def attack_results(sweep: Sweep) -> pd.DataFrame:
         ok = attacks[attacks["status"] == "ok"]
         if ok.empty:
             continue
-        psnr, exact = numeric(ok, "psnr_mean"), numeric(ok, "psnr_exact").fillna(0)
+        # a result's PSNR is the median over its images (summaries: a capped mean mixes exact copies with blurs)
+        psnr = [summaries.median_value(image_scores(ok.loc[[index]], "psnr"), cap=PSNR_CAP_DB) for index in ok.index]
         frames.append(
             pd.DataFrame(
                 {
@@ -93,9 +96,7 @@ def attack_results(sweep: Sweep) -> pd.DataFrame:
                     "target": ok["target"],
                     "kind": ["aggregate" if target == AGGREGATE else "per-client" for target in ok["target"]],
                     "batch_size": numeric(ok, "batch_size"),
-                    # rows of older versions left psnr_mean empty when every pair was exact:
-                    # the cap, as scoring counts it now
-                    "psnr": psnr.where(~(psnr.isna() & (exact > 0)), PSNR_CAP_DB),
+                    "psnr": psnr,
                     "ssim": numeric(ok, "ssim_mean"),
                     "lpips": numeric(ok, "lpips_mean"),
                     "label_accuracy": numeric(ok, "label_accuracy"),

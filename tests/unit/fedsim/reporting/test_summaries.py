@@ -21,6 +21,9 @@ def test_a_psnr_median_of_mostly_exact_pairs_is_the_cap_not_infinity():
     summary = summaries.summarize_psnr([[math.inf, math.inf, 18.0]])
     assert summary.median.value == PSNR_CAP_DB
     assert summary.median.high == PSNR_CAP_DB
+    # one result's median, the column of attack tables: the same statistic, no interval
+    assert summaries.median_value([None, 20.0, 45.0, 12.0], cap=PSNR_CAP_DB) == pytest.approx(32.5)
+    assert math.isnan(summaries.median_value([]))
 
 
 def test_ssim_intervals_stay_inside_the_range_with_three_seeds_of_extreme_values():
