@@ -2,8 +2,10 @@
 
 ``python -m bench.<name> --help`` says what a benchmark measures and its options. Those that read images take
 ``--data-dir DIR`` (or the ``FEDSIM_DATA`` environment variable): the folder holding ``mnist_test.npz`` and
-``cifar10_subset.npz``. Every ``mean ± half-width`` they print is ``bench.common.interval``: the mean over
-seeds or repetitions and the half-width of its 95 % Student-t interval.
+``cifar10_subset.npz``. Every summary they print comes from ``fedsim.reporting.summaries``, as the report's do:
+PSNR by its median and the fractions of images at or above 30 and 40 dB, bounded scores by their mean, each
+as ``value [low, high]`` with a 95 % bootstrap interval that stays inside the metric's range. A figure that
+takes the best over attacks says so: "ground-truth selection over N attacks", beside each attack's own.
 
 Benchmarks, and what each prints:
 
@@ -33,6 +35,6 @@ Benchmarks, and what each prints:
 - ``dip``: ``ig-dip`` against plain Inverting Gradients, clean and noisy, single images and a batch (PSNR).
 - ``rv``: reconstruction vulnerability of fedsim's models beside Inverting Gradients' PSNR on each.
 
-Helpers, not benchmarks: ``common`` (data paths, intervals, metrics, sweeps, docs tables) and
+Helpers, not benchmarks: ``common`` (data paths, summaries over seeds, per-image PSNR, sweeps, docs tables) and
 ``bare_flower_app`` (the bare Flower client app that ``overhead`` measures against).
 """

@@ -1,33 +1,37 @@
-"""What every benchmark shares: where the data and the repository are, one interval, one PSNR, running configs,
+"""What every benchmark shares: where the data and the repository are, per-image PSNR, running configs,
 and writing a generated table into its docs page.
 
 Data: the benchmarks read two arrays files, ``mnist_test.npz`` and ``cifar10_subset.npz``, from the folder
 named by ``--data-dir DIR`` or, without the flag, by the ``FEDSIM_DATA`` environment variable. There is no
 default: a benchmark that needs a file and has neither says so in one line and stops.
 
-Intervals: every figure reported as ``mean ± half-width`` is :func:`interval` over seeds (or repetitions),
-so a half-width means the same thing in every table.
+Summaries: every figure a benchmark prints comes from ``fedsim.reporting.summaries``, as the report's do:
+PSNR by its median and the fractions of images at or above 30 and 40 dB, bounded scores (SSIM, fractions,
+label accuracy) by their mean, each as ``value [low, high]``, a 95 % percentile bootstrap interval (images
+resampled within each seed; values measured once per seed, by :func:`interval`, over the seeds). The
+interval stays inside the metric's range; the module says why this bootstrap.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 import yaml
-from scipy import stats
 
 from adversary.matching import pair_by_mse
 from adversary.metrics import psnr
-from adversary.scoring import capped_psnr_mean
+from fedsim.reporting import summaries
+from fedsim.reporting.summaries import Estimate
+from fedsim.reporting.tables import image_scores
+from fedsim.rundir.reader import SELECTED_OVER, Run
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = REPO / "configs"
@@ -79,34 +83,73 @@ def data_file(data_dir: Path | None, name: str) -> Path:
 # --- statistics and metrics ---------------------------------------------------------------------------------------
 
 
-def interval(values: Sequence[float]) -> tuple[float, float]:
-    """Mean of ``values`` and the half-width of its 95 % Student-t confidence interval.
+def interval(values: Sequence[float]) -> Estimate:
+    """The mean of one value per seed or repetition (test accuracy, its drop, a per-seed fraction) and its 95 %
+    bootstrap interval over them: ``fedsim.reporting.summaries.mean`` with the seeds as the resampled units.
 
-    The half-width is ``t(0.975, n - 1) * s / sqrt(n)`` with ``s`` the sample standard deviation (``ddof=1``):
-    the interval for the mean over ``n`` seeds or repetitions, assuming their values are independent and
-    roughly normal. With fewer than two values there is no spread to estimate and the half-width is ``nan``.
-    """
-    array = np.asarray(values, dtype=float)
-    if len(array) < 2:
-        return float(array.mean()), math.nan
-    return float(array.mean()), float(stats.t.ppf(0.975, len(array) - 1) * array.std(ddof=1) / math.sqrt(len(array)))
+    Figures with images behind them are summarised over the images instead (``summaries.summarize_psnr``,
+    ``summaries.mean`` with one stratum per seed). With one value there is no interval."""
+    return summaries.mean([list(values)])
 
 
-def format_interval(mean_and_half: tuple[float, float], digits: int) -> str:
-    """``"mean ± half"`` with ``digits`` decimals, or the mean alone where there was no interval (one value)."""
-    mean, half = mean_and_half
-    return f"{mean:.{digits}f}" if math.isnan(half) else f"{mean:.{digits}f} ± {half:.{digits}f}"
+def format_interval(estimate: Estimate, digits: int) -> str:
+    """``"value [low, high]"`` with ``digits`` decimals, or the value alone where there was no interval."""
+    return estimate.text(digits)
 
 
-def paired_psnr(estimate: torch.Tensor, truth: torch.Tensor) -> float:
-    """Mean PSNR (dB, [0, 1] images) over the images of ``truth`` (N, C, H, W), each paired with its closest estimate.
+def paired_psnrs(estimate: torch.Tensor, truth: torch.Tensor) -> list[float]:
+    """PSNR (dB, [0, 1] images; +inf for an exact pair) of each image of ``truth`` (N, C, H, W), paired with its
+    closest estimate: summarise them with ``summaries.summarize_psnr``.
 
     The estimate is clamped to [0, 1] and paired by MSE (``adversary.matching``); each pair's PSNR is
-    ``adversary.metrics.psnr`` capped at ``adversary.scoring.PSNR_CAP_DB``, as the run's own scores are.
+    ``adversary.metrics.psnr``, as the run's own scores are.
     """
     estimate = estimate.reshape(-1, *truth.shape[1:]).clamp(0, 1)
     rec, true = pair_by_mse(estimate, truth)
-    return float(capped_psnr_mean(psnr(estimate[rec], truth[true]).tolist()))
+    return [float(value) for value in psnr(estimate[rec], truth[true]).tolist()]
+
+
+def strongest_images(run: Run, per: str) -> dict[str, Any]:
+    """One run's leakage, image by image: the strongest attack per target (``per="target"``) or per round and
+    target (``"round"``), picked by SSIM against the ground truth (``Run.strongest``: an oracle), and each
+    attack's own images beside it. Summarise a list of these, one per seed, with :func:`leakage_cells`."""
+    best = run.strongest("ssim_mean", per=per)
+    attacks = run.events("attack")
+    ok = attacks[attacks["status"] == "ok"] if "status" in attacks else attacks
+    return {
+        "psnr": image_scores(best, "psnr"),
+        "ssim": image_scores(best, "ssim"),
+        "compared": [int(n) for n in best[SELECTED_OVER]],
+        "alone": {attack: image_scores(rows, "ssim") for attack, rows in ok.groupby("attack")} if len(ok) else {},
+        "winners": Counter(best["attack"]),
+        "targets": len(best),
+    }
+
+
+def leakage_cells(per_seed: Sequence[dict[str, Any]]) -> dict[str, str]:
+    """Table cells of :func:`strongest_images` over seeds (images resampled within each seed):
+
+    ``ssim`` the strongest attack's mean SSIM [95 % interval], ``compared`` the N of "ground-truth selection over
+    N attacks", ``alone`` each attack's own mean SSIM (strongest first), ``psnr`` the median PSNR (dB),
+    ``at_30db`` and ``at_40db`` the fractions of images at or above 30 and 40 dB, ``won`` how many targets each
+    attack won."""
+    psnr = summaries.summarize_psnr([seed["psnr"] for seed in per_seed])
+    alone: dict[str, list[list[float | None]]] = {}
+    for seed in per_seed:
+        for attack, values in seed["alone"].items():
+            alone.setdefault(attack, []).append(values)
+    own = {attack: summaries.mean(values).value for attack, values in alone.items()}
+    compared = sorted({n for seed in per_seed for n in seed["compared"]})
+    winners = sum((Counter(seed["winners"]) for seed in per_seed), Counter())
+    return {
+        "ssim": summaries.mean([seed["ssim"] for seed in per_seed]).text(3),
+        "compared": "-".join(str(n) for n in sorted({compared[0], compared[-1]})) if compared else "-",
+        "alone": ", ".join(f"`{a}` {v:.3f}" for a, v in sorted(own.items(), key=lambda item: -item[1])),
+        "psnr": psnr.median.text(1),
+        "at_30db": psnr.at_least[30.0].text(2),
+        "at_40db": psnr.at_least[40.0].text(2),
+        "won": ", ".join(f"`{a}` {n}" for a, n in winners.most_common()),
+    }
 
 
 # --- running configs ----------------------------------------------------------------------------------------------

@@ -5,12 +5,15 @@ the defenses below x seeds 0-2: MNIST, 10 clients taking one SGD step on 4 image
 a man-in-the-middle attacks clients 0-2 in rounds 1, 20 and 40 with ``attacks: strongest`` (every attack
 whose requirements hold, the adaptive one of the defense included). Per run:
 
-* leakage: the mean, over the attacked (round, client) pairs, of the strongest attack's SSIM there
-  (``Run.strongest(per="round")``), and the same for PSNR; the attack that won most of them;
+* leakage: on each attacked (round, client) pair, the strongest attack there (``Run.strongest(per="round")``:
+  the best SSIM against the ground truth, an oracle over N attacks) and its images' SSIM and PSNR, beside each
+  attack's own; which attacks won;
 * utility: the final test accuracy (2,000 held-out images); its drop against the undefended run of the
   same seed (paired); the largest per-client epsilon (dpsgd).
 
-Per defense it prints the mean over seeds with a 95 % t-interval (``mean ± half-width``), and checks the
+Per defense it prints, over the images of every seed, the mean SSIM, the median PSNR and the fractions of images
+at or above 30 and 40 dB, and over the seeds accuracy and its drop, each with a 95 % bootstrap interval
+(``fedsim.reporting.summaries``, ``value [low, high]``), and checks the
 protocol's bar: the undefended accuracy is at least three times the constant predictor's. The adaptive
 attacks' settings were tuned on CIFAR-10 test images (``bench.adaptive_tuning``), never on these.
 Last line: JSON. The markdown table with ``--markdown``; ``--docs`` writes it into ``docs/results/defenses.md``.
@@ -22,9 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
-from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -42,6 +43,8 @@ from bench.common import (
     fedsim_sweep,
     format_interval,
     interval,
+    leakage_cells,
+    strongest_images,
     write_between_markers,
 )
 from fedsim.config import parse_config
@@ -85,17 +88,14 @@ def run_sweep(data: Path, out: Path, seeds: int, parallel: int, settings: dict[s
 
 
 def per_run(run: fedsim.rundir.reader.Run) -> dict:
-    best = run.strongest("ssim_mean", per="round")
+    """One run's leakage image by image (``strongest_images`` per attacked round and client) and its utility."""
     evals = run.events("eval")
     fits = run.events("fit")
     epsilons = [c for c in fits.columns if c.endswith(".epsilon")] if not fits.empty else []
     return {
-        "ssim": float(best["ssim_mean"].mean()) if not best.empty else math.nan,
-        "psnr": float(best["psnr_mean"].mean()) if "psnr_mean" in best and not best.empty else math.nan,
-        "winners": Counter(best["attack"]),
+        **strongest_images(run, per="round"),
         "accuracy": float(evals.iloc[-1]["accuracy"]),
         "epsilon": float(fits[epsilons].max().max()) if epsilons else None,
-        "targets": len(best),
     }
 
 
@@ -122,50 +122,46 @@ def main(argv: list[str] | None = None) -> None:
         if not rows:
             continue
         drops = [100 * (baseline[r["seed"]] - r["accuracy"]) for r in rows if r["seed"] in baseline]
-        winners = sum((r["winners"] for r in rows), Counter())
         epsilons = [r["epsilon"] for r in rows if r["epsilon"] is not None]
         table[label] = {
             "seeds": len(rows),
-            "ssim": interval([r["ssim"] for r in rows]),
-            "psnr": interval([r["psnr"] for r in rows]),
+            **leakage_cells(rows),
             "accuracy": interval([100 * r["accuracy"] for r in rows]),
-            "drop": interval(drops) if drops else (math.nan, math.nan),
-            "winner": winners.most_common(1)[0][0] if winners else "-",
-            "winners": dict(winners),
+            "drop": interval(drops) if drops else None,
             "epsilon": max(epsilons) if epsilons else None,
         }
-    print(f"{CONFIG.name}: {len(sweep.runs)} runs under {sweep.path}; means over seeds ± 95 % t-interval half-width")
-    header = (
-        f"   {'defense':<17} {'SSIM':>14} {'PSNR (dB)':>12} {'accuracy %':>13} {'drop (pts)':>13} {'epsilon':>8}  "
-        "strongest attack"
+    print(
+        f"{CONFIG.name}: {len(sweep.runs)} runs under {sweep.path}; the strongest attack per attacked (round, client) "
+        "by SSIM against the ground truth; over seeds [95 % bootstrap interval]"
     )
-    print(header)
-    fmt = format_interval  # a (mean, half-width) pair as both tables show it
+    fmt = format_interval
     for label, row in table.items():
         epsilon = f"{row['epsilon']:.2f}" if row["epsilon"] is not None else "-"
-        won = ", ".join(f"{a} {n}" for a, n in Counter(row["winners"]).most_common())
+        drop = fmt(row["drop"], 1) if row["drop"] else "-"
         print(
-            f"   {label:<17} {fmt(row['ssim'], 3):>14} {fmt(row['psnr'], 1):>12} {fmt(row['accuracy'], 1):>13} "
-            f"{fmt(row['drop'], 1):>13} {epsilon:>8}  {won}"
+            f"   {label:<17} SSIM {row['ssim']} (over {row['compared']} attacks; alone: {row['alone']}), "
+            f"PSNR median {row['psnr']} dB, >= 40 dB {row['at_40db']}, accuracy {fmt(row['accuracy'], 1)} %, "
+            f"drop {drop} points, epsilon {epsilon}"
         )
     classes = np.bincount(np.load(data)["y"])  # the test split is a random stratum of these
     constant = 100 * classes.max() / classes.sum()
     if "none" in table:
-        ratio = table["none"]["accuracy"][0] / constant
+        ratio = table["none"]["accuracy"].value / constant
         print(
             f"   undefended accuracy / constant predictor ({constant:.1f} %): {ratio:.1f} (protocol: >= 3): "
             f"{'met' if ratio >= 3 else 'NOT met'}"
         )
     lines = [
-        "| defense | SSIM (strongest) | PSNR (dB) | test accuracy (%) | drop (points) | epsilon | won by (targets) |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| defense | SSIM, ground-truth selection over N attacks | N | each attack alone: SSIM | PSNR median (dB) | "
+        "at >= 30 dB | at >= 40 dB | test accuracy (%) | drop (points) | epsilon | won by (targets) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for label, row in table.items():
         epsilon = f"{row['epsilon']:.2f}" if row["epsilon"] is not None else "-"
-        won = ", ".join(f"`{a}` {n}" for a, n in Counter(row["winners"]).most_common())
         lines.append(
-            f"| {label} | {fmt(row['ssim'], 3)} | {fmt(row['psnr'], 1)} | {fmt(row['accuracy'], 1)} | "
-            f"{fmt(row['drop'], 1)} | {epsilon} | {won} |"
+            f"| {label} | {row['ssim']} | {row['compared']} | {row['alone']} | {row['psnr']} | {row['at_30db']} | "
+            f"{row['at_40db']} | {fmt(row['accuracy'], 1)} | {fmt(row['drop'], 1) if row['drop'] else '-'} | "
+            f"{epsilon} | {row['won']} |"
         )
     if args.markdown:
         print("\n" + "\n".join(lines))
@@ -178,20 +174,21 @@ def main(argv: list[str] | None = None) -> None:
                 f"Regenerate with `.venv/bin/python -m bench.defenses --data-dir DIR --docs`, DIR holding `{MNIST}` "
                 f"({len(sweep.runs)} runs, {seconds / 60:.0f} min of run time on {os.cpu_count()} CPU cores; "
                 "`--parallel 2` runs two "
-                "at once). Means over seeds 0-2 ± 95 % t-interval half-widths:",
+                "at once). Seeds 0-2; [95 % bootstrap intervals] (`fedsim.reporting.summaries`: images resampled "
+                "within each seed; accuracy and drop over the seeds):",
                 "",
                 *lines,
                 "",
-                f"The undefended model reaches {table['none']['accuracy'][0]:.1f} % on the 2,000 held-out images, "
-                f"{table['none']['accuracy'][0] / constant:.1f} times the constant predictor's {constant:.1f} %. "
-                "SSIM: per run, "
-                "the mean over the attacked (round, client) pairs of the best SSIM any attack reached on that client's "
-                "batch "
-                "of 4 images; won by: how many of those pairs each attack won, over all seeds. Drop: paired with the "
-                "undefended run of the same seed.",
+                f"The undefended model reaches {table['none']['accuracy'].value:.1f} % on the 2,000 held-out images, "
+                f"{table['none']['accuracy'].value / constant:.1f} times the constant predictor's {constant:.1f} %. "
+                "SSIM and PSNR: on each attacked (round, client) pair, the attack with the best SSIM against that "
+                "client's batch of 4 images (ground-truth selection over N attacks: an oracle, an upper bound on what "
+                "an attacker would pick), its images' mean SSIM, median PSNR and fractions at or above 30 and 40 dB "
+                "over all seeds; each attack alone: its own mean SSIM over the same images; won by: how many of "
+                "those pairs each attack won. Drop: paired with the undefended run of the same seed.",
             ],
         )
-    print(json.dumps({label: {k: v for k, v in row.items() if k != "winners"} for label, row in table.items()}))
+    print(json.dumps({label: {k: getattr(v, "value", v) for k, v in row.items()} for label, row in table.items()}))
 
 
 if __name__ == "__main__":

@@ -9,8 +9,8 @@ input, width 32, 2 levels, TV 1e-4), IG its own (signed Adam lr 0.1, TV 1e-4, bo
 
     python -m bench.dip --data-dir DIR --quick   # ~10 min on two cores
 The last line is JSON: {"setting": [...], "ig_psnr": [...], "dip_psnr": [...], "ig_objective": [...],
-"dip_objective": [...]}, one entry per setting (means over its images; PSNR ± the 95 % t-interval half-width on
-stderr).
+"dip_objective": [...]}, one entry per setting (PSNR: the median over its images, with its 95 % bootstrap
+interval on stderr, ``fedsim.reporting.summaries``; objective: the mean).
 """
 
 from __future__ import annotations
@@ -24,10 +24,12 @@ import numpy as np
 import torch
 
 from adversary.inversion import AttackOptions, run_attack
-from bench.common import CIFAR, add_data_dir, data_file, interval, paired_psnr
+from adversary.scoring import PSNR_CAP_DB
+from bench.common import CIFAR, add_data_dir, data_file, paired_psnrs
 from bench.ggssr import noisy_view
 from fedsim.config import ModelConfig
 from fedsim.models import build_model
+from fedsim.reporting import summaries
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -56,7 +58,7 @@ def main(argv: list[str] | None = None) -> None:
     out: dict[str, list] = {"setting": [], "ig_psnr": [], "dip_psnr": [], "ig_objective": [], "dip_objective": []}
     start = time.perf_counter()
     for title, batches, scale in settings:
-        scores: dict[str, list[float]] = {name: [] for name in attacks}
+        scores: dict[str, list[float]] = {name: [] for name in attacks}  # PSNR per image (dB; inf: exact)
         objectives: dict[str, list[float]] = {name: [] for name in attacks}
         seconds: dict[str, float] = dict.fromkeys(attacks, 0.0)
         for batch in batches:
@@ -66,15 +68,15 @@ def main(argv: list[str] | None = None) -> None:
                 begin = time.perf_counter()
                 rec = run_attack(options, [view], seed=0, device=torch.device("cpu"))[0]
                 seconds[name] += time.perf_counter() - begin
-                scores[name].append(paired_psnr(rec.images, x))
+                scores[name].extend(paired_psnrs(rec.images, x))
                 objectives[name].append(rec.objective)
         out["setting"].append(title)
         for name in attacks:
-            mean, half = interval(scores[name])
-            out[f"{name}_psnr"].append(round(mean, 2))
+            median = summaries.median([scores[name]], cap=PSNR_CAP_DB)  # one seed: its images resampled
+            out[f"{name}_psnr"].append(round(median.value, 2))
             out[f"{name}_objective"].append(float(f"{np.mean(objectives[name]):.3g}"))
             print(
-                f"{title:20s} {name:3s}: PSNR {mean:6.2f} +- {half:5.2f} dB "
+                f"{title:20s} {name:3s}: PSNR median {median.text(2)} dB "
                 f"(per image {', '.join(f'{s:.1f}' for s in scores[name])}), "
                 f"objective {np.mean(objectives[name]):.3g}, {seconds[name]:.0f} s",
                 file=sys.stderr,

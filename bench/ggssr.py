@@ -15,8 +15,9 @@ noise scales 1 and 10; the constants below are its pick (see TUNED).
     python -m bench.ggssr --tune      # the tuning grid (~10 min)
 
 The last line is JSON: {"noise": [...], "ggssr_psnr": [...], "ig_psnr": [...], "dlg_psnr": [...],
-"unguided_psnr": [...]} for Gaussian noise on single images (means over images and seeds; the table above it
-has 95 % t-intervals); the full mode adds "settings" with every distribution and batch size.
+"unguided_psnr": [...]} for Gaussian noise on single images (medians over images and seeds; the table above it
+has 95 % bootstrap intervals, ``fedsim.reporting.summaries``); the full mode adds "settings" with every
+distribution and batch size.
 """
 
 from __future__ import annotations
@@ -36,12 +37,15 @@ import torch
 from adversary.attacks.ggssr import guided_sample
 from adversary.inversion import AttackOptions, run_attack
 from adversary.priors import PRIORS
+from adversary.scoring import PSNR_CAP_DB
 from adversary.view import AttackerView, LocalTraining
-from bench.common import interval, paired_psnr
+from bench.common import paired_psnrs
 from clients.training import train_locally
 from fedsim.config import ClientConfig, DataConfig, ModelConfig
 from fedsim.data import load_dataset
 from fedsim.models import build_model
+from fedsim.reporting import summaries
+from fedsim.reporting.summaries import Estimate
 
 CPU = torch.device("cpu")
 DEFAULT_PRIOR = Path.home() / ".cache" / "fedsim" / "priors" / "digits-8-cpu"
@@ -149,9 +153,10 @@ def attacks_for(prior: dict, guidance_rate: float, steps: int, ig_iterations: in
 
 def measure(
     data, attacks: dict, scales, distribution: str, batch: int, indices, seeds: int
-) -> dict[str, list[list[float]]]:
-    """PSNR per attack, per scale, over (victim batch, seed) pairs; victims are consecutive training images."""
-    out = {name: [[] for _ in scales] for name in attacks}
+) -> dict[str, list[list[list[float]]]]:
+    """PSNR per attack, per scale, per seed, per victim image (dB; inf: exact); victims are consecutive training
+    images. Summarise a scale's seeds with :func:`median_psnr`."""
+    out = {name: [[[] for _ in range(seeds)] for _ in scales] for name in attacks}
     for s, scale in enumerate(scales):
         for seed in range(seeds):
             model = build_model(ModelConfig(name="cnn"), 1, 10, 8, seed)
@@ -161,8 +166,13 @@ def measure(
                 view = noisy_view(model, x, y, scale, distribution, seed * 1000 + first)
                 for name, options in attacks.items():
                     rec = run_attack(options, [view], seed=seed, device=CPU)[0]
-                    out[name][s].append(paired_psnr(rec.images, x))
+                    out[name][s][seed].extend(paired_psnrs(rec.images, x))
     return out
+
+
+def median_psnr(per_seed: list[list[float]]) -> Estimate:
+    """Median PSNR over every image of every seed, images resampled within seeds (``fedsim.reporting.summaries``)."""
+    return summaries.median(per_seed, cap=PSNR_CAP_DB)
 
 
 def tune(data, prior: dict) -> None:
@@ -171,23 +181,23 @@ def tune(data, prior: dict) -> None:
         for rate in (0.1, 0.2, 0.4):
             for steps in (50, 100):
                 options = {"ggssr": AttackOptions(name="ggssr", steps=steps, guidance_rate=rate, prior=prior)}
-                mean, half = interval(measure(data, options, [scale], "gaussian", 1, TUNING, 2)["ggssr"][0])
+                median = median_psnr(measure(data, options, [scale], "gaussian", 1, TUNING, 2)["ggssr"][0])
                 print(
-                    f"tune noise {scale:4}: ggssr rate {rate} steps {steps:3d}  PSNR {mean:6.2f} +- {half:.2f}",
+                    f"tune noise {scale:4}: ggssr rate {rate} steps {steps:3d}  PSNR median {median.text(2)}",
                     file=sys.stderr,
                 )
         for iterations in (150, 300, 600):
             options = {"ig": AttackOptions(name="ig", iterations=iterations)}
-            mean, half = interval(measure(data, options, [scale], "gaussian", 1, TUNING, 2)["ig"][0])
+            median = median_psnr(measure(data, options, [scale], "gaussian", 1, TUNING, 2)["ig"][0])
             print(
-                f"tune noise {scale:4}: ig iterations {iterations:3d}    PSNR {mean:6.2f} +- {half:.2f}",
+                f"tune noise {scale:4}: ig iterations {iterations:3d}    PSNR median {median.text(2)}",
                 file=sys.stderr,
             )
         for iterations in (30, 100):
             options = {"dlg": AttackOptions(name="dlg", iterations=iterations)}
-            mean, half = interval(measure(data, options, [scale], "gaussian", 1, TUNING, 2)["dlg"][0])
+            median = median_psnr(measure(data, options, [scale], "gaussian", 1, TUNING, 2)["dlg"][0])
             print(
-                f"tune noise {scale:4}: dlg iterations {iterations:3d}   PSNR {mean:6.2f} +- {half:.2f}",
+                f"tune noise {scale:4}: dlg iterations {iterations:3d}   PSNR median {median.text(2)}",
                 file=sys.stderr,
             )
 
@@ -229,20 +239,17 @@ def main(argv: list[str] | None = None) -> None:
         key = f"{distribution}-batch{batch}"
         summary[key] = {"noise": scales}
         for name, per_scale in values.items():
-            summary[key][f"{name}_psnr"] = []
-            summary[key][f"{name}_half_width"] = []
-            for _scale, scores in zip(scales, per_scale, strict=True):
-                mean, half = interval(scores)
-                summary[key][f"{name}_psnr"].append(round(mean, 2))
-                summary[key][f"{name}_half_width"].append(round(half, 2))
+            medians = [median_psnr(per_seed) for per_seed in per_scale]
+            summary[key][f"{name}_psnr"] = [round(m.value, 2) for m in medians]
+            summary[key][f"{name}_interval"] = [[round(m.low, 2), round(m.high, 2)] for m in medians]
         for s, scale in enumerate(scales):
             row = "  ".join(
-                f"{name} {summary[key][f'{name}_psnr'][s]:6.2f} +- {summary[key][f'{name}_half_width'][s]:5.2f}"
+                f"{name} {summary[key][f'{name}_psnr'][s]:6.2f} {summary[key][f'{name}_interval'][s]}"
                 for name in attacks
             )
             print(
                 f"{distribution:8s} batch {batch} noise {scale:5}: {row}  "
-                f"(dB, 95 % t-interval, n={len(values['ggssr'][s])})",
+                f"(median dB [95 % bootstrap interval], n={sum(len(v) for v in values['ggssr'][s])} images)",
                 file=sys.stderr,
             )
     print(f"{time.perf_counter() - start:.0f} s", file=sys.stderr)

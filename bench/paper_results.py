@@ -5,8 +5,9 @@ Papers 000, 001 and 004 (``configs/papers/``) compare defense settings on the pr
 attack, seeds 0-2). Their settings overlap, so every setting runs once, in the sweep of
 ``bench.defenses`` (``--out``, default ``runs/bench-defenses``; finished points are skipped, so a killed
 invocation resumes and the defense table's runs are reused), and each paper's table is read from it:
-per setting the mean over seeds ± the 95 % t-interval half-width of the strongest attack's SSIM (mean over
-the attacked rounds and clients of the best attack there), the attack that won most often, the final test
+per setting the strongest attack's mean SSIM and median PSNR over the images of the attacked rounds and
+clients of every seed (the best attack there by SSIM against the ground truth, an oracle over N attacks; 95 %
+bootstrap intervals, ``fedsim.reporting.summaries``) beside each attack's own, the attacks that won, the final test
 accuracy and its drop against the undefended run of the same seed (paired), and the largest epsilon. The
 table is printed, and with ``--docs`` replaces what lies between the paper-results markers of
 ``docs/results/papers.md``; every number comes from the runs' metrics. Paper 003's question (per client versus
@@ -21,7 +22,6 @@ import argparse
 import os
 import platform
 import time
-from collections import Counter
 from pathlib import Path
 
 import yaml
@@ -37,6 +37,7 @@ from bench.common import (
     data_file,
     format_interval,
     interval,
+    leakage_cells,
     write_between_markers,
 )
 from bench.defenses import DEFENSES, PAPER_EXTRAS, per_run, run_sweep, settings_key
@@ -52,18 +53,16 @@ def paper_table(paper: str, by_setting: dict[str, list[dict]]) -> list[str]:
     for label, defenses in grid.items():
         rows = by_setting.get(settings_key(defenses), [])
         if not rows:
-            lines.append(f"| {paper} | {label} | not run | | | | |")
+            lines.append(f"| {paper} | {label} | not run | | | | | | | | |")
             continue
-        ssim, accuracy = interval([r["ssim"] for r in rows]), interval([100 * r["accuracy"] for r in rows])
+        cells = leakage_cells(rows)
+        accuracy = interval([100 * r["accuracy"] for r in rows])
         drops = [r["drop"] for r in rows if r["drop"] is not None]
         drop = interval(drops) if drops else None
-        winners = sum((r["winners"] for r in rows), Counter())
         epsilons = [r["epsilon"] for r in rows if r["epsilon"] is not None]
         lines.append(
-            f"| {paper} | {label} | {format_interval(ssim, 3)} | "
-            + ", ".join(f"`{a}` {n}" for a, n in winners.most_common())
-            + " | "
-            + f"{format_interval(accuracy, 1)} | "
+            f"| {paper} | {label} | {cells['ssim']} | {cells['compared']} | {cells['alone']} | {cells['psnr']} | "
+            f"{cells['at_40db']} | {cells['won']} | {format_interval(accuracy, 1)} | "
             + (format_interval(drop, 1) if drop else "-")
             + " | "
             + (f"{max(epsilons):.2f}" if epsilons else "-")
@@ -101,13 +100,17 @@ def main(argv: list[str] | None = None) -> None:
         f"({platform.machine()}), no GPU; {len(runs)} runs, {seconds / 60:.0f} min of run time; generated "
         f"{time.strftime('%Y-%m-%d')}.",
         "",
-        "| paper | setting | SSIM, strongest attack | won by (targets) | test accuracy (%) | drop (points) | epsilon |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| paper | setting | SSIM, ground-truth selection over N attacks | N | each attack alone: SSIM | "
+        "PSNR median (dB) | at >= 40 dB | won by (targets) | test accuracy (%) | drop (points) | epsilon |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         *[line for paper in PAPERS for line in paper_table(paper, by_setting)],
         "",
-        "Means over seeds ± 95 % t-interval half-widths. SSIM: per run, the mean over the attacked (round, client) "
-        "pairs (rounds 1, 20, 40; clients 0-2; 4 images each) of the best SSIM any attack reached there; won by: how "
-        "many of those pairs each attack won. Drop: against the undefended run of the same seed.",
+        "[95 % bootstrap intervals] (`fedsim.reporting.summaries`: images resampled within each seed; accuracy and "
+        "drop over the seeds). SSIM and PSNR: on each attacked (round, client) pair (rounds 1, 20, 40; clients 0-2; "
+        "4 images each), the attack with the best SSIM against the ground truth (ground-truth selection over N "
+        "attacks: an oracle), its images' mean SSIM and median PSNR over all seeds; each attack alone: its own "
+        "mean SSIM; won by: how many of those pairs each attack won. Drop: against the undefended run of the same "
+        "seed.",
     ]
     if args.docs:
         write_between_markers(DOCS_PAGES[MARKER], MARKER, lines)

@@ -24,6 +24,8 @@ METRIC_TITLES = {
     "ssim": "SSIM (higher = more leakage)",
     "lpips": "LPIPS (lower = more leakage)",
 }
+#: how tables.leakage_rounds summarises a metric over the images, said in the leakage figure's titles
+LEAKAGE_SUMMARIES = {"psnr": "median ", "ssim": "mean "}
 DPI = 110
 
 
@@ -96,8 +98,9 @@ def _finite_cap(values: pd.Series) -> tuple[pd.Series, bool]:
 
 
 def leakage_figure(leakage: pd.DataFrame, names: Mapping[str, str], path: Path) -> list[str]:
-    """PSNR, SSIM and LPIPS per attacked round: per client (mean over attacked clients, solid) versus the
-    aggregate (dashed), one colour per run. Returns the metrics drawn (those with any value)."""
+    """PSNR, SSIM and LPIPS per attacked round, as ``tables.leakage_rounds`` summarises them (median PSNR, mean
+    SSIM over the images): per client (solid) versus the aggregate (dashed), one colour per run. Returns the
+    metrics drawn (those with any value)."""
     metrics = [m for m in LEAKAGE_METRICS if leakage[m].notna().any()]
     runs = list(dict.fromkeys(leakage["run"]))
     colors = _colors(runs)
@@ -116,7 +119,8 @@ def leakage_figure(leakage: pd.DataFrame, names: Mapping[str, str], path: Path) 
                     own["round"], values, linestyle=style, marker=marker, markersize=4, color=colors[run]
                 )
                 handles.setdefault(f"{names[run]} ({kind})", line)
-        axis.set(xlabel="round", title=METRIC_TITLES[metric] + (" (top: exact)" if capped_any else ""))
+        title = LEAKAGE_SUMMARIES.get(metric, "") + METRIC_TITLES[metric]
+        axis.set(xlabel="round", title=title + (" (top: exact)" if capped_any else ""))
         _round_ticks(axis, leakage["round"])
         axis.grid(alpha=0.3)
     if not metrics:

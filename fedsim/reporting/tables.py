@@ -1,7 +1,8 @@
 """The report's tables, derived from loaded runs (fedsim.rundir.reader): one job, numbers only, no plotting.
 
 Column conventions: ``run`` names the run directory; metric columns are floats (NaN where a run has no
-value). PSNR means count an exact pair at the 100 dB cap (adversary.scoring.PSNR_CAP_DB); ``psnr_exact`` counts them.
+value). A result's PSNR is the median over its images (``fedsim.reporting.summaries``), an exact pair counted at
+the 100 dB cap (adversary.scoring.PSNR_CAP_DB).
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from adversary.scoring import PSNR_CAP_DB
+from fedsim.reporting import summaries
 from fedsim.rundir.layout import RECONSTRUCTIONS_DIR, grid_file
-from fedsim.rundir.reader import Run, Sweep
+from fedsim.rundir.reader import SELECTED_OVER, Run, Sweep, ground_truth_selection
 
 if TYPE_CHECKING:
     from fedsim.config import ExperimentConfig
@@ -72,7 +74,8 @@ def utility_rounds(sweep: Sweep) -> pd.DataFrame:
 
 
 def attack_results(sweep: Sweep) -> pd.DataFrame:
-    """One row per successful attack result: run, round, attack, target, target kind, PSNR, SSIM, LPIPS, labels."""
+    """One row per successful attack result: run, round, attack, target, target kind, PSNR (median over the images),
+    SSIM, LPIPS (means), labels."""
     columns = ["run", "round", "attack", "target", "kind", "batch_size", "psnr", "ssim", "lpips", "label_accuracy"]
     frames = []
     for name, run in sweep.runs.items():
@@ -82,7 +85,8 @@ def attack_results(sweep: Sweep) -> pd.DataFrame:
         ok = attacks[attacks["status"] == "ok"]
         if ok.empty:
             continue
-        psnr, exact = numeric(ok, "psnr_mean"), numeric(ok, "psnr_exact").fillna(0)
+        # a result's PSNR is the median over its images (summaries: a capped mean mixes exact copies with blurs)
+        psnr = [summaries.median_value(image_scores(ok.loc[[index]], "psnr"), cap=PSNR_CAP_DB) for index in ok.index]
         frames.append(
             pd.DataFrame(
                 {
@@ -92,9 +96,7 @@ def attack_results(sweep: Sweep) -> pd.DataFrame:
                     "target": ok["target"],
                     "kind": ["aggregate" if target == AGGREGATE else "per-client" for target in ok["target"]],
                     "batch_size": numeric(ok, "batch_size"),
-                    # rows of older versions left psnr_mean empty when every pair was exact:
-                    # the cap, as scoring counts it now
-                    "psnr": psnr.where(~(psnr.isna() & (exact > 0)), PSNR_CAP_DB),
+                    "psnr": psnr,
                     "ssim": numeric(ok, "ssim_mean"),
                     "lpips": numeric(ok, "lpips_mean"),
                     "label_accuracy": numeric(ok, "label_accuracy"),
@@ -104,19 +106,75 @@ def attack_results(sweep: Sweep) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
 
 
-def leakage_rounds(attacks: pd.DataFrame) -> pd.DataFrame:
-    """Per run, round and target kind: the strongest attack's PSNR, SSIM (max) and LPIPS (min) on each target,
-    averaged over the attacked clients (``per-client``) or on the aggregate."""
-    columns = ["run", "round", "kind", "targets", "psnr", "ssim", "lpips"]
-    if attacks.empty:
-        return pd.DataFrame(columns=columns)
-    per_target = attacks.groupby(["run", "round", "kind", "target"], sort=False).agg(
-        psnr=("psnr", "max"), ssim=("ssim", "max"), lpips=("lpips", "min")
-    )
-    table = per_target.groupby(level=["run", "round", "kind"], sort=False).agg(
-        targets=("ssim", "size"), psnr=("psnr", "mean"), ssim=("ssim", "mean"), lpips=("lpips", "mean")
-    )
-    return table.reset_index()[columns]
+def leakage_rounds(sweep: Sweep) -> pd.DataFrame:
+    """Per run, round and target kind: the leakage of the strongest attack on each target, summarised over the
+    images of the attacked clients (``per-client``) or of the aggregate.
+
+    The strongest attack per target is ``Run.strongest`` (highest SSIM against the ground truth: an oracle),
+    and ``attacks`` says over how many attacks it picked. Its images are summarised by
+    ``fedsim.reporting.summaries``: ``psnr`` is their median PSNR (dB, an exact pair at the 100 dB cap),
+    ``psnr_at_30db`` and ``psnr_at_40db`` the fractions at or above those, ``ssim`` their mean SSIM with a
+    bootstrap interval over the images (``ssim_low``, ``ssim_high``), ``lpips`` the targets' mean LPIPS. A row
+    of an older version without per-image scores counts its target's mean as one image.
+    """
+    columns = [
+        "run",
+        "round",
+        "kind",
+        "targets",
+        "attacks",
+        "psnr",
+        "psnr_at_30db",
+        "psnr_at_40db",
+        "ssim",
+        "ssim_low",
+        "ssim_high",
+        "lpips",
+    ]
+    rows = []
+    for name, run in sweep.runs.items():
+        best = run.strongest("ssim_mean", per="round")
+        if best.empty:
+            continue
+        best = best.assign(kind=["aggregate" if target == AGGREGATE else "per-client" for target in best["target"]])
+        for (server_round, kind), picked in best.groupby(["round", "kind"], sort=False):
+            # one run is one seed: its targets' images are resampled together
+            psnr = summaries.summarize_psnr([image_scores(picked, "psnr")])
+            ssim = summaries.mean([image_scores(picked, "ssim")])
+            rows.append(
+                {
+                    "run": name,
+                    "round": int(server_round),
+                    "kind": kind,
+                    "targets": len(picked),
+                    "attacks": int(picked[SELECTED_OVER].max()),
+                    "psnr": psnr.median.value,
+                    "psnr_at_30db": psnr.at_least[30.0].value,
+                    "psnr_at_40db": psnr.at_least[40.0].value,
+                    "ssim": ssim.value,
+                    "ssim_low": ssim.low,
+                    "ssim_high": ssim.high,
+                    "lpips": float(numeric(picked, "lpips_mean").mean()),
+                }
+            )
+    return pd.DataFrame(rows, columns=columns)
+
+
+def image_scores(rows: pd.DataFrame, metric: str) -> list[float | None]:
+    """The per-image ``metric`` ("psnr", "ssim") of attack rows, all rows' images in one list (None: an exact
+    PSNR, as rows store it). A row without per-image scores (an older version) counts its mean as one image."""
+    values: list[float | None] = []
+    for _, row in rows.iterrows():
+        images = row.get(metric)
+        if isinstance(images, list) and images:
+            values.extend(images)
+            continue
+        mean = row.get(f"{metric}_mean")
+        if metric == "psnr" and (mean is None or pd.isna(mean)) and (row.get("psnr_exact") or 0) > 0:
+            values.append(None)  # older rows left psnr_mean empty when every pair was exact
+        elif mean is not None and not pd.isna(mean):
+            values.append(float(mean))
+    return values
 
 
 def accuracy_by_round(rounds: pd.DataFrame, names: dict[str, str], max_rows: int = 21) -> tuple[pd.DataFrame, int]:
@@ -172,7 +230,8 @@ def defense_text(config: ExperimentConfig) -> str:
 
 
 def best_grids(run: Run, attacks: pd.DataFrame) -> list[tuple[str, Path]]:
-    """The originals-over-reconstruction grids of a run's strongest result (highest SSIM) per target kind."""
+    """The originals-over-reconstruction grids of a run's strongest result (highest SSIM against the ground truth,
+    an oracle) per target kind, captioned with the number of attacks the pick compared."""
     own = attacks[attacks["run"] == run.name].dropna(subset=["ssim"]) if not attacks.empty else attacks
     grids = []
     for kind in ("per-client", "aggregate"):
@@ -183,9 +242,10 @@ def best_grids(run: Run, attacks: pd.DataFrame) -> list[tuple[str, Path]]:
         path = run.path / RECONSTRUCTIONS_DIR / grid_file(int(best["round"]), str(best["target"]), str(best["attack"]))
         if path.is_file():
             psnr = "exact" if best["psnr"] >= PSNR_CAP_DB else f"PSNR {best['psnr']:.1f} dB"
+            compared = rows[(rows["round"] == best["round"]) & (rows["target"] == best["target"])]
             caption = (
                 f"{kind}: round {int(best['round'])}, {best['target']}, {best['attack']}: "
-                f"{psnr}, SSIM {best['ssim']:.3f}"
+                f"{psnr}, SSIM {best['ssim']:.3f} ({ground_truth_selection(compared['attack'].nunique())} by SSIM)"
             )
             grids.append((caption, path))
     return grids

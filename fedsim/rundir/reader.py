@@ -29,6 +29,17 @@ from fedsim.core.errors import ConfigError
 from fedsim.rundir.layout import CONFIG_FILE, ENVIRONMENT_FILE, METRICS_FILE, SUMMARY_FILE, SWEEP_MANIFEST
 from fedsim.rundir.writer import RunStore
 
+#: columns of ``Run.strongest``: how its pick was made, and over how many attacks
+SELECTION = "selection"
+SELECTED_OVER = "selected_over"
+
+
+def ground_truth_selection(attacks: int | str) -> str:
+    """The label of a best-over-attacks figure: picked by a score against the ground truth (an oracle).
+
+    ``attacks``: how many attacks the pick compared, or a range such as ``"2-4"`` over several picks."""
+    return f"ground-truth selection over {attacks} attack{'' if attacks == 1 else 's'}"
+
 
 @dataclass(frozen=True)
 class Run:
@@ -52,17 +63,30 @@ class Run:
 
         ``metric``: a per-target column of the attack rows; higher is stronger except for ``mse_mean`` and
         ``lpips_mean``. Targets are ``client:<id>`` or ``aggregate``.
+
+        The pick is an oracle: it ranks the attacks by ``metric``, scored against the ground truth that no
+        attacker sees. Every row says so: ``selection`` reads "ground-truth selection over N attacks" and
+        ``selected_over`` is N, the attacks with a result on that target (round, run) the pick compared.
+        Each attack's own figure is its row in ``events("attack")``.
         """
         groups = {"target": ["target"], "round": ["round", "target"], "run": []}
         if per not in groups:
             raise ValueError(f"per = {per!r}; allowed: {', '.join(groups)}")
         attacks = self.events("attack")
         if attacks.empty or metric not in attacks:
-            return pd.DataFrame(columns=["round", "target", "attack", metric])
+            return pd.DataFrame(columns=["round", "target", "attack", metric, SELECTION, SELECTED_OVER])
         ok = attacks[(attacks.get("status", "ok") == "ok") & attacks[metric].notna()]
         ok = ok.sort_values(metric, ascending=metric in ("mse_mean", "lpips_mean"), kind="stable")
         best = ok.drop_duplicates(subset=groups[per]) if groups[per] else ok.head(1)
-        first = ["round", "target", "attack", metric]
+        # the pick compares the attacks' scores against the ground truth, which no attacker has: say so, and
+        # over how many attacks, on every row
+        if groups[per]:
+            compared = ok.groupby(groups[per])["attack"].nunique().rename(SELECTED_OVER)
+            best = best.join(compared, on=groups[per])
+        else:
+            best = best.assign(**{SELECTED_OVER: ok["attack"].nunique()})
+        best = best.assign(**{SELECTION: [ground_truth_selection(int(n)) for n in best[SELECTED_OVER]]})
+        first = ["round", "target", "attack", metric, SELECTION, SELECTED_OVER]
         return (
             best[first + [c for c in best.columns if c not in first]]
             .sort_values(groups[per] or ["round"])

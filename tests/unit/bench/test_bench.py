@@ -1,5 +1,5 @@
 """bench/ as a package: every benchmark imports and answers ``--help`` without data, none edits ``sys.path``, and the
-shared pieces (the interval, the data folder, the docs tables) do what bench.common says."""
+shared pieces (the summaries over seeds, the data folder, the docs tables) do what bench.common says."""
 
 from __future__ import annotations
 
@@ -9,12 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
-from scipy import stats
 
 from bench import common
+from fedsim.reporting import summaries
 
 BENCH = Path(common.__file__).resolve().parent
 MODULES = sorted(path.stem for path in BENCH.glob("*.py") if path.stem != "__init__")
@@ -60,26 +59,32 @@ def test_no_bench_file_points_outside_the_repository():
     assert offenders == []
 
 
-@pytest.mark.parametrize("values", [[1.0, 2.0, 4.0], [0.31, 0.35, 0.29, 0.4, 0.33], [12.5, 9.1]])
-def test_interval_is_the_student_t_interval(values):
-    mean, half = common.interval(values)
-    low, high = stats.t.interval(0.95, len(values) - 1, loc=np.mean(values), scale=stats.sem(values))
-    assert mean == pytest.approx(np.mean(values), rel=1e-12)
-    assert mean - half == pytest.approx(low, rel=1e-12)
-    assert mean + half == pytest.approx(high, rel=1e-12)
+def test_interval_over_seeds_is_the_shared_bootstrap_and_stays_in_range():
+    # three seeds of a bounded score that a t-interval took outside [0, 1]
+    estimate = common.interval([0.9, 0.05, 0.05])
+    assert estimate == summaries.mean([[0.9, 0.05, 0.05]])  # one code path: fedsim.reporting.summaries
+    assert 0.0 <= estimate.low < estimate.value < estimate.high <= 0.9
+    assert common.format_interval(estimate, 2) == estimate.text(2)
 
 
-def test_interval_on_known_numbers():
-    # 1, 2, 3: mean 2, s = 1, t(0.975, 2) = 4.302652729749464
-    mean, half = common.interval([1.0, 2.0, 3.0])
-    assert (mean, half) == pytest.approx((2.0, 4.302652729749464 / math.sqrt(3)), rel=1e-12)
-    assert common.format_interval((mean, half), 2) == "2.00 ± 2.48"
+def test_interval_of_one_value_has_no_interval():
+    estimate = common.interval([0.5])
+    assert estimate.value == 0.5 and math.isnan(estimate.low)
+    assert common.format_interval(estimate, 3) == "0.500"
 
 
-def test_interval_of_one_value_has_no_half_width():
-    mean, half = common.interval([0.5])
-    assert mean == 0.5 and math.isnan(half)
-    assert common.format_interval((mean, half), 3) == "0.500"
+def test_leakage_cells_summarise_images_over_seeds_and_name_the_selection():
+    seed = {"compared": [3, 3], "winners": {"ig": 2}, "targets": 2}
+    per_seed = [
+        {**seed, "psnr": [None, 20.0], "ssim": [1.0, 0.4], "alone": {"ig": [1.0, 0.4], "dlg": [0.1, 0.2]}},
+        {**seed, "psnr": [45.0, 35.0], "ssim": [0.9, 0.8], "alone": {"ig": [0.9, 0.8], "dlg": [0.3, 0.2]}},
+    ]
+    cells = common.leakage_cells(per_seed)
+    assert cells["ssim"].startswith("0.775 [") and cells["compared"] == "3"
+    assert cells["alone"] == "`ig` 0.775, `dlg` 0.200"  # strongest first
+    assert cells["psnr"].startswith("40.0 [")  # median of 20, 35, 45 and an exact pair (at the cap)
+    assert cells["at_30db"].startswith("0.75 [") and cells["at_40db"].startswith("0.50 [")
+    assert cells["won"] == "`ig` 4"
 
 
 def test_data_file_without_folder_names_the_flag_the_variable_and_the_file(monkeypatch):
@@ -136,11 +141,11 @@ def test_docs_pages_sit_under_docs():
     assert all(page.is_relative_to(common.REPO / "docs") for page in common.DOCS_PAGES.values())
 
 
-def test_paired_psnr_pairs_caps_and_uses_adversary_metrics():
+def test_paired_psnrs_pair_and_keep_exact_pairs_infinite():
     from adversary.metrics import psnr
 
     truth = torch.rand(2, 1, 4, 4, generator=torch.Generator().manual_seed(0))
     noisy = (truth + 0.1).clamp(0, 1)
     swapped = torch.stack([noisy[1], noisy[0]])  # the pairing undoes the order
-    assert common.paired_psnr(swapped, truth) == pytest.approx(float(psnr(noisy, truth).mean()), rel=1e-12)
-    assert common.paired_psnr(truth.clone(), truth) == 100.0  # exact: capped as the run's scores cap it
+    assert common.paired_psnrs(swapped, truth) == pytest.approx(psnr(noisy, truth).tolist(), rel=1e-12)
+    assert common.paired_psnrs(truth.clone(), truth) == [math.inf, math.inf]  # exact: summaries count the cap

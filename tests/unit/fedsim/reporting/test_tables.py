@@ -58,5 +58,24 @@ def test_tables_from_a_folder_of_runs(tmp_path):
     assert (
         attacks.set_index(["run", "target"]).loc[("none", "client:0"), "psnr"] == PSNR_CAP_DB
     )  # every pair exact (an older row without psnr_mean): the cap
-    leakage = leakage_rounds(attacks).set_index(["run", "kind"])
+    leakage = leakage_rounds(sweep).set_index(["run", "kind"])
     assert leakage.loc[("none", "per-client"), "targets"] == 2 and leakage.loc[("none", "aggregate"), "ssim"] == 0.45
+    per_client = leakage.loc[("none", "per-client")]  # an exact pair (at the cap) and 20 dB, one attack each
+    assert (per_client["psnr"], per_client["psnr_at_40db"], per_client["attacks"]) == (60.0, 0.5, 1)
+    assert 0.0 <= per_client["ssim_low"] <= per_client["ssim"] <= per_client["ssim_high"] <= 1.0
+
+
+def test_image_scores_read_each_results_images_or_its_mean():
+    import pandas as pd
+
+    from fedsim.reporting.tables import image_scores
+
+    rows = pd.DataFrame(
+        [
+            {"psnr": [None, 20.0], "ssim": [1.0, 0.4], "psnr_mean": 60.0, "ssim_mean": 0.7},  # per image: None is exact
+            {"psnr": None, "ssim": None, "psnr_mean": 15.0, "ssim_mean": 0.2},  # an older row: its mean, one image
+            {"psnr": None, "ssim": None, "psnr_mean": None, "psnr_exact": 2, "ssim_mean": 1.0},  # older, all exact
+        ]
+    )
+    assert image_scores(rows, "psnr") == [None, 20.0, 15.0, None]
+    assert image_scores(rows, "ssim") == [1.0, 0.4, 0.2, 1.0]
