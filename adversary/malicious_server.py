@@ -58,7 +58,8 @@ class _Modifier:
         self.on_round_model = on_round_model
 
     def modified(self, global_state: Mapping[str, torch.Tensor]) -> nn.Module:
-        """The module sent this round: the agreed model at the global weights, modified."""
+        """The module sent this round: the agreed model at the global weights, modified (a modification may set
+        every weight itself, as ``imprint`` does by default, so that the global state does not matter)."""
         agreed = copy.deepcopy(self.architecture)
         agreed.load_state_dict(global_state)
         build = MODIFICATIONS.get(self.modification.name)

@@ -19,8 +19,9 @@ Benchmarks, and what each prints:
   and as one uniform mean.
 - ``identifiability``: the rank and singular-value spectrum of d(gradient)/d(images) for batches of 1-3
   images, and with ``--oracle`` the smoothest gradient-equivalent images' PSNR.
-- ``malicious``: Robbing the Fed (``rtf``) against FedAvg, SecAgg+ and the client defenses: images
-  recovered, PSNR, SSIM and read-out time.
+- ``malicious``: Robbing the Fed (``rtf``) against FedAvg, SecAgg+ and the client defenses, and behind the
+  server's weights or the global model's at two inits: images recovered, PSNR, SSIM and read-out time;
+  ``--docs`` writes it into ``docs/results/aggregation.md``.
 - ``closed_form``: ``fc-invert`` and ``cpa`` against an honest server's aggregate of 4-64 images, and their
   time per round beside ``rtf``.
 - ``strongest``: per defense, the strongest attack's SSIM and PSNR on single-image updates of

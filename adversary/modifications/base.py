@@ -26,7 +26,11 @@ class PublicData:
 
 
 class Modification(Protocol):
-    """``build(model, input_shape, num_classes, public, seed) -> nn.Module``: the module sent to the clients."""
+    """``build(model, input_shape, num_classes, public, seed) -> nn.Module``: the module sent to the clients.
+
+    ``model`` is the agreed model at the global weights. The server sends the whole module, so a modification
+    plays its whole hand: it sets every weight its read-out depends on (``imprint`` sets them all), so that
+    what the attack recovers does not depend on the state the honest training left the global model in."""
 
     def __call__(
         self,

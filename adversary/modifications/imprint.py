@@ -14,6 +14,16 @@ gradients unchanged (dL/dW = dL/dh x does not depend on s).
 Calibration (``calibration``): ``public`` (default) uses the measurement of the public images the server
 holds (a slice of the data set's test split that no client holds, recorded in the rows); ``gaussian`` assumes
 the measurement is normal with the given ``mean`` and ``std`` (no data at all).
+
+The rest of the model (``model_weights``): the gradient every bin receives from a sample is dL/dz_0, the
+derivative of the loss by the first logit, and the global model decides it: a trained or uniformly initialised
+model is often confident, and then dL/dz_0 = p_0 - [y = 0] is vanishingly small for most samples, whose bins
+look empty or drown in the aggregate's rounding. The server sends the whole model, so by default (``server``)
+it sets every weight of the agreed model too: all zero (norm layers' running statistics reset), but the output
+bias, whose first entry is log(C - 1) less the bins' typical contribution. The logits then no longer depend on
+the input, p_0 is about 1/2, and every sample reaches its bins with dL/dz_0 about +1/2 (y != 0) or -1/2
+(y = 0), whatever state the honest model was in. ``global`` keeps the global model's weights (the block alone
+is malicious), for comparison.
 """
 
 from __future__ import annotations
@@ -45,6 +55,11 @@ class ImprintConfig(ModificationConfig):
     mean: float = Field(0.0, description="calibration: gaussian: mean of the measurement")
     std: float = Field(1.0, gt=0, description="calibration: gaussian: standard deviation of the measurement")
     scale: float = Field(1e-4, gt=0, description="factor on the block's weights and biases (its forward effect)")
+    model_weights: Literal["server", "global"] = Field(
+        "server",
+        description="the agreed model's weights behind the block: `server` sets them (constant logits, every "
+        "sample's gradient about +-1/2 at the bins), `global` keeps the global model's",
+    )
 
 
 class ImprintedModel(nn.Module):
@@ -98,6 +113,53 @@ def thresholds(config: ImprintConfig, measured: torch.Tensor | None) -> torch.Te
     return torch.cat([lowest, inner])
 
 
+def bins_sum(config: ImprintConfig, cuts: torch.Tensor, measured: float) -> float:
+    """What the block adds to the first logit for an image of measurement ``measured``: s * sum_i (m.x - t_i)_+."""
+    return float(config.scale * torch.relu(measured - cuts).sum())
+
+
+def set_constant_logits(model: nn.Module, num_classes: int, first_logit: float) -> torch.Tensor:
+    """Zero every parameter of ``model`` (norm layers' running statistics reset) except the output bias, whose
+    first entry becomes ``first_logit``: its logits are then (first_logit, 0, ..., 0) whatever the input; returns
+    those logits.
+
+    The output bias is the last parameter registered with one entry per class (the final layer's bias in every
+    model fedsim builds); the logits are checked afterwards, so a model whose output is not an affine map of the
+    zeroed layers is refused in one line rather than served with unknown gradients."""
+    with torch.no_grad():
+        for module in model.modules():
+            # BatchNorm: the global running statistics are the honest model's state too
+            if hasattr(module, "reset_running_stats"):
+                module.reset_running_stats()
+        parameters = list(model.parameters())
+        for parameter in parameters:
+            parameter.zero_()
+        biases = [p for p in parameters if p.ndim == 1 and p.numel() == num_classes]
+        if not biases:
+            raise ValueError(
+                f"imprint: model_weights = server needs an output bias of {num_classes} entries; "
+                f"{type(model).__name__} has none; allowed: model_weights: global"
+            )
+        biases[-1][0] = first_logit
+    target = torch.zeros(num_classes)
+    target[0] = first_logit
+    return target
+
+
+def check_constant_logits(model: nn.Module, probe: torch.Tensor, target: torch.Tensor) -> None:
+    """Refuse (one line) a zeroed model whose logits on ``probe`` are not ``target``."""
+    was_training = model.training
+    model.eval()  # eval: no running statistics move, no dropout draws
+    with torch.no_grad():
+        logits = model(probe.to(next(model.parameters()).dtype))
+    model.train(was_training)
+    if not torch.allclose(logits, target.to(logits.dtype).expand_as(logits), atol=1e-6):
+        raise ValueError(
+            f"imprint: model_weights = server: {type(model).__name__}'s logits still depend on the input after "
+            "its weights were zeroed; allowed: model_weights: global"
+        )
+
+
 def build_imprint(
     config: ImprintConfig,
     model: nn.Module,
@@ -114,6 +176,17 @@ def build_imprint(
     else:
         measured = None
     cuts = thresholds(config, measured)
+    if config.model_weights == "server":
+        typical = float(measured.median()) if measured is not None else config.mean
+        # p_0 = 1/2 for a typical image: the other C - 1 logits are 0, so z_0 = log(C - 1) with the bins included
+        first_logit = math.log(max(num_classes - 1, 1)) - bins_sum(config, cuts, typical)
+        target = set_constant_logits(model, num_classes, first_logit)
+        probe = (
+            public.images[:2]
+            if public is not None and len(public.images)
+            else torch.rand(2, *input_shape, generator=torch.Generator().manual_seed(seed))
+        )
+        check_constant_logits(model, probe, target)
     imprinted = ImprintedModel(model, direction.numel(), config.bins)
     with torch.no_grad():
         dtype = imprinted.imprint.weight.dtype
