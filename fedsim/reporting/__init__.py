@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from adversary.floor import AT_FLOOR, LEAKS, target_verdict
 from adversary.scoring import PSNR_CAP_DB
 from fedsim.core.atomic import inside
 from fedsim.reporting import figures, tables
@@ -151,13 +152,20 @@ def _short_name(run: Run) -> str:
 
 
 def _strongest_text(rows: pd.DataFrame) -> str:
-    """The strongest result (highest SSIM) among ``rows``: its PSNR and SSIM, attack, target and round."""
+    """The strongest result (highest SSIM) among ``rows``: its PSNR and SSIM, attack, target and round, and
+    whether any result leaks (scored above its floor) or all are at floor."""
     rows = rows.dropna(subset=["ssim"])
     if rows.empty:
         return "not attacked"
     best = rows.loc[rows["ssim"].idxmax()]
     psnr = "exact" if best["psnr"] >= PSNR_CAP_DB else f"{best['psnr']:.1f} dB"
-    return f"{psnr}, SSIM {best['ssim']:.2f} ({best['attack']}, {best['target']}, round {int(best['round'])})"
+    text = f"{psnr}, SSIM {best['ssim']:.2f} ({best['attack']}, {best['target']}, round {int(best['round'])})"
+    verdict = target_verdict(rows["verdict"])
+    if verdict == LEAKS:
+        return f"{text}; leaks: {int((rows['verdict'] == LEAKS).sum())} of {len(rows)} results above their floor"
+    if verdict == AT_FLOOR:
+        return f"{text}; at floor (SSIM {best['floor_ssim']:.2f}): the attacks failed, no evidence of protection"
+    return f"{text}; no floor recorded"
 
 
 def _threat_model(run: Run) -> str:
@@ -208,7 +216,10 @@ def _summary_section(sweep: Sweep, attacks: pd.DataFrame, final: pd.DataFrame) -
     text = Text(
         "What leaked: per run, the strongest attack result (highest SSIM over every attack, round and "
         "target) on one client's update and on the aggregate, next to what the run's model reached and the "
-        "privacy it spent. PSNR above ~30 dB and SSIM near 1 are near-perfect copies of the training images."
+        "privacy it spent. PSNR above ~30 dB and SSIM near 1 are near-perfect copies of the training images. "
+        "Every result is read against its floor, what a guess from public data alone (the public split's mean "
+        "image, or random public images paired the same way) reaches on the same images: a result above it "
+        "`leaks`; one at or below it is `at floor`, a failed attack, which says nothing about protection."
     )
     return ReportSection("Summary", [text, Table(pd.DataFrame(rows))])
 
@@ -281,7 +292,14 @@ def _leakage_section(leakage, names, out: Path, written: list[Path]) -> ReportSe
             Text(f"Not recorded: {', '.join(absent)} (LPIPS needs torchvision's ImageNet AlexNet in the torch cache).")
         )
     blocks.append(Table(leakage, LEAKAGE_ROUNDS_TABLE))
-    blocks.append(Text(f"Every attack result, per target: `{ATTACKS_TABLE}`."))
+    blocks.append(
+        Text(
+            "`leaking`, `at_floor`: how many of those targets some attack reconstructed above its floor (what a "
+            "guess from public data reaches on the same images), and on how many every attack stayed at or below "
+            "it; `no_floor`: targets scored by an older fedsim, without a floor. Every attack result, per target, "
+            f"with its floor and verdict: `{ATTACKS_TABLE}`."
+        )
+    )
     return ReportSection("Leakage over rounds", blocks)
 
 
@@ -293,7 +311,9 @@ def _frontier_section(frontier, reference, names, out: Path, written: list[Path]
             "against its utility loss relative to the undefended run with otherwise the same config (no "
             "`client.defenses`, no `strategy.dp`): the drop in final test accuracy and the change in final training "
             "loss. A run is on the Pareto front (`pareto_<metric>`) when no other run leaks less at no more "
-            "accuracy drop."
+            "accuracy drop. `verdict`: `leaks` when some attack result of the run scored above its floor (what a "
+            "guess from public data reaches on the same images), `at floor` when none did; a run at floor is on "
+            "the front by numbers that mean nothing: its attacks failed, which is no evidence that it protects."
         )
     ]
     if all(ref is None for ref in reference.values()):

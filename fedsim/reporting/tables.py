@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from adversary.floor import AT_FLOOR, LEAKS, UNKNOWN, target_verdict, verdict_of
 from adversary.scoring import PSNR_CAP_DB
 from fedsim.rundir.layout import RECONSTRUCTIONS_DIR, grid_file
 from fedsim.rundir.reader import Run, Sweep
@@ -72,8 +73,26 @@ def utility_rounds(sweep: Sweep) -> pd.DataFrame:
 
 
 def attack_results(sweep: Sweep) -> pd.DataFrame:
-    """One row per successful attack result: run, round, attack, target, target kind, PSNR, SSIM, LPIPS, labels."""
-    columns = ["run", "round", "attack", "target", "kind", "batch_size", "psnr", "ssim", "lpips", "label_accuracy"]
+    """One row per successful attack result: run, round, attack, target, target kind, PSNR, SSIM, LPIPS, labels,
+    and the floor (``adversary.floor``): SSIM, PSNR and label accuracy a guess from public data reaches on the same
+    images, which baseline set it, and the verdict (``leaks`` / ``at floor``; ``unknown`` for older rows)."""
+    columns = [
+        "run",
+        "round",
+        "attack",
+        "target",
+        "kind",
+        "batch_size",
+        "psnr",
+        "ssim",
+        "lpips",
+        "label_accuracy",
+        "floor_psnr",
+        "floor_ssim",
+        "floor_label_accuracy",
+        "floor_source",
+        "verdict",
+    ]
     frames = []
     for name, run in sweep.runs.items():
         attacks = run.events("attack")
@@ -98,23 +117,39 @@ def attack_results(sweep: Sweep) -> pd.DataFrame:
                     "ssim": numeric(ok, "ssim_mean"),
                     "lpips": numeric(ok, "lpips_mean"),
                     "label_accuracy": numeric(ok, "label_accuracy"),
+                    "floor_psnr": numeric(ok, "floor_psnr"),
+                    "floor_ssim": numeric(ok, "floor_ssim"),
+                    "floor_label_accuracy": numeric(ok, "floor_label_accuracy"),
+                    "floor_source": ok.get("floor_source"),
+                    "verdict": [verdict_of(row) for row in ok.to_dict("records")],
                 }
             )
         )
     return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
 
 
+#: leakage_rounds' count columns: how many targets have each verdict
+VERDICT_COUNTS = {"leaking": LEAKS, "at_floor": AT_FLOOR, "no_floor": UNKNOWN}
+
+
 def leakage_rounds(attacks: pd.DataFrame) -> pd.DataFrame:
     """Per run, round and target kind: the strongest attack's PSNR, SSIM (max) and LPIPS (min) on each target,
-    averaged over the attacked clients (``per-client``) or on the aggregate."""
-    columns = ["run", "round", "kind", "targets", "psnr", "ssim", "lpips"]
+    averaged over the attacked clients (``per-client``) or on the aggregate; and how many of those targets leak
+    (some attack above its floor), are at floor, or carry no floor (rows of an older fedsim)."""
+    columns = ["run", "round", "kind", "targets", "psnr", "ssim", "lpips", *VERDICT_COUNTS]
     if attacks.empty:
         return pd.DataFrame(columns=columns)
     per_target = attacks.groupby(["run", "round", "kind", "target"], sort=False).agg(
-        psnr=("psnr", "max"), ssim=("ssim", "max"), lpips=("lpips", "min")
+        psnr=("psnr", "max"), ssim=("ssim", "max"), lpips=("lpips", "min"), verdict=("verdict", target_verdict)
     )
+    for column, verdict in VERDICT_COUNTS.items():
+        per_target[column] = per_target["verdict"] == verdict
     table = per_target.groupby(level=["run", "round", "kind"], sort=False).agg(
-        targets=("ssim", "size"), psnr=("psnr", "mean"), ssim=("ssim", "mean"), lpips=("lpips", "mean")
+        targets=("ssim", "size"),
+        psnr=("psnr", "mean"),
+        ssim=("ssim", "mean"),
+        lpips=("lpips", "mean"),
+        **{column: (column, "sum") for column in VERDICT_COUNTS},
     )
     return table.reset_index()[columns]
 
@@ -186,6 +221,7 @@ def best_grids(run: Run, attacks: pd.DataFrame) -> list[tuple[str, Path]]:
             caption = (
                 f"{kind}: round {int(best['round'])}, {best['target']}, {best['attack']}: "
                 f"{psnr}, SSIM {best['ssim']:.3f}"
+                + (f", {best['verdict']}" if best.get("verdict", UNKNOWN) != UNKNOWN else "")
             )
             grids.append((caption, path))
     return grids

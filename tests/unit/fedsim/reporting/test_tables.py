@@ -60,3 +60,31 @@ def test_tables_from_a_folder_of_runs(tmp_path):
     )  # every pair exact (an older row without psnr_mean): the cap
     leakage = leakage_rounds(attacks).set_index(["run", "kind"])
     assert leakage.loc[("none", "per-client"), "targets"] == 2 and leakage.loc[("none", "aggregate"), "ssim"] == 0.45
+
+
+def _attack(target, ssim, **floor):
+    return {"round": 1, "event": "attack", "target": target, "attack": "ig", "status": "ok", "ssim_mean": ssim} | floor
+
+
+def test_attack_results_carry_the_floor_and_each_round_counts_the_targets_that_leak(tmp_path):
+    run_dir = _synthetic_run(tmp_path, "none")  # its attack rows carry no floor, as an older fedsim wrote them
+    store = RunStore(run_dir)
+    store.append(_attack("client:0", 0.9, floor_ssim=0.3, floor_source="random-public", verdict="leaks"))
+    store.append(_attack("client:1", 0.2, floor_ssim=0.3, floor_source="public-mean", verdict="at floor"))
+    attacks = attack_results(fedsim.load_sweep(tmp_path))
+    floors = attacks[attacks["floor_ssim"].notna()].set_index("target")
+    assert floors.loc["client:0", ["floor_source", "verdict"]].tolist() == ["random-public", "leaks"]
+    assert set(attacks[attacks["floor_ssim"].isna()]["verdict"]) == {"unknown"}
+    per_client = leakage_rounds(attacks).set_index(["round", "kind"]).loc[(1, "per-client")]
+    # client:0 leaks through ig; client:1 is at floor for ig but dlg's older row has no floor: unknown
+    assert per_client[["targets", "leaking", "at_floor", "no_floor"]].tolist() == [2, 1, 0, 1]
+
+
+def test_load_run_shows_each_results_floor_and_reads_older_rows_as_unknown(tmp_path):
+    run_dir = _synthetic_run(tmp_path, "none")
+    RunStore(run_dir).append(_attack("client:0", 0.2, floor_ssim=0.3, floor_source="public-mean", verdict="at floor"))
+    verdicts = fedsim.load_run(run_dir).verdicts()
+    assert list(verdicts.columns) == ["round", "target", "attack", "ssim_mean", "floor_ssim", "floor_source", "verdict"]
+    assert verdicts["verdict"].tolist()[-1] == "at floor" and verdicts["floor_ssim"].tolist()[-1] == 0.3
+    older = verdicts.iloc[:-1]
+    assert len(older) and set(older["verdict"]) == {"unknown"} and older["floor_ssim"].isna().all()
