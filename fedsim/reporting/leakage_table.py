@@ -2,10 +2,10 @@
 
 For each attacked round and target the strongest attack's result is shown (highest SSIM over the attacks
 run on it, a result above its floor before any other), as ``PSNR/SSIM`` (PSNR in dB; an exact
-reconstruction shows ``exact``), then the target's verdict against its floor, the SSIM a guess from public
-data alone reaches on the same images (``adversary.floor``): ``leaks (floor 0.31)`` when some attack on it
-scored above its floor, ``at floor (0.31)`` when none did (the attacks failed there, which is no evidence
-of protection), and ``—`` for rows written before floors existed.
+reconstruction shows ``exact``); below it, its floor, the SSIM a guess from public data alone reaches on the
+same images (``adversary.floor``), and the target's verdict: ``leaks`` when some attack on it scored above
+its floor, ``at floor`` when none did (the attacks failed there, which is no evidence of protection), and
+``—`` for rows written before floors existed.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ def _target_order(target: str) -> tuple[int, int]:
 
 
 def leakage_rows(run_dir: Path) -> tuple[list[str], list[dict[str, Any]]]:
-    """(target columns, one row per evaluated round) with ``round``, ``accuracy`` and each target's best attack."""
+    """(target columns, one row per evaluated round) with ``round``, ``accuracy`` and each target's best attack
+    (``PSNR/SSIM``), and under ``floor`` and ``verdict`` each attacked target's SSIM floor and verdict."""
     rows = RunStore(run_dir).rows()
     best: dict[tuple[int, str], dict[str, Any]] = {}
     verdicts: dict[tuple[int, str], set[str]] = {}
@@ -46,32 +47,32 @@ def leakage_rows(run_dir: Path) -> tuple[list[str], list[dict[str, Any]]]:
     for row in evals:
         if row["round"] not in attacked and row["round"] not in (0, last):
             continue
-        line: dict[str, Any] = {"round": row["round"], "accuracy": row.get("accuracy")}
+        line: dict[str, Any] = {"round": row["round"], "accuracy": row.get("accuracy"), "floor": {}, "verdict": {}}
         for target in targets:
             hit = best.get((row["round"], target))
-            line[target] = None if hit is None else _cell(hit, verdicts[(row["round"], target)])
+            line[target] = None if hit is None else _score(hit)
+            if hit is not None:
+                floor = hit.get("floor_ssim")
+                line["floor"][target] = "—" if floor is None else f"{floor:.2f}"
+                line["verdict"][target] = target_verdict(verdicts[(row["round"], target)])
         table.append(line)
     return targets, table
 
 
-def _cell(row: dict[str, Any], verdicts: set[str]) -> str:
+def _score(row: dict[str, Any]) -> str:
     psnr = row.get("psnr_mean")
-    score = f"{'exact' if psnr is None else f'{psnr:.1f}'}/{row['ssim_mean']:.2f}"
-    verdict, floor = target_verdict(verdicts), row.get("floor_ssim")
-    if verdict == UNKNOWN or floor is None:
-        return f"{score} —"
-    return f"{score} leaks (floor {floor:.2f})" if verdict == LEAKS else f"{score} at floor ({floor:.2f})"
+    return f"{'exact' if psnr is None else f'{psnr:.1f}'}/{row['ssim_mean']:.2f}"
 
 
 def print_leakage_table(run_dir: Path, console: Any) -> None:
-    """Print the table with rich (``console``: a ``rich.console.Console``)."""
+    """Print the table with rich (``console``: a ``rich.console.Console``): per attacked round, a line of scores,
+    one of SSIM floors and one of verdicts, each a cell wide, so that the table fits 80 columns."""
     from rich.box import SIMPLE
     from rich.table import Table
 
     targets, table = leakage_rows(run_dir)
     view = Table(
-        title="leakage per target: PSNR (dB)/SSIM of the strongest attack, "
-        "verdict against the floor (SSIM of a guess from public data)",
+        title="leakage per target: PSNR (dB)/SSIM of the strongest attack, SSIM floor, verdict",
         box=SIMPLE,
     )
     view.add_column("round", justify="right")
@@ -81,6 +82,9 @@ def print_leakage_table(run_dir: Path, console: Any) -> None:
     for line in table:
         accuracy = line["accuracy"]
         cells = [str(line["round"]), "" if accuracy is None else f"{accuracy:.3f}"]
-        cells += [line[target] or "" for target in targets]
-        view.add_row(*cells)
+        view.add_row(*cells, *(line[target] or "" for target in targets))
+        if line["verdict"]:
+            view.add_row("", "floor", *(line["floor"].get(target, "") for target in targets))
+            verdicts = (line["verdict"].get(target, "") for target in targets)
+            view.add_row("", "verdict", *("—" if verdict == UNKNOWN else verdict for verdict in verdicts))
     console.print(view)
