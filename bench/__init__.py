@@ -35,6 +35,8 @@ Benchmarks, and what each prints:
 - ``ggssr``: GGSS-R against Inverting Gradients, DLG and unguided prior samples under gradient noise (PSNR).
 - ``dip``: ``ig-dip`` against plain Inverting Gradients, clean and noisy, single images and a batch (PSNR).
 - ``rv``: reconstruction vulnerability of fedsim's models beside Inverting Gradients' PSNR on each.
+- ``floor``: what an all-black image, the public mean image and random public images score on MNIST and
+  CIFAR-10 training batches, the floor they set and how often the black image is ``at floor``.
 
 Helpers, not benchmarks: ``common`` (data paths, summaries over seeds, per-image PSNR, sweeps, docs tables) and
 ``bare_flower_app`` (the bare Flower client app that ``overhead`` measures against).

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from adversary.floor import AT_FLOOR, LEAKS, target_verdict
 from adversary.scoring import PSNR_CAP_DB
 from fedsim.core.atomic import inside
 from fedsim.reporting import figures, tables
@@ -100,7 +101,7 @@ def write_full_report(path: Path, sweep: Sweep | None = None) -> list[Path]:
 
     rounds = tables.utility_rounds(sweep)
     attacks = tables.attack_results(sweep)
-    leakage = tables.leakage_rounds(sweep)
+    leakage = tables.leakage_rounds(sweep, attacks)
     final = tables.final_utility(sweep, rounds)
     reference = baselines({name: run.config for name, run in sweep.runs.items()})
     frontier = frontier_table(final, attacks, reference)
@@ -152,17 +153,24 @@ def _short_name(run: Run) -> str:
 
 def _strongest_text(rows: pd.DataFrame) -> str:
     """The strongest result (highest SSIM) among ``rows``: its PSNR and SSIM, attack, target and round, and
-    that it was picked against the ground truth over the attacks that ran on that target and round."""
+    that it was picked against the ground truth over the attacks that ran on that target and round; and whether any
+    result leaks (scored above its floor) or all are at floor."""
     rows = rows.dropna(subset=["ssim"])
     if rows.empty:
         return "not attacked"
     best = rows.loc[rows["ssim"].idxmax()]
     psnr = "exact" if best["psnr"] >= PSNR_CAP_DB else f"{best['psnr']:.1f} dB"
     compared = rows[(rows["round"] == best["round"]) & (rows["target"] == best["target"])]["attack"].nunique()
-    return (
+    text = (
         f"{psnr}, SSIM {best['ssim']:.2f} ({best['attack']}, {best['target']}, round {int(best['round'])}; "
         f"{ground_truth_selection(compared)})"
     )
+    verdict = target_verdict(rows["verdict"])
+    if verdict == LEAKS:
+        return f"{text}; leaks: {int((rows['verdict'] == LEAKS).sum())} of {len(rows)} results above their floor"
+    if verdict == AT_FLOOR:
+        return f"{text}; at floor (SSIM {best['floor_ssim']:.2f}): the attacks failed, no evidence of protection"
+    return f"{text}; no floor recorded"
 
 
 def _threat_model(run: Run) -> str:
@@ -215,7 +223,10 @@ def _summary_section(sweep: Sweep, attacks: pd.DataFrame, final: pd.DataFrame) -
         "target) on one client's update and on the aggregate, next to what the run's model reached and the "
         "privacy it spent. PSNR above ~30 dB and SSIM near 1 are near-perfect copies of the training images. "
         "The attack is picked by its SSIM against the training images, which no attacker has: a ground-truth "
-        f"selection, an upper bound on what one attacker would pick; each attack's own results are `{ATTACKS_TABLE}`."
+        f"selection, an upper bound on what one attacker would pick; each attack's own results are `{ATTACKS_TABLE}`. "
+        "Every result is read against its floor, what a guess from public data alone (the public split's mean "
+        "image, or random public images paired the same way) reaches on the same images: a result above it "
+        "`leaks`; one at or below it is `at floor`, a failed attack, which says nothing about protection."
     )
     return ReportSection("Summary", [text, Table(pd.DataFrame(rows))])
 
@@ -298,7 +309,14 @@ def _leakage_section(leakage, names, out: Path, written: list[Path]) -> ReportSe
         )
     )
     blocks.append(Table(leakage, LEAKAGE_ROUNDS_TABLE))
-    blocks.append(Text(f"Each attack's own result, per target: `{ATTACKS_TABLE}`."))
+    blocks.append(
+        Text(
+            "`leaking`, `at_floor`: how many of those targets some attack reconstructed above its floor (what a "
+            "guess from public data reaches on the same images), and on how many every attack stayed at or below "
+            "it; `no_floor`: targets scored by an older fedsim, without a floor. Every attack result, per target, "
+            f"with its floor and verdict: `{ATTACKS_TABLE}`."
+        )
+    )
     return ReportSection("Leakage over rounds", blocks)
 
 
@@ -311,7 +329,9 @@ def _frontier_section(frontier, reference, names, out: Path, written: list[Path]
             "against its utility loss relative to the undefended run with otherwise the same config (no "
             "`client.defenses`, no `strategy.dp`): the drop in final test accuracy and the change in final training "
             "loss. A run is on the Pareto front (`pareto_<metric>`) when no other run leaks less at no more "
-            "accuracy drop."
+            "accuracy drop. `verdict`: `leaks` when some attack result of the run scored above its floor (what a "
+            "guess from public data reaches on the same images), `at floor` when none did; a run at floor is on "
+            "the front by numbers that mean nothing: its attacks failed, which is no evidence that it protects."
         )
     ]
     if all(ref is None for ref in reference.values()):

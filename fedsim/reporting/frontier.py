@@ -6,6 +6,11 @@ PSNR, the best SSIM and the lowest LPIPS. Utility loss is relative to the undefe
 the same config: the drop in final test accuracy and the change in final training loss. A setting is
 on the Pareto front when no other setting leaks less and costs less (at least as good in both, better
 in one); the front is computed once per leakage metric, against the accuracy drop.
+
+Each run also carries its ``verdict`` against the floor (``adversary.floor``): ``leaks`` when some attack result
+scored above what a guess from public data reaches on the same images, ``at floor`` when none did. A run at
+floor leaks less than the others only in numbers that mean nothing: its attacks failed, which is a lower bound
+on leakage, never evidence that its defense protects.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from typing import Any, Literal
 
 import pandas as pd
 
+from adversary.floor import UNKNOWN, target_verdict
 from fedsim.config import ExperimentConfig
 
 Sense = Literal["min", "max"]
@@ -99,6 +105,8 @@ def frontier_table(utility: pd.DataFrame, attacks: pd.DataFrame, reference: Mapp
         ref = reference.get(run)
         own = attacks[attacks["run"] == run] if "run" in attacks else attacks.iloc[0:0]
         row: dict[str, Any] = {"run": run, "baseline": ref, "attack_results": len(own), **strongest_attack(own)}
+        # at floor: no result above what a guess from public data reaches; the attacks failed, nothing more
+        row["verdict"] = target_verdict(own["verdict"]) if "verdict" in own and len(own) else UNKNOWN
         row["final_accuracy"] = by_run.at[run, "final_accuracy"]
         row["final_train_loss"] = by_run.at[run, "final_train_loss"]
         if ref is not None and ref in by_run.index:

@@ -1,9 +1,14 @@
 """The short table a run prints at its end: accuracy and, where attacked, leakage per target, per round.
 
 For each attacked round and target the strongest attack's result is shown (highest SSIM over the attacks
-run on it), as ``PSNR/SSIM`` (PSNR in dB); an exact reconstruction shows ``exact``. That pick compares the
-attacks against the ground truth, which no attacker has: where more than one attack ran, the title says
-"ground-truth selection over N attacks", and a line under the table gives each attack's own figure.
+run on it, a result above its floor before any other), as ``PSNR/SSIM`` (PSNR in dB; an exact
+reconstruction shows ``exact``); below it, its floor, the SSIM a guess from public data alone reaches on the
+same images (``adversary.floor``), and the target's verdict: ``leaks`` when some attack on it scored above
+its floor, ``at floor`` when none did (the attacks failed there, which is no evidence of protection), and
+``—`` for rows written before floors existed.
+That pick compares the attacks against the ground truth, which no attacker has: where more than one attack
+ran, the title says "ground-truth selection over N attacks", and a line under the table gives each attack's
+own figure.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from adversary.floor import LEAKS, UNKNOWN, target_verdict, verdict_of
 from fedsim.rundir.reader import ground_truth_selection
 from fedsim.rundir.writer import RunStore
 
@@ -20,14 +26,22 @@ def _target_order(target: str) -> tuple[int, int]:
 
 
 def leakage_rows(run_dir: Path) -> tuple[list[str], list[dict[str, Any]]]:
-    """(target columns, one row per evaluated round) with ``round``, ``accuracy`` and each target's best attack."""
+    """(target columns, one row per evaluated round) with ``round``, ``accuracy`` and each target's best attack
+    (``PSNR/SSIM``), and under ``floor`` and ``verdict`` each attacked target's SSIM floor and verdict."""
     rows = RunStore(run_dir).rows()
     best: dict[tuple[int, str], dict[str, Any]] = {}
+    verdicts: dict[tuple[int, str], set[str]] = {}
+
+    def strength(row: dict[str, Any]) -> tuple[bool, float]:
+        # a leaking result first: attacks with more candidates than images (rtf) are read against a higher floor
+        return verdict_of(row) == LEAKS, row["ssim_mean"]
+
     for row in rows:
         if row["event"] != "attack" or row.get("status") != "ok":
             continue
         key = (row["round"], row["target"])
-        if key not in best or row["ssim_mean"] > best[key]["ssim_mean"]:
+        verdicts.setdefault(key, set()).add(verdict_of(row))
+        if key not in best or strength(row) > strength(best[key]):
             best[key] = row
     targets = sorted({target for _, target in best}, key=_target_order)
     attacked = {server_round for server_round, _ in best}
@@ -37,10 +51,14 @@ def leakage_rows(run_dir: Path) -> tuple[list[str], list[dict[str, Any]]]:
     for row in evals:
         if row["round"] not in attacked and row["round"] not in (0, last):
             continue
-        line: dict[str, Any] = {"round": row["round"], "accuracy": row.get("accuracy")}
+        line: dict[str, Any] = {"round": row["round"], "accuracy": row.get("accuracy"), "floor": {}, "verdict": {}}
         for target in targets:
             hit = best.get((row["round"], target))
-            line[target] = None if hit is None else _cell(hit)
+            line[target] = None if hit is None else _score(hit)
+            if hit is not None:
+                floor = hit.get("floor_ssim")
+                line["floor"][target] = "—" if floor is None else f"{floor:.2f}"
+                line["verdict"][target] = target_verdict(verdicts[(row["round"], target)])
         table.append(line)
     return targets, table
 
@@ -68,19 +86,20 @@ def selection_lines(run_dir: Path) -> tuple[str, str]:
     return f"{TITLE}, {selection} by SSIM", f"each attack alone, mean SSIM over its targets: {alone}"
 
 
-def _cell(row: dict[str, Any]) -> str:
+def _score(row: dict[str, Any]) -> str:
     psnr = row.get("psnr_mean")
     return f"{'exact' if psnr is None else f'{psnr:.1f}'}/{row['ssim_mean']:.2f}"
 
 
 def print_leakage_table(run_dir: Path, console: Any) -> None:
-    """Print the table with rich (``console``: a ``rich.console.Console``)."""
+    """Print the table with rich (``console``: a ``rich.console.Console``): per attacked round, a line of scores,
+    one of SSIM floors and one of verdicts, each a cell wide, so that the table fits 80 columns."""
     from rich.box import SIMPLE
     from rich.table import Table
 
     targets, table = leakage_rows(run_dir)
     title, alone = selection_lines(run_dir)
-    view = Table(title=title, caption=alone or None, box=SIMPLE)
+    view = Table(title=f"{title}; SSIM floor, verdict", caption=alone or None, box=SIMPLE)
     view.add_column("round", justify="right")
     view.add_column("accuracy", justify="right")
     for target in targets:
@@ -88,6 +107,9 @@ def print_leakage_table(run_dir: Path, console: Any) -> None:
     for line in table:
         accuracy = line["accuracy"]
         cells = [str(line["round"]), "" if accuracy is None else f"{accuracy:.3f}"]
-        cells += [line[target] or "" for target in targets]
-        view.add_row(*cells)
+        view.add_row(*cells, *(line[target] or "" for target in targets))
+        if line["verdict"]:
+            view.add_row("", "floor", *(line["floor"].get(target, "") for target in targets))
+            verdicts = (line["verdict"].get(target, "") for target in targets)
+            view.add_row("", "verdict", *("—" if verdict == UNKNOWN else verdict for verdict in verdicts))
     console.print(view)

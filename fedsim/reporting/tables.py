@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from adversary.floor import AT_FLOOR, LEAKS, UNKNOWN, target_verdict, verdict_of
 from adversary.scoring import PSNR_CAP_DB
 from fedsim.reporting import summaries
 from fedsim.rundir.layout import RECONSTRUCTIONS_DIR, grid_file
@@ -75,8 +76,26 @@ def utility_rounds(sweep: Sweep) -> pd.DataFrame:
 
 def attack_results(sweep: Sweep) -> pd.DataFrame:
     """One row per successful attack result: run, round, attack, target, target kind, PSNR (median over the images),
-    SSIM, LPIPS (means), labels."""
-    columns = ["run", "round", "attack", "target", "kind", "batch_size", "psnr", "ssim", "lpips", "label_accuracy"]
+    SSIM, LPIPS (means), labels,
+    and the floor (``adversary.floor``): SSIM, PSNR and label accuracy a guess from public data reaches on the same
+    images, which baseline set it, and the verdict (``leaks`` / ``at floor``; ``unknown`` for older rows)."""
+    columns = [
+        "run",
+        "round",
+        "attack",
+        "target",
+        "kind",
+        "batch_size",
+        "psnr",
+        "ssim",
+        "lpips",
+        "label_accuracy",
+        "floor_psnr",
+        "floor_ssim",
+        "floor_label_accuracy",
+        "floor_source",
+        "verdict",
+    ]
     frames = []
     for name, run in sweep.runs.items():
         attacks = run.events("attack")
@@ -100,13 +119,39 @@ def attack_results(sweep: Sweep) -> pd.DataFrame:
                     "ssim": numeric(ok, "ssim_mean"),
                     "lpips": numeric(ok, "lpips_mean"),
                     "label_accuracy": numeric(ok, "label_accuracy"),
+                    "floor_psnr": numeric(ok, "floor_psnr"),
+                    "floor_ssim": numeric(ok, "floor_ssim"),
+                    "floor_label_accuracy": numeric(ok, "floor_label_accuracy"),
+                    "floor_source": ok.get("floor_source"),
+                    "verdict": [verdict_of(row) for row in ok.to_dict("records")],
                 }
             )
         )
     return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
 
 
-def leakage_rounds(sweep: Sweep) -> pd.DataFrame:
+#: leakage_rounds' count columns: how many targets have each verdict
+VERDICT_COUNTS = {"leaking": LEAKS, "at_floor": AT_FLOOR, "no_floor": UNKNOWN}
+
+
+def target_verdicts(attacks: pd.DataFrame) -> pd.Series:
+    """Each attacked target's verdict (``adversary.floor.target_verdict`` over its attack results), indexed by
+    run, round, kind and target."""
+    if attacks.empty:
+        return pd.Series(dtype=object)
+    return attacks.groupby(["run", "round", "kind", "target"], sort=False)["verdict"].agg(target_verdict)
+
+
+def verdict_counts(verdicts: pd.Series, run: str, server_round: int, kind: str) -> dict[str, int]:
+    """How many of one run, round and target kind's targets have each verdict (VERDICT_COUNTS)."""
+    try:
+        mine = verdicts.loc[(run, server_round, kind)]
+    except KeyError:
+        mine = pd.Series(dtype=object)
+    return {column: int((mine == verdict).sum()) for column, verdict in VERDICT_COUNTS.items()}
+
+
+def leakage_rounds(sweep: Sweep, attacks: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per run, round and target kind: the leakage of the strongest attack on each target, summarised over the
     images of the attacked clients (``per-client``) or of the aggregate.
 
@@ -116,6 +161,10 @@ def leakage_rounds(sweep: Sweep) -> pd.DataFrame:
     ``psnr_at_30db`` and ``psnr_at_40db`` the fractions at or above those, ``ssim`` their mean SSIM with a
     bootstrap interval over the images (``ssim_low``, ``ssim_high``), ``lpips`` the targets' mean LPIPS. A row
     of an older version without per-image scores counts its target's mean as one image.
+
+    ``leaking``, ``at_floor``, ``no_floor``: how many of those targets some attack reconstructed above its floor
+    (``adversary.floor``), on how many every attack stayed at or below it, and how many were scored by an older
+    fedsim without a floor; read from ``attacks`` (``attack_results(sweep)``, computed when not given).
     """
     columns = [
         "run",
@@ -130,7 +179,9 @@ def leakage_rounds(sweep: Sweep) -> pd.DataFrame:
         "ssim_low",
         "ssim_high",
         "lpips",
+        *VERDICT_COUNTS,
     ]
+    verdicts = target_verdicts(attack_results(sweep) if attacks is None else attacks)
     rows = []
     for name, run in sweep.runs.items():
         best = run.strongest("ssim_mean", per="round")
@@ -155,6 +206,7 @@ def leakage_rounds(sweep: Sweep) -> pd.DataFrame:
                     "ssim_low": ssim.low,
                     "ssim_high": ssim.high,
                     "lpips": float(numeric(picked, "lpips_mean").mean()),
+                    **verdict_counts(verdicts, name, int(server_round), kind),
                 }
             )
     return pd.DataFrame(rows, columns=columns)
@@ -246,6 +298,7 @@ def best_grids(run: Run, attacks: pd.DataFrame) -> list[tuple[str, Path]]:
             caption = (
                 f"{kind}: round {int(best['round'])}, {best['target']}, {best['attack']}: "
                 f"{psnr}, SSIM {best['ssim']:.3f} ({ground_truth_selection(compared['attack'].nunique())} by SSIM)"
+                + (f", {best['verdict']}" if best.get("verdict", UNKNOWN) != UNKNOWN else "")
             )
             grids.append((caption, path))
     return grids

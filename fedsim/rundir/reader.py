@@ -5,6 +5,7 @@
     run = fedsim.load_run("runs/quickstart-20261122-101500")
     run.config.client.lr                        # the resolved ExperimentConfig
     run.metrics.query("event == 'eval'")        # one row per metrics.jsonl line, columns as recorded
+    run.verdicts()                              # each attack result: SSIM, its floor, leaks / at floor
 
     sweep = fedsim.load_sweep("runs/defense-frontier-sweep-20261123-101500")
     sweep.points                                # one row per point: run, status, the value label of every grid key
@@ -23,6 +24,7 @@ from typing import Any
 
 import pandas as pd
 
+from adversary.floor import AT_FLOOR, LEAKS, UNKNOWN
 from fedsim.config import ExperimentConfig, load_config
 from fedsim.core.atomic import leaves
 from fedsim.core.errors import ConfigError
@@ -92,6 +94,21 @@ class Run:
             .sort_values(groups[per] or ["round"])
             .reset_index(drop=True)
         )
+
+    def verdicts(self) -> pd.DataFrame:
+        """Every scored attack result beside its floor: ``round``, ``target``, ``attack``, ``ssim_mean``,
+        ``floor_ssim`` (what a guess from public data alone reaches on the same images, ``adversary.floor``),
+        ``floor_source`` and ``verdict``, ``leaks`` or ``at floor``. Rows written before floors were recorded read
+        as ``unknown`` with no floor: an old run's score says nothing about whether it is above a guess."""
+        columns = ["round", "target", "attack", "ssim_mean", "floor_ssim", "floor_source", "verdict"]
+        attacks = self.events("attack")
+        if attacks.empty:
+            return pd.DataFrame(columns=columns)
+        if "status" in attacks:
+            attacks = attacks[attacks["status"] == "ok"]
+        table = attacks.reindex(columns=columns).reset_index(drop=True)
+        table["verdict"] = table["verdict"].where(table["verdict"].isin([LEAKS, AT_FLOOR]), UNKNOWN)
+        return table
 
     def events(self, event: str) -> pd.DataFrame:
         """The rows of one event (``eval``, ``fit``, ``client_eval``, ``attack``), without all-empty columns."""

@@ -3,6 +3,9 @@
 This is the one place that reads both the adversary's output and the ground truth. The adversary is
 handed ``on_result``/``on_failure`` callbacks and (only when the threat model grants labels) a
 label grant; it is never given the store itself (``fedsim.engine.leakage.wiring`` hands them over).
+Every scored row also carries its floor (``adversary.floor``): what the public-mean image and random
+public images, paired the same way, score on the same truth, and the reconstruction's verdict against it
+(``leaks`` / ``at floor``). The public split is the data set's test split, which no client trains on.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from adversary.floor import UNKNOWN, Floor, PublicSplit, public_floor
 from adversary.images import plot_trajectory, save_grid
 from adversary.metrics import Lpips
 from adversary.scoring import image_space, score_reconstruction, score_trajectory
@@ -23,6 +27,7 @@ from adversary.taps import AGGREGATE
 from adversary.view import AttackerView, Reconstruction
 from fedsim.config import AttackOptions
 from fedsim.core.atomic import inside
+from fedsim.core.seeding import derive_seed
 from fedsim.engine.lifecycle.federation import Federation
 from fedsim.rundir.ground_truth import GroundTruthStore
 from fedsim.rundir.layout import RECONSTRUCTIONS_DIR, grid_file, trajectory_file
@@ -41,8 +46,11 @@ class Truth:
 class LeakageScorer:
     """Scores every finished attack against the ground truth and records it (rows, grids, trajectories)."""
 
-    def __init__(self, store: RunStore, federation: Federation, save_images: bool, lpips: Lpips | None = None) -> None:
+    def __init__(
+        self, store: RunStore, federation: Federation, save_images: bool, lpips: Lpips | None = None, *, seed: int
+    ) -> None:
         self.store = store
+        self.seed = seed  # the run's seed: each target's random-public floor draws derive from it
         self.federation = federation
         self.truth_store = GroundTruthStore(store.run_dir)
         self.save_images = save_images
@@ -50,6 +58,8 @@ class LeakageScorer:
         self.image_dir = store.run_dir / RECONSTRUCTIONS_DIR
         self._lock = threading.Lock()  # attack workers report concurrently
         self.extra_fields: dict[str, Any] = {"threat_model": "honest"}  # who produced the attacked update
+        self._public: PublicSplit | None = None
+        self._floors: dict[tuple[int, str, int], Floor] = {}  # (round, target, images per guess) -> floor
 
     def used_samples(self, server_round: int, client: int) -> list[int]:
         """The distinct samples a client trained on in a round, in the order first used."""
@@ -71,6 +81,30 @@ class LeakageScorer:
         return Truth(
             torch.from_numpy(dataset.x_train[index]), torch.from_numpy(dataset.y_train[index]), stats.denormalize
         )
+
+    def public_split(self) -> PublicSplit | None:
+        """The data set's test split, which no client trains on: the images an attacker may hold (None: empty)."""
+        dataset = self.federation.dataset
+        if self._public is None and len(getattr(dataset, "x_test", ())):
+            self._public = PublicSplit(torch.from_numpy(dataset.x_test), torch.from_numpy(dataset.y_test))
+        return self._public
+
+    def floor_for(self, view: AttackerView, truth: Truth, count: int) -> Floor | None:
+        """The floor of a target for guesses of ``count`` images, once per (round, target, count).
+
+        Its draws are seeded from the run seed, the round and the target, not the attack: every attack on a
+        target is read against the same floor. None when the data set has no public split to draw from.
+        """
+        key = (view.round, view.target, count)
+        with self._lock:
+            known = self._floors.get(key)
+        public = self.public_split()
+        if known is not None or public is None:
+            return known
+        seed = derive_seed(self.seed, f"floor {view.target}", view.round)
+        floor = public_floor(truth.images, truth.labels, public, count, seed)
+        with self._lock:
+            return self._floors.setdefault(key, floor)
 
     def grant_labels(self, server_round: int, client: int, count: int) -> torch.Tensor:
         """Labels of a client's first ``count`` samples: what `adversary.knows.labels: known` hands over."""
@@ -95,6 +129,7 @@ class LeakageScorer:
                 )
             return
         score = score_reconstruction(reconstruction, truth.images, truth.labels, truth.to_image_space, self.lpips)
+        floor = self.floor_for(view, truth, score.num_reconstructed)
         row: dict[str, Any] = {
             "round": view.round,
             "event": "attack",
@@ -106,6 +141,7 @@ class LeakageScorer:
             "restarts": getattr(options, "restarts", 1),
             **self.extra_fields,
             **score.to_row(),
+            **(floor.to_row(score.ssim_mean) if floor is not None else {"verdict": UNKNOWN}),
         }
         if reconstruction.cut:  # stopped by the attack's time_limit after row["iterations"] steps
             row["cut"] = True
@@ -116,12 +152,13 @@ class LeakageScorer:
             if self.save_images:
                 self._save_images(view, options, truth, reconstruction, score, row.get("trajectory"))
         logger.info(
-            "round %d %s %s: PSNR %s dB, SSIM %.3f, label accuracy %.0f%% (%d images, %.1fs)",
+            "round %d %s %s: PSNR %s dB, SSIM %.3f (%s), label accuracy %.0f%% (%d images, %.1fs)",
             view.round,
             view.target,
             options.name,
             f"{score.psnr_mean:.2f}" if score.psnr_mean is not None else "inf",
             score.ssim_mean,
+            row["verdict"] if floor is None else f"{row['verdict']}, floor {row['floor_ssim']:.3f}",
             100 * score.label_accuracy,
             len(truth.labels),
             reconstruction.seconds,

@@ -58,7 +58,9 @@ def attach_adversary(
     training = TrainingHyperparameters(
         client.lr, client.batch_size, client.local_steps, client.local_epochs, client.momentum, client.weight_decay
     )
-    scorer = LeakageScorer(store, federation, config.adversary.save_images, lpips or Lpips(config.adversary.lpips))
+    scorer = LeakageScorer(
+        store, federation, config.adversary.save_images, lpips or Lpips(config.adversary.lpips), seed=config.seed
+    )
     grant: LabelGrant | None = scorer.grant_labels if config.adversary.knows.labels == "known" else None
     adversary = Adversary(
         config.adversary,

@@ -210,7 +210,7 @@ def test_the_truth_of_an_aggregate_is_exactly_the_clients_in_it(tmp_path):
     truth_files = GroundTruthStore(tmp_path)
     for client in (0, 1, 2):
         truth_files.write(1, client, [[2 * client, 2 * client + 1]], [[2 * client, 2 * client + 1]])
-    scorer = LeakageScorer(SimpleNamespace(run_dir=tmp_path), federation, save_images=False)
+    scorer = LeakageScorer(SimpleNamespace(run_dir=tmp_path), federation, save_images=False, seed=0)
     model = linear_net()
     updates, _, labels = federation_round(model, batches=[2, 2], partitions=[2, 2])
     view = dataclasses.replace(aggregate_view(model, updates, labels, batch_size=2), contributors=(0, 2))

@@ -1,4 +1,4 @@
-"""The leakage table a run prints: each target's strongest attack next to the accuracy of the round."""
+"""The leakage table a run prints: each target's strongest attack and verdict next to the accuracy of the round."""
 
 from tiny_configs import tiny_config
 
@@ -18,4 +18,65 @@ def test_the_table_shows_each_targets_strongest_attack_next_to_accuracy(tmp_path
     targets, table = leakage_rows(store.run_dir)
     assert targets == ["client:1", "aggregate"]
     assert [line["round"] for line in table] == [0, 2, 3]  # the start, the attacked rounds, the last
-    assert table[1] == {"round": 2, "accuracy": 0.3, "client:1": "20.0/0.60", "aggregate": "exact/1.00"}
+    # rows without floor fields (an older fedsim): no floor, verdict unknown
+    assert table[1] == {
+        "round": 2,
+        "accuracy": 0.3,
+        "client:1": "20.0/0.60",
+        "aggregate": "exact/1.00",
+        "floor": {"client:1": "—", "aggregate": "—"},
+        "verdict": {"client:1": "unknown", "aggregate": "unknown"},
+    }
+
+
+def test_each_target_shows_its_floor_and_leaks_when_any_attack_scored_above_it(tmp_path):
+    store = RunStore.create(tiny_config(output={"dir": str(tmp_path), "run_name": "r"}), "cpu")
+    store.append({"round": 1, "event": "eval", "accuracy": 0.2})
+    attack = {"event": "attack", "status": "ok", "round": 1}
+    at_floor = {**attack, "verdict": "at floor", "floor_ssim": 0.31}
+    store.append({**at_floor, "target": "client:0", "attack": "dlg", "psnr_mean": 9.0, "ssim_mean": 0.2})
+    store.append({**at_floor, "target": "client:0", "attack": "ig", "psnr_mean": 10.0, "ssim_mean": 0.3})
+    # guesses as large as rtf's candidates set another floor: below ig's SSIM, rtf may still leak, and is shown
+    store.append(
+        {**at_floor, "target": "client:1", "attack": "ig", "psnr_mean": 9.5, "ssim_mean": 0.5, "floor_ssim": 0.55}
+    )
+    store.append(
+        {
+            **attack,
+            "target": "client:1",
+            "attack": "rtf",
+            "psnr_mean": 9.0,
+            "ssim_mean": 0.45,
+            "verdict": "leaks",
+            "floor_ssim": 0.4,
+        }
+    )
+    _, table = leakage_rows(store.run_dir)
+    assert (table[0]["client:0"], table[0]["floor"]["client:0"], table[0]["verdict"]["client:0"]) == (
+        "10.0/0.30",
+        "0.31",
+        "at floor",
+    )
+    assert (table[0]["client:1"], table[0]["floor"]["client:1"], table[0]["verdict"]["client:1"]) == (
+        "9.0/0.45",
+        "0.40",
+        "leaks",
+    )
+
+
+def test_the_printed_table_fits_80_columns_with_a_floor_and_a_verdict_line_per_attacked_round(tmp_path):
+    from rich.console import Console
+
+    from fedsim.reporting.leakage_table import print_leakage_table
+
+    store = RunStore.create(tiny_config(output={"dir": str(tmp_path), "run_name": "r"}), "cpu")
+    store.append({"round": 1, "event": "eval", "accuracy": 0.2})
+    attack = {"event": "attack", "status": "ok", "round": 1, "attack": "dlg", "psnr_mean": 12.5, "ssim_mean": 0.5}
+    for target in ("client:0", "client:1", "client:2", "client:3", "aggregate"):
+        store.append({**attack, "target": target, "floor_ssim": 0.61, "verdict": "at floor"})
+    console = Console(width=80, record=True)
+    print_leakage_table(store.run_dir, console)
+    lines = console.export_text().splitlines()
+    assert max(len(line) for line in lines) <= 80
+    floor_line, verdict_line = (line.split() for line in lines if line.split()[:1] in (["floor"], ["verdict"]))
+    assert floor_line == ["floor", *["0.61"] * 5] and verdict_line == ["verdict", *["at", "floor"] * 5]

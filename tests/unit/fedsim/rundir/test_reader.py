@@ -42,3 +42,12 @@ def test_a_manifest_pointing_at_a_run_outside_the_sweep_is_refused_naming_the_po
     _, err = capsys.readouterr()
     assert code == 2 and err.count("\n") == 1 and "point 'a'" in err
     assert not (sweep / "report").exists() and not (elsewhere / "report").exists()
+
+
+def test_an_old_runs_attack_rows_load_with_an_unknown_verdict(tmp_path):
+    from old_runs import write_old_run
+
+    run = fedsim.load_run(write_old_run(tmp_path / "old"))
+    verdicts = run.verdicts()
+    assert verdicts[["round", "target", "attack", "verdict"]].values.tolist() == [[1, "aggregate", "dlg", "unknown"]]
+    assert verdicts[["ssim_mean", "floor_ssim", "floor_source"]].isna().all().all()  # never recorded: no number
