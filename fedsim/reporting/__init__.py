@@ -157,7 +157,9 @@ def _strongest_text(rows: pd.DataFrame) -> str:
         return "not attacked"
     best = rows.loc[rows["ssim"].idxmax()]
     psnr = "exact" if best["psnr"] >= PSNR_CAP_DB else f"{best['psnr']:.1f} dB"
-    return f"{psnr}, SSIM {best['ssim']:.2f} ({best['attack']}, {best['target']}, round {int(best['round'])})"
+    # no attack adapted to the defense in force ran, or the portfolio did not saturate (portfolio.verdict_warning)
+    bound = ", a lower bound" if "lower_bound" in rows and rows["lower_bound"].astype(bool).any() else ""
+    return f"{psnr}, SSIM {best['ssim']:.2f} ({best['attack']}, {best['target']}, round {int(best['round'])}){bound}"
 
 
 def _threat_model(run: Run) -> str:

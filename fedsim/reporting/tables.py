@@ -74,6 +74,7 @@ def utility_rounds(sweep: Sweep) -> pd.DataFrame:
 def attack_results(sweep: Sweep) -> pd.DataFrame:
     """One row per successful attack result: run, round, attack, target, target kind, PSNR, SSIM, LPIPS, labels."""
     columns = ["run", "round", "attack", "target", "kind", "batch_size", "psnr", "ssim", "lpips", "label_accuracy"]
+    columns.append("lower_bound")  # the report marks such leakage (portfolio.verdict_warning)
     frames = []
     for name, run in sweep.runs.items():
         attacks = run.events("attack")
@@ -98,6 +99,8 @@ def attack_results(sweep: Sweep) -> pd.DataFrame:
                     "ssim": numeric(ok, "ssim_mean"),
                     "lpips": numeric(ok, "lpips_mean"),
                     "label_accuracy": numeric(ok, "label_accuracy"),
+                    # the run's leakage under a defense no running attack adapts to, or unsaturated: a lower bound
+                    "lower_bound": ok["lower_bound"].fillna(False).astype(bool) if "lower_bound" in ok else False,
                 }
             )
         )

@@ -22,6 +22,7 @@ from adversary.threat_models import Architecture, LabelGrant, TrainingHyperparam
 from fedsim.config import ExperimentConfig
 from fedsim.core.devices import resolve_device
 from fedsim.core.seeding import derive_seed
+from fedsim.engine.leakage.portfolio import verdict_warning
 from fedsim.engine.leakage.scoring import LeakageScorer
 from fedsim.engine.lifecycle.assembly import run_model_of
 from fedsim.engine.lifecycle.federation import Federation
@@ -59,6 +60,9 @@ def attach_adversary(
         client.lr, client.batch_size, client.local_steps, client.local_epochs, client.momentum, client.weight_decay
     )
     scorer = LeakageScorer(store, federation, config.adversary.save_images, lpips or Lpips(config.adversary.lpips))
+    # under a client defense, leakage from attacks that ignore it (or that did not saturate) is a lower bound
+    scorer.defended = bool(config.client.defenses)
+    scorer.lower_bound = verdict_warning(config) is not None
     grant: LabelGrant | None = scorer.grant_labels if config.adversary.knows.labels == "known" else None
     adversary = Adversary(
         config.adversary,
