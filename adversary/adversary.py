@@ -24,10 +24,11 @@ import torch
 
 from adversary.inversion.options import AttackOptions
 from adversary.inversion.problem import group_views
+from adversary.inversion.saturation import SaturationBudget
 from adversary.taps import TappedUpdate
 from adversary.threat_models import Architecture, LabelGrant, ThreatModel, TrainingHyperparameters, build_views
 from adversary.view import AttackerView, Reconstruction
-from adversary.workers import AttackJob, AttackWorkers, ProcessAttackWorkers, settings_for
+from adversary.workers import AttackJob, AttackWorkers, PortfolioJob, ProcessAttackWorkers, settings_for
 from fedsim.core.seeding import derive_seed
 from fedsim.core.stopping import StopSignal
 
@@ -41,6 +42,33 @@ FailureSink = Callable[[AttackerView, AttackOptions, BaseException], None]
 
 class WorkerResources(Protocol):
     cpus: float  # torch threads of each attack worker
+
+
+class BudgetSettings(Protocol):
+    """``adversary.budget``: the saturation step of `attacks: strongest`."""
+
+    saturate: bool
+    leaders: int
+    growth: int
+    tolerance: float
+    max_iterations: int
+    max_restarts: int
+    max_seconds: float | None
+
+
+def saturation_budget(config: Any) -> SaturationBudget | None:
+    """The saturation step's budget where it applies (`attacks: strongest` with ``adversary.budget.saturate``)."""
+    budget: BudgetSettings | None = getattr(config, "budget", None)
+    if getattr(config, "portfolio", "listed") != "strongest" or budget is None or not budget.saturate:
+        return None
+    return SaturationBudget(
+        leaders=budget.leaders,
+        growth=budget.growth,
+        tolerance=budget.tolerance,
+        max_iterations=budget.max_iterations,
+        max_restarts=budget.max_restarts,
+        max_seconds=budget.max_seconds,
+    )
 
 
 class AdversarySettings(ThreatModel, Protocol):
@@ -68,8 +96,9 @@ def recorded_attacks(
 ) -> set[tuple[int, str]]:
     """(attack index, target) pairs of ``attacks`` that already have a row for ``server_round``.
 
-    Rows name the attack, not its position in the config: the j-th attack of a name counts as done for a
-    target once j rows of that name and target exist (counting only the attacks that run on that target).
+    Rows name the attack (with its preset: ``AttackOptions.label``), not its position in the config: the j-th
+    attack of a label counts as done for a target once j rows of that label and target exist (counting only the
+    attacks that run on that target).
     """
     counts = Counter(
         (row["attack"], row["target"])
@@ -78,7 +107,9 @@ def recorded_attacks(
     )
     done = set()
     for (name, target), count in counts.items():
-        runs_on_target = [i for i, options in enumerate(attacks) if options.name == name and options.applies_to(target)]
+        runs_on_target = [
+            i for i, options in enumerate(attacks) if options.label == name and options.applies_to(target)
+        ]
         done |= {(index, target) for index in runs_on_target[:count]}
     return done
 
@@ -165,6 +196,9 @@ class Adversary:
         for index, options in enumerate(self.config.attacks):
             todo = [view for view in views if options.applies_to(view.target) and (index, view.target) not in done]
             jobs.extend((index, options, [todo[i] for i in group]) for group in group_views(todo))
+        budget = saturation_budget(self.config)
+        if budget is not None:
+            return self._submit_portfolios(server_round, jobs, budget)
         if not jobs:
             self._round_done(server_round)
             return 0
@@ -184,6 +218,63 @@ class Adversary:
             )
         return len(jobs)
 
+    def _submit_portfolios(
+        self, server_round: int, jobs: list[tuple[int, AttackOptions, list[AttackerView]]], budget: SaturationBudget
+    ) -> int:
+        """The saturation step needs every attack's first result on a group before it picks the leaders: the
+        attacks of one group of views go out as one ``PortfolioJob``."""
+        portfolios: dict[tuple[int, ...], list[tuple[int, AttackOptions, list[AttackerView]]]] = defaultdict(list)
+        for index, options, todo in jobs:
+            portfolios[tuple(id(view) for view in todo)].append((index, options, todo))
+        if not portfolios:
+            self._round_done(server_round)
+            return 0
+        with self._lock:
+            self._open_jobs[server_round] = len(portfolios)
+        for members in portfolios.values():
+            views = members[0][2]
+            attacks = [
+                (options, derive_seed(self.seed, "attack", server_round, index)) for index, options, _ in members
+            ]
+            try:
+                job = self.workers.submit(PortfolioJob(attacks, views, budget))
+            except Exception as error:
+                job = Future()
+                job.set_exception(error)
+            with self._lock:
+                self._jobs.append(job)
+            chosen = [options for _, options, _ in members]
+            job.add_done_callback(
+                lambda finished, r=server_round, o=chosen, v=views: self._queue_portfolio_report(finished, r, o, v)
+            )
+        return len(portfolios)
+
+    def _queue_portfolio_report(
+        self, job: Future, server_round: int, attacks: list[AttackOptions], views: list[AttackerView]
+    ) -> None:
+        with self._reported:
+            self._reports.append(self._scoring.submit(self._report_portfolio, job, server_round, attacks, views))
+            self._reported.notify_all()
+
+    def _report_portfolio(
+        self, job: Future, server_round: int, attacks: list[AttackOptions], views: list[AttackerView]
+    ) -> None:
+        error = job.exception()
+        outcomes = [error] * len(attacks) if error is not None else job.result()
+        for options, outcome in zip(attacks, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                logger.error("attack %s on round %d failed: %s", options.label, server_round, outcome)
+                for view in views:
+                    self.on_failure(view, options, outcome)
+            else:
+                for view, reconstruction in zip(views, outcome, strict=True):
+                    self.on_result(view, options, reconstruction)
+        with self._lock:
+            self._open_jobs[server_round] -= 1
+            finished = self._open_jobs[server_round] == 0
+        if finished:
+            self._round_done(server_round)
+
     def _queue_report(self, job: Future, server_round: int, options: AttackOptions, views: list[AttackerView]) -> None:
         with self._reported:
             if self._abandoned:
@@ -194,7 +285,7 @@ class Adversary:
     def _report(self, job: Future, server_round: int, options: AttackOptions, views: list[AttackerView]) -> None:
         error = job.exception()
         if error is not None:  # one failed attack must not end the run or the other attacks
-            logger.error("attack %s on round %d failed: %s", options.name, server_round, error, exc_info=error)
+            logger.error("attack %s on round %d failed: %s", options.label, server_round, error, exc_info=error)
             for view in views:
                 self.on_failure(view, options, error)
         else:

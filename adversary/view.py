@@ -72,3 +72,10 @@ class Reconstruction:
     seconds: float
     trajectory: tuple[TrajectoryPoint, ...] = field(default_factory=tuple)
     cut: bool = False  # stopped by the attack's time_limit: the best reconstruction so far
+    restarts: int = 0  # restarts run for this result (0: as the attack's options said)
+    # the saturation step (adversary.budget): "saturated" (more iterations and restarts no longer improved the
+    # attack's own objective), "capped" (the budget ran out first), "not leading" (another attack led), "off"
+    saturation: str = "off"
+    # 1 - cosine between the update simulated from this reconstruction and the observed one: an attacker-side
+    # yardstick that compares attacks whose own objectives are in different units (None: not computed)
+    gradient_match: float | None = None

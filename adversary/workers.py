@@ -80,6 +80,24 @@ class AttackJob:
         return AttackJob(options=fields["options"], views=list(fields["views"]), seed=int(fields["seed"]))
 
 
+@dataclass(frozen=True)
+class PortfolioJob:
+    """Every attack of a portfolio on one batchable group, then the saturation step on the leading ones
+    (``adversary.inversion.saturation``): one job, because which attacks lead is known only once all have run."""
+
+    attacks: list[tuple[Any, int]]  # (the attack's options, its seed)
+    views: list[AttackerView]
+    budget: Any  # SaturationBudget
+
+    def to_bytes(self) -> bytes:
+        return _dump({"attacks": self.attacks, "views": self.views, "budget": self.budget})
+
+    @staticmethod
+    def from_bytes(payload: bytes) -> PortfolioJob:
+        fields = _load(payload)
+        return PortfolioJob(attacks=list(fields["attacks"]), views=list(fields["views"]), budget=fields["budget"])
+
+
 def _dump(value: Any) -> bytes:
     buffer = io.BytesIO()
     torch.save(value, buffer)
@@ -131,8 +149,11 @@ class ProcessAttackWorkers:
             ", ".join(settings.devices),
         )
 
-    def submit(self, job: AttackJob) -> Future[list[Reconstruction]]:
-        return _decoded(self._pool.submit(run_job, job.to_bytes()))
+    def submit(self, job: AttackJob | PortfolioJob) -> Future[Any]:
+        """An attack job's reconstructions; a portfolio job's per attack (or the error that attack raised)."""
+        return _decoded(
+            self._pool.submit(run_portfolio_job if isinstance(job, PortfolioJob) else run_job, job.to_bytes())
+        )
 
     def call(self, function: Callable[..., Any], *args: Any) -> Future[Any]:
         """Run a module-level ``function(*args)`` in one of the workers (diagnostics, tests)."""
@@ -155,8 +176,8 @@ class ProcessAttackWorkers:
                 process.kill()
 
 
-def _decoded(inner: Future[bytes]) -> Future[list[Reconstruction]]:
-    outer: Future[list[Reconstruction]] = Future()
+def _decoded(inner: Future[bytes]) -> Future[Any]:
+    outer: Future[Any] = Future()
 
     def relay(done: Future[bytes]) -> None:
         error = done.exception()
@@ -242,3 +263,24 @@ def run_job(payload: bytes) -> bytes:
     job = AttackJob.from_bytes(payload)
     device = _DEVICE if _DEVICE is not None else torch.device("cpu")
     return encode_reconstructions(run_attack(job.options, job.views, job.seed, device))
+
+
+def run_portfolio_job(payload: bytes) -> bytes:
+    """Worker side of a ``PortfolioJob``: every attack once, the leaders saturated; per attack its reconstructions
+    or its error (as an exception that pickles: the message, typed RuntimeError)."""
+    from adversary.inversion import run_attack
+    from adversary.inversion.saturation import run_portfolio
+
+    job = PortfolioJob.from_bytes(payload)
+    device = _DEVICE if _DEVICE is not None else torch.device("cpu")
+    entries = [
+        (options, lambda chosen, seed=seed: run_attack(chosen, job.views, seed, device))
+        for options, seed in job.attacks
+    ]
+    outcomes = run_portfolio(entries, job.views, job.budget, device)
+    return _dump(
+        [
+            RuntimeError(f"{type(outcome).__name__}: {outcome}") if isinstance(outcome, BaseException) else outcome
+            for outcome in outcomes
+        ]
+    )

@@ -128,6 +128,11 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         f"{args.config}: valid ({config.federation.num_clients} clients, {config.federation.rounds} rounds, "
         f"{config.data.dataset}, {config.model.name})"
     )
+    from fedsim.engine.leakage.portfolio import verdict_warning
+
+    warning = verdict_warning(config)
+    if warning is not None:
+        print(warning)
     return 0
 
 
@@ -188,6 +193,27 @@ def _attack_table() -> Table:
     return table
 
 
+def _preset_table() -> Table:
+    """Every attack's presets: the published settings `strongest` runs beside the defaults, with their source."""
+    from adversary import ATTACKS
+
+    table = Table(
+        "attack@preset",
+        "settings",
+        "source",
+        title=escape(
+            "attack presets (adversary.attacks: [dlg@paper-003] or {name: dlg, preset: paper-003}; "
+            "`strongest` runs each beside the defaults)"
+        ),
+        title_justify="left",
+        box=None,
+    )
+    for name in ATTACKS.names():
+        for preset, settings in ATTACKS.config(name).presets.items():
+            table.add_row(f"{name}@{preset}", settings.summary, settings.source)
+    return table
+
+
 def _cmd_list(args: argparse.Namespace) -> int:
     from adversary import ATTACKS
     from adversary.inversion.regularizers import REGULARIZERS
@@ -212,6 +238,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
     for title, registry in registries:
         if registry is ATTACKS:
             console.print(_attack_table())
+            console.print(_preset_table())
             continue
         table = Table("name", "description", title=title, title_justify="left", box=None)
         for name, help_text in registry.describe().items():

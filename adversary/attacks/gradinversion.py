@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 
 from adversary.attacks.inverting_gradients import DEFAULTS as IG_DEFAULTS
-from adversary.inversion.options import BN_WEIGHT, TV_WEIGHT, OptimizationOptions
+from adversary.inversion.options import BN_WEIGHT, TV_WEIGHT, OptimizationOptions, Preset
 from adversary.inversion.requirements import AttackSetting, has_batchnorm
 from adversary.inversion.solver import Attack
 from adversary.inversion.spec import AttackSpec
@@ -32,6 +32,20 @@ class GradInversionOptions(OptimizationOptions):
         "regularizers": [{"name": "tv", "weight": 1e-4}, {"name": "bn_statistics", "weight": 1e-2}],
     }
     renamed_keys: ClassVar[tuple[Renamed, ...]] = (TV_WEIGHT, BN_WEIGHT)
+    presets: ClassVar[dict[str, Preset]] = {
+        "yin-2021": Preset(
+            dict(
+                iterations=20000,
+                restarts=1,
+                loss="l2",
+                lr=0.1,
+                regularizers=[{"name": "tv", "weight": 1e-4}, {"name": "bn_statistics", "weight": 0.1}],
+            ),
+            source="Yin et al. 2021, section 4, as breaching's see-through-gradients config reproduces it: 20,000 "
+            "Adam iterations at lr 0.1 on the squared gradient distance, TV 1e-4, BatchNorm prior 0.1",
+            summary="20000 iterations, l2, TV 1e-4, BN prior 0.1",
+        ),
+    }
     requires: ClassVar[str] = "adversary.knows.bn_statistics and a model with BatchNorm"
 
     def refusal(self, setting: AttackSetting) -> str | None:

@@ -13,6 +13,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 
 from adversary.inversion.adaptive import AdaptiveOptions, adaptive_spec
+from adversary.inversion.options import Preset
 from adversary.inversion.requirements import AttackSetting, DefenseInForce
 from adversary.inversion.solver import Attack
 from adversary.registry import ATTACKS
@@ -21,6 +22,14 @@ from adversary.registry import ATTACKS
 class IgClipOptions(AdaptiveOptions):
     name: Literal["ig-clip"] = Field("ig-clip", description="Inverting Gradients matching a clipped update up to scale")
     adapts_to: ClassVar[tuple[str, ...]] = ("clip",)
+    presets: ClassVar[dict[str, Preset]] = {
+        "paper-001": Preset(
+            dict(iterations=10000),
+            source="paper 001 (Data Reconstruction Attacks and Defenses: A Systematic Evaluation), appendix: "
+            "10,000 Adam iterations, step decay x0.1 at 3/8, 5/8 and 7/8, against every defense",
+            summary="10000 iterations",
+        ),
+    }
 
     def matching_for(self, defense: DefenseInForce, setting: AttackSetting) -> dict[str, Any]:
         return {"loss": "layer-cosine" if defense.options.get("scope") == "per-tensor" else "cosine"}

@@ -15,6 +15,7 @@ from pydantic import Field
 
 from adversary.attacks.inverting_gradients import DEFAULTS as IG_DEFAULTS
 from adversary.inversion.adaptive import AdaptiveOptions, adaptive_spec
+from adversary.inversion.options import Preset
 from adversary.inversion.requirements import AttackSetting, DefenseInForce
 from adversary.inversion.solver import Attack
 from adversary.registry import ATTACKS
@@ -27,6 +28,14 @@ class IgDropoutOptions(AdaptiveOptions):
         "ig-dropout", description="Inverting Gradients on Gradient Dropout's kept entries"
     )
     adapts_to: ClassVar[tuple[str, ...]] = ("gradient_dropout",)
+    presets: ClassVar[dict[str, Preset]] = {
+        "paper-004": Preset(
+            dict(iterations=4000),
+            source="paper 004 (Gradient Dropout), section 5.1: 4,000 attack iterations against batches of 8 "
+            "(1,000 for single images; the saturation step doubles them where they lead)",
+            summary="4000 iterations",
+        ),
+    }
     noise_multiples: float = Field(4.0, gt=0, description="entries above this many sigma count as kept")
 
     def matching_for(self, defense: DefenseInForce, setting: AttackSetting) -> dict[str, Any]:

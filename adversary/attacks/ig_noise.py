@@ -16,6 +16,7 @@ from pydantic import Field
 
 from adversary.attacks.inverting_gradients import DEFAULTS as IG_DEFAULTS
 from adversary.inversion.adaptive import AdaptiveOptions, adaptive_spec
+from adversary.inversion.options import Preset
 from adversary.inversion.requirements import AttackSetting, DefenseInForce
 from adversary.inversion.solver import Attack
 from adversary.registry import ATTACKS
@@ -24,6 +25,14 @@ from adversary.registry import ATTACKS
 class IgNoiseOptions(AdaptiveOptions):
     name: Literal["ig-noise"] = Field("ig-noise", description="Inverting Gradients with the update noise's likelihood")
     adapts_to: ClassVar[tuple[str, ...]] = ("noise",)
+    presets: ClassVar[dict[str, Preset]] = {
+        "paper-001": Preset(
+            dict(iterations=10000),
+            source="paper 001 (Data Reconstruction Attacks and Defenses: A Systematic Evaluation), appendix: "
+            "10,000 Adam iterations, step decay x0.1 at 3/8, 5/8 and 7/8, against every defense",
+            summary="10000 iterations",
+        ),
+    }
     # TV 1.0: the best of 0.05 / 0.2 / 0.5 / 1 / 2 / 5 in bench/adaptive_tuning.py
     # (CIFAR-10 test images 0-2, sigma 0.01)
     field_defaults: ClassVar[dict[str, Any]] = {

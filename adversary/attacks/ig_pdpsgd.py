@@ -13,6 +13,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 
 from adversary.inversion.adaptive import AdaptiveOptions, adaptive_spec
+from adversary.inversion.options import Preset
 from adversary.inversion.requirements import AttackSetting, DefenseInForce
 from adversary.inversion.solver import Attack
 from adversary.registry import ATTACKS
@@ -21,6 +22,13 @@ from adversary.registry import ATTACKS
 class IgPdpsgdOptions(AdaptiveOptions):
     name: Literal["ig-pdpsgd"] = Field("ig-pdpsgd", description="Inverting Gradients simulating PDP-SGD's penalty")
     adapts_to: ClassVar[tuple[str, ...]] = ("pdpsgd",)
+    presets: ClassVar[dict[str, Preset]] = {
+        "paper-000": Preset(
+            dict(optimizer="lbfgs", lr=1.0, iterations=200),
+            source="paper 000 (DP vs PDP-SGD), section 5: the attack optimises with L-BFGS, 200 iterations shown",
+            summary="L-BFGS, 200 iterations",
+        ),
+    }
 
     def refusal(self, setting: AttackSetting) -> str | None:
         reason = super().refusal(setting)

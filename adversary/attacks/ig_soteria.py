@@ -14,6 +14,7 @@ from pydantic import Field
 from torch import nn
 
 from adversary.inversion.adaptive import AdaptiveOptions, adaptive_spec
+from adversary.inversion.options import Preset
 from adversary.inversion.requirements import AttackSetting, DefenseInForce
 from adversary.inversion.solver import Attack
 from adversary.registry import ATTACKS
@@ -24,6 +25,14 @@ class IgSoteriaOptions(AdaptiveOptions):
         "ig-soteria", description="Inverting Gradients without Soteria's defended layer"
     )
     adapts_to: ClassVar[tuple[str, ...]] = ("soteria",)
+    presets: ClassVar[dict[str, Preset]] = {
+        "paper-001": Preset(
+            dict(iterations=10000),
+            source="paper 001 (Data Reconstruction Attacks and Defenses: A Systematic Evaluation), appendix: "
+            "10,000 Adam iterations, step decay x0.1 at 3/8, 5/8 and 7/8, against every defense",
+            summary="10000 iterations",
+        ),
+    }
 
     def matching_for(self, defense: DefenseInForce, setting: AttackSetting) -> dict[str, Any]:
         layer = defense.options.get("layer") or next(

@@ -283,11 +283,12 @@ def first_order(
 
     The monitor sees, for every k, the iterate after k steps and its objective (evaluated anyway at the
     start of step k + 1; one extra evaluation at the end gives the final objective). These steps do not
-    decrease f monotonically: when a ``budget`` with a deadline cuts the run, each problem's lowest-objective
-    iterate so far is returned (without a deadline, the last iterate, as always).
+    decrease f monotonically (signed steps oscillate around a minimum at the step size), so each problem's
+    lowest-objective iterate is returned, whether the iterations ran out or a ``budget``'s deadline cut them,
+    as breaching does: the last iterate can be worse than one seen before it.
     """
     budget = budget if budget is not None else Budget()
-    best: tuple[torch.Tensor, torch.Tensor] | None = None  # (V, f) of each problem's best iterate, under a deadline
+    best: tuple[torch.Tensor, torch.Tensor] | None = None  # (V, f) of each problem's lowest-objective iterate
     budget.iterations = 0
     v = project(v0) if project is not None else v0.clone()
     m1 = torch.zeros_like(v)
@@ -300,11 +301,11 @@ def first_order(
         f, g = evaluate(v)
         if monitor is not None and iteration > 1:
             monitor(iteration - 1, v, f)  # v has taken iteration - 1 steps; f is its objective
-        if budget.deadline is not None:
-            best = _better(best, v, f)
-            if budget.exhausted():
-                budget.cut = True
-                return best
+        # the objective of v is known here anyway: keeping the best iterate costs one comparison per step
+        best = _better(best, v, f)
+        if budget.exhausted():
+            budget.cut = True
+            return best
         g = torch.nan_to_num(g, nan=0.0, posinf=0.0, neginf=0.0)
         if settings.signed:
             g = torch.sign(g)
@@ -324,7 +325,7 @@ def first_order(
     f, _ = evaluate(v)
     if monitor is not None and iterations > 0:
         monitor(iterations, v, f)
-    return v, f
+    return _better(best, v, f)
 
 
 def _better(

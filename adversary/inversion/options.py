@@ -12,6 +12,8 @@ attack, as the adversary and ``run_attack`` take them); keys of older configs (`
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import Field, field_validator, model_validator
@@ -19,9 +21,23 @@ from pydantic_core import PydanticUndefined
 
 from adversary.inversion.regularizers import REGULARIZERS, RegularizerConfig
 from adversary.inversion.requirements import AttackSetting
-from adversary.registry import ATTACKS
+from adversary.registry import ATTACKS, PRESET_SEPARATOR, split_preset
 from fedsim.core.registry import Registry
 from fedsim.core.sections import PluginSection, Renamed, yaml_flow
+
+
+@dataclass(frozen=True)
+class Preset:
+    """Named settings of an attack that reproduce a published configuration.
+
+    ``options`` become the attack's defaults when a config names the preset (keys given beside ``preset``
+    still win), and are validated by the attack's own options model like any config; ``source`` says which
+    paper, section or code they come from, for `fedsim list` and the config reference.
+    """
+
+    options: Mapping[str, Any]
+    source: str
+    summary: str = field(default="")  # the settings in a few words, for `fedsim list`
 
 
 class AttackOptions(PluginSection):
@@ -33,6 +49,11 @@ class AttackOptions(PluginSection):
     inverts: Literal["both", "per-client", "aggregate"] = Field(
         "both", description="which of adversary.targets this attack inverts (priors that suit one kind only)"
     )
+    preset: str | None = Field(
+        None,
+        description="named settings of a paper for this attack (`fedsim list` shows each with its source): they are "
+        "the attack's defaults, keys given beside them win; `attacks: [dlg@paper-003]` is shorthand",
+    )
 
     #: defenses whose public mechanism this attack models (an adaptive variant): `adversary.attacks: strongest`
     #: runs it only where one of them is in force, and `fedsim list` shows it
@@ -42,6 +63,38 @@ class AttackOptions(PluginSection):
     threat_model: ClassVar[str] = "honest"
     #: what the attack needs beyond an update, in words, for `fedsim list` (``refusal`` checks it)
     requires: ClassVar[str] = ""
+    #: published settings of this attack by name (``preset``); `attacks: strongest` runs each beside the defaults
+    presets: ClassVar[dict[str, Preset]] = {}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _preset_defaults(cls, data: Any) -> Any:
+        # A preset's options are merged under what the config gives, before the fields validate, so that the
+        # attack's own model checks them (a preset is validated like any attack config).
+        if not isinstance(data, dict):
+            return data
+        name = data.get("name")
+        if isinstance(name, str) and PRESET_SEPARATOR in name:
+            base, preset = split_preset(name)
+            if data.get("preset") not in (None, preset):
+                raise ValueError(f"name = '{name}' and preset = '{data['preset']}' name two presets; keep one")
+            data = {**data, "name": base, "preset": preset}
+        preset = data.get("preset")
+        if preset is None:
+            return data
+        if preset not in cls.presets:
+            attack = data.get("name", cls.__name__)
+            allowed = ", ".join(sorted(cls.presets)) or f"none ({attack} has no preset)"
+            raise ValueError(f"preset = '{preset}': not a preset of {attack}; allowed: {allowed}")
+        given = {
+            key: value for key, value in data.items() if value is not None or key not in cls.presets[preset].options
+        }
+        return {**copy.deepcopy(dict(cls.presets[preset].options)), **given}
+
+    @property
+    def label(self) -> str:
+        """How rows, grids and tables name this attack: its name, with its preset if any (``dlg@paper-003``)."""
+        return f"{self.name}{PRESET_SEPARATOR}{self.preset}" if self.preset else self.name
 
     def refusal(self, setting: AttackSetting) -> str | None:
         """One line saying why this attack cannot run in ``setting`` (model, defenses, threat model), or None.
@@ -239,4 +292,4 @@ def _nullable(model: type[Any], key: str) -> bool:
     return field.default is None and field.default_factory is None
 
 
-__all__ = ["AttackOptions", "OptimizationOptions", "RegularizerConfig"]
+__all__ = ["AttackOptions", "OptimizationOptions", "Preset", "RegularizerConfig", "split_preset"]

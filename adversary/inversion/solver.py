@@ -2,7 +2,8 @@
 
 ``invert(spec, views, options, seed, device)`` is a pure function of its arguments: no files, no global
 state left changed (the deterministic-algorithms switch is restored), no ground truth. Each target's
-reconstruction is the restart with the lowest final objective of the attack's own.
+reconstruction is the restart with the lowest objective of the attack's own, at that restart's best iterate
+(L-BFGS never increases it; first-order steps may, and return their lowest-objective iterate).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from pydantic import Field, field_validator, model_validator
 
 from adversary.inversion.options import AttackOptions
 from adversary.modifications import MODIFICATIONS, ModificationConfig
-from adversary.registry import ATTACKS
+from adversary.registry import ATTACKS, split_preset
 from clients.defenses.base import DefenseConfig
 from clients.defenses.registry import DEFENSES
 from fedsim.core.sections import Section, check_device
@@ -223,6 +223,27 @@ class AttackWorkerResources(Section):
     gpus: float = Field(0.0, ge=0, description="GPU share per attack worker on a CUDA device (fractions allowed)")
 
 
+class AttackBudget(Section):
+    """The saturation step of `attacks: strongest` (adversary.inversion.saturation): the leading attacks get more
+    iterations and restarts until their own objective stops improving, or a cap is reached."""
+
+    saturate: bool = Field(
+        True, description="with `attacks: strongest`: rerun the leading attacks with more budget until they saturate"
+    )
+    leaders: int = Field(
+        2, ge=1, description="attacks saturated per target: the best by the attacker-side gradient match"
+    )
+    growth: int = Field(2, ge=2, le=16, description="factor on iterations and restarts from one pass to the next")
+    tolerance: float = Field(
+        0.01, gt=0, lt=1, description="relative improvement of an attack's own objective below which it has saturated"
+    )
+    max_iterations: int = Field(20_000, ge=1, description="cap on iterations per restart")
+    max_restarts: int = Field(16, ge=1, description="cap on restarts")
+    max_seconds: float | None = Field(
+        600.0, gt=0, description="cap on the saturation passes of one group of targets, in seconds (null = none)"
+    )
+
+
 class AdversaryConfig(Section):
     tap: Literal["mitm", "server"] = Field(
         "mitm",
@@ -247,11 +268,18 @@ class AdversaryConfig(Section):
     )
     portfolio_options: dict[str, Any] = Field(
         default_factory=dict,
-        description="with `attacks: strongest`: options given to every attack of the portfolio that has them, "
-        "e.g. {iterations: 300, restarts: 2, time_limit: 120}",
+        description="with `attacks: strongest`: options given to every attack of the portfolio that has them "
+        "(a preset keeps the options it sets itself), e.g. {iterations: 300, restarts: 2, time_limit: 120}",
     )
     portfolio_exclude: list[str] = Field(
-        default_factory=list, description="with `attacks: strongest`: attacks left out of the portfolio (e.g. [ggssr])"
+        default_factory=list,
+        description="with `attacks: strongest`: attacks left out of the portfolio (e.g. [ggssr]; a name leaves out its "
+        "presets too, `dlg@paper-003` that preset only)",
+    )
+    budget: AttackBudget = Field(
+        default_factory=AttackBudget,
+        description="`attacks: strongest`'s saturation step and its caps (time or iterations); every row records the "
+        "budget it ran with and whether it saturated",
     )
     portfolio: Literal["listed", "strongest"] = Field(
         "listed",
@@ -277,21 +305,32 @@ class AdversaryConfig(Section):
     @model_validator(mode="before")
     @classmethod
     def _strongest_portfolio(cls, data: Any) -> Any:
-        # `attacks: strongest` lists every registered attack with its defaults; the run keeps those that apply
+        # `attacks: strongest` lists every registered attack with its defaults and with each of its presets (the
+        # published settings); the run keeps those that apply
         if isinstance(data, dict) and data.get("attacks") == "strongest":
             shared = dict(data.get("portfolio_options") or {})
-            excluded = list(data.get("portfolio_exclude") or [])
-            unknown = [name for name in excluded if name not in ATTACKS]
-            if unknown:
-                raise ValueError(f"portfolio_exclude: {ATTACKS.unknown_message(str(unknown[0]))}")
-            attacks = [
-                {
-                    "name": name,
-                    **{key: value for key, value in shared.items() if key in ATTACKS.config(name).model_fields},
-                }
-                for name in ATTACKS.names()
-                if name not in excluded
-            ]
+            excluded = {str(name) for name in data.get("portfolio_exclude") or []}
+            for name in sorted(excluded):
+                base, preset = split_preset(name)
+                if base not in ATTACKS:
+                    raise ValueError(f"portfolio_exclude: {ATTACKS.unknown_message(base)}")
+                if preset is not None and preset not in ATTACKS.config(base).presets:
+                    allowed = ", ".join(sorted(ATTACKS.config(base).presets)) or "none"
+                    raise ValueError(
+                        f"portfolio_exclude: '{name}': {base} has no preset '{preset}'; allowed: {allowed}"
+                    )
+            attacks = []
+            for name in ATTACKS.names():
+                if name in excluded:  # an attack's name leaves out its presets too
+                    continue
+                model = ATTACKS.config(name)
+                own = {key: value for key, value in shared.items() if key in model.model_fields}
+                attacks.append({"name": name, **own})
+                for preset, settings in model.presets.items():
+                    if f"{name}@{preset}" not in excluded:
+                        # a preset's own settings win over the shared options: else it would not be that preset
+                        kept = {key: value for key, value in own.items() if key not in settings.options}
+                        attacks.append({"name": name, "preset": preset, **kept})
             unused = [key for key in shared if not any(key in entry for entry in attacks)]
             if unused:
                 raise ValueError(f"portfolio_options.{unused[0]}: no attack of the portfolio has this option")
@@ -301,10 +340,12 @@ class AdversaryConfig(Section):
     @field_validator("attacks", mode="before")
     @classmethod
     def _attack_shorthand(cls, value: Any) -> Any:
-        # `attacks: [dlg, ig]` is shorthand for `attacks: [{name: dlg}, {name: ig}]`
-        return (
-            [{"name": item} if isinstance(item, str) else item for item in value] if isinstance(value, list) else value
-        )
+        # `attacks: [dlg, ig]` is shorthand for `attacks: [{name: dlg}, {name: ig}]`, and `dlg@paper-003` for
+        # `{name: dlg, preset: paper-003}` (the name chooses the options model before anything else validates)
+        if not isinstance(value, list):
+            return value
+        entries = [{"name": item} if isinstance(item, str) else item for item in value]
+        return [_preset_split(entry) for entry in entries]
 
     @field_validator("rounds")
     @classmethod
@@ -375,6 +416,18 @@ class AdversaryConfig(Section):
 
     def attacks_client(self, client: int) -> bool:
         return self.clients == "all" or client in self.clients
+
+
+def _preset_split(entry: Any) -> Any:
+    """``{name: dlg@paper-003, ...}`` -> ``{name: dlg, preset: paper-003, ...}`` (other entries as they are)."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+        return entry
+    name, preset = split_preset(entry["name"])
+    if preset is None:
+        return entry
+    if entry.get("preset") not in (None, preset):
+        raise ValueError(f"name = '{entry['name']}' and preset = '{entry['preset']}' name two presets; keep one")
+    return {**entry, "name": name, "preset": preset}
 
 
 # ------------------------------------------------------------------------------------------- output

@@ -161,9 +161,11 @@ def _strongest_text(rows: pd.DataFrame) -> str:
     best = rows.loc[rows["ssim"].idxmax()]
     psnr = "exact" if best["psnr"] >= PSNR_CAP_DB else f"{best['psnr']:.1f} dB"
     compared = rows[(rows["round"] == best["round"]) & (rows["target"] == best["target"])]["attack"].nunique()
+    # no attack adapted to the defense in force ran, or the portfolio did not saturate (portfolio.verdict_warning)
+    bound = ", a lower bound" if "lower_bound" in rows and rows["lower_bound"].astype(bool).any() else ""
     text = (
         f"{psnr}, SSIM {best['ssim']:.2f} ({best['attack']}, {best['target']}, round {int(best['round'])}; "
-        f"{ground_truth_selection(compared)})"
+        f"{ground_truth_selection(compared)}){bound}"
     )
     verdict = target_verdict(rows["verdict"])
     if verdict == LEAKS:

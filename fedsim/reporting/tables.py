@@ -96,6 +96,7 @@ def attack_results(sweep: Sweep) -> pd.DataFrame:
         "floor_source",
         "verdict",
     ]
+    columns.append("lower_bound")  # the report marks such leakage (portfolio.verdict_warning)
     frames = []
     for name, run in sweep.runs.items():
         attacks = run.events("attack")
@@ -124,6 +125,8 @@ def attack_results(sweep: Sweep) -> pd.DataFrame:
                     "floor_label_accuracy": numeric(ok, "floor_label_accuracy"),
                     "floor_source": ok.get("floor_source"),
                     "verdict": [verdict_of(row) for row in ok.to_dict("records")],
+                    # the run's leakage under a defense no running attack adapts to, or unsaturated: a lower bound
+                    "lower_bound": ok["lower_bound"].fillna(False).astype(bool) if "lower_bound" in ok else False,
                 }
             )
         )

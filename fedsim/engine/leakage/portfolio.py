@@ -13,6 +13,7 @@ import logging
 from torch import nn
 
 from adversary.inversion.requirements import AttackSetting, DefenseInForce
+from adversary.registry import ATTACKS
 from fedsim.config import ExperimentConfig
 from fedsim.core.errors import ConfigError
 from strategies.secagg import SECAGG_STRATEGY
@@ -58,12 +59,47 @@ def resolve_attacks(config: ExperimentConfig, setting: AttackSetting) -> Experim
         if reason is None:
             kept.append(options.adapted(setting))
         elif adversary.portfolio == "strongest":
-            left_out.append(f"{options.name} ({reason})")
+            left_out.append(f"{options.label} ({reason})")
         else:
             raise ConfigError(f"adversary.attacks[{index}] = {options.name}: {reason}")
+    warning = verdict_warning(config.model_copy(update={"adversary": adversary.model_copy(update={"attacks": kept})}))
+    if warning is not None:
+        logger.warning(warning)
     if left_out:
-        logger.info("strongest: running %s; left out %s", ", ".join(o.name for o in kept), "; ".join(left_out))
+        logger.info("strongest: running %s; left out %s", ", ".join(o.label for o in kept), "; ".join(left_out))
     if adversary.attacks and not kept:
         raise ConfigError(f"adversary.attacks = strongest: no attack applies to this run ({'; '.join(left_out)})")
     resolved = adversary.model_copy(update={"attacks": kept})
     return config.model_copy(update={"adversary": resolved})
+
+
+def verdict_warning(config: ExperimentConfig) -> str | None:
+    """One line where the run's leakage under a client defense cannot be read as the defense's protection: no
+    attack adapted to a defense in force runs, or `strongest` will not saturate (None where neither holds).
+
+    The report marks such leakage as a lower bound (rows' ``lower_bound``)."""
+    attacks = config.adversary.attacks
+    defenses = [defense.name for defense in config.client.defenses]
+    if not attacks or not defenses:
+        return None
+    running = {defense for options in attacks for defense in options.adapts_to}
+    gaps = []
+    for defense in dict.fromkeys(defenses):
+        if defense in running:
+            continue
+        adaptive = [name for name in ATTACKS.names() if defense in ATTACKS.config(name).adapts_to]
+        would = f"{', '.join(adaptive)} would apply" if adaptive else "fedsim has no attack adapted to it"
+        gaps.append(f"{defense} ({would})")
+    unsaturated = config.adversary.portfolio == "strongest" and not config.adversary.budget.saturate
+    if not gaps and not unsaturated:
+        return None
+    reasons = []
+    if gaps:
+        reasons.append(f"no attack adapted to client defense {'; '.join(gaps)} runs")
+    if unsaturated:
+        reasons.append("the portfolio does not saturate (adversary.budget.saturate: false)")
+    advice = "add the adaptive attack to adversary.attacks, or use attacks: strongest" if gaps else ""
+    return (
+        f"warning: {' and '.join(reasons)}: the leakage measured is a lower bound, not evidence that the defense "
+        f"protects{f' ({advice})' if advice else ''}"
+    )

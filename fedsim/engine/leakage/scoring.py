@@ -11,6 +11,7 @@ public images, paired the same way, score on the same truth, and the reconstruct
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -60,6 +61,8 @@ class LeakageScorer:
         self.extra_fields: dict[str, Any] = {"threat_model": "honest"}  # who produced the attacked update
         self._public: PublicSplit | None = None
         self._floors: dict[tuple[int, str, int], Floor] = {}  # (round, target, images per guess) -> floor
+        self.defended = False  # a client defense is in force
+        self.lower_bound = False  # no attack adapted to a defense in force runs (portfolio.verdict_warning)
 
     def used_samples(self, server_round: int, client: int) -> list[int]:
         """The distinct samples a client trained on in a round, in the order first used."""
@@ -121,7 +124,7 @@ class LeakageScorer:
                         "event": "attack",
                         "tap": view.tap,
                         "target": view.target,
-                        "attack": options.name,
+                        "attack": options.label,
                         "status": "no-data",
                         **self.extra_fields,
                         "error": "the target trained on no sample this round (empty batches)",
@@ -135,10 +138,17 @@ class LeakageScorer:
             "event": "attack",
             "tap": view.tap,
             "target": view.target,
-            "attack": options.name,
+            "attack": options.label,
             "status": "ok",
             "batch_size": len(truth.labels),
-            "restarts": getattr(options, "restarts", 1),
+            # the budget behind this row and whether more of it would still have changed the answer
+            "restarts": reconstruction.restarts or getattr(options, "restarts", 1),
+            "preset": options.preset,
+            "saturation": reconstruction.saturation,
+            "saturated": reconstruction.saturation == "saturated",
+            "gradient_match": _finite_or_none(reconstruction.gradient_match),
+            # leakage that cannot carry a verdict on the defense: the report marks it as a lower bound
+            "lower_bound": self.lower_bound or (self.defended and reconstruction.saturation == "capped"),
             **self.extra_fields,
             **score.to_row(),
             **(floor.to_row(score.ssim_mean) if floor is not None else {"verdict": UNKNOWN}),
@@ -155,7 +165,7 @@ class LeakageScorer:
             "round %d %s %s: PSNR %s dB, SSIM %.3f (%s), label accuracy %.0f%% (%d images, %.1fs)",
             view.round,
             view.target,
-            options.name,
+            options.label,
             f"{score.psnr_mean:.2f}" if score.psnr_mean is not None else "inf",
             score.ssim_mean,
             row["verdict"] if floor is None else f"{row['verdict']}, floor {row['floor_ssim']:.3f}",
@@ -172,7 +182,7 @@ class LeakageScorer:
                     "event": "attack",
                     "tap": view.tap,
                     "target": view.target,
-                    "attack": options.name,
+                    "attack": options.label,
                     "status": "failed",
                     "error": f"{type(error).__name__}: {error}",
                 }
@@ -184,12 +194,16 @@ class LeakageScorer:
         truth_index, rec_index = list(score.truth_index), list(score.rec_index)
         reconstructed = image_space(reconstruction.images, truth.to_image_space)
         psnr_text = f"{score.psnr_mean:.1f} dB" if score.psnr_mean is not None else "exact"
-        title = f"round {view.round} {view.target} {options.name}: {psnr_text}"
-        grid = grid_file(view.round, view.target, options.name)
+        title = f"round {view.round} {view.target} {options.label}: {psnr_text}"
+        grid = grid_file(view.round, view.target, options.label)
         save_grid(inside(run_dir, self.image_dir / grid), truth.images[truth_index], reconstructed[rec_index], title)
         if trajectory:
             plot_trajectory(
-                inside(run_dir, self.image_dir / trajectory_file(view.round, view.target, options.name)),
+                inside(run_dir, self.image_dir / trajectory_file(view.round, view.target, options.label)),
                 trajectory,
                 title,
             )
+
+
+def _finite_or_none(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None

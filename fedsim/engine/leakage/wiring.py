@@ -22,6 +22,7 @@ from adversary.threat_models import Architecture, LabelGrant, TrainingHyperparam
 from fedsim.config import ExperimentConfig
 from fedsim.core.devices import resolve_device
 from fedsim.core.seeding import derive_seed
+from fedsim.engine.leakage.portfolio import verdict_warning
 from fedsim.engine.leakage.scoring import LeakageScorer
 from fedsim.engine.lifecycle.assembly import run_model_of
 from fedsim.engine.lifecycle.federation import Federation
@@ -61,6 +62,9 @@ def attach_adversary(
     scorer = LeakageScorer(
         store, federation, config.adversary.save_images, lpips or Lpips(config.adversary.lpips), seed=config.seed
     )
+    # under a client defense, leakage from attacks that ignore it (or that did not saturate) is a lower bound
+    scorer.defended = bool(config.client.defenses)
+    scorer.lower_bound = verdict_warning(config) is not None
     grant: LabelGrant | None = scorer.grant_labels if config.adversary.knows.labels == "known" else None
     adversary = Adversary(
         config.adversary,

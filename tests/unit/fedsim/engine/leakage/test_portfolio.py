@@ -35,7 +35,7 @@ def test_strongest_keeps_the_attacks_that_apply_and_adapts_them():
     names = [options.name for options in resolve_attacks(config, setting).adversary.attacks]
     assert {"dlg", "ig", "ig-prune"} <= set(names)
     assert not {"ig-noise", "ig-soteria", "ig-dropout", "ig-clip", "gradinversion"} & set(names)
-    (prune,) = [o for o in resolve_attacks(config, setting).adversary.attacks if o.name == "ig-prune"]
+    (prune,) = [o for o in resolve_attacks(config, setting).adversary.attacks if o.label == "ig-prune"]
     assert prune.match_entries == "nonzero"
 
 
@@ -69,3 +69,26 @@ def test_a_sweep_point_with_strongest_matches_the_run_that_resolved_it():
         }
     )
     assert _comparable(other) != _comparable(config)
+
+
+def test_validate_warns_in_one_line_where_no_attack_adapts_to_the_defense(capsys):
+    from pathlib import Path
+
+    from fedsim.cli import main
+
+    demo = str(Path(__file__).resolve().parents[5] / "configs" / "demo.yaml")
+    noise = "client.defenses=[{name: noise, sigma: 0.01}]"
+    assert main(["validate", demo, "--set", noise]) == 0
+    warnings = [line for line in capsys.readouterr().out.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1
+    assert "noise" in warnings[0] and "ig-noise would apply" in warnings[0] and "lower bound" in warnings[0]
+    assert main(["validate", demo, "--set", noise, "--set", "adversary.attacks=strongest"]) == 0
+    assert "warning:" not in capsys.readouterr().out
+
+
+def test_an_unsaturated_portfolio_under_a_defense_is_a_lower_bound():
+    from fedsim.engine.leakage.portfolio import verdict_warning
+
+    assert verdict_warning(strongest_config()) is None
+    unsaturated = strongest_config(budget={"saturate": False})
+    assert "does not saturate" in verdict_warning(unsaturated)
