@@ -6,10 +6,12 @@
       fingerprint.json             that config's text and hash, and the fedsim version that started the run
       environment.json             versions, device, command; one entry more per resumed session
       metrics.jsonl                one row per event (fit, eval, attack, ...), appended as it happens
+      commits.jsonl                one line per committed round: its checkpoint's sha256 and the length and
+                                   sha256 of metrics.jsonl as it stood then (``--resume`` checks both)
       summary.json                 written when the run ends
       partitions.json              which samples each client holds
       client_errors.log            the tracebacks behind failed client replies
-      checkpoints/round_NNNN.pt    the global model; its presence commits round NNNN
+      checkpoints/round_NNNN.pt    the global model; its presence commits round NNNN (with its line in commits.jsonl)
       reconstructions/             round_NNNN_<target>_<attack>.png (originals over reconstructions)
                                    and ..._trajectory.png, when ``adversary.save_images``
       ground_truth/round_NNNN/client_NNNN.json   the samples a client trained on (read by scoring only)
@@ -52,6 +54,7 @@ CONFIG_FILE = "config.yaml"
 FINGERPRINT_FILE = "fingerprint.json"  # the resolved config and fedsim version a run started with
 ENVIRONMENT_FILE = "environment.json"
 METRICS_FILE = "metrics.jsonl"
+COMMITS_FILE = "commits.jsonl"  # the checksums of each committed round's checkpoint and rows (fedsim.rundir.commits)
 SUMMARY_FILE = "summary.json"
 PARTITIONS_FILE = "partitions.json"
 CLIENT_ERROR_LOG = "client_errors.log"
