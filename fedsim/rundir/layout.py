@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import re
 import time
+from pathlib import Path
 
 TIMESTAMP_FORMAT = "%Y%m%d-%H%M%S"
 
@@ -115,6 +116,14 @@ def backlog_file(server_round: int) -> str:
 CLIENT_STATE_DIR = "clients"
 PRIVACY_LEDGER_FILE = "privacy.json"
 PRIVACY_LEDGER_LOCK = PRIVACY_LEDGER_FILE + ".lock"  # flock'ed while the ledger is read and rewritten
+
+
+def run_dir_of_client_state(state_dir: Path) -> Path | None:
+    """The run directory that holds a client's state folder ``RUN_DIR/clients/<partition>``; None for a folder
+    laid out otherwise (a client state kept outside any run)."""
+    state_dir = Path(state_dir)
+    return state_dir.parent.parent if state_dir.parent.name == CLIENT_STATE_DIR else None
+
 
 # ---------------------------------------------------------------------------------------------- report
 REPORT_DIR = "report"
