@@ -16,7 +16,6 @@ rows of the round that was interrupted, which the resumed run recomputes identic
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 import platform
@@ -42,13 +41,14 @@ from fedsim.core.atomic import (
     append_line_durably,
     fsync_directory,
     inside,
+    save_torch_atomic,
     write_bytes_atomic,
     write_json_atomic,
     write_text_atomic,
 )
 from fedsim.core.errors import ConfigError, first_line
 from fedsim.models.checkpoint import ModelError, load_weights_only
-from fedsim.rundir.commits import Commit, MetricsDigest, append_commit, keep_commits_through
+from fedsim.rundir.commits import Commit, MetricsDigest, append_commit, keep_commits_through, sha256_of_file
 from fedsim.rundir.layout import (
     CHECKPOINT_DIR,
     CHECKPOINT_GLOB,
@@ -360,19 +360,20 @@ class RunStore:
         return self.checkpoint_dir / checkpoint_file(server_round)
 
     def save_checkpoint(self, server_round: int, state_dict: dict[str, torch.Tensor]) -> None:
-        """Commit ``server_round``: its line in the commit record, then its checkpoint renamed into place."""
+        """Commit ``server_round``: its checkpoint written, its line in the commit record, then the rename."""
         path = inside(self.run_dir, self.checkpoint_path(server_round))  # before mkdir: a symlinked folder leads out
         inside(self.run_dir, self.commits_path)
-        buffer = io.BytesIO()
-        torch.save({k: v.detach().cpu() for k, v in state_dict.items()}, buffer)
-        data = buffer.getvalue()
         with self._append_lock:  # every row appended so far, and only those, is committed with the round
             metrics_bytes, metrics_sha256 = self._digest().prefix()
-        commit = Commit(server_round, hashlib.sha256(data).hexdigest(), metrics_bytes, metrics_sha256)
+
+        def record(written: Path) -> None:
+            commit = Commit(server_round, sha256_of_file(written), metrics_bytes, metrics_sha256)
+            append_commit(self.commits_path, commit, root=self.run_dir)
+
         self.checkpoint_dir.mkdir(exist_ok=True)
-        append_commit(self.commits_path, commit, root=self.run_dir)
+        state = {k: v.detach().cpu() for k, v in state_dict.items()}
         # durable: the checkpoint's presence commits the round (see the module docstring)
-        write_bytes_atomic(path, data, durable=True, root=self.run_dir)
+        save_torch_atomic(path, state, durable=True, root=self.run_dir, before_rename=record)
 
     def load_checkpoint(self, server_round: int) -> dict[str, torch.Tensor]:
         """The round's global model; one line naming the file (and the round to fall back to) if it is damaged."""

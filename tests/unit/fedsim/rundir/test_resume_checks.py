@@ -147,10 +147,11 @@ def test_a_commit_whose_checkpoint_never_appeared_is_ignored(tmp_path, monkeypat
     def killed(*args, **kwargs):
         raise RuntimeError("killed between the commit line and the rename")
 
-    monkeypatch.setattr("fedsim.rundir.writer.write_bytes_atomic", killed)
+    monkeypatch.setattr("fedsim.core.atomic.os.replace", killed)
     with pytest.raises(RuntimeError, match="killed"):
         store.save_checkpoint(3, model_after(3))
     store.close()
+    assert '"round": 3' in store.commits_path.read_text()  # its line was written, its checkpoint never renamed
     with store.commits_path.open("a") as record:
         record.write('{"round": 4, "checkpoint_sha')  # and a line torn by a second kill
     monkeypatch.undo()
@@ -168,3 +169,12 @@ def test_a_run_without_commit_records_still_resumes_with_a_warning(tmp_path, cap
     resumed.close()
     assert last == 2
     assert "no commits.jsonl (the run predates it): its rows and checkpoints cannot be verified" in caplog.text
+
+
+def test_fedsim_run_resume_of_a_swapped_checkpoint_prints_one_line_and_exits_2(capsys, tmp_path):
+    from cli_errors import one_line_error
+
+    run = stopped_run(tmp_path, "run", 2, keep_all=True)
+    shutil.copyfile(run.checkpoint_path(0), run.checkpoint_path(2))
+    line = one_line_error(capsys, "run", "--resume", str(run.run_dir))
+    assert f"checkpoint '{run.checkpoint_path(2)}' does not match the sha256 recorded" in line
