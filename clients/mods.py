@@ -21,6 +21,7 @@ from flwr.clientapp.typing import ClientAppCallable, Mod
 import fedsim.core.wire as wire
 from clients.failures import FailureSchedule, fail, injected_kind, poisoned_data
 from clients.training import NonFiniteLossError
+from fedsim.core.atomic import OutsideDirectory, inside
 from fedsim.rundir.layout import CLIENT_ERROR_LOG
 
 # Error codes carried in failed replies (Flower's Error.code is a free integer).
@@ -49,12 +50,21 @@ def where(message: Message, context: Context) -> str:
 
 
 def failure_reply(run_dir: Path, message: Message, error: BaseException, location: str) -> Message:
-    """An error reply with a one-line reason; the full traceback goes to the run's client log (any protocol)."""
-    with open(run_dir / CLIENT_ERROR_LOG, "a") as log:
-        log.write(f"--- {location}\n")
-        log.write(traceback.format_exc())
+    """An error reply with a one-line reason; the full traceback goes to the run's client log (any protocol).
+
+    A client log that is a symlink leading outside the run directory is not written: the reply's reason says
+    so after the client's own error, which still reaches the server's row."""
+    reason = f"{type(error).__name__}: {error}"
+    try:
+        log_path = inside(run_dir, run_dir / CLIENT_ERROR_LOG)
+    except OutsideDirectory as refused:
+        reason = f"{reason} (traceback not logged: {refused})"
+    else:
+        with open(log_path, "a") as log:
+            log.write(f"--- {location}\n")
+            log.write(traceback.format_exc())
     code = CLIENT_NON_FINITE_LOSS if isinstance(error, NonFiniteLossError) else CLIENT_EXCEPTION
-    return Message(Error(code=code, reason=f"{type(error).__name__}: {error}"), reply_to=message)
+    return Message(Error(code=code, reason=reason), reply_to=message)
 
 
 def error_reply_mod(run_dir: Path) -> Mod:

@@ -9,7 +9,8 @@ same epsilon as an uninterrupted one), and a client that timed out in round ``r`
 already trained in round ``r + 1`` adds its late round without erasing the later one: the late update
 was computed and sent, so its privacy is spent whether or not the server used it. Read, change and write
 happen under an exclusive lock on the ledger, because the late round and the next one can finish at the
-same moment on two Ray actors.
+same moment on two Ray actors. Neither the ledger nor its lock is written through a symlink that leads out
+of the run directory (``fedsim.core.atomic.inside``): that is refused in one line before anything is made.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ from pathlib import Path
 
 from opacus.accountants import create_accountant
 
-from fedsim.core.atomic import write_json_atomic
-from fedsim.rundir.layout import PRIVACY_LEDGER_FILE, PRIVACY_LEDGER_LOCK
+from fedsim.core.atomic import inside, write_json_atomic
+from fedsim.rundir.layout import PRIVACY_LEDGER_FILE, PRIVACY_LEDGER_LOCK, run_dir_of_client_state
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,9 @@ class ClientPrivacyLedger:
             self.entries = sorted([*kept, entry], key=lambda e: e.round)
             if self.path is not None:
                 # a kill mid-write leaves the previous ledger, never half of one
-                write_json_atomic(self.path, {"rounds": [asdict(e) for e in self.entries]}, indent=1)
+                write_json_atomic(
+                    self.path, {"rounds": [asdict(e) for e in self.entries]}, root=_bounds(self.path), indent=1
+                )
         return self.entries
 
     @contextmanager
@@ -67,13 +70,21 @@ class ClientPrivacyLedger:
         if self.path is None:
             yield
             return
+        lock_path = inside(_bounds(self.path), self.path.with_name(PRIVACY_LEDGER_LOCK))  # before mkdir: see _bounds
+        inside(_bounds(self.path), self.path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path.with_name(PRIVACY_LEDGER_LOCK), "a") as lock:
+        with open(lock_path, "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
                 yield
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _bounds(ledger: Path) -> Path:
+    """What the ledger's files must stay inside: the run directory its client state folder lies in (so that a
+    symlinked ``clients`` folder is caught too), or that folder itself when it lies outside any run."""
+    return run_dir_of_client_state(ledger.parent) or ledger.parent
 
 
 def accountant_history(entries: list[LedgerEntry]) -> list[tuple[float, float, int]]:

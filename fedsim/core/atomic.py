@@ -57,11 +57,18 @@ def inside(root: Path, path: Path) -> Path:
 
 
 def write_atomic(
-    path: Path, write: Callable[[IO[bytes]], None], *, durable: bool = False, root: Path | None = None
+    path: Path,
+    write: Callable[[IO[bytes]], None],
+    *,
+    durable: bool = False,
+    root: Path | None = None,
+    before_rename: Callable[[Path], None] | None = None,
 ) -> None:
     """Call ``write(handle)`` on a fresh temporary file beside ``path``, then rename it to ``path``.
 
-    ``root``: the directory ``path`` must stay inside (see ``inside``).
+    ``root``: the directory ``path`` must stay inside (see ``inside``). ``before_rename(temporary)``: called
+    with the complete (and, if ``durable``, synced) temporary file just before the rename, e.g. to record its
+    checksum; when it raises, nothing is renamed.
     """
     path = Path(path) if root is None else inside(root, path)
     # opened here, closed by the `with` below: its name is needed after it is closed (rename or cleanup)
@@ -72,6 +79,8 @@ def write_atomic(
             if durable:
                 handle.flush()
                 os.fsync(handle.fileno())
+        if before_rename is not None:
+            before_rename(Path(handle.name))
         os.replace(handle.name, path)
     except OSError as error:
         Path(handle.name).unlink(missing_ok=True)
@@ -139,7 +148,14 @@ def write_json_atomic(
     write_text_atomic(path, json.dumps(payload, **dumps), durable=durable, root=root)
 
 
-def save_torch_atomic(path: Path, obj: Any, *, durable: bool = False, root: Path | None = None) -> None:
+def save_torch_atomic(
+    path: Path,
+    obj: Any,
+    *,
+    durable: bool = False,
+    root: Path | None = None,
+    before_rename: Callable[[Path], None] | None = None,
+) -> None:
     import torch  # only the callers that save tensors pay for the import
 
-    write_atomic(path, lambda handle: torch.save(obj, handle), durable=durable, root=root)
+    write_atomic(path, lambda handle: torch.save(obj, handle), durable=durable, root=root, before_rename=before_rename)

@@ -4,6 +4,8 @@
   named once (imports nothing of the project, so the clients read it too);
 * ``writer``: ``RunStore``, which claims a run directory and writes the config, its fingerprint, the
   environment, the metrics log, the checkpoints and the summary, and reopens a killed run to resume it;
+* ``commits``: the commit record, one line per committed round with its checkpoint's and rows' checksums;
+* ``verify``: which round ``--resume`` restarts after, once the checkpoint and rows agree with that record;
 * ``lock``: one writer per run directory: the process writing a run holds ``run.lock`` for the run's life;
 * ``reader``: ``load_run`` and ``load_sweep``, the run and sweep directories as DataFrames
   (``fedsim.load_run``, reports and notebooks);

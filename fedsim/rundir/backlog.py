@@ -12,22 +12,24 @@ from dataclasses import asdict
 from pathlib import Path
 
 from adversary.taps import TappedUpdate
-from fedsim.core.atomic import save_torch_atomic
+from fedsim.core.atomic import inside, save_torch_atomic
 from fedsim.models.checkpoint import load_weights_only
 from fedsim.rundir.layout import BACKLOG_DIR, BACKLOG_PATTERN, backlog_file
 
 
 class AttackBacklog:
     def __init__(self, run_dir: Path) -> None:
-        self.dir = Path(run_dir) / BACKLOG_DIR
+        self.run_dir = Path(run_dir)
+        self.dir = self.run_dir / BACKLOG_DIR
 
     def path(self, server_round: int) -> Path:
         return self.dir / backlog_file(server_round)
 
     def save(self, server_round: int, updates: list[TappedUpdate]) -> None:
         """Write the round's tapped updates atomically (a kill leaves the old file or the new one)."""
+        path = inside(self.run_dir, self.path(server_round))  # before mkdir: a symlinked folder leads out
         self.dir.mkdir(parents=True, exist_ok=True)
-        save_torch_atomic(self.path(server_round), [asdict(update) for update in updates])
+        save_torch_atomic(path, [asdict(update) for update in updates], root=self.run_dir)
 
     def load(self, server_round: int) -> list[TappedUpdate]:
         records = load_weights_only(self.path(server_round), str(self.path(server_round)))

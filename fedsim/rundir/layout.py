@@ -6,10 +6,12 @@
       fingerprint.json             that config's text and hash, and the fedsim version that started the run
       environment.json             versions, device, command; one entry more per resumed session
       metrics.jsonl                one row per event (fit, eval, attack, ...), appended as it happens
+      commits.jsonl                one line per committed round: its checkpoint's sha256 and the length and
+                                   sha256 of metrics.jsonl as it stood then (``--resume`` checks both)
       summary.json                 written when the run ends
       partitions.json              which samples each client holds
       client_errors.log            the tracebacks behind failed client replies
-      checkpoints/round_NNNN.pt    the global model; its presence commits round NNNN
+      checkpoints/round_NNNN.pt    the global model; its presence commits round NNNN (with its line in commits.jsonl)
       reconstructions/             round_NNNN_<target>_<attack>.png (originals over reconstructions)
                                    and ..._trajectory.png, when ``adversary.save_images``
       ground_truth/round_NNNN/client_NNNN.json   the samples a client trained on (read by scoring only)
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import re
 import time
+from pathlib import Path
 
 TIMESTAMP_FORMAT = "%Y%m%d-%H%M%S"
 
@@ -52,6 +55,7 @@ CONFIG_FILE = "config.yaml"
 FINGERPRINT_FILE = "fingerprint.json"  # the resolved config and fedsim version a run started with
 ENVIRONMENT_FILE = "environment.json"
 METRICS_FILE = "metrics.jsonl"
+COMMITS_FILE = "commits.jsonl"  # the checksums of each committed round's checkpoint and rows (fedsim.rundir.commits)
 SUMMARY_FILE = "summary.json"
 PARTITIONS_FILE = "partitions.json"
 CLIENT_ERROR_LOG = "client_errors.log"
@@ -112,6 +116,14 @@ def backlog_file(server_round: int) -> str:
 CLIENT_STATE_DIR = "clients"
 PRIVACY_LEDGER_FILE = "privacy.json"
 PRIVACY_LEDGER_LOCK = PRIVACY_LEDGER_FILE + ".lock"  # flock'ed while the ledger is read and rewritten
+
+
+def run_dir_of_client_state(state_dir: Path) -> Path | None:
+    """The run directory that holds a client's state folder ``RUN_DIR/clients/<partition>``; None for a folder
+    laid out otherwise (a client state kept outside any run)."""
+    state_dir = Path(state_dir)
+    return state_dir.parent.parent if state_dir.parent.name == CLIENT_STATE_DIR else None
+
 
 # ---------------------------------------------------------------------------------------------- report
 REPORT_DIR = "report"

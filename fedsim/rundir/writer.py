@@ -7,7 +7,9 @@ One process writes a run directory at a time: ``create`` and ``open_for_resume``
 (``fedsim.rundir.lock``) and ``close`` releases it; a plain ``RunStore(run_dir)`` only reads.
 
 A round is committed when its checkpoint is renamed into place; every metrics row of that round is
-written (and fsynced) before. ``--resume`` therefore restarts after the last checkpoint and drops the
+written (and fsynced) before, and so is its line in ``commits.jsonl`` (``fedsim.rundir.commits``): the
+checkpoint's sha256 and the metrics file's length and sha256 at that moment. ``--resume`` restarts after the
+last checkpoint once it and the rows check out against that line (``fedsim.rundir.verify``), and drops the
 rows of the round that was interrupted, which the resumed run recomputes identically.
 """
 
@@ -35,13 +37,23 @@ from fedsim.config import (
     load_config,
     with_absolute_paths,
 )
-from fedsim.core.atomic import append_line_durably, save_torch_atomic, write_json_atomic, write_text_atomic
+from fedsim.core.atomic import (
+    append_line_durably,
+    fsync_directory,
+    inside,
+    save_torch_atomic,
+    write_bytes_atomic,
+    write_json_atomic,
+    write_text_atomic,
+)
 from fedsim.core.errors import ConfigError, first_line
 from fedsim.models.checkpoint import ModelError, load_weights_only
+from fedsim.rundir.commits import Commit, MetricsDigest, append_commit, keep_commits_through, sha256_of_file
 from fedsim.rundir.layout import (
     CHECKPOINT_DIR,
     CHECKPOINT_GLOB,
     CHECKPOINT_PATTERN,
+    COMMITS_FILE,
     CONFIG_FILE,
     ENVIRONMENT_FILE,
     FINGERPRINT_FILE,
@@ -50,6 +62,7 @@ from fedsim.rundir.layout import (
     timestamped_run_dir,
 )
 from fedsim.rundir.lock import RunLock
+from fedsim.rundir.verify import verified_resume_round
 
 
 def environment_info(device: str) -> dict[str, Any]:
@@ -107,7 +120,10 @@ class RunStore:
         self.run_dir = Path(run_dir)
         self.metrics_path = self.run_dir / METRICS_FILE
         self.checkpoint_dir = self.run_dir / CHECKPOINT_DIR
+        self.commits_path = self.run_dir / COMMITS_FILE
         self._append_lock = threading.Lock()  # the server thread and attack workers append concurrently
+        # the metrics file's running checksum, for the commit record; read from the file when first needed
+        self._metrics_digest: MetricsDigest | None = None
         self._run_lock = lock  # held by the store that writes the run (create, open_for_resume); None to read
 
     def close(self) -> None:
@@ -144,17 +160,25 @@ class RunStore:
             )
             lock = RunLock.acquire(run_dir, what)  # a run still writing it is named, not told to --resume
             try:
-                (run_dir / METRICS_FILE).open("x").close()
+                _create_empty(run_dir, METRICS_FILE)
             except FileExistsError:
                 lock.release()
                 raise FileExistsError(
                     f"{what}: '{run_dir}' already holds a run; use `fedsim run --resume {run_dir}` or another name"
                 ) from None
+            except BaseException:
+                lock.release()
+                raise
         else:
             run_dir = claim_new_directory(config.output.dir, timestamped_run_dir(config.name))
             lock = RunLock.acquire(run_dir, "the run directory")
-            (run_dir / METRICS_FILE).touch()
+            try:
+                _create_empty(run_dir, METRICS_FILE)
+            except BaseException:
+                lock.release()
+                raise
         store = cls(run_dir, lock)
+        store._metrics_digest = MetricsDigest()  # the file was just created empty
         try:
             store._write_config(with_absolute_paths(config))
             environment = {**(engine or {"engine": "simulation"}), **environment_info(device)}
@@ -244,9 +268,11 @@ class RunStore:
         """Open a killed run; returns the store, its config and the last committed round.
 
         The config must be the one the run started with (``fingerprint.json``); ``rounds`` extends
-        ``federation.rounds``, the one change a resumed run may make. The store holds the directory's lock
-        (refused, naming the holder, while another process writes it) until ``close``; nothing is written
-        before every file it reads has checked out.
+        ``federation.rounds``, the one change a resumed run may make. The checkpoint and the rows must agree
+        with the commit record (``fedsim.rundir.verify``); when the rows end in a row torn inside the last
+        committed round, the run goes back to the newest earlier round that checks out, and the later rounds
+        run again. The store holds the directory's lock (refused, naming the holder, while another process
+        writes it) until ``close``; nothing is written before every file it reads has checked out.
         """
         run_dir = Path(run_dir)
         if not (run_dir / CONFIG_FILE).is_file():
@@ -261,19 +287,40 @@ class RunStore:
                 )
             try:
                 store.load_checkpoint(last)
+                last = verified_resume_round(run_dir, store._committed_rounds())
             except ConfigError as error:
                 raise ConfigError(f"--resume {run_dir}: {error}") from None
             config = store._check_fingerprint(config, rounds)
+            # checkpoints first: a resume killed half-way then finds rows and record agreeing with its last one
+            store._discard_checkpoints_after(last)
             store._drop_rows_after(last)
+            keep_commits_through(store.commits_path, last, root=run_dir)
         except BaseException:
             store.close()
             raise
         return store, config, last
 
+    def _discard_checkpoints_after(self, last_round: int) -> None:
+        """Remove the checkpoints of rounds that run again (a row torn inside them: see verify)."""
+        later = [r for r in self._committed_rounds() if r > last_round]
+        for server_round in later:
+            self.checkpoint_path(server_round).unlink()
+        if later:
+            fsync_directory(self.checkpoint_dir)
+
     def _drop_rows_after(self, last_round: int) -> None:
-        kept = [row for row in self.rows() if row.get("round", 0) <= last_round]
-        body = "".join(json.dumps(row) + "\n" for row in kept)
-        write_text_atomic(self.metrics_path, body, durable=True, root=self.run_dir)
+        """Keep the rows of rounds up to ``last_round``, each line as it was written: the prefix committed with
+        a round must stay byte for byte what its checksum covers. A line torn by a kill goes."""
+        kept = []
+        content = self.metrics_path.read_bytes() if self.metrics_path.is_file() else b""
+        for line in content.splitlines(keepends=True):
+            row = _parsed_row(line)
+            if row is not None and row.get("round", 0) <= last_round:
+                kept.append(line if line.endswith(b"\n") else line + b"\n")
+        body = b"".join(kept)
+        write_bytes_atomic(self.metrics_path, body, durable=True, root=self.run_dir)
+        with self._append_lock:
+            self._metrics_digest = MetricsDigest(body)
 
     # ------------------------------------------------------------------------------- metrics
     def append(self, row: dict[str, Any]) -> None:
@@ -283,9 +330,18 @@ class RunStore:
         """
         if "round" not in row or "event" not in row:
             raise ValueError("every metrics row needs 'round' and 'event'")
-        line = json.dumps({**row, "schema": SCHEMA_VERSION, "time": round(time.time(), 3)}, allow_nan=True)
+        line = json.dumps({**row, "schema": SCHEMA_VERSION, "time": round(time.time(), 3)}, allow_nan=True) + "\n"
         with self._append_lock:
-            append_line_durably(self.metrics_path, line + "\n", root=self.run_dir)
+            digest = self._digest()
+            append_line_durably(self.metrics_path, line, root=self.run_dir)
+            digest.add(line.encode())  # only once the row is durable: a failed append is cut back
+
+    def _digest(self) -> MetricsDigest:
+        """The metrics file's running checksum (call with the append lock held)."""
+        if self._metrics_digest is None:  # a store opened without create or open_for_resume
+            content = self.metrics_path.read_bytes() if self.metrics_path.is_file() else b""
+            self._metrics_digest = MetricsDigest(content)
+        return self._metrics_digest
 
     def rows(self) -> list[dict[str, Any]]:
         """All complete rows; a line torn by a kill mid-write is ignored."""
@@ -304,10 +360,20 @@ class RunStore:
         return self.checkpoint_dir / checkpoint_file(server_round)
 
     def save_checkpoint(self, server_round: int, state_dict: dict[str, torch.Tensor]) -> None:
+        """Commit ``server_round``: its checkpoint written, its line in the commit record, then the rename."""
+        path = inside(self.run_dir, self.checkpoint_path(server_round))  # before mkdir: a symlinked folder leads out
+        inside(self.run_dir, self.commits_path)
+        with self._append_lock:  # every row appended so far, and only those, is committed with the round
+            metrics_bytes, metrics_sha256 = self._digest().prefix()
+
+        def record(written: Path) -> None:
+            commit = Commit(server_round, sha256_of_file(written), metrics_bytes, metrics_sha256)
+            append_commit(self.commits_path, commit, root=self.run_dir)
+
         self.checkpoint_dir.mkdir(exist_ok=True)
-        path = self.checkpoint_path(server_round)
+        state = {k: v.detach().cpu() for k, v in state_dict.items()}
         # durable: the checkpoint's presence commits the round (see the module docstring)
-        save_torch_atomic(path, {k: v.detach().cpu() for k, v in state_dict.items()}, durable=True, root=self.run_dir)
+        save_torch_atomic(path, state, durable=True, root=self.run_dir, before_rename=record)
 
     def load_checkpoint(self, server_round: int) -> dict[str, torch.Tensor]:
         """The round's global model; one line naming the file (and the round to fall back to) if it is damaged."""
@@ -346,10 +412,14 @@ class RunStore:
         return max(self._committed_rounds(), default=None)
 
     def prune_checkpoints(self, keep: int) -> None:
-        """Keep only the newest checkpoint (when the user did not ask for all of them)."""
+        """Keep the checkpoint of round ``keep`` and the one before it (when the user did not ask for all of them).
+
+        The one before is what a resume goes back to when the rows of round ``keep`` end in a torn row: that
+        round then runs again (see verify) instead of losing its row."""
+        kept = {keep, max((r for r in self._committed_rounds() if r < keep), default=keep)}
         for path in self.checkpoint_dir.glob(CHECKPOINT_GLOB):
             match = CHECKPOINT_PATTERN.match(path.name)
-            if match and int(match.group(1)) != keep:
+            if match and int(match.group(1)) not in kept:
                 path.unlink()
 
     # ------------------------------------------------------------------------------- summary
@@ -358,6 +428,22 @@ class RunStore:
 
     def read_json(self, name: str) -> dict[str, Any]:
         return json.loads((self.run_dir / name).read_text())
+
+
+def _create_empty(run_dir: Path, name: str) -> None:
+    """Create ``run_dir/name`` empty, exclusively: FileExistsError when it exists (a symlink included: O_EXCL
+    creates nothing through one), OutsideDirectory (one line) when it is a symlink leading outside the run."""
+    path = inside(run_dir, run_dir / name)
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644))
+
+
+def _parsed_row(line: bytes) -> dict[str, Any] | None:
+    """The row on one metrics line; None for a line torn by a kill (or anything else that is no JSON object)."""
+    try:
+        row = json.loads(line)
+    except ValueError:
+        return None
+    return row if isinstance(row, dict) else None
 
 
 def _load_failure(error: BaseException) -> str:

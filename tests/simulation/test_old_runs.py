@@ -25,6 +25,7 @@ def test_an_old_run_resumes_and_finishes_as_an_uninterrupted_one(tmp_path):
 
     (run_dir / "config.yaml").write_text(RUNNABLE_OLD_CONFIG)  # the old layout, as an older fedsim wrote it
     (run_dir / "fingerprint.json").unlink()  # older runs kept none
+    (run_dir / "commits.jsonl").unlink()  # nor a commit record (their rows, rewritten here, would not match it)
     rows = [{k: v for k, v in row.items() if k != "schema"} for row in RunStore(run_dir).rows()]
     (run_dir / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     (run_dir / "checkpoints" / "round_0002.pt").unlink()  # killed before round 2 committed

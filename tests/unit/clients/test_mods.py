@@ -1,4 +1,5 @@
-"""The failure-injection mod: a scheduled NaN poisons only the training it wraps."""
+"""The client mods: a scheduled NaN poisons only the training it wraps; a failing client's traceback goes to the
+run's client log, and never through a symlink out of the run directory."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from flwr.app import Context, Message, RecordDict
 from flwr.common.secure_aggregation.secaggplus_constants import Stage
 
 from clients.failures import data_poisoned
-from clients.mods import injected_failure_mod
+from clients.mods import error_reply_mod, injected_failure_mod
 
 pytestmark = pytest.mark.usefixtures("task_identity")  # messages built outside a Flower run (conftest.py)
 
@@ -37,3 +38,31 @@ def test_the_nan_failure_poisons_only_the_training_it_wraps(tmp_path, strategy, 
     mod(message(config, spec), context_of(0), handler)
     mod(message(config, spec), context_of(1), handler)  # another client: clean data
     assert seen == [True, False] and not data_poisoned()
+
+
+def crashing(received: Message, context: Context) -> Message:
+    raise ValueError("boom")
+
+
+def failed_reply(run_dir):
+    config = client_config()
+    spec = client_spec(config, run_dir)
+    return error_reply_mod(run_dir)(train_message(config, spec, 1, partition=0), context_of(0), crashing)
+
+
+def test_a_failing_client_replies_in_one_line_and_logs_its_traceback_in_the_run(tmp_path):
+    reply = failed_reply(tmp_path)
+    assert reply.has_error() and reply.error.reason == "ValueError: boom"
+    log = (tmp_path / "client_errors.log").read_text()
+    assert log.startswith("--- round 1, client 0") and 'raise ValueError("boom")' in log
+
+
+def test_a_client_log_symlinked_outside_the_run_is_not_written_and_the_reply_says_why(tmp_path):
+    run_dir, outside = tmp_path / "run", tmp_path / "elsewhere.log"
+    run_dir.mkdir()
+    (run_dir / "client_errors.log").symlink_to(outside)
+    reason = failed_reply(run_dir).error.reason
+    assert "\n" not in reason
+    assert reason.startswith("ValueError: boom (traceback not logged: refusing to write ")
+    assert "client_errors.log' is a symlink to " in reason
+    assert not outside.exists()

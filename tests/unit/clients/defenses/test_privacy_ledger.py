@@ -91,3 +91,21 @@ def test_target_epsilon_is_spent_by_the_last_planned_round_and_not_exceeded(tmp_
     assert spent[0] < spent[1] < spent[2] < spent[3]
     assert 2.0 - 0.05 <= spent[-1] <= 2.0  # Opacus' binary search stops within 0.01 below the target
     assert records[0]["defense.dpsgd.noise_multiplier"] == records[-1]["defense.dpsgd.noise_multiplier"] > 0
+
+
+@pytest.mark.parametrize("symlinked", ["privacy.json", "clients"])
+def test_a_ledger_symlinked_outside_the_run_is_refused_in_one_line_and_nothing_is_written_there(tmp_path, symlinked):
+    from fedsim.core.atomic import OutsideDirectory
+
+    run_dir, outside = tmp_path / "run", tmp_path / "outside"
+    outside.mkdir()
+    run_dir.mkdir()
+    if symlinked == "clients":  # the folder of every client's state
+        (run_dir / "clients").symlink_to(outside, target_is_directory=True)
+    else:
+        (run_dir / "clients" / "0").mkdir(parents=True)
+        (run_dir / "clients" / "0" / "privacy.json").symlink_to(outside / "privacy.json")
+    with pytest.raises(OutsideDirectory, match=rf"^refusing to write '.*{symlinked}.*' is a symlink to ") as refused:
+        ClientPrivacyLedger(run_dir / "clients" / "0").record(LedgerEntry(1, 1.0, 0.1, 5))
+    assert "\n" not in str(refused.value)
+    assert list(outside.iterdir()) == []

@@ -64,12 +64,12 @@ def test_resume_of_a_folder_that_is_no_run(tmp_path):
         RunStore.open_for_resume(tmp_path)
 
 
-def test_pruning_keeps_only_the_latest_checkpoint(store):
-    for server_round in range(3):
+def test_pruning_keeps_the_latest_checkpoint_and_the_one_before(store):
+    for server_round in range(4):
         store.save_checkpoint(server_round, {"w": torch.zeros(1)})
-    store.prune_checkpoints(keep=2)
-    assert store.last_committed_round() == 2
-    assert [p.name for p in store.checkpoint_dir.iterdir()] == ["round_0002.pt"]
+    store.prune_checkpoints(keep=3)
+    assert store.last_committed_round() == 3
+    assert sorted(p.name for p in store.checkpoint_dir.iterdir()) == ["round_0002.pt", "round_0003.pt"]
 
 
 def test_ground_truth_round_trip(tmp_path):

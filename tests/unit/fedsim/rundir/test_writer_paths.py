@@ -4,7 +4,9 @@ import pytest
 import torch
 from synthetic_runs import _synthetic_run
 
+from fedsim.config import parse_config
 from fedsim.core.atomic import OutsideDirectory
+from fedsim.rundir.backlog import AttackBacklog
 from fedsim.rundir.ground_truth import GroundTruthStore
 from fedsim.rundir.writer import RunStore
 
@@ -45,4 +47,31 @@ def test_ground_truth_through_a_symlinked_folder_is_refused_before_any_folder_is
     (run / "ground_truth").symlink_to(outside, target_is_directory=True)
     with pytest.raises(OutsideDirectory):
         GroundTruthStore(run).write(1, 0, [[0]], [[0]])
+    assert list(outside.iterdir()) == []
+
+
+def test_a_new_run_whose_metrics_file_is_a_symlink_outside_is_refused_in_one_line(tmp_path):
+    run, outside = tmp_path / "run", tmp_path / "outside.jsonl"
+    run.mkdir()
+    (run / "metrics.jsonl").symlink_to(outside)
+    with pytest.raises(OutsideDirectory, match=r"^refusing to write '.*metrics\.jsonl': .* is a symlink to "):
+        RunStore.create(parse_config({}), "cpu", run)
+    assert not outside.exists()
+    RunStore.create(parse_config({}), "cpu", tmp_path / "next").close()  # the refusal released nothing it held
+
+
+def test_a_commit_record_symlinked_outside_is_refused_before_the_checkpoint_is_written(run_and_outside):
+    run, outside = run_and_outside
+    (run / "commits.jsonl").symlink_to(outside / "commits.jsonl")
+    store = RunStore(run)
+    with pytest.raises(OutsideDirectory, match=r"commits\.jsonl"):
+        store.save_checkpoint(3, {"w": torch.zeros(1)})
+    assert list(outside.iterdir()) == [] and store.last_committed_round() is None
+
+
+def test_the_attack_backlog_through_a_symlinked_folder_is_refused(run_and_outside):
+    run, outside = run_and_outside
+    (run / "adversary").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(OutsideDirectory, match=r"adversary"):
+        AttackBacklog(run).save(1, [])
     assert list(outside.iterdir()) == []
