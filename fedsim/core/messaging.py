@@ -9,8 +9,6 @@ from typing import Any
 from flwr.app import Message
 from flwr.serverapp import Grid
 
-from fedsim.core.stopping import StopSignal
-
 PULL_INTERVAL_S = 0.05
 
 
@@ -87,31 +85,3 @@ class ForwardingGrid(Grid):
 
     def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None) -> Iterable[Message]:
         return self._grid.send_and_receive(messages, timeout=timeout)
-
-
-class StoppableGrid(ForwardingGrid):
-    """The server's grid, raising ``StopRequested`` at its next call once a stop was requested.
-
-    Everything the server waits on polls the grid (the roll call's node count, every pull of replies, Flower's
-    own SecAgg+ stages through ``send_and_receive``), so a stop reaches the server thread within a poll
-    interval, wherever it waits. It sits directly on Flower's grid, under every tap.
-    """
-
-    def __init__(self, grid: Grid, stop: StopSignal) -> None:
-        super().__init__(grid)
-        self.stop = stop
-
-    def get_node_ids(self) -> Iterable[int]:
-        self.stop.check()
-        return self._grid.get_node_ids()
-
-    def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
-        self.stop.check()
-        return self._grid.push_messages(messages)
-
-    def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
-        self.stop.check()
-        return self._grid.pull_messages(message_ids)
-
-    def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None) -> Iterable[Message]:
-        return collect_replies(self, messages, timeout)  # through this grid's pulls, which see a stop

@@ -204,8 +204,9 @@ def test_ctrl_c_stops_a_run_with_attacks_cleanly_and_its_resume_matches_an_unint
         data={"image_size": 16},
         model={"name": "cnn", "width": 16},
         federation={"rounds": rounds},
-        client={"local_steps": 30},
-        adversary={"targets": "both", "attacks": [{"name": "idlg", "iterations": 30}]},
+        client={"local_steps": 10},
+        # round 1's attack is under way when the signal comes: it is abandoned, and attacked again on resume
+        adversary={"targets": "per-client", "rounds": [1], "attacks": [{"name": "idlg", "iterations": 5}]},
         output={"dir": str(tmp_path), "run_name": "stopped"},
     )
     config_path = tmp_path / "config.yaml"

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -24,7 +24,7 @@ from flwr.serverapp import Grid, ServerApp
 
 import fedsim.core.wire as wire
 from fedsim.config import ExperimentConfig
-from fedsim.core.messaging import PULL_INTERVAL_S, StoppableGrid
+from fedsim.core.messaging import PULL_INTERVAL_S, ForwardingGrid, collect_replies
 from fedsim.core.stopping import StopSignal
 from fedsim.engine.lifecycle.progress import LogProgress
 from fedsim.rundir.writer import RunStore
@@ -38,6 +38,34 @@ NON_FINITE_AGGREGATE = "the aggregate held NaN or infinite values and was not co
 
 Evaluator = Callable[[dict[str, torch.Tensor]], dict[str, float]]
 State = dict[str, torch.Tensor]
+
+
+class StoppableGrid(ForwardingGrid):
+    """The server's grid, raising ``StopRequested`` at its next call once a stop was requested.
+
+    Everything the server waits on polls the grid (the roll call's node count, every pull of replies, Flower's
+    own SecAgg+ stages through ``send_and_receive``), so a stop reaches the server thread within a poll
+    interval, wherever it waits. It sits directly on Flower's grid, under every tap.
+    """
+
+    def __init__(self, grid: Grid, stop: StopSignal) -> None:
+        super().__init__(grid)
+        self.stop = stop
+
+    def get_node_ids(self) -> Iterable[int]:
+        self.stop.check()
+        return self._grid.get_node_ids()
+
+    def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
+        self.stop.check()
+        return self._grid.push_messages(messages)
+
+    def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
+        self.stop.check()
+        return self._grid.pull_messages(message_ids)
+
+    def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None) -> Iterable[Message]:
+        return collect_replies(self, messages, timeout)  # through this grid's pulls, which see a stop
 
 
 def wait_for_nodes(grid: Grid, count: int, timeout: float = ROLL_CALL_TIMEOUT_S) -> list[int]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
 from flwr.app import RecordDict
 
 
@@ -29,30 +28,3 @@ def test_the_superlinks_error_for_a_vanished_node_counts_as_that_nodes_reply(tas
     replies = collect_replies(VanishedNodeGrid(), [to_node], timeout=5, on_reply=seen.append)
     assert [reply.metadata.src_node_id for reply in seen] == [5] and replies == seen
     assert seen[0].error.reason == "Error: Node Unavailable" and seen[0].metadata.reply_to_message_id == "m5"
-
-
-def test_a_requested_stop_ends_the_wait_for_replies_at_the_next_pull(task_identity):
-    from flwr.app import ConfigRecord, Message
-
-    from fedsim.core.messaging import StoppableGrid, collect_replies
-    from fedsim.core.stopping import StopRequested, StopSignal
-
-    stop = StopSignal()
-    message = Message(RecordDict({"config": ConfigRecord({"server-round": 1})}), dst_node_id=5, message_type="train")
-
-    class SilentGrid:
-        pulls = 0
-
-        def push_messages(self, messages):
-            return ["m5"]
-
-        def pull_messages(self, ids):
-            self.pulls += 1
-            if self.pulls == 3:
-                stop.request()  # as a signal handler would, while the server waits
-            return []
-
-    silent = SilentGrid()
-    with pytest.raises(StopRequested):
-        collect_replies(StoppableGrid(silent, stop), [message], timeout=None)  # no timeout: only the stop ends it
-    assert silent.pulls == 3

@@ -41,7 +41,9 @@ def _scorer(tmp_path, x_test):
 def _result(scorer, name, images):
     view = SimpleNamespace(round=1, target="client:0", tap="mitm", contributors=())
     labels = torch.zeros(len(images), dtype=torch.long)
-    scorer.on_result(view, SimpleNamespace(name=name, label=name, preset=None), Reconstruction(images, labels, 0.0, (0.0,), 10, 0.1))
+    scorer.on_result(
+        view, SimpleNamespace(name=name, label=name, preset=None), Reconstruction(images, labels, 0.0, (0.0,), 10, 0.1)
+    )
     return scorer.store.rows[-1]
 
 

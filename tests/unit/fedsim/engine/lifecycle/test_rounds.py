@@ -75,3 +75,31 @@ def test_a_round_that_ends_after_a_stop_request_is_not_committed(tmp_path, monke
         run_rounds(spec, StoppedDuringTheRound(stop), grid=None, context=None)
     assert store.last_committed_round() == 1
     assert [row["round"] for row in store.rows() if row["event"] == "eval"] == [0, 1]
+
+
+def test_a_requested_stop_ends_the_wait_for_replies_at_the_next_pull(task_identity):
+    from flwr.app import ConfigRecord, Message, RecordDict
+
+    from fedsim.core.messaging import collect_replies
+    from fedsim.core.stopping import StopRequested, StopSignal
+    from fedsim.engine.lifecycle.rounds import StoppableGrid
+
+    stop = StopSignal()
+    message = Message(RecordDict({"config": ConfigRecord({"server-round": 1})}), dst_node_id=5, message_type="train")
+
+    class SilentGrid:
+        pulls = 0
+
+        def push_messages(self, messages):
+            return ["m5"]
+
+        def pull_messages(self, ids):
+            self.pulls += 1
+            if self.pulls == 3:
+                stop.request()  # as a signal handler would, while the server waits
+            return []
+
+    silent = SilentGrid()
+    with pytest.raises(StopRequested):
+        collect_replies(StoppableGrid(silent, stop), [message], timeout=None)  # no timeout: only the stop ends it
+    assert silent.pulls == 3
