@@ -41,8 +41,11 @@ def test_the_report_renders_from_a_real_sweep(tiny_sweep):
     assert len(images) >= 1 + 2 and all(_png_ok(base64.b64decode(image)) for image in images)
     assert '<img src="http' not in page and "01-defenses-noise/config.yaml" in page and "flwr" in page
     headings = re.findall(r"<h2>(.*?)</h2>", page)
-    assert headings[:2] == ["Summary", "Reconstructions (strongest result per run and target kind)"]
-    assert "strongest leakage, aggregate" in page and "(dlg, aggregate, round 1)" in page
+    assert headings[:2] == [
+        "Summary",
+        "Reconstructions (strongest result per run and target kind, ground-truth selection over the attacks)",
+    ]
+    assert "strongest leakage, aggregate" in page and "(dlg, aggregate, round 1; " in page
     markdown = (report / "report.md").read_text()
     for png in ("frontier.png", "../00-defenses-none/reconstructions/"):
         assert png in markdown
