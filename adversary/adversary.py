@@ -214,7 +214,7 @@ class Adversary:
             with self._lock:
                 self._jobs.append(job)
             job.add_done_callback(
-                lambda finished, r=server_round, o=options, v=todo: self._queue_report(finished, r, o, v)
+                lambda finished, r=server_round, o=options, v=todo: self._queue_report(finished, r, [o], v, False)
             )
         return len(jobs)
 
@@ -245,52 +245,36 @@ class Adversary:
                 self._jobs.append(job)
             chosen = [options for _, options, _ in members]
             job.add_done_callback(
-                lambda finished, r=server_round, o=chosen, v=views: self._queue_portfolio_report(finished, r, o, v)
+                lambda finished, r=server_round, o=chosen, v=views: self._queue_report(finished, r, o, v, True)
             )
         return len(portfolios)
 
-    def _queue_portfolio_report(
-        self, job: Future, server_round: int, attacks: list[AttackOptions], views: list[AttackerView]
+    def _queue_report(
+        self, job: Future, server_round: int, attacks: list[AttackOptions], views: list[AttackerView], portfolio: bool
     ) -> None:
+        """Score ``job``'s reconstructions in the scoring thread; a ``portfolio`` job holds one outcome per attack."""
         with self._reported:
-            self._reports.append(self._scoring.submit(self._report_portfolio, job, server_round, attacks, views))
+            if self._abandoned:
+                return
+            self._reports.append(self._scoring.submit(self._report, job, server_round, attacks, views, portfolio))
             self._reported.notify_all()
 
-    def _report_portfolio(
-        self, job: Future, server_round: int, attacks: list[AttackOptions], views: list[AttackerView]
+    def _report(
+        self, job: Future, server_round: int, attacks: list[AttackOptions], views: list[AttackerView], portfolio: bool
     ) -> None:
         error = job.exception()
-        outcomes = [error] * len(attacks) if error is not None else job.result()
+        if error is not None:
+            outcomes: list = [error] * len(attacks)
+        else:
+            outcomes = job.result() if portfolio else [job.result()]
         for options, outcome in zip(attacks, outcomes, strict=True):
-            if isinstance(outcome, BaseException):
-                logger.error("attack %s on round %d failed: %s", options.label, server_round, outcome)
+            if isinstance(outcome, BaseException):  # one failed attack must not end the run or the other attacks
+                logger.error("attack %s on round %d failed: %s", options.label, server_round, outcome, exc_info=outcome)
                 for view in views:
                     self.on_failure(view, options, outcome)
             else:
                 for view, reconstruction in zip(views, outcome, strict=True):
                     self.on_result(view, options, reconstruction)
-        with self._lock:
-            self._open_jobs[server_round] -= 1
-            finished = self._open_jobs[server_round] == 0
-        if finished:
-            self._round_done(server_round)
-
-    def _queue_report(self, job: Future, server_round: int, options: AttackOptions, views: list[AttackerView]) -> None:
-        with self._reported:
-            if self._abandoned:
-                return
-            self._reports.append(self._scoring.submit(self._report, job, server_round, options, views))
-            self._reported.notify_all()
-
-    def _report(self, job: Future, server_round: int, options: AttackOptions, views: list[AttackerView]) -> None:
-        error = job.exception()
-        if error is not None:  # one failed attack must not end the run or the other attacks
-            logger.error("attack %s on round %d failed: %s", options.label, server_round, error, exc_info=error)
-            for view in views:
-                self.on_failure(view, options, error)
-        else:
-            for view, reconstruction in zip(views, job.result()):
-                self.on_result(view, options, reconstruction)
         with self._lock:
             self._open_jobs[server_round] -= 1
             finished = self._open_jobs[server_round] == 0

@@ -11,33 +11,7 @@ import subprocess
 import time
 from pathlib import Path
 
-Process = tuple[int, str]  # pid, start time in clock ticks since boot
-
-
-def _stat(pid: int) -> list[str] | None:
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    return text[text.rindex(")") + 2 :].split()  # fields from the state on (the name may hold spaces)
-
-
-def descendants(root: int) -> list[Process]:
-    children: dict[int, list[Process]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and (fields := _stat(int(entry))) is not None:
-            children.setdefault(int(fields[1]), []).append((int(entry), fields[19]))
-    found, todo = [], [root]
-    while todo:
-        for process in children.get(todo.pop(), []):
-            found.append(process)
-            todo.append(process[0])
-    return found
-
-
-def running(process: Process) -> bool:
-    fields = _stat(process[0])
-    return fields is not None and fields[19] == process[1] and fields[0] != "Z"
+from fedsim.engine.lifecycle.ray_processes import Process, descendants, proc_stat, running
 
 
 def signal_when(
@@ -50,7 +24,7 @@ def signal_when(
         assert process.poll() is None, f"the command ended before {ready.name} existed"
         assert time.monotonic() < deadline, f"{ready.name} never appeared"
         time.sleep(0.02)
-    children = descendants(process.pid)
+    children = list(descendants(process.pid))
     (os.killpg if group else os.kill)(process.pid, signum)
     return children
 
@@ -63,5 +37,5 @@ def still_running(processes: list[Process], after: float, since: float) -> list[
 
 def alive(pid: int) -> bool:
     """Whether ``pid`` names a process that has not ended (for a pid just read from that process)."""
-    fields = _stat(pid)
+    fields = proc_stat(pid)
     return fields is not None and fields[0] != "Z"

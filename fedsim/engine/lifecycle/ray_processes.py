@@ -13,6 +13,7 @@ import contextlib
 import os
 import signal
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 Process = tuple[int, str]  # pid, start time (clock ticks after boot)
@@ -20,7 +21,7 @@ Process = tuple[int, str]  # pid, start time (clock ticks after boot)
 _NOTE_EVERY_S = 1.0
 
 
-def _stat(pid: int) -> list[str] | None:
+def proc_stat(pid: int) -> list[str] | None:
     """/proc/PID/stat's fields from the state on (the command name before them may hold spaces)."""
     try:
         text = Path(f"/proc/{pid}/stat").read_text()
@@ -37,14 +38,14 @@ def _is_ray(pid: int) -> bool:
     return b"/ray/" in command or command.startswith(b"ray::")
 
 
-def ray_descendants(driver: int) -> set[Process]:
-    """The driver's children that are Ray's (GCS, raylet, agents) and every process under them (the workers)."""
+def descendants(root: int, keep: Callable[[int], bool] = lambda pid: True) -> set[Process]:
+    """``root``'s children that ``keep`` accepts, and every process under them."""
     children: dict[int, list[Process]] = {}
     for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
-        if entry.isdigit() and (fields := _stat(int(entry))) is not None:
+        if entry.isdigit() and (fields := proc_stat(int(entry))) is not None:
             children.setdefault(int(fields[1]), []).append((int(entry), fields[19]))
     found: set[Process] = set()
-    todo = [process for process in children.get(driver, []) if _is_ray(process[0])]
+    todo = [process for process in children.get(root, []) if keep(process[0])]
     while todo:
         process = todo.pop()
         found.add(process)
@@ -52,8 +53,14 @@ def ray_descendants(driver: int) -> set[Process]:
     return found
 
 
-def _running(process: Process) -> bool:
-    fields = _stat(process[0])
+def ray_descendants(driver: int) -> set[Process]:
+    """The driver's children that are Ray's (GCS, raylet, agents) and every process under them (the workers)."""
+    return descendants(driver, keep=_is_ray)
+
+
+def running(process: Process) -> bool:
+    """Whether ``process`` still runs: its pid names a live process started when it was."""
+    fields = proc_stat(process[0])
     return fields is not None and fields[19] == process[1] and fields[0] != "Z"
 
 
@@ -80,6 +87,6 @@ class RayProcesses:
         self._done.set()
         self._watch.join()
         for process in self.noted:
-            if _running(process):
+            if running(process):
                 with contextlib.suppress(ProcessLookupError):  # it ended after all
                     os.kill(process[0], signal.SIGKILL)
