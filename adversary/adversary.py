@@ -37,6 +37,8 @@ logger = logging.getLogger("fedsim")
 _STOP_POLL_S = 0.2  # how often finish() looks for a stop while it waits
 
 ResultSink = Callable[[AttackerView, AttackOptions, Reconstruction], None]
+# the tuning task of an attack on a group of views (adversary.inversion.tuning), or None: it runs untuned
+Tuner = Callable[[AttackOptions, list[AttackerView]], Any]
 FailureSink = Callable[[AttackerView, AttackOptions, BaseException], None]
 
 
@@ -127,9 +129,11 @@ class Adversary:
         grant_labels: LabelGrant | None = None,
         backlog: Backlog | None = None,
         workers: AttackWorkers | None = None,
+        tuner: Tuner | None = None,
     ) -> None:
         """``workers``: where the jobs run; by default ``adversary.workers`` spawned processes with
-        ``adversary.resources.cpus`` torch threads each, on ``device``."""
+        ``adversary.resources.cpus`` torch threads each, on ``device``. ``tuner``: the tuning task of an attack on
+        a group of views, which the worker runs before the attack (None: attacks run with their own settings)."""
         self.config = config
         self.architecture = architecture
         self.training = training
@@ -139,6 +143,7 @@ class Adversary:
         self.on_failure = on_failure
         self.grant_labels = grant_labels
         self.backlog = backlog
+        self.tuner = tuner
         self._open_jobs: dict[int, int] = {}  # round -> attack jobs not yet reported
         self._round_models: dict[int, torch.nn.Module] = {}  # rounds a malicious server sent its own module in
         self._updates: dict[int, list[TappedUpdate]] = defaultdict(list)
@@ -207,7 +212,7 @@ class Adversary:
         for index, options, todo in jobs:
             seed = derive_seed(self.seed, "attack", server_round, index)
             try:
-                job = self.workers.submit(AttackJob(options, todo, seed))
+                job = self.workers.submit(AttackJob(options, todo, seed, tuning=self._tuning(options, todo)))
             except Exception as error:  # e.g. a broken worker pool: the job fails, the run goes on
                 job = Future()
                 job.set_exception(error)
@@ -236,8 +241,9 @@ class Adversary:
             attacks = [
                 (options, derive_seed(self.seed, "attack", server_round, index)) for index, options, _ in members
             ]
+            tuning = {i: task for i, (options, _) in enumerate(attacks) if (task := self._tuning(options, views))}
             try:
-                job = self.workers.submit(PortfolioJob(attacks, views, budget))
+                job = self.workers.submit(PortfolioJob(attacks, views, budget, tuning))
             except Exception as error:
                 job = Future()
                 job.set_exception(error)
@@ -248,6 +254,15 @@ class Adversary:
                 lambda finished, r=server_round, o=chosen, v=views: self._queue_report(finished, r, o, v, True)
             )
         return len(portfolios)
+
+    def _tuning(self, options: AttackOptions, views: list[AttackerView]) -> Any:
+        if self.tuner is None:
+            return None
+        try:
+            return self.tuner(options, views)
+        except Exception as error:  # tuning improves an attack; the attack still runs without it
+            logger.warning("tuning %s: could not rehearse the round on public images (%s)", options.label, error)
+            return None
 
     def _queue_report(
         self, job: Future, server_round: int, attacks: list[AttackOptions], views: list[AttackerView], portfolio: bool

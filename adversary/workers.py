@@ -30,7 +30,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import torch
@@ -70,14 +70,17 @@ class AttackJob:
     options: Any  # the attack's options (a pydantic model with ``name``; pickled as it is)
     views: list[AttackerView]
     seed: int
+    tuning: Any = None  # a TuningTask: tune the options on public problems first (adversary.inversion.tuning)
 
     def to_bytes(self) -> bytes:
-        return _dump({"options": self.options, "views": self.views, "seed": self.seed})
+        return _dump({"options": self.options, "views": self.views, "seed": self.seed, "tuning": self.tuning})
 
     @staticmethod
     def from_bytes(payload: bytes) -> AttackJob:
         fields = _load(payload)
-        return AttackJob(options=fields["options"], views=list(fields["views"]), seed=int(fields["seed"]))
+        return AttackJob(
+            options=fields["options"], views=list(fields["views"]), seed=int(fields["seed"]), tuning=fields["tuning"]
+        )
 
 
 @dataclass(frozen=True)
@@ -88,14 +91,20 @@ class PortfolioJob:
     attacks: list[tuple[Any, int]]  # (the attack's options, its seed)
     views: list[AttackerView]
     budget: Any  # SaturationBudget
+    tuning: dict[int, Any] = field(default_factory=dict)  # attack index -> its TuningTask, for those tuned first
 
     def to_bytes(self) -> bytes:
-        return _dump({"attacks": self.attacks, "views": self.views, "budget": self.budget})
+        return _dump({"attacks": self.attacks, "views": self.views, "budget": self.budget, "tuning": self.tuning})
 
     @staticmethod
     def from_bytes(payload: bytes) -> PortfolioJob:
         fields = _load(payload)
-        return PortfolioJob(attacks=list(fields["attacks"]), views=list(fields["views"]), budget=fields["budget"])
+        return PortfolioJob(
+            attacks=list(fields["attacks"]),
+            views=list(fields["views"]),
+            budget=fields["budget"],
+            tuning=fields["tuning"],
+        )
 
 
 def _dump(value: Any) -> bytes:
@@ -258,25 +267,49 @@ def _ready() -> int:
 
 def run_job(payload: bytes) -> bytes:
     """Worker side of ``submit``: deserialise the job, run the attack on this worker's device, serialise the result."""
-    from adversary.inversion import run_attack
-
     job = AttackJob.from_bytes(payload)
     device = _DEVICE if _DEVICE is not None else torch.device("cpu")
-    return encode_reconstructions(run_attack(job.options, job.views, job.seed, device))
+    return encode_reconstructions(run_tuned(job.options, job.tuning, job.views, job.seed, device))
+
+
+def run_tuned(options: Any, task: Any, views: list[AttackerView], seed: int, device: torch.device) -> list:
+    """``options`` tuned on ``task``'s public problems first (where given), then run on ``views``; each
+    reconstruction records the tuning behind it."""
+    from adversary.inversion import run_attack
+    from adversary.inversion.tuning import tuned
+
+    chosen, tuning = tuned(options, task, device)
+    reconstructions = run_attack(chosen, views, seed, device)
+    if tuning is None:
+        return reconstructions
+    return [replace(rec, tuning=tuning.to_row()) for rec in reconstructions]
+
+
+def _recording(options: Any, record: dict | None, views: list[AttackerView], seed: int, device: torch.device):
+    """How a portfolio runs one attack (at whatever budget the saturation step asks): its reconstructions carry
+    the tuning ``record`` behind ``options``."""
+    from adversary.inversion import run_attack
+
+    def run(chosen: Any) -> list:
+        reconstructions = run_attack(chosen, views, seed, device)
+        return reconstructions if record is None else [replace(rec, tuning=record) for rec in reconstructions]
+
+    return run
 
 
 def run_portfolio_job(payload: bytes) -> bytes:
     """Worker side of a ``PortfolioJob``: every attack once, the leaders saturated; per attack its reconstructions
     or its error (as an exception that pickles: the message, typed RuntimeError)."""
-    from adversary.inversion import run_attack
     from adversary.inversion.saturation import run_portfolio
+    from adversary.inversion.tuning import tuned
 
     job = PortfolioJob.from_bytes(payload)
     device = _DEVICE if _DEVICE is not None else torch.device("cpu")
-    entries = [
-        (options, lambda chosen, seed=seed: run_attack(chosen, job.views, seed, device))
-        for options, seed in job.attacks
-    ]
+    entries = []
+    for index, (options, seed) in enumerate(job.attacks):
+        chosen, tuning = tuned(options, job.tuning.get(index), device)
+        record = tuning.to_row() if tuning is not None else None
+        entries.append((chosen, _recording(chosen, record, job.views, seed, device)))
     outcomes = run_portfolio(entries, job.views, job.budget, device)
     return _dump(
         [

@@ -173,6 +173,7 @@ def fit_locally(
     server_round: int,
     global_state: dict[str, torch.Tensor],
     served: nn.Module | None = None,
+    data: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> LocalFit:
     """Train on the client's partition from the global state and shape the update with its defenses.
 
@@ -180,12 +181,14 @@ def fit_locally(
     client (``clients.legacy_client``, which masks what this returns) both call it. Raises on
     failure; ``clients.mods.error_reply_mod`` turns that into the protocol's error reply. ``served``: a
     module the server sent instead of the agreed model; it is trained exactly as the agreed one would be
-    (``client.verify_model`` refuses it when its architecture differs).
+    (``client.verify_model`` refuses it when its architecture differs). ``data``: normalised images and labels
+    to train on instead of the partition's (an attacker rehearsing the clients on public images); their sample
+    ids are ``spec.partitions[partition]``.
     """
     state = _local_state(spec)
     model = state.model if served is None else _accept_served(spec, state, served)
     model.load_state_dict(global_state)
-    x, y = _client_data(spec, state, partition)
+    x, y = data if data is not None else _client_data(spec, state, partition)
     global_params = {name: value.detach().clone() for name, value in model.named_parameters()}
     if data_poisoned():  # an injected `nan` failure (clients.mods): goes through the real non-finite-loss check
         x = torch.full_like(x, float("nan"))

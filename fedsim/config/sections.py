@@ -244,6 +244,28 @@ class AttackBudget(Section):
     )
 
 
+class AttackTuning(Section):
+    """Attack hyper-parameters (regularizer weights, step size, init scale) tuned on public images in the run's
+    setting, before the attacks run (adversary.inversion.tuning)."""
+
+    select: Literal["adaptive", "all", "none"] = Field(
+        "adaptive",
+        description="which attacks are tuned: `adaptive` (those adapted to a client defense in force, whose published "
+        "settings were chosen for another problem), `all` optimisation attacks, or `none`",
+    )
+    trials: int = Field(12, ge=1, le=1000, description="Optuna trials per attack; trial 0 is the attack's own settings")
+    problems: int = Field(
+        2, ge=1, le=64, description="public problems tuned on: updates the clients would send from public images"
+    )
+    max_iterations: int | None = Field(
+        None, ge=1, description="iterations per trial (null: the attack's own); fewer is cheaper, and favours speed"
+    )
+    cache: str | None = Field(
+        "~/.cache/fedsim/tuning",
+        description="folder of tuned settings, reused by any run of the same setting (null: tune in every run)",
+    )
+
+
 class AdversaryConfig(Section):
     tap: Literal["mitm", "server"] = Field(
         "mitm",
@@ -280,6 +302,11 @@ class AdversaryConfig(Section):
         default_factory=AttackBudget,
         description="`attacks: strongest`'s saturation step and its caps (time or iterations); every row records the "
         "budget it ran with and whether it saturated",
+    )
+    tuning: AttackTuning = Field(
+        default_factory=AttackTuning,
+        description="attack hyper-parameters tuned on public images of the run's data set, model and defenses; every "
+        "tuned row records what was chosen",
     )
     portfolio: Literal["listed", "strongest"] = Field(
         "listed",

@@ -147,6 +147,8 @@ class LeakageScorer:
             "saturation": reconstruction.saturation,
             "saturated": reconstruction.saturation == "saturated",
             "gradient_match": _finite_or_none(reconstruction.gradient_match),
+            # the hyper-parameters tuned on public images for this setting, if any (adversary.tuning)
+            **(reconstruction.tuning or {"tuned": False}),
             # leakage that cannot carry a verdict on the defense: the report marks it as a lower bound
             "lower_bound": self.lower_bound or (self.defended and reconstruction.saturation == "capped"),
             **self.extra_fields,

@@ -19,10 +19,12 @@ from adversary.malicious_server import LegacyMaliciousServer, MaliciousServer
 from adversary.metrics import Lpips
 from adversary.modifications.base import PublicData
 from adversary.threat_models import Architecture, LabelGrant, TrainingHyperparameters
+from clients.client_app import ClientSpec
 from fedsim.config import ExperimentConfig
 from fedsim.core.devices import resolve_device
 from fedsim.core.seeding import derive_seed
 from fedsim.engine.leakage.portfolio import verdict_warning
+from fedsim.engine.leakage.rehearsal import PublicRehearsal, tuned_attacks
 from fedsim.engine.leakage.scoring import LeakageScorer
 from fedsim.engine.lifecycle.assembly import run_model_of
 from fedsim.engine.lifecycle.federation import Federation
@@ -42,9 +44,15 @@ class AdversaryWiring:
 
 
 def attach_adversary(
-    config: ExperimentConfig, federation: Federation, store: RunStore, model_seed: int, lpips: Lpips | None = None
+    config: ExperimentConfig,
+    federation: Federation,
+    store: RunStore,
+    model_seed: int,
+    lpips: Lpips | None = None,
+    client_spec: ClientSpec | None = None,
 ) -> AdversaryWiring:
-    """Build the configured adversary with its tap, its knowledge and the scorer behind it."""
+    """Build the configured adversary with its tap, its knowledge and the scorer behind it. ``client_spec``: what the
+    run's clients are handed, for rehearsing them on public images when attacks are tuned (adversary.tuning)."""
     dataset = federation.dataset
     stats = federation.test_stats  # the federation's public normalisation
     mean, std = torch.tensor(stats.mean), torch.tensor(stats.std)
@@ -76,6 +84,7 @@ def attach_adversary(
         on_failure=scorer.on_failure,
         grant_labels=grant,
         backlog=AttackBacklog(store.run_dir),
+        tuner=tuner_of(config, client_spec, federation),
     )
     wants = config.adversary.attacks_round
     protocol = protocol_of(config)  # what each tap sees depends on how the strategy's rounds travel
@@ -119,6 +128,13 @@ def attach_adversary(
     return AdversaryWiring(
         adversary, None, lambda strategy: protocol.strategy_tap(strategy, adversary.observe, wants, layout)
     )
+
+
+def tuner_of(config: ExperimentConfig, client: ClientSpec | None, federation: Federation) -> Any:
+    """The rehearsal that builds tuning tasks, where ``adversary.tuning`` selects an attack of the run."""
+    if client is None or not tuned_attacks(config) or not len(federation.dataset.x_test):
+        return None
+    return PublicRehearsal(config, client, federation).task
 
 
 def public_data(federation: Federation, modification: Any) -> PublicData:

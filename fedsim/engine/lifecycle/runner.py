@@ -255,7 +255,11 @@ def _run_experiment(
         image_size=dataset.image_size,
     )
     strategy = strategy_of(config, history=store.rows() if resume is not None else ())
-    wiring = attach_adversary(config, federation, store, model_seed, lpips) if config.adversary.attacks else None
+    wiring = (
+        attach_adversary(config, federation, store, model_seed, lpips, client_spec)
+        if config.adversary.attacks
+        else None
+    )
     if wiring and resume is not None:
         queued = wiring.adversary.resume(store.rows(), last_round)
         if queued:
