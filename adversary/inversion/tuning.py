@@ -237,7 +237,7 @@ def tune(options: AttackOptions, task: TuningTask, device: torch.device) -> Tuni
         return value if math.isfinite(value) else -1.0  # a diverged trial scores below any image
 
     started = time.perf_counter()
-    # Half the trials spread by a scrambled Sobol sequence (random start-up points of a handful of trials clump), the rest
+    # Half the trials spread by a scrambled Sobol sequence (random start-up points of a few trials clump), the rest
     # where TPE expects the best.
     startup = max(1, task.trials // 2)
     with warnings.catch_warnings():  # both samplers are marked experimental; their results are what we report
