@@ -9,10 +9,11 @@ group of targets, ``run_portfolio``
    produce and the observed one): an attacker-side yardstick (never the ground truth) that compares attacks
    whose own objectives are in different units;
 2. takes the ``leaders`` best optimisation attacks of each target and reruns each (``saturate``) with
-   ``growth`` times the iterations and restarts, again and again, keeping per target the result with the
-   lowest objective of the attack's own, until no target's objective improves by more than ``tolerance``
-   (relative): ``saturated``; or until ``max_iterations`` / ``max_restarts`` / ``max_seconds`` stop it first:
-   ``capped``, and the leakage it reports is a lower bound.
+   ``growth`` times the iterations (then, once those stop helping, the restarts), again and again, keeping per
+   target the result with the lowest objective of the attack's own, until neither more iterations nor more
+   restarts improve any target's objective by more than ``tolerance`` (relative): ``saturated``; or until
+   ``max_iterations`` / ``max_restarts`` / ``max_seconds`` stop it first: ``capped``, and the leakage it
+   reports is a lower bound.
 
 Restart r of target t always starts from the same point (``problem.init_seed``), so a pass with more restarts
 reruns the earlier ones with more iterations and adds new ones: a pass cannot lose what an earlier one found,
@@ -78,45 +79,57 @@ def saturate(
     budget: SaturationBudget,
     seconds: float | None,
 ) -> list[Reconstruction]:
-    """``options``' results ``first`` (one per target) rerun with growing iterations and restarts until every
-    target's own objective improves by at most ``budget.tolerance``, or the budget (``seconds`` for this
-    attack) runs out; per target the lowest-objective result, marked saturated or capped."""
+    """``options``' results ``first`` (one per target) rerun with more budget until neither more iterations nor
+    more restarts improve any target's own objective by more than ``budget.tolerance``, or the budget (``seconds``
+    for this attack) runs out; per target the lowest-objective result, marked saturated or capped.
+
+    One dimension grows per pass (``budget.growth`` times), iterations first: a pass then costs ``growth`` times
+    the last, not its square. Once more iterations stop helping, restarts grow; an improvement from either lets
+    both grow again. Saturated: the last growth of each dimension improved no target; capped: a dimension reached
+    its cap (or the time ran out) before it stopped helping.
+    """
     best = list(first)
-    iterations, restarts = int(options.iterations), int(options.restarts)
+    size = {"iterations": int(options.iterations), "restarts": int(options.restarts)}
+    caps = {"iterations": budget.max_iterations, "restarts": budget.max_restarts}
     deadline = time.perf_counter() + seconds if seconds is not None else None
-    status = CAPPED
+    stalled: set[str] = set()  # dimensions whose last growth improved no target
+    phase = "iterations"  # the dimension that helped last is grown again first
     while True:
-        grown = (
-            min(iterations * budget.growth, max(budget.max_iterations, iterations)),
-            min(restarts * budget.growth, max(budget.max_restarts, restarts)),
-        )
+        grown = {dim: min(value * budget.growth, max(caps[dim], value)) for dim, value in size.items()}
+        growable = [dim for dim in (phase, *(d for d in size if d != phase)) if grown[dim] != size[dim]]
+        candidates = [dim for dim in growable if dim not in stalled]
         remaining = deadline - time.perf_counter() if deadline is not None else None
-        if grown == (iterations, restarts) or (remaining is not None and remaining <= 0):
-            break  # the cap is reached before the objective stopped improving
-        update: dict[str, Any] = {"iterations": grown[0], "restarts": grown[1]}
+        if not candidates or (remaining is not None and remaining <= 0):
+            status = SATURATED if not candidates and stalled == set(size) else CAPPED
+            break
+        dim = candidates[0]
+        update: dict[str, Any] = {**size, dim: grown[dim]}
         if remaining is not None:
             update["time_limit"] = min(remaining, float(options.time_limit or math.inf))
         started = time.perf_counter()
         results = run(options.model_copy(update=update))
-        iterations, restarts = grown
+        size[dim] = grown[dim]
         logger.info(
             "saturation: %s at %d iterations x %d restarts: objective %s (%.0f s)",
             options.label,
-            iterations,
-            restarts,
+            size["iterations"],
+            size["restarts"],
             ", ".join(f"{rec.objective:.3g}" for rec in results),
             time.perf_counter() - started,
         )
         gains = [improvement(old.objective, new.objective) for old, new in zip(best, results, strict=True)]
         best = [
-            dataclasses.replace(new, restarts=restarts) if new.objective < old.objective else old
+            dataclasses.replace(new, restarts=size["restarts"]) if new.objective < old.objective else old
             for old, new in zip(best, results, strict=True)
         ]
         if any(result.cut for result in results):
-            break  # the time limit stopped a pass: what more time would give is unknown
-        if all(gain <= budget.tolerance for gain in gains):
-            status = SATURATED
+            status = CAPPED  # the time limit stopped a pass: what more time would give is unknown
             break
+        if all(gain <= budget.tolerance for gain in gains):
+            stalled.add(dim)
+        else:
+            stalled.clear()
+            phase = dim
     return [dataclasses.replace(rec, saturation=status) for rec in best]
 
 

@@ -9,6 +9,10 @@ its floor, ``at floor`` when none did (the attacks failed there, which is no evi
 That pick compares the attacks against the ground truth, which no attacker has: where more than one attack
 ran, the title says "ground-truth selection over N attacks", and a line under the table gives each attack's
 own figure.
+
+Where the leakage cannot carry a verdict on a defense, the title says so: rows marked ``lower_bound`` (a client
+defense in force that no running attack adapts to, or a leading attack that hit its budget cap under a defense)
+and, under ``attacks: strongest``, targets whose leading attacks did not saturate (``capped``).
 """
 
 from __future__ import annotations
@@ -86,6 +90,19 @@ def selection_lines(run_dir: Path) -> tuple[str, str]:
     return f"{TITLE}, {selection} by SSIM", f"each attack alone, mean SSIM over its targets: {alone}"
 
 
+def bound_note(run_dir: Path) -> str:
+    """Why the table's leakage is only a lower bound ("" where nothing says so): unsaturated leaders of a
+    portfolio, and rows the run marked ``lower_bound``."""
+    rows = [row for row in RunStore(run_dir).rows() if row["event"] == "attack" and row.get("status") == "ok"]
+    reasons = []
+    capped = sorted({row["attack"] for row in rows if row.get("saturation") == "capped"})
+    if capped:
+        reasons.append(f"not saturated ({', '.join(capped)} capped by adversary.budget)")
+    if any(row.get("lower_bound") for row in rows) and not capped:
+        reasons.append("a client defense that no running attack adapts to")
+    return f"a lower bound: {'; '.join(reasons)}" if reasons else ""
+
+
 def _score(row: dict[str, Any]) -> str:
     psnr = row.get("psnr_mean")
     return f"{'exact' if psnr is None else f'{psnr:.1f}'}/{row['ssim_mean']:.2f}"
@@ -99,7 +116,9 @@ def print_leakage_table(run_dir: Path, console: Any) -> None:
 
     targets, table = leakage_rows(run_dir)
     title, alone = selection_lines(run_dir)
-    view = Table(title=f"{title}; SSIM floor, verdict", caption=alone or None, box=SIMPLE)
+    note = bound_note(run_dir)
+    heading = f"{title}; SSIM floor, verdict" + (f" ({note.upper()[:1]}{note[1:]})" if note else "")
+    view = Table(title=heading, caption=alone or None, box=SIMPLE)
     view.add_column("round", justify="right")
     view.add_column("accuracy", justify="right")
     for target in targets:

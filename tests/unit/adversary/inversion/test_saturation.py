@@ -41,15 +41,29 @@ def plateau_at(iterations: int):
     return run, asked
 
 
-def test_saturation_doubles_the_budget_until_the_objective_stops_improving():
+def test_saturation_doubles_the_iterations_then_the_restarts_until_neither_improves_the_objective():
     run, asked = plateau_at(800)
     options = AttackOptions(name="dlg", iterations=100, restarts=1)
     (rec,) = saturate(run, options, run(options), SaturationBudget(tolerance=0.01), seconds=None)
-    # 200, 400, 800 improve; 1600 does not: it stops there, on the attack's own objective
-    assert asked[1:] == [(200, 2), (400, 4), (800, 8), (1600, 16)]
+    # 200, 400, 800 iterations improve; 1600 does not, and twice the restarts at 1600 neither: it stops there,
+    # on the attack's own objective
+    assert asked[1:] == [(200, 1), (400, 1), (800, 1), (1600, 1), (1600, 2)]
     assert rec.saturation == SATURATED
     assert rec.objective == 1.0 / 800
-    assert rec.restarts == 8 and rec.iterations == 800  # the budget of the pass that gave the result
+    assert rec.restarts == 1 and rec.iterations == 800  # the budget of the pass that gave the result
+
+
+def test_restarts_that_help_let_the_iterations_grow_again():
+    asked = []
+
+    def run(options) -> list[Reconstruction]:  # better with more restarts up to 4, and with more iterations up to 400
+        asked.append((options.iterations, options.restarts))
+        return [result(1.0 / (min(options.iterations, 400) * min(options.restarts, 4)), options.iterations)]
+
+    options = AttackOptions(name="dlg", iterations=400, restarts=1)
+    (rec,) = saturate(run, options, run(options), SaturationBudget(tolerance=0.01), seconds=None)
+    assert asked[1:] == [(800, 1), (800, 2), (800, 4), (800, 8), (1600, 8)]
+    assert rec.saturation == SATURATED and rec.objective == 1.0 / 1600
 
 
 def test_saturation_that_reaches_the_cap_first_says_capped():
@@ -57,7 +71,8 @@ def test_saturation_that_reaches_the_cap_first_says_capped():
     options = AttackOptions(name="ig", iterations=100, restarts=1)
     budget = SaturationBudget(max_iterations=400, max_restarts=2)
     (rec,) = saturate(run, options, run(options), budget, seconds=None)
-    assert asked[1:] == [(200, 2), (400, 2)]
+    # the iterations reach their cap still improving; one more restart does not help: more iterations might
+    assert asked[1:] == [(200, 1), (400, 1), (400, 2)]
     assert rec.saturation == CAPPED and rec.objective == 1.0 / 400
 
 

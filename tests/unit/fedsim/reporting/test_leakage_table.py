@@ -80,3 +80,33 @@ def test_the_printed_table_fits_80_columns_with_a_floor_and_a_verdict_line_per_a
     assert max(len(line) for line in lines) <= 80
     floor_line, verdict_line = (line.split() for line in lines if line.split()[:1] in (["floor"], ["verdict"]))
     assert floor_line == ["floor", *["0.61"] * 5] and verdict_line == ["verdict", *["at", "floor"] * 5]
+
+
+def test_a_table_of_unsaturated_or_unadapted_leakage_says_it_is_a_lower_bound(tmp_path):
+    from fedsim.reporting.leakage_table import bound_note
+
+    store = RunStore.create(tiny_config(output={"dir": str(tmp_path), "run_name": "r"}), "cpu")
+    attack = {"event": "attack", "status": "ok", "round": 1, "target": "client:0", "ssim_mean": 0.3}
+    store.append({**attack, "attack": "dlg", "saturation": "saturated"})
+    store.append({**attack, "attack": "ig", "saturation": "not leading"})
+    assert bound_note(store.run_dir) == ""
+    store.append({**attack, "attack": "ig-dip", "saturation": "capped", "lower_bound": True})
+    assert bound_note(store.run_dir) == "a lower bound: not saturated (ig-dip capped by adversary.budget)"
+
+
+def test_leakage_under_a_defense_no_attack_adapts_to_is_a_lower_bound(tmp_path):
+    from fedsim.reporting.leakage_table import bound_note
+
+    store = RunStore.create(tiny_config(output={"dir": str(tmp_path), "run_name": "r"}), "cpu")
+    store.append(
+        {
+            "event": "attack",
+            "status": "ok",
+            "round": 1,
+            "target": "client:0",
+            "attack": "dlg",
+            "ssim_mean": 0.1,
+            "lower_bound": True,
+        }
+    )
+    assert "no running attack adapts to" in bound_note(store.run_dir)
