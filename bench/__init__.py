@@ -26,8 +26,8 @@ Benchmarks, and what each prints:
   time per round beside ``rtf``.
 - ``strongest``: per defense, the strongest attack's SSIM and PSNR on single-image updates of
   ``configs/defense-comparison.yaml`` and which attack won.
-- ``adaptive_tuning``: plain Inverting Gradients against each defense's adaptive variant over a grid of TV
-  weights, on images never reported.
+- ``adaptive_tuning``: plain Inverting Gradients against each defense's adaptive variant at its own settings
+  and tuned with Optuna (``adversary.inversion.tuning``), on images never reported.
 - ``defenses``: the defense table of ``configs/defense-evaluation.yaml`` over seeds (leakage, accuracy, its
   drop, epsilon); ``--docs`` writes it into ``docs/results/defenses.md``.
 - ``paper_results``: papers 000, 001 and 004's settings from the same sweep, one table; ``--docs`` writes it

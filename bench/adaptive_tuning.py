@@ -1,12 +1,14 @@
-"""Tune the adaptive attacks on images that are never reported, and show what adapting buys.
+"""Tune the adaptive attacks on images that are never reported, and show what adapting and tuning buy.
 
 The set-up of ``configs/defense-comparison.yaml`` (DLG's tanh LeNet at its seeded initialisation, one SGD
 step of lr 0.1 on one image), each defense applied to the update exactly as a client applies it. Tuning
 images: CIFAR-10 **test** images 0-3 of ``cifar10_subset.npz`` (the reported numbers come
-from clients' training images in runs). For each defense, plain Inverting Gradients against its adaptive
-variant over a small grid of the variant's TV weight; prints mean SSIM / PSNR per setting, one JSON line last.
+from clients' training images in runs). For each defense: plain Inverting Gradients, its adaptive variant at its
+own settings, and the variant tuned by ``adversary.inversion.tuning`` (the Optuna search a run does under
+``adversary.tuning``: TV weight, step size and init scale; ``--trials``); prints mean SSIM / PSNR of each, one
+JSON line last.
 
-    .venv/bin/python -m bench.adaptive_tuning [--data-dir DIR] [--images 4] [--iterations 1000]
+    .venv/bin/python -m bench.adaptive_tuning [--data-dir DIR] [--images 4] [--iterations 1000] [--trials 12]
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import torch
 from adversary.inversion import run_attack
 from adversary.inversion.options import AttackOptions
 from adversary.inversion.requirements import AttackSetting, DefenseInForce
+from adversary.inversion.tuning import PublicProblems, TuningTask, tune, with_params
 from adversary.metrics import psnr, ssim
 from adversary.view import AttackerView, LocalTraining
 from bench.common import CIFAR, add_data_dir, data_file
@@ -28,12 +31,13 @@ from fedsim.config import parse_config
 from fedsim.models import build_model
 
 LR = 0.1
-#: defense -> (its client.defenses entry, the adaptive attack, the TV weights tried)
+MEAN, STD = (0.0, 0.0, 0.0), (1.0, 1.0, 1.0)  # the views' inputs are the [0, 1] images themselves
+#: defense -> (its client.defenses entry, the adaptive attack)
 CASES = {
-    "prune": ({"name": "prune", "ratio": 0.9}, "ig-prune", [1e-4, 1e-3, 1e-2]),
-    "noise": ({"name": "noise", "sigma": 0.01}, "ig-noise", [0.05, 0.2, 0.5, 1.0, 2.0, 5.0]),
-    "gradient_dropout": ({"name": "gradient_dropout", "p": 0.6, "sigma": 0.005}, "ig-dropout", [1e-4, 1e-3, 1e-2]),
-    "soteria": ({"name": "soteria", "ratio": 0.8}, "ig-soteria", [1e-4, 1e-3, 1e-2]),
+    "prune": ({"name": "prune", "ratio": 0.9}, "ig-prune"),
+    "noise": ({"name": "noise", "sigma": 0.01}, "ig-noise"),
+    "gradient_dropout": ({"name": "gradient_dropout", "p": 0.6, "sigma": 0.005}, "ig-dropout"),
+    "soteria": ({"name": "soteria", "ratio": 0.8}, "ig-soteria"),
 }
 
 
@@ -81,6 +85,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--images", type=int, default=4)
     parser.add_argument("--iterations", type=int, default=1000)
     parser.add_argument("--only", default=",".join(CASES))
+    parser.add_argument("--trials", type=int, default=12, help="Optuna trials per adaptive attack")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     data = np.load(data_file(args.data_dir, CIFAR))
@@ -89,7 +94,7 @@ def main(argv: list[str] | None = None) -> None:
     model = lenet()
     best: dict[str, dict] = {}
     for name in args.only.split(","):
-        defense, adaptive, weights = CASES[name]
+        defense, adaptive = CASES[name]
         views = [view_of(model, image, label, defense) for image, label in zip(truth, labels, strict=True)]
         options = {"name": defense["name"], **{k: v for k, v in defense.items() if k != "name"}}
         setting = AttackSetting(
@@ -101,19 +106,26 @@ def main(argv: list[str] | None = None) -> None:
         )
         plain = score(AttackOptions(name="ig", iterations=args.iterations), views, truth)
         print(f"{name:<17} ig{'':<13} SSIM {plain[0]:.3f}  PSNR {plain[1]:5.1f}", flush=True)
-        results = {}
-        for weight in weights:
-            tuned = AttackOptions(
-                name=adaptive, iterations=args.iterations, regularizers=[{"name": "tv", "weight": weight}]
-            )
-            results[weight] = score(tuned.adapted(setting), views, truth)
-            print(
-                f"{name:<17} {adaptive:<10} tv {weight:<7g} SSIM {results[weight][0]:.3f}  "
-                f"PSNR {results[weight][1]:5.1f}",
-                flush=True,
-            )
-        chosen = max(results, key=lambda w: results[w][0])
-        best[name] = {"ig_ssim": plain[0], "attack": adaptive, "tv": chosen, "ssim": results[chosen][0]}
+        own = AttackOptions(name=adaptive, iterations=args.iterations).adapted(setting)
+        own_score = score(own, views, truth)
+        problems = PublicProblems(views, [t[None] for t in truth], [torch.tensor([lb]) for lb in labels], MEAN, STD)
+        task = TuningTask(problems, trials=args.trials, seed=0, setting={"bench": "adaptive_tuning", "case": name})
+        tuning = tune(own, task, torch.device("cpu"))
+        chosen = with_params(own, tuning.params) if tuning is not None else own
+        tuned_score = score(chosen, views, truth)
+        print(
+            f"{name:<17} {adaptive:<10} own settings SSIM {own_score[0]:.3f}  PSNR {own_score[1]:5.1f}; tuned "
+            f"({', '.join(f'{k} {v:.3g}' for k, v in (tuning.params if tuning else {}).items())}) "
+            f"SSIM {tuned_score[0]:.3f}  PSNR {tuned_score[1]:5.1f}",
+            flush=True,
+        )
+        best[name] = {
+            "ig_ssim": plain[0],
+            "attack": adaptive,
+            "own_ssim": own_score[0],
+            "tuned_ssim": tuned_score[0],
+            "params": tuning.params if tuning is not None else {},
+        }
     print(json.dumps(best))
 
 
