@@ -90,6 +90,7 @@ class CanaryExamples:
     x: torch.Tensor
     y: torch.Tensor
     included: np.ndarray
+    source: np.ndarray  # the rows of the image pool they were taken from
 
     @classmethod
     def draw(
@@ -102,7 +103,7 @@ class CanaryExamples:
         chosen = torch.from_numpy(rng.choice(len(images), size=canaries, replace=False))
         shift = torch.from_numpy(rng.integers(1, num_classes, size=canaries))
         wrong = (labels[chosen].long() + shift) % num_classes
-        return cls(images[chosen], wrong, inclusion(canaries, seed))
+        return cls(images[chosen], wrong, inclusion(canaries, seed), chosen.numpy())
 
     def inserted(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The included canaries, to append to the host client's data."""
