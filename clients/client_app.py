@@ -23,6 +23,7 @@ from flwr.clientapp import ClientApp
 from torch import nn
 
 import fedsim.core.wire as wire
+from adversary.audit.canaries import ExampleCanaries
 from clients.defenses import DefenseContext
 from clients.defenses.base import TrainingContext
 from clients.defenses.pipeline import apply_update_defenses, pseudo_gradient, update_level, weights_to_send
@@ -70,6 +71,7 @@ class ClientSpec:
     failures: FailureSchedule
     dp: DpConfig | None  # strategy.dp: its client-side clipping runs in the client
     ground_truth: bool  # output.ground_truth: record what each client trained on
+    audit: ExampleCanaries | None = None  # adversary.audit at example level: the host's Dirac canaries
 
     @property
     def cache_key(self) -> str:
@@ -197,6 +199,9 @@ def fit_locally(
         spec.client,
         seed=derive_seed(spec.seed, "train", server_round, partition),
         context=TrainingContext(server_round, spec.rounds, spec.run_dir / CLIENT_STATE_DIR / str(partition)),
+        canaries=None
+        if spec.audit is None
+        else spec.audit.for_round(model, partition, server_round, min(spec.client.batch_size, len(x)) / len(x)),
     )
     used = _positions(spec.partitions[partition], result.batches)
     weights, defense_records = _defend_update(

@@ -84,6 +84,29 @@ class StepCanaries:
 
 
 @dataclass(frozen=True)
+class ExampleCanaries:
+    """What the host client needs to insert its Dirac canaries (pickled into every client process)."""
+
+    canaries: int
+    norm: float
+    host: int
+    seed: int  # the run's audit seed
+
+    def plan(self, model: torch.nn.Module) -> DiracCanaries:
+        """The run's Dirac canaries over ``model``'s trainable parameters."""
+        dimension = sum(p.numel() for p in model.parameters() if p.requires_grad)
+        return DiracCanaries.draw(self.canaries, dimension, self.norm, self.seed)
+
+    def for_round(
+        self, model: torch.nn.Module, partition: int, server_round: int, sample_rate: float
+    ) -> StepCanaries | None:
+        """The round's insertion on the host (None on every other client)."""
+        if partition != self.host:
+            return None
+        return self.plan(model).inserter(sample_rate, derive_seed(self.seed, "audit-steps", server_round))
+
+
+@dataclass(frozen=True)
 class CanaryExamples:
     """Mislabelled images: ``x[j]`` with label ``y[j]`` (never its true one); ``included[j]`` whether inserted."""
 

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from adversary.audit.config import AuditConfig
 from adversary.inversion.options import AttackOptions
 from adversary.modifications import MODIFICATIONS, ModificationConfig
 from adversary.registry import ATTACKS, split_preset
@@ -23,7 +24,7 @@ from fedsim.core.sections import Section, check_device
 from fedsim.data.sources import DataConfig
 from fedsim.models import ModelConfig
 from strategies.dp import DpConfig
-from strategies.registry import STRATEGIES
+from strategies.registry import DP_MECHANISMS, STRATEGIES
 from strategies.secagg import SECAGG_STRATEGY, SECAGG_TRAINING_STAGE, SecAggConfig
 
 # --------------------------------------------------------------------------------------- federation
@@ -296,6 +297,10 @@ class AdversaryConfig(Section):
         default_factory=AttackWorkerResources, description="what each attack worker process holds, as client_resources"
     )
     save_images: bool = Field(True, description="write original-over-reconstruction PNG grids per round and target")
+    audit: AuditConfig | None = Field(
+        None,
+        description="one-run privacy audit (canaries): a lower bound on epsilon beside the accountant's; null = off",
+    )
     lpips: Literal["auto", "off", "required"] = Field(
         "auto",
         description="LPIPS (ImageNet AlexNet at $FEDSIM_LPIPS_WEIGHTS or the torch hub cache): auto = download where "
@@ -510,6 +515,27 @@ class ExperimentConfig(Section):
             raise ValueError(
                 f"adversary.rounds = {adversary.rounds!r}: selects no round of 1 .. {federation.rounds} "
                 f"(federation.rounds = {federation.rounds})"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _audit_fits_the_run(self) -> ExperimentConfig:
+        audit, dp = self.adversary.audit, self.strategy.dp
+        if audit is None:
+            return self
+        if self.strategy.secagg is not None:
+            raise ValueError(
+                f"adversary.audit with strategy.name = {SECAGG_STRATEGY}: the audit is wired for Message-API "
+                "strategies (a host's update or a DP aggregate); set adversary.audit: null"
+            )
+        if dp is None and audit.host >= self.federation.num_clients:
+            raise ValueError(
+                f"adversary.audit.host = {audit.host}: must be < federation.num_clients ({self.federation.num_clients})"
+            )
+        if dp is not None and (dp.estimator != "fixed-denominator" or DP_MECHANISMS.get(dp.kind).adaptive):
+            raise ValueError(
+                f"adversary.audit with strategy.dp.kind = '{dp.kind}', estimator = '{dp.estimator}': canary clients "
+                "need a fixed clipping norm and the fixed-denominator estimator (kind server-fixed or client-fixed)"
             )
         return self
 
