@@ -62,8 +62,8 @@ def leakage_summary(attack_rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def audit_summary(row: dict[str, Any]) -> dict[str, Any]:
-    """The `audit` row's fields without its round and event."""
-    return {key: value for key, value in row.items() if key not in ("round", "event")}
+    """The `audit` row's fields (the bound, its confidence, delta and adjacency, the accountant's epsilon)."""
+    return {key: value for key, value in row.items() if key.startswith(("audit_", "epsilon_"))}
 
 
 def _mean(values: list[float]) -> float | None:

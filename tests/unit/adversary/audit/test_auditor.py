@@ -1,0 +1,111 @@
+"""The run's auditor: canary clients inside the DP aggregate before its noise, scored from the tapped aggregates;
+the row's fields and the one warning line."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from central_dp import reply
+from flwr.app import ArrayRecord, ConfigRecord
+from torch import nn
+
+from adversary.audit.auditor import RunAuditor, audit_fields, audit_warning
+from adversary.audit.bound import AuditResult
+from adversary.audit.config import CLIENT
+from adversary.taps import StrategyTap
+from fedsim.config import ConfigError, parse_config
+from fedsim.engine.lifecycle.assembly import strategy_of
+
+pytestmark = pytest.mark.usefixtures("task_identity")  # messages built outside a Flower run (conftest.py)
+
+CLIENTS, DIMENSION = 4, 20_000  # d >> canaries: random directions are nearly orthogonal
+
+
+class Flat(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.zeros(DIMENSION))
+
+
+def audited_rounds(noise_multiplier: float, rounds: int = 3) -> tuple[RunAuditor, list[torch.Tensor]]:
+    """Central DP (server-side fixed clipping, C = 1) over 4 clients plus 200 canary clients, tapped as a server."""
+    config = parse_config(
+        {
+            "seed": 5,
+            "federation": {"num_clients": CLIENTS},
+            "strategy": {"dp": {"noise_multiplier": noise_multiplier, "clipping_norm": 1.0}},
+            "adversary": {"audit": {"canaries": 200}},
+        }
+    )
+    strategy = strategy_of(config)
+    auditor = RunAuditor(config.adversary.audit, CLIENT, Flat(), seed=1, norm=1.0, delta=1e-5, lr=0.1)
+    state = {"w": torch.zeros(DIMENSION)}
+    strategy.strategy.inserted = auditor.inserted_updates(state)  # what fedsim.engine.audit does
+    tapped = StrategyTap(strategy, auditor.observe)
+    tapped.bind({partition: 100 + partition for partition in range(CLIENTS)})
+    released = []
+    for server_round in range(1, rounds + 1):
+        messages = list(tapped.configure_train(server_round, ArrayRecord(state), ConfigRecord(), None))
+        step = {"w": state["w"] + 0.001}  # every client's update (norm 0.14): inside the clipping ball
+        replies = [reply(message, step, partition) for partition, message in enumerate(messages)]
+        aggregated, _ = tapped.aggregate_train(server_round, replies)
+        released.append(aggregated.to_torch_state_dict()["w"] - state["w"])
+        state = aggregated.to_torch_state_dict()
+    return auditor, released
+
+
+def test_canary_clients_join_the_clipped_sum_before_the_noise():
+    auditor, released = audited_rounds(noise_multiplier=0.0, rounds=1)
+    inserted = torch.from_numpy(auditor.inserted_updates({"w": torch.zeros(DIMENSION)})["w"])
+    # fixed denominator: (4 client updates + the included canaries' C u_j) / 4, and no noise
+    assert torch.allclose(released[0].double(), (4 * 0.001 + inserted) / CLIENTS, atol=1e-5)
+    assert auditor.per_round.keys() == {1}
+
+
+def test_canary_clients_are_found_without_noise_and_hidden_by_it():
+    exposed, _ = audited_rounds(noise_multiplier=0.0)
+    final = {"w": torch.zeros(DIMENSION)}
+    assert exposed.result(final, final).epsilon_lower > 2.0
+    hidden, _ = audited_rounds(noise_multiplier=20.0)
+    assert hidden.result(final, final).epsilon_lower < 0.5
+
+
+def test_the_row_names_the_accountant_epsilon_by_adjacency_and_warns_only_above_it():
+    result = AuditResult(4.6, 0.95, 1e-5, 1000, 503, 500, 500)
+    fields = audit_fields(result, "example", "white-box", 4.0)
+    assert fields["epsilon_example"] == 4.0 and fields["audit_epsilon_lower"] == 4.6
+    assert fields["audit_adjacency"] == "example" and fields["audit_delta"] == 1e-5
+    warning = audit_warning(fields)
+    assert warning.startswith("the measured lower bound on epsilon (4.60 at 95% confidence, example level) exceeds")
+    assert warning.endswith("accountant's epsilon (4.00): DP is misconfigured or broken") and "\n" not in warning
+    assert audit_warning(audit_fields(result, "client", "white-box", 8.0)) is None
+    assert "epsilon_client" in audit_fields(result, "client", "white-box", 8.0)
+    assert audit_warning(audit_fields(result, "example", "white-box", None)) is None  # nothing claimed
+    assert audit_warning(audit_fields(result, "example", "white-box", math.inf)) is None  # no guarantee claimed
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (
+            {"federation": {"num_clients": 2}, "adversary": {"audit": {"host": 2}}},
+            "adversary.audit.host = 2: must be < federation.num_clients (2)",
+        ),
+        (
+            {"strategy": {"dp": {"estimator": "weighted-mean"}}, "adversary": {"audit": {}}},
+            "canary clients need a fixed clipping norm and the fixed-denominator estimator",
+        ),
+        ({"adversary": {"audit": {"confidence": 1.0}}}, "adversary.audit.confidence = 1.0"),
+        ({"adversary": {"audit": {"threat_model": "grey"}}}, "adversary.audit.threat_model = 'grey'"),
+    ],
+)
+def test_bad_audit_settings_fail_in_one_line(raw, message):
+    with pytest.raises(ConfigError) as error:
+        parse_config(raw)
+    assert message in str(error.value) and "\n" not in str(error.value)
+
+
+def test_the_audit_is_off_by_default():
+    assert parse_config({}).adversary.audit is None
