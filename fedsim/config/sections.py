@@ -297,14 +297,14 @@ class AdversaryConfig(Section):
         default_factory=AttackWorkerResources, description="what each attack worker process holds, as client_resources"
     )
     save_images: bool = Field(True, description="write original-over-reconstruction PNG grids per round and target")
-    audit: AuditConfig | None = Field(
-        None,
-        description="one-run privacy audit (canaries): a lower bound on epsilon beside the accountant's; null = off",
-    )
     lpips: Literal["auto", "off", "required"] = Field(
         "auto",
         description="LPIPS (ImageNet AlexNet at $FEDSIM_LPIPS_WEIGHTS or the torch hub cache): auto = download where "
         "possible, else null with one warning; required = refuse to start without it; off = never",
+    )
+    audit: AuditConfig | None = Field(
+        None,
+        description="one-run privacy audit (canaries): a lower bound on epsilon beside the accountant's; null = off",
     )
 
     @model_validator(mode="before")
