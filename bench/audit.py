@@ -33,7 +33,9 @@ are 95 % bootstrap intervals over the seeds (``bench.common.interval``).
 
 Results are appended per (case, seed) to ``OUT/audit.jsonl``; a rerun skips what is there (resume).
 
-    nice -n 10 .venv/bin/python -m bench.audit [--data-dir DIR] [--out DIR] [--markdown] [--docs]
+    nice -n 10 .venv/bin/python -m bench.audit [--data-dir DIR] [--out DIR] [--docs]
+
+``--docs`` writes the table into ``docs/results/audit.md`` and the README.
 """
 
 from __future__ import annotations
@@ -315,10 +317,11 @@ def run_all(path: Path, out: Path) -> dict[str, list[dict[str, Any]]]:
 def table(grouped: dict[str, list[dict[str, Any]]]) -> list[str]:
     lines = [
         "`nice -n 10 .venv/bin/python -m bench.audit --data-dir DIR --docs` (in process, MNIST, an MLP of 50,890 "
-        "weights; set-up above). One-run lower bound on epsilon (Steinke et al. 2023) at 95 % confidence, delta "
-        "1e-5, 1,000 canaries (500 for black-box at example level), beside the accountant's epsilon; mean over the "
-        "seeds [95 % bootstrap interval over them]; ratio = white-box bound / accountant epsilon. Accuracy: final "
-        "test accuracy of the audited model (with canaries) and of the same seed's run without them.",
+        "weights; set-up: the docstring of bench/audit.py). One-run lower bound on epsilon (Steinke et al. 2023) "
+        "at 95 % confidence, delta 1e-5, 1,000 canaries (500 for black-box at example level), beside the "
+        "accountant's epsilon; mean over the seeds [95 % bootstrap interval over them]; ratio = white-box bound / "
+        "accountant epsilon. Accuracy: final test accuracy of the audited model (with canaries) and of the same "
+        "seed's run without them.",
         "",
         "| mechanism | adjacency | seeds | accountant epsilon | white-box lower bound | ratio | "
         "black-box lower bound | accuracy with canaries | without |",
@@ -341,19 +344,19 @@ def table(grouped: dict[str, list[dict[str, Any]]]) -> list[str]:
     return lines
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_data_dir(parser)
     parser.add_argument("--out", type=Path, default=REPO / "runs" / "bench-audit", help="results folder (resumed)")
-    parser.add_argument("--markdown", action="store_true", help="print the markdown table")
     add_docs_flag(parser, MARKER)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     torch.set_num_threads(1)
     grouped = run_all(data_file(args.data_dir, MNIST), args.out)
     lines = table(grouped)
     print("\n".join(lines))
-    if args.docs:
+    if args.docs:  # the results page and the README carry the same table
         write_between_markers(DOCS_PAGES[MARKER], MARKER, lines)
+        write_between_markers(REPO / "README.md", MARKER, lines)
 
 
 if __name__ == "__main__":
