@@ -16,9 +16,9 @@ import numpy as np
 import torch
 
 from adversary.audit.bound import AuditResult, audit_guesses
-from adversary.audit.canaries import CanaryClients, DiracCanaries, ExampleCanaries
+from adversary.audit.canaries import CanaryClients, CanaryExamples, DiracCanaries, ExampleCanaries
 from adversary.audit.config import CLIENT, EXAMPLE, AuditConfig
-from adversary.audit.scores import flat_change
+from adversary.audit.scores import flat_change, loss_scores
 from adversary.taps import AGGREGATE, TappedUpdate
 
 
@@ -40,20 +40,28 @@ class RunAuditor:
         norm: float,
         delta: float,
         lr: float,
+        examples: CanaryExamples | None = None,
     ) -> None:
+        """``examples``: the canary examples as the host holds them (black-box only)."""
         self.config, self.level, self.delta, self.lr = config, level, delta, lr
+        self.model, self.examples = model, examples
         self.names = trainable_names(model)
         dimension = sum(p.numel() for p in model.parameters() if p.requires_grad)
         self.example = ExampleCanaries(config.canaries, norm, config.host, seed)
-        if level == EXAMPLE:
-            self.dirac: DiracCanaries | None = self.example.plan(model)
-            self.clients: CanaryClients | None = None
+        self.dirac: DiracCanaries | None = None
+        self.clients: CanaryClients | None = None
+        if examples is not None:
+            pass  # black-box: no gradient canary, no canary client
+        elif level == EXAMPLE:
+            self.dirac = self.example.plan(model)
         else:
-            self.dirac, self.clients = None, CanaryClients.draw(config.canaries, dimension, norm, seed)
+            self.clients = CanaryClients.draw(config.canaries, dimension, norm, seed)
         self.per_round: dict[int, list[float]] = {}
 
     @property
     def included(self) -> np.ndarray:
+        if self.examples is not None:
+            return self.examples.included
         return self.dirac.included if self.dirac is not None else self.clients.included  # type: ignore[union-attr]
 
     def inserted_updates(self, like: Mapping[str, torch.Tensor]) -> dict[str, np.ndarray]:
@@ -90,6 +98,9 @@ class RunAuditor:
 
     def scores(self, initial: Mapping[str, torch.Tensor], final: Mapping[str, torch.Tensor]) -> np.ndarray:
         """Every canary's score under the threat model (the final model against the initial one for final-model)."""
+        if self.examples is not None:  # black-box: the final model's loss on each canary example
+            self.model.load_state_dict(final)
+            return loss_scores(self.model, self.examples.x, self.examples.y)
         if self.config.threat_model == "white-box":
             if not self.per_round:
                 return np.zeros(len(self.included))

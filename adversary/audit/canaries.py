@@ -85,12 +85,14 @@ class StepCanaries:
 
 @dataclass(frozen=True)
 class ExampleCanaries:
-    """What the host client needs to insert its Dirac canaries (pickled into every client process)."""
+    """What the host client needs to insert its canaries (pickled into every client process): Dirac gradient
+    canaries, or with ``examples`` (black-box) mislabelled test images added to its data."""
 
     canaries: int
     norm: float
     host: int
     seed: int  # the run's audit seed
+    examples: bool = False
 
     def plan(self, model: torch.nn.Module) -> DiracCanaries:
         """The run's Dirac canaries over ``model``'s trainable parameters."""
@@ -100,10 +102,14 @@ class ExampleCanaries:
     def for_round(
         self, model: torch.nn.Module, partition: int, server_round: int, sample_rate: float
     ) -> StepCanaries | None:
-        """The round's insertion on the host (None on every other client)."""
-        if partition != self.host:
+        """The round's gradient insertion on the host (None on every other client, and for canary examples)."""
+        if partition != self.host or self.examples:
             return None
         return self.plan(model).inserter(sample_rate, derive_seed(self.seed, "audit-steps", server_round))
+
+    def example_set(self, images: torch.Tensor, labels: torch.Tensor, num_classes: int) -> CanaryExamples:
+        """The run's canary examples from the test ``images`` (in the host's input space) and their labels."""
+        return CanaryExamples.draw(images, labels, self.canaries, num_classes, self.seed)
 
 
 @dataclass(frozen=True)

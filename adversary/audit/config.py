@@ -26,10 +26,11 @@ class AuditConfig(Section):
         ge=2,
         description="canaries, each included with probability 1/2 (more: a tighter bound; at most ~5.3 with 1000)",
     )
-    threat_model: Literal["white-box", "final-model"] = Field(
+    threat_model: Literal["white-box", "final-model", "black-box"] = Field(
         "white-box",
         description="what the auditor scores: white-box = every update as sent (example level: the host's, what the "
-        "mitm sees; client level: every round's aggregate); final-model = the last global model only",
+        "mitm sees; client level: every round's aggregate); final-model = the last global model's weights; "
+        "black-box (example level) = the last model's loss on mislabelled canary examples added to the host's data",
     )
     confidence: float = Field(0.95, gt=0, lt=1, description="confidence of the lower bound")
     host: int = Field(

@@ -532,6 +532,16 @@ class ExperimentConfig(Section):
             raise ValueError(
                 f"adversary.audit.host = {audit.host}: must be < federation.num_clients ({self.federation.num_clients})"
             )
+        if audit.threat_model == "black-box" and dp is not None:
+            raise ValueError(
+                "adversary.audit.threat_model = 'black-box': canary examples audit example-level DP; under strategy.dp "
+                "(client level) use white-box or final-model"
+            )
+        if audit.threat_model == "black-box" and self.adversary.attacks:
+            raise ValueError(
+                "adversary.audit.threat_model = 'black-box': the canary examples join the host's data, which the "
+                "attacks' ground truth does not hold; audit black-box in a run without adversary.attacks"
+            )
         if dp is not None and (dp.estimator != "fixed-denominator" or DP_MECHANISMS.get(dp.kind).adaptive):
             raise ValueError(
                 f"adversary.audit with strategy.dp.kind = '{dp.kind}', estimator = '{dp.estimator}': canary clients "

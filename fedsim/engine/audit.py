@@ -11,14 +11,17 @@ warning line says so when the bound exceeds it.
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import torch
 from flwr.serverapp import Grid
 
 from adversary.audit.auditor import RunAuditor, audit_fields, audit_warning
+from adversary.audit.canaries import ExampleCanaries
 from adversary.audit.config import CLIENT, EXAMPLE, audit_delta, audit_level, canary_norm
 from adversary.taps import every_round
 from fedsim.config import ExperimentConfig
@@ -86,14 +89,21 @@ def attach_audit(
     dp, defenses = config.strategy.dp, config.client.defenses
     level = audit_level(dp)
     model = run_model_of(config, federation.dataset, seed=model_seed, with_weights=True)
+    seed, examples = derive_seed(config.seed, "audit"), None
+    if audit.threat_model == "black-box":  # the canary examples as the host holds them: its normalisation
+        dataset = federation.dataset
+        images = federation.client_stats[audit.host].normalize(torch.from_numpy(dataset.x_test))
+        plan = ExampleCanaries(audit.canaries, 0.0, audit.host, seed, examples=True)
+        examples = plan.example_set(images, torch.from_numpy(dataset.y_test), dataset.num_classes)
     auditor = RunAuditor(
         audit,
         level,
-        model,
-        seed=derive_seed(config.seed, "audit"),
+        copy.deepcopy(model),
+        seed=seed,
         norm=canary_norm(audit, dp, defenses),
         delta=audit_delta(dp, defenses),
         lr=config.client.lr,
+        examples=examples,
     )
     if committed and (store.run_dir / AUDIT_SCORES_FILE).is_file():
         auditor.restore(store.read_json(AUDIT_SCORES_FILE), committed)

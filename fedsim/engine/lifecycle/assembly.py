@@ -74,7 +74,8 @@ def example_canaries(config: ExperimentConfig) -> ExampleCanaries | None:
     if audit is None or audit_level(dp) != EXAMPLE:
         return None
     norm = canary_norm(audit, dp, config.client.defenses)
-    return ExampleCanaries(audit.canaries, norm, audit.host, derive_seed(config.seed, "audit"))
+    examples = audit.threat_model == "black-box"
+    return ExampleCanaries(audit.canaries, norm, audit.host, derive_seed(config.seed, "audit"), examples)
 
 
 def strategy_of(config: ExperimentConfig, history: Iterable[Mapping[str, Any]] = ()) -> ServerStrategy:

@@ -13,6 +13,7 @@ from torch import nn
 
 from adversary.audit.auditor import RunAuditor, audit_fields, audit_warning
 from adversary.audit.bound import AuditResult
+from adversary.audit.canaries import ExampleCanaries
 from adversary.audit.config import CLIENT
 from adversary.taps import StrategyTap
 from fedsim.config import ConfigError, parse_config
@@ -98,6 +99,14 @@ def test_the_row_names_the_accountant_epsilon_by_adjacency_and_warns_only_above_
             "canary clients need a fixed clipping norm and the fixed-denominator estimator",
         ),
         ({"adversary": {"audit": {"confidence": 1.0}}}, "adversary.audit.confidence = 1.0"),
+        (
+            {"strategy": {"dp": {}}, "adversary": {"audit": {"threat_model": "black-box"}}},
+            "canary examples audit example-level DP; under strategy.dp (client level) use white-box or final-model",
+        ),
+        (
+            {"adversary": {"audit": {"threat_model": "black-box"}, "attacks": ["dlg"]}},
+            "audit black-box in a run without adversary.attacks",
+        ),
         ({"adversary": {"audit": {"threat_model": "grey"}}}, "adversary.audit.threat_model = 'grey'"),
     ],
 )
@@ -109,3 +118,17 @@ def test_bad_audit_settings_fail_in_one_line(raw, message):
 
 def test_the_audit_is_off_by_default():
     assert parse_config({}).adversary.audit is None
+
+
+def test_black_box_scores_are_minus_the_final_model_loss_on_the_canary_examples():
+    images, labels = torch.randn(30, 1, 2, 2), torch.arange(30) % 3
+    plan = ExampleCanaries(20, 0.0, host=0, seed=4, examples=True)
+    examples = plan.example_set(images, labels, 3)
+    model = nn.Sequential(nn.Flatten(), nn.Linear(4, 3))
+    config = parse_config({"adversary": {"audit": {"threat_model": "black-box", "canaries": 20}}}).adversary.audit
+    auditor = RunAuditor(config, "example", model, seed=4, norm=1.0, delta=1e-5, lr=0.1, examples=examples)
+    trained = nn.Sequential(nn.Flatten(), nn.Linear(4, 3))  # the final model, as the run's last checkpoint holds it
+    final = trained.state_dict()
+    expected = -nn.functional.cross_entropy(trained(examples.x), examples.y, reduction="none").detach().numpy()
+    assert auditor.scores(model.state_dict(), final) == pytest.approx(expected.astype(float), rel=1e-5)
+    assert (auditor.included == examples.included).all() and plan.for_round(model, 0, 1, 0.5) is None
