@@ -132,3 +132,12 @@ def test_black_box_scores_are_minus_the_final_model_loss_on_the_canary_examples(
     expected = -nn.functional.cross_entropy(trained(examples.x), examples.y, reduction="none").detach().numpy()
     assert auditor.scores(model.state_dict(), final) == pytest.approx(expected.astype(float), rel=1e-5)
     assert (auditor.included == examples.included).all() and plan.for_round(model, 0, 1, 0.5) is None
+
+
+def test_a_resumed_audit_keeps_the_scores_of_committed_rounds_only():
+    auditor, _ = audited_rounds(noise_multiplier=1.0, rounds=3)
+    saved = auditor.state()
+    resumed, _ = audited_rounds(noise_multiplier=1.0, rounds=0)
+    resumed.restore(saved, committed=2)  # round 3 was played but not committed: it will be played again
+    assert sorted(resumed.per_round) == [1, 2]
+    assert resumed.per_round[2] == auditor.per_round[2]

@@ -11,6 +11,9 @@ from adversary.audit.canaries import CanaryClients, CanaryExamples, DiracCanarie
 from clients.training import train_locally
 from tests.helpers.dp_training import IDS, client, dpsgd, toy
 
+# Opacus' hook on the first layer, whose input needs no gradient; clients.defenses.dpsgd silences it too
+pytestmark = pytest.mark.filterwarnings("ignore:Full backward hook is firing")
+
 
 def test_a_plan_is_the_seeds_and_includes_about_half():
     first, again = DiracCanaries.draw(500, 10_000, 1.0, seed=3), DiracCanaries.draw(500, 10_000, 1.0, seed=3)

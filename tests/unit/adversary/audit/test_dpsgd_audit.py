@@ -7,6 +7,9 @@ import pytest
 from clients.defenses.dpsgd import NOISE_OFF_FOR_TESTS
 from tests.helpers.audit_training import audited_dpsgd
 
+# Opacus' hook on the first layer, whose input needs no gradient; clients.defenses.dpsgd silences it too
+pytestmark = pytest.mark.filterwarnings("ignore:Full backward hook is firing")
+
 
 def test_the_bound_stays_below_epsilon_4_over_three_seeds(tmp_path):
     for seed in range(3):
