@@ -532,6 +532,11 @@ class ExperimentConfig(Section):
             raise ValueError(
                 f"adversary.audit.host = {audit.host}: must be < federation.num_clients ({self.federation.num_clients})"
             )
+        if self.adversary.server == "malicious":
+            raise ValueError(
+                "adversary.audit with adversary.server = malicious: the clients would train the server's modified "
+                "model, not the one the canaries were drawn for; audit with an honest server"
+            )
         if audit.threat_model == "black-box" and dp is not None:
             raise ValueError(
                 "adversary.audit.threat_model = 'black-box': canary examples audit example-level DP; under strategy.dp "

@@ -100,6 +100,14 @@ def test_the_row_names_the_accountant_epsilon_by_adjacency_and_warns_only_above_
         ),
         ({"adversary": {"audit": {"confidence": 1.0}}}, "adversary.audit.confidence = 1.0"),
         (
+            {"strategy": {"name": "secagg+"}, "adversary": {"audit": {}}},
+            "adversary.audit with strategy.name = secagg+: the audit is wired for Message-API strategies",
+        ),
+        (
+            {"adversary": {"audit": {}, "tap": "server", "server": "malicious"}},
+            "adversary.audit with adversary.server = malicious",
+        ),
+        (
             {"strategy": {"dp": {}}, "adversary": {"audit": {"threat_model": "black-box"}}},
             "canary examples audit example-level DP; under strategy.dp (client level) use white-box or final-model",
         ),
