@@ -188,12 +188,13 @@ def fit_locally(
     model = state.model if served is None else _accept_served(spec, state, served)
     model.load_state_dict(global_state)
     x, y = _client_data(spec, state, partition)
-    ids = spec.partitions[partition]
-    if spec.audit is not None and spec.audit.examples and partition == spec.audit.host:
-        x, y, ids = _with_canary_examples(spec, partition, x, y, ids)
     global_params = {name: value.detach().clone() for name, value in model.named_parameters()}
     if data_poisoned():  # an injected `nan` failure (clients.mods): goes through the real non-finite-loss check
         x = torch.full_like(x, float("nan"))
+
+    ids = spec.partitions[partition]
+    if spec.audit is not None and spec.audit.examples and partition == spec.audit.host:  # black-box audit
+        x, y, ids = _with_canary_examples(spec, partition, x, y, ids)
     result = train_locally(
         model,
         x,

@@ -256,14 +256,15 @@ def _run_experiment(
         image_size=dataset.image_size,
     )
     strategy = strategy_of(config, history=store.rows() if resume is not None else ())
-    audit = attach_audit(config, federation, store, model_seed, last_round) if config.adversary.audit else None
-    if audit is not None:  # canary clients join the DP aggregate; the auditor's tap sees what its threat model does
-        strategy = audit.wrap_strategy(strategy)
     wiring = attach_adversary(config, federation, store, model_seed, lpips) if config.adversary.attacks else None
     if wiring and resume is not None:
         queued = wiring.adversary.resume(store.rows(), last_round)
         if queued:
             logger.info("re-running %d attack job(s) that the killed run left unfinished", queued)
+
+    audit = attach_audit(config, federation, store, model_seed, last_round) if config.adversary.audit else None
+    if audit is not None:  # canary clients join the DP aggregate; the auditor's tap sees what its threat model does
+        strategy = audit.wrap_strategy(strategy)  # under the adversary's own wrapping (ServerSpec below)
     progress = LogProgress() if quiet else RichProgress()
     server_spec = ServerSpec(
         config=config,
