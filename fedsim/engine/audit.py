@@ -110,21 +110,16 @@ def attach_audit(
     protocol = protocol_of(config)
     layout = {name: tuple(value.shape) for name, value in model.state_dict().items()}
     initial = {name: value.detach().clone() for name, value in model.state_dict().items()}
+    white_box = audit.threat_model == "white-box"  # the others read the final model only: no tap
     if level == EXAMPLE:
-        return AuditWiring(
-            auditor,
-            store,
-            level,
-            lambda grid: protocol.wire_tap(grid, auditor.observe, every_round, layout),
-            lambda strategy: strategy,
-            initial,
-        )
+        tap = (lambda grid: protocol.wire_tap(grid, auditor.observe, every_round, layout)) if white_box else None
+        return AuditWiring(auditor, store, level, tap, lambda strategy: strategy, initial)
 
     def with_canary_clients(strategy: Any) -> Any:
         inner = strategy.strategy if isinstance(strategy, FedsimDp) else None
         if not isinstance(inner, FixedDenominatorMean):
             raise TypeError("adversary.audit at client level needs strategy.dp with the fixed-denominator estimator")
         inner.inserted = auditor.inserted_updates(initial)
-        return protocol.strategy_tap(strategy, auditor.observe, every_round, layout)
+        return protocol.strategy_tap(strategy, auditor.observe, every_round, layout) if white_box else strategy
 
     return AuditWiring(auditor, store, level, None, with_canary_clients, initial)
