@@ -71,7 +71,7 @@ class ClientSpec:
     failures: FailureSchedule
     dp: DpConfig | None  # strategy.dp: its client-side clipping runs in the client
     ground_truth: bool  # output.ground_truth: record what each client trained on
-    audit: ExampleCanaries | None = None  # adversary.audit at example level: the host's Dirac canaries
+    audit: ExampleCanaries | None = None  # adversary.audit at example level: the host's canaries
 
     @property
     def cache_key(self) -> str:
