@@ -35,6 +35,9 @@ Benchmarks, and what each prints:
 - ``ggssr``: GGSS-R against Inverting Gradients, DLG and unguided prior samples under gradient noise (PSNR).
 - ``dip``: ``ig-dip`` against plain Inverting Gradients, clean and noisy, single images and a batch (PSNR).
 - ``rv``: reconstruction vulnerability of fedsim's models beside Inverting Gradients' PSNR on each.
+- ``audit``: the one-run privacy audit's lower bound on epsilon beside the accountant's, for DP-SGD and central
+  DP at epsilon 1, 4 and 8 and for the defenses without epsilon, and the canaries' cost in accuracy; ``--docs``
+  writes it into ``docs/results/audit.md`` and the README.
 - ``floor``: what an all-black image, the public mean image and random public images score on MNIST and
   CIFAR-10 training batches, the floor they set and how often the black image is ``at floor``.
 

@@ -23,6 +23,7 @@ from flwr.clientapp import ClientApp
 from torch import nn
 
 import fedsim.core.wire as wire
+from adversary.audit.canaries import ExampleCanaries
 from clients.defenses import DefenseContext
 from clients.defenses.base import TrainingContext
 from clients.defenses.pipeline import apply_update_defenses, pseudo_gradient, update_level, weights_to_send
@@ -70,6 +71,7 @@ class ClientSpec:
     failures: FailureSchedule
     dp: DpConfig | None  # strategy.dp: its client-side clipping runs in the client
     ground_truth: bool  # output.ground_truth: record what each client trained on
+    audit: ExampleCanaries | None = None  # adversary.audit at example level: the host's canaries
 
     @property
     def cache_key(self) -> str:
@@ -192,22 +194,30 @@ def fit_locally(
     global_params = {name: value.detach().clone() for name, value in model.named_parameters()}
     if data_poisoned():  # an injected `nan` failure (clients.mods): goes through the real non-finite-loss check
         x = torch.full_like(x, float("nan"))
+
+    ids = spec.partitions[partition]
+    if spec.audit is not None and spec.audit.examples and partition == spec.audit.host:  # black-box audit
+        x, y, ids = _with_canary_examples(spec, partition, x, y, ids)
     result = train_locally(
         model,
         x,
         y,
-        spec.partitions[partition],
+        ids,
         spec.client,
         seed=derive_seed(spec.seed, "train", server_round, partition),
         context=TrainingContext(server_round, spec.rounds, spec.run_dir / CLIENT_STATE_DIR / str(partition)),
+        canaries=None
+        if spec.audit is None
+        else spec.audit.for_round(model, partition, server_round, min(spec.client.batch_size, len(x)) / len(x)),
     )
-    used = _positions(spec.partitions[partition], result.batches)
+    used = _positions(ids, result.batches)
     weights, defense_records = _defend_update(
         spec, state, model, global_params, (x[used], y[used]), server_round, partition
     )
     check_finite(weights)  # before anything leaves the client (under SecAgg+ the server never sees the values)
     if spec.ground_truth:
-        GroundTruthStore(spec.run_dir).write(server_round, partition, result.batches, result.labels)
+        batches, labels = _without_canaries(result.batches, result.labels)
+        GroundTruthStore(spec.run_dir).write(server_round, partition, batches, labels)
     metrics = {
         wire.NUM_EXAMPLES: len(x),
         wire.TRAIN_LOSS: result.train_loss,
@@ -217,6 +227,27 @@ def fit_locally(
         **defense_records,
     }
     return LocalFit(weights, metrics)
+
+
+def _with_canary_examples(
+    spec: ClientSpec, partition: int, x: torch.Tensor, y: torch.Tensor, ids: np.ndarray
+) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
+    """The host's data with the audit's included canary examples appended (black-box audit), under ids -1, -2, ..."""
+    assert spec.audit is not None
+    dataset = load_dataset(spec.data, spec.seed)
+    images = spec.stats[partition].normalize(torch.from_numpy(dataset.x_test))
+    extra_x, extra_y = spec.audit.example_set(images, torch.from_numpy(dataset.y_test), spec.num_classes).inserted()
+    extra_ids = -1 - np.arange(len(extra_x))
+    return torch.cat([x, extra_x.to(x.dtype)]), torch.cat([y, extra_y.to(y.dtype)]), np.concatenate([ids, extra_ids])
+
+
+def _without_canaries(batches: list[list[int]], labels: list[list[int]]) -> tuple[list[list[int]], list[list[int]]]:
+    """What the ground-truth store records: the data set's own samples (canary examples have negative ids)."""
+    kept = [[position for position, sample in enumerate(batch) if sample >= 0] for batch in batches]
+    return (
+        [[batch[p] for p in positions] for batch, positions in zip(batches, kept, strict=True)],
+        [[label[p] for p in positions] for label, positions in zip(labels, kept, strict=True)],
+    )
 
 
 class ModelVerificationError(RuntimeError):

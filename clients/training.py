@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from clients.defenses import DEFENSES
-from clients.defenses.base import DefenseConfig, TrainingContext, TrainingPlan, TrainingSession
+from clients.defenses.base import DefenseConfig, GradientInsertion, TrainingContext, TrainingPlan, TrainingSession
 from clients.defenses.pipeline import record_keys
 
 
@@ -90,11 +90,12 @@ def train_locally(
     cfg: TrainingSettings,
     seed: int,
     context: TrainingContext | None = None,
+    canaries: GradientInsertion | None = None,
 ) -> LocalTrainingResult:
     """Train ``model`` in place on (x, y) as configured; ``sample_ids`` are the global ids of the rows.
 
     ``context`` places the round in the federation for a training-level defense (default: a lone round
-    whose state is not kept).
+    whose state is not kept); ``canaries``: a privacy audit's gradients, inserted at every step.
     """
     torch.manual_seed(seed)  # dropout masks and any other in-model randomness
     rng = np.random.default_rng(seed)
@@ -112,6 +113,7 @@ def train_locally(
         rng=rng,
         seed=seed,
         context=context or TrainingContext(server_round=1, planned_rounds=1),
+        canaries=canaries,
     )
     session, prefix = open_session(plan, cfg)
     losses = []
@@ -132,6 +134,8 @@ def train_locally(
             if not torch.isfinite(objective):
                 raise NonFiniteLossError(f"local loss is {objective.item()} at step {step}")
             objective.backward()
+            if canaries is not None and not session.inserts_canaries:
+                add_to_batch_gradient(model, canaries, plan.batch_size)
             session.optimizer.step()
             if not empty:
                 losses.append(loss.item())
@@ -143,6 +147,17 @@ def train_locally(
         labels=[y[torch.from_numpy(p)].tolist() for p in schedule],
         defense_records={f"{prefix}.{key}": float(value) for key, value in record.items()},
     )
+
+
+def add_to_batch_gradient(model: nn.Module, canaries: GradientInsertion, batch_size: int) -> None:
+    """Add the canaries that joined this step to the mean gradient of the batch, as examples of it would be."""
+    trainable = [parameter for parameter in model.parameters() if parameter.requires_grad]
+    inserted = canaries.step_gradients(trainable)
+    if inserted is None:
+        return
+    for parameter, gradient in zip(trainable, inserted, strict=True):
+        step = gradient / batch_size
+        parameter.grad = step if parameter.grad is None else parameter.grad + step
 
 
 def open_session(plan: TrainingPlan, cfg: TrainingSettings) -> tuple[TrainingSession, str]:

@@ -209,6 +209,9 @@ class FixedDenominatorMean:
         self.denominator = denominator
         self.max_weight = max_weight
         self._current: dict[int, ArrayRecord] = {}
+        # a privacy audit's canary clients: the sum of their updates (each at most the clipping norm), by key,
+        # added to the clipped clients' sum every round as further clients' updates would be
+        self.inserted: dict[str, np.ndarray] | None = None
 
     @property
     def protocol(self) -> str:
@@ -264,6 +267,9 @@ class FixedDenominatorMean:
             sent = reply.content[self.strategy.arrayrecord_key].to_numpy_ndarrays()
             for summed, value, start in zip(total, sent, base, strict=True):
                 summed += weight * (value.astype(np.float64) - start)
+        for summed, key in zip(total, current.keys(), strict=True):
+            if self.inserted is not None and key in self.inserted:
+                summed += self.inserted[key]
         arrays = [(start + summed / self.denominator).astype(start.dtype) for start, summed in zip(base, total)]
         return ArrayRecord(dict(zip(current.keys(), (Array(a) for a in arrays), strict=True))), metrics
 

@@ -19,11 +19,11 @@ perturb gradients; after several steps it is the sum of the local gradients. The
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Protocol, Self
 
 import numpy as np
 import torch
@@ -79,6 +79,14 @@ class TrainingContext:
     state_dir: Path | None = None  # per-client folder that outlives the round and the Ray actor; None: nothing persists
 
 
+class GradientInsertion(Protocol):
+    """Gradients a privacy auditor inserts into one client's round (``adversary.audit``'s canaries)."""
+
+    def step_gradients(self, parameters: Sequence[torch.Tensor]) -> list[torch.Tensor] | None:
+        """The summed gradients of the canary examples that joined this step, shaped as the trainable
+        ``parameters`` (each example's at most the clipping bound), or None when none joined."""
+
+
 @dataclass(frozen=True)
 class TrainingPlan:
     """One round of local training as ``clients.training.train_locally`` set it up, before a defense changes it."""
@@ -92,6 +100,9 @@ class TrainingPlan:
     rng: np.random.Generator  # draws the batches: a defense that samples its own draws them from it
     seed: int  # the round's training seed, from which a defense derives its own randomness (DP noise)
     context: TrainingContext
+    # an audit's canary gradients: DP-SGD adds them to the clipped sum before its noise, other sessions to the
+    # batch's mean gradient (``train_locally``), each as one more example of the batch; None: no audit
+    canaries: GradientInsertion | None = None
 
 
 class TrainingSession:
@@ -99,9 +110,13 @@ class TrainingSession:
 
     ``train_locally`` forwards through ``model``, adds ``penalty()`` (if not None) to every batch loss, steps
     ``optimizer``, takes its batches from ``schedule`` (None: its usual shuffled ones) and calls ``finish()``
-    once after the last step. A session is a context manager: leaving it, on failure too, restores the
+    once after the last step. A session that sets ``inserts_canaries`` puts the plan's canary gradients in
+    itself (where its mechanism needs them); for the others ``train_locally`` adds them to the batch gradient.
+    A session is a context manager: leaving it, on failure too, restores the
     plan's model to a plain module (no hooks, no extra attributes) holding the trained weights.
     """
+
+    inserts_canaries = False
 
     def __init__(
         self, model: nn.Module, optimizer: torch.optim.Optimizer, schedule: list[np.ndarray] | None = None

@@ -21,6 +21,11 @@ into epsilon. What fedsim adds is the federated bookkeeping:
   ``delta`` defaults to 1e-5, below 1 / N for every partition of fewer than 100,000 samples; a config
   may set another, and every row records the delta its epsilon is for.
 
+Audits (``adversary.audit``): the plan's canary gradients are added to the sum of clipped per-sample
+gradients before the noise, as examples of the batch would be. ``FEDSIM_TEST_DPSGD_NOISE_OFF=1`` in the
+environment is a fault injection for tests of that audit: the optimizer adds no noise while the ledger still
+records the configured noise multiplier, i.e. DP broken behind the accountant's back. Nothing else reads it.
+
 BatchNorm mixes the samples of a batch, so per-sample gradients do not exist for it: such models fail
 with one line before the run starts, unless ``fix_model: true`` has them built with Opacus' replacements
 (``ModuleValidator.fix``: BatchNorm -> GroupNorm) on the server, every client and the adversary alike.
@@ -28,6 +33,7 @@ with one line before the run starts, unless ``fix_model: true`` has them built w
 
 from __future__ import annotations
 
+import os
 import warnings
 from functools import lru_cache
 from typing import Literal
@@ -42,7 +48,7 @@ from opacus.validators import ModuleValidator
 from pydantic import Field, model_validator
 from torch import nn
 
-from clients.defenses.base import DefenseConfig, DefenseEntry, TrainingPlan, TrainingSession
+from clients.defenses.base import DefenseConfig, DefenseEntry, GradientInsertion, TrainingPlan, TrainingSession
 from clients.defenses.privacy_ledger import ClientPrivacyLedger, LedgerEntry, epsilon
 from clients.defenses.registry import DEFENSES
 from fedsim.core.seeding import derive_seed
@@ -51,6 +57,9 @@ from fedsim.models import ModelError
 # Opacus' backward hook on the first layer sees an input that needs no gradient (the data), and PyTorch
 # says so on every step; the per-sample gradients of the layer's own weights are unaffected.
 warnings.filterwarnings("ignore", message="Full backward hook is firing when gradients", category=UserWarning)
+
+#: set to "1": DP-SGD adds no noise although its ledger says it did (tests of the privacy audit only)
+NOISE_OFF_FOR_TESTS = "FEDSIM_TEST_DPSGD_NOISE_OFF"
 
 
 class DpsgdDefense(DefenseConfig):
@@ -134,8 +143,24 @@ def noise_for_budget(target_epsilon: float, delta: float, sample_rate: float, st
     )
 
 
+def insert_before_noise(optimizer: DPOptimizer, canaries: GradientInsertion) -> None:
+    """Have ``optimizer`` add the canaries' gradients to its clipped sum just before it adds the noise."""
+    add_noise = optimizer.add_noise
+
+    def add_canaries_then_noise() -> None:
+        inserted = canaries.step_gradients([parameter.summed_grad for parameter in optimizer.params])
+        if inserted is not None:
+            for parameter, gradient in zip(optimizer.params, inserted, strict=True):
+                parameter.summed_grad.add_(gradient)
+        add_noise()
+
+    optimizer.add_noise = add_canaries_then_noise
+
+
 class DpsgdSession(TrainingSession):
     """One round under DP-SGD: the model wrapped in a GradSampleModule, the optimizer in a DPOptimizer."""
+
+    inserts_canaries = True
 
     def __init__(self, config: DpsgdDefense, plan: TrainingPlan) -> None:
         check_model(plan.model, config)
@@ -159,14 +184,17 @@ class DpsgdSession(TrainingSession):
         )
         device = next(plan.model.parameters()).device
         noise = torch.Generator(device=device).manual_seed(derive_seed(plan.seed, "dpsgd-noise"))
+        broken = os.environ.get(NOISE_OFF_FOR_TESTS) == "1"
         optimizer = DPOptimizer(
             plan.optimizer,
-            noise_multiplier=self.noise_multiplier,
+            noise_multiplier=0.0 if broken else self.noise_multiplier,
             max_grad_norm=config.max_grad_norm,
             expected_batch_size=plan.batch_size,
             loss_reduction="mean",
             generator=noise,
         )
+        if plan.canaries is not None:
+            insert_before_noise(optimizer, plan.canaries)
         self._plain = plan.model
         # Wrapped last: nothing above may fail with hooks left on the client's cached model.
         self._wrapped = GradSampleModule(plan.model, loss_reduction="mean")

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from adversary.audit.config import AuditConfig
 from adversary.inversion.options import AttackOptions
 from adversary.modifications import MODIFICATIONS, ModificationConfig
 from adversary.registry import ATTACKS, split_preset
@@ -23,7 +24,7 @@ from fedsim.core.sections import Section, check_device
 from fedsim.data.sources import DataConfig
 from fedsim.models import ModelConfig
 from strategies.dp import DpConfig
-from strategies.registry import STRATEGIES
+from strategies.registry import DP_MECHANISMS, STRATEGIES
 from strategies.secagg import SECAGG_STRATEGY, SECAGG_TRAINING_STAGE, SecAggConfig
 
 # --------------------------------------------------------------------------------------- federation
@@ -328,6 +329,10 @@ class AdversaryConfig(Section):
         description="LPIPS (ImageNet AlexNet at $FEDSIM_LPIPS_WEIGHTS or the torch hub cache): auto = download where "
         "possible, else null with one warning; required = refuse to start without it; off = never",
     )
+    audit: AuditConfig | None = Field(
+        None,
+        description="one-run privacy audit (canaries): a lower bound on epsilon beside the accountant's; null = off",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -537,6 +542,42 @@ class ExperimentConfig(Section):
             raise ValueError(
                 f"adversary.rounds = {adversary.rounds!r}: selects no round of 1 .. {federation.rounds} "
                 f"(federation.rounds = {federation.rounds})"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _audit_fits_the_run(self) -> ExperimentConfig:
+        audit, dp = self.adversary.audit, self.strategy.dp
+        if audit is None:
+            return self
+        if self.strategy.secagg is not None:
+            raise ValueError(
+                f"adversary.audit with strategy.name = {SECAGG_STRATEGY}: the audit is wired for Message-API "
+                "strategies (a host's update or a DP aggregate); set adversary.audit: null"
+            )
+        if dp is None and audit.host >= self.federation.num_clients:
+            raise ValueError(
+                f"adversary.audit.host = {audit.host}: must be < federation.num_clients ({self.federation.num_clients})"
+            )
+        if self.adversary.server == "malicious":
+            raise ValueError(
+                "adversary.audit with adversary.server = malicious: the clients would train the server's modified "
+                "model, not the one the canaries were drawn for; audit with an honest server"
+            )
+        if audit.threat_model == "black-box" and dp is not None:
+            raise ValueError(
+                "adversary.audit.threat_model = 'black-box': canary examples audit example-level DP; under strategy.dp "
+                "(client level) use white-box or final-model"
+            )
+        if audit.threat_model == "black-box" and self.adversary.attacks:
+            raise ValueError(
+                "adversary.audit.threat_model = 'black-box': the canary examples join the host's data, which the "
+                "attacks' ground truth does not hold; audit black-box in a run without adversary.attacks"
+            )
+        if dp is not None and (dp.estimator != "fixed-denominator" or DP_MECHANISMS.get(dp.kind).adaptive):
+            raise ValueError(
+                f"adversary.audit with strategy.dp.kind = '{dp.kind}', estimator = '{dp.estimator}': canary clients "
+                "need a fixed clipping norm and the fixed-denominator estimator (kind server-fixed or client-fixed)"
             )
         return self
 

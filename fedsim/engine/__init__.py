@@ -9,5 +9,7 @@ Three subpackages, one job each:
 * ``deployment``: the same run on a SuperLink: fedsim as a Flower App, its run config, the submitting
   side of ``--engine deployment`` and a local federation to try it.
 
+Beside them, ``audit`` wires ``adversary.audit`` (the one-run privacy audit) into a run.
+
 ``adversary/``, ``clients/`` and ``strategies/`` never import it.
 """

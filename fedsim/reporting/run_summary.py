@@ -7,10 +7,11 @@ from __future__ import annotations
 import csv
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from adversary.audit.auditor import audit_warning
 from fedsim.core.atomic import inside
 from fedsim.reporting.render import markdown_table
 from fedsim.reporting.tables import CENTRAL_DP, defense_settings, parameter_text, round_epsilons
@@ -62,6 +63,23 @@ def defense_lines(config: ExperimentConfig) -> list[str]:
     return lines
 
 
+def audit_lines(summary: dict[str, Any] | None) -> list[str]:
+    """The privacy audit's bound beside the accountant's epsilon (``adversary.audit``), as Markdown lines."""
+    audit = (summary or {}).get("audit")
+    if not audit:
+        return []
+    claimed = audit.get("epsilon_example", audit.get("epsilon_client"))
+    lines = [
+        f"- lower bound on epsilon: {audit['audit_epsilon_lower']:.2f} at {audit['audit_confidence']:.0%} confidence "
+        f"(delta {audit['audit_delta']:g}, {audit['audit_adjacency']} level, {audit['audit_threat_model']}, "
+        f"{audit['audit_correct']} of {audit['audit_guesses']} guesses right about {audit['audit_canaries']} canaries)",
+        f"- accountant's epsilon: {'none claimed' if claimed is None else f'{claimed:.2f}'}",
+        f"- the audited model is the released one ({audit['audit_model']})",
+    ]
+    warning = audit_warning(audit)
+    return lines + ([f"- **{warning}**"] if warning else [])
+
+
 def write_run_summary(run: Run, out: Path, utility_figure: Path) -> list[Path]:
     """Write ``utility.png`` (a copy of ``utility_figure``), ``summary.md`` and ``rounds.csv`` under ``out``."""
     table = round_table(run)
@@ -75,8 +93,10 @@ def write_run_summary(run: Run, out: Path, utility_figure: Path) -> list[Path]:
         writer.writeheader()
         writer.writerows(table)
     defenses = "\n".join(defense_lines(run.config))
+    audit = "\n".join(audit_lines(run.summary))
     markdown.write_text(
         f"# {run.name}\n\n![utility over rounds]({RUN_UTILITY_FIGURE})\n\n## Defenses\n\n{defenses}\n\n"
-        f"## Rounds\n\n{markdown_table(pd.DataFrame(table, columns=list(TABLE_COLUMNS)))}"
+        + (f"## Privacy audit\n\n{audit}\n\n" if audit else "")
+        + f"## Rounds\n\n{markdown_table(pd.DataFrame(table, columns=list(TABLE_COLUMNS)))}"
     )
     return [png, markdown, rounds]

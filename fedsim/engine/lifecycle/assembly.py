@@ -15,9 +15,12 @@ from typing import Any
 import numpy as np
 from torch import nn
 
+from adversary.audit.canaries import ExampleCanaries
+from adversary.audit.config import EXAMPLE, audit_level, canary_norm
 from clients.client_app import ClientSpec
 from clients.failures import FailureSchedule
 from fedsim.config import SECAGG_TRAINING_STAGE, ExperimentConfig
+from fedsim.core.seeding import derive_seed
 from fedsim.data import ChannelStats
 from fedsim.models import DataShape, build_run_model
 from strategies import build_strategy
@@ -61,7 +64,18 @@ def client_spec_of(
         failures=failure_schedule(config),
         dp=config.strategy.dp,
         ground_truth=config.output.ground_truth,
+        audit=example_canaries(config),  # adversary.audit at example level: the host's canaries
     )
+
+
+def example_canaries(config: ExperimentConfig) -> ExampleCanaries | None:
+    """What the clients' spec carries under ``adversary.audit``: the host's canaries at example level, else nothing."""
+    audit, dp = config.adversary.audit, config.strategy.dp
+    if audit is None or audit_level(dp) != EXAMPLE:
+        return None
+    norm = canary_norm(audit, dp, config.client.defenses)
+    examples = audit.threat_model == "black-box"
+    return ExampleCanaries(audit.canaries, norm, audit.host, derive_seed(config.seed, "audit"), examples)
 
 
 def strategy_of(config: ExperimentConfig, history: Iterable[Mapping[str, Any]] = ()) -> ServerStrategy:

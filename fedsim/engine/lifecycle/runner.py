@@ -28,6 +28,7 @@ from fedsim.core.errors import ConfigError, RunInterrupted, TrainingFailed
 from fedsim.core.evaluation import evaluate
 from fedsim.core.seeding import derive_seed
 from fedsim.core.stopping import StopRequested, StopSignal, force_exit, stop_on_signals
+from fedsim.engine.audit import attach_audit
 from fedsim.engine.leakage.portfolio import attack_setting, resolve_attacks
 from fedsim.engine.leakage.wiring import attach_adversary
 from fedsim.engine.lifecycle.assembly import client_spec_of, run_model_of, strategy_of
@@ -264,6 +265,10 @@ def _run_experiment(
         queued = wiring.adversary.resume(store.rows(), last_round)
         if queued:
             logger.info("re-running %d attack job(s) that the killed run left unfinished", queued)
+
+    audit = attach_audit(config, federation, store, model_seed, last_round) if config.adversary.audit else None
+    if audit is not None:  # canary clients join the DP aggregate; the auditor's tap sees what its threat model does
+        strategy = audit.wrap_strategy(strategy)  # under the adversary's own wrapping (ServerSpec below)
     progress = LogProgress() if quiet else RichProgress()
     server_spec = ServerSpec(
         config=config,
@@ -273,8 +278,8 @@ def _run_experiment(
         start_round=last_round,
         evaluate=CentralEvaluator(config, federation, device),
         progress=progress,
-        wrap_grid=wiring.wrap_grid if wiring else None,
-        round_hooks=(wiring.adversary.round_finished,) if wiring else (),
+        wrap_grid=chained(wiring.wrap_grid if wiring else None, audit.wrap_grid if audit else None),
+        round_hooks=((wiring.adversary.round_finished,) if wiring else ()) + ((audit.round_finished,) if audit else ()),
         stop=stop,
     )
     stopped: StopRequested | KeyboardInterrupt | None = None
@@ -292,6 +297,8 @@ def _run_experiment(
             wiring.adversary.abandon()
     if stopped is not None or stop.requested:
         raise _interrupted(store, config, resume is None, stop.signum) from stopped
+    if audit is not None:
+        audit.finish()  # the `audit` row (summarize reads it) and the warning if the bound exceeds the accountant
     summary = summarize(store, time.perf_counter() - started)
     store.write_json(SUMMARY_FILE, summary)
     untrained = rounds_without_update(store, after=last_round, withheld=_withheld_rounds(config))
@@ -299,6 +306,20 @@ def _run_experiment(
         raise TrainingFailed(f"{untrained}; reasons in the fit rows of {store.run_dir / METRICS_FILE}")
     log_summary(summary)
     return store.run_dir
+
+
+def chained(*wrappers: Callable[[Any], Any] | None) -> Callable[[Any], Any] | None:
+    """One grid wrapper applying each of ``wrappers`` (None: none) in turn, innermost first."""
+    present = [wrapper for wrapper in wrappers if wrapper is not None]
+    if not present:
+        return None
+
+    def wrap(grid: Any) -> Any:
+        for wrapper in present:
+            grid = wrapper(grid)
+        return grid
+
+    return wrap
 
 
 def _interrupted(store: RunStore, config: ExperimentConfig, new_run: bool, signum: int | None) -> RunInterrupted:

@@ -32,6 +32,8 @@ def summarize(store: RunStore, wall_seconds: float) -> dict[str, Any]:
         "client_updates": len(fits),
         "client_failures": sum(1 for r in fits if r.get("status") == "failed"),
         "leakage": leakage_summary([r for r in rows if r["event"] == "attack"]),
+        # adversary.audit: the lower bound beside the accountant's epsilon (epsilon_example / epsilon_client)
+        **({"audit": audit_summary(audits[-1])} if (audits := [r for r in rows if r["event"] == "audit"]) else {}),
         "wall_seconds_last_session": round(wall_seconds, 2),
     }
 
@@ -57,6 +59,11 @@ def leakage_summary(attack_rows: list[dict[str, Any]]) -> dict[str, Any]:
         }
         for attack, kinds in summary.items()
     }
+
+
+def audit_summary(row: dict[str, Any]) -> dict[str, Any]:
+    """The `audit` row's fields (the bound, its confidence, delta and adjacency, the accountant's epsilon)."""
+    return {key: value for key, value in row.items() if key.startswith(("audit_", "epsilon_"))}
 
 
 def _mean(values: list[float]) -> float | None:
@@ -89,6 +96,18 @@ def log_summary(summary: dict[str, Any]) -> None:
             final["accuracy"],
             summary["best_accuracy"],
             loss,
+        )
+    audit = summary.get("audit")
+    if audit:
+        claimed = audit.get("epsilon_example", audit.get("epsilon_client"))
+        logger.info(
+            "privacy audit (%s level, %s): epsilon >= %.2f at %.0f%% confidence (delta %g); accountant's epsilon %s",
+            audit["audit_adjacency"],
+            audit["audit_threat_model"],
+            audit["audit_epsilon_lower"],
+            100 * audit["audit_confidence"],
+            audit["audit_delta"],
+            "none" if claimed is None else f"{claimed:.2f}",
         )
     if summary["client_failures"]:
         logger.warning(

@@ -106,3 +106,10 @@ def test_a_served_description_is_built_by_the_clients_own_code(tmp_path):
         RuntimeError, match=r"^the server asked for architecture 'trojan'; this client builds: imprint$"
     ):
         rebuild('{"architecture": "trojan"}', agreed)
+
+
+def test_the_ground_truth_leaves_out_the_audit_canary_examples():
+    from clients.client_app import _without_canaries
+
+    batches, labels = _without_canaries([[3, -1, 5], [-2]], [[0, 7, 1], [4]])
+    assert batches == [[3, 5], []] and labels == [[0, 1], []]

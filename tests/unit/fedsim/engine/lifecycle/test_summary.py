@@ -28,3 +28,19 @@ def test_a_run_without_an_evaluated_round_says_so_instead_of_nan(fedsim_log):
     log_summary(summary({}, best=None, rounds=0))
     assert "finished 0 rounds: no evaluated round" in fedsim_log.text
     assert "nan" not in fedsim_log.text
+
+
+def test_an_audited_run_prints_its_bound_beside_the_accountant_epsilon(fedsim_log):
+    audit = {
+        "audit_epsilon_lower": 1.2,
+        "audit_confidence": 0.95,
+        "audit_delta": 1e-5,
+        "audit_adjacency": "example",
+        "audit_threat_model": "white-box",
+        "epsilon_example": 4.0,
+    }
+    log_summary({**summary({"accuracy": 0.5}, best=0.5, rounds=3), "audit": audit})
+    assert (
+        "privacy audit (example level, white-box): epsilon >= 1.20 at 95% confidence (delta 1e-05); "
+        "accountant's epsilon 4.00" in fedsim_log.text
+    )

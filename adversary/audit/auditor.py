@@ -1,0 +1,153 @@
+"""A run's audit: the canaries it inserts, the scores it keeps round by round, and the bound it reports.
+
+The host client asks ``ExampleCanaries`` for its round's Dirac canaries; the server side feeds ``RunAuditor``
+what its tap sees (``observe``, a tap sink) and, at the end, the final model. Per-round scores are kept by
+round, so a resumed run drops those of the round it replays. The canaries' inclusion is drawn from the run's
+seed; the auditor compares it with its guesses only to count the right ones.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from adversary.audit.bound import AuditResult, audit_guesses
+from adversary.audit.canaries import CanaryClients, CanaryExamples, DiracCanaries, ExampleCanaries
+from adversary.audit.config import CLIENT, EXAMPLE, AuditConfig
+from adversary.audit.scores import flat_change, loss_scores
+from adversary.taps import AGGREGATE, TappedUpdate
+
+
+def trainable_names(model: torch.nn.Module) -> list[str]:
+    """The parameters a canary's coordinates and directions index, in order."""
+    return [name for name, parameter in model.named_parameters() if parameter.requires_grad]
+
+
+class RunAuditor:
+    """Scores the canaries from what the configured threat model sees, and turns them into the bound."""
+
+    def __init__(
+        self,
+        config: AuditConfig,
+        level: str,
+        model: torch.nn.Module,
+        *,
+        seed: int,
+        norm: float,
+        delta: float,
+        lr: float,
+        examples: CanaryExamples | None = None,
+    ) -> None:
+        """``examples``: the canary examples as the host holds them (black-box only)."""
+        self.config, self.level, self.delta, self.lr = config, level, delta, lr
+        self.model, self.examples = model, examples
+        self.names = trainable_names(model)
+        dimension = sum(p.numel() for p in model.parameters() if p.requires_grad)
+        self.example = ExampleCanaries(config.canaries, norm, config.host, seed)
+        self.dirac: DiracCanaries | None = None
+        self.clients: CanaryClients | None = None
+        if examples is not None:
+            pass  # black-box: no gradient canary, no canary client
+        elif level == EXAMPLE:
+            self.dirac = self.example.plan(model)
+        else:
+            self.clients = CanaryClients.draw(config.canaries, dimension, norm, seed)
+        self.per_round: dict[int, list[float]] = {}
+
+    @property
+    def included(self) -> np.ndarray:
+        if self.examples is not None:
+            return self.examples.included
+        return self.dirac.included if self.dirac is not None else self.clients.included  # type: ignore[union-attr]
+
+    def inserted_updates(self, like: Mapping[str, torch.Tensor]) -> dict[str, np.ndarray]:
+        """(client level) what the included canary clients add to the sum of clipped updates, by parameter."""
+        assert self.clients is not None
+        flat, out, offset = self.clients.inserted_sum(), {}, 0
+        for name in self.names:
+            size = like[name].numel()
+            out[name] = flat[offset : offset + size].reshape(like[name].shape).numpy()
+            offset += size
+        return out
+
+    def observe(self, update: TappedUpdate) -> None:
+        """A tap's sink: the host's updates (example level) or the aggregates (client level), every round."""
+        if self.config.threat_model != "white-box":
+            return
+        if self.level == EXAMPLE and update.source == f"client:{self.config.host}":
+            assert self.dirac is not None
+            change = flat_change(update.global_state, update.observed_state, self.names) / self.lr
+            self.per_round[update.round] = self.dirac.read(change).tolist()
+        elif self.level == CLIENT and update.source == AGGREGATE:
+            assert self.clients is not None
+            change = flat_change(update.observed_state, update.global_state, self.names)
+            self.per_round[update.round] = self.clients.cosines(change).tolist()
+
+    def restore(self, saved: Mapping[str, Sequence[float]] | None, committed: int) -> None:
+        """A resumed run's scores of its committed rounds (``saved``: what ``state`` returned)."""
+        for key, scores in (saved or {}).items():
+            if int(key) <= committed:
+                self.per_round[int(key)] = list(scores)
+
+    def state(self) -> dict[str, list[float]]:
+        return {str(key): scores for key, scores in sorted(self.per_round.items())}
+
+    def scores(self, initial: Mapping[str, torch.Tensor], final: Mapping[str, torch.Tensor]) -> np.ndarray:
+        """Every canary's score under the threat model (the final model against the initial one for final-model)."""
+        if self.examples is not None:  # black-box: the final model's loss on each canary example
+            self.model.load_state_dict(final)
+            return loss_scores(self.model, self.examples.x, self.examples.y)
+        if self.config.threat_model == "white-box":
+            if not self.per_round:
+                return np.zeros(len(self.included))
+            return np.sum([np.asarray(scores) for scores in self.per_round.values()], axis=0)
+        if self.dirac is not None:
+            return self.dirac.read(flat_change(initial, final, self.names))
+        assert self.clients is not None
+        return self.clients.cosines(flat_change(final, initial, self.names))
+
+    def result(self, initial: Mapping[str, torch.Tensor], final: Mapping[str, torch.Tensor]) -> AuditResult:
+        return audit_guesses(
+            self.scores(initial, final), self.included, delta=self.delta, confidence=self.config.confidence
+        )
+
+
+def accountant_key(level: str) -> str:
+    """The summary's name of the accountant's epsilon beside the bound."""
+    return "epsilon_example" if level == EXAMPLE else "epsilon_client"
+
+
+def audit_fields(result: AuditResult, level: str, threat_model: str, claimed: float | None) -> dict[str, Any]:
+    """The audit's row and summary fields: the bound with its confidence, delta and adjacency, beside the
+    accountant's epsilon (None where the mechanism claims none)."""
+    return {
+        "audit_epsilon_lower": result.epsilon_lower,
+        "audit_confidence": result.confidence,
+        "audit_delta": result.delta,
+        "audit_adjacency": level,
+        "audit_threat_model": threat_model,
+        "audit_canaries": result.canaries,
+        "audit_included": result.included,
+        "audit_guesses": result.guesses,
+        "audit_correct": result.correct,
+        # the released model is the audited one: it was trained with the included canaries
+        "audit_model": "trained with the canaries",
+        accountant_key(level): claimed,
+    }
+
+
+def audit_warning(fields: Mapping[str, Any]) -> str | None:
+    """One line when the measured lower bound exceeds the accountant's epsilon, else None."""
+    claimed = fields.get(accountant_key(fields["audit_adjacency"]))
+    bound = fields["audit_epsilon_lower"]
+    if claimed is None or not math.isfinite(claimed) or bound <= claimed:
+        return None
+    return (
+        f"the measured lower bound on epsilon ({bound:.2f} at {fields['audit_confidence']:.0%} confidence, "
+        f"{fields['audit_adjacency']} level) exceeds the accountant's epsilon ({claimed:.2f}): DP is misconfigured "
+        "or broken"
+    )

@@ -1,0 +1,71 @@
+"""``adversary.audit``: a one-run privacy audit of the run's DP mechanism, in the run that trains and attacks.
+
+Its level follows the mechanism: with ``strategy.dp`` the audit is client level (canary clients, adjacency
+add/remove one client); otherwise example level (Dirac gradient canaries in the ``host`` client's training,
+adjacency add/remove one example of that client), which is what ``dpsgd`` claims, and measures the defenses
+that claim nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from pydantic import Field
+
+from fedsim.core.sections import Section
+
+EXAMPLE, CLIENT = "example", "client"
+
+
+class AuditConfig(Section):
+    """Off by default (``adversary.audit: null``)."""
+
+    canaries: int = Field(
+        1000,
+        ge=2,
+        description="canaries, each included with probability 1/2 (more: a tighter bound; at most ~5.3 with 1000)",
+    )
+    threat_model: Literal["white-box", "final-model", "black-box"] = Field(
+        "white-box",
+        description="what the auditor scores: white-box = every update as sent (example level: the host's, what the "
+        "mitm sees; client level: every round's aggregate); final-model = the last global model's weights; "
+        "black-box (example level) = the last model's loss on mislabelled canary examples added to the host's data",
+    )
+    confidence: float = Field(0.95, gt=0, lt=1, description="confidence of the lower bound")
+    host: int = Field(
+        0, ge=0, description="(example level) partition id of the client whose training gets the canaries"
+    )
+    canary_norm: float | None = Field(
+        None,
+        gt=0,
+        description="gradient norm of a canary example, or update norm of a canary client (null = the clipping bound: "
+        "dpsgd.max_grad_norm or strategy.dp.clipping_norm; 1.0 where nothing clips)",
+    )
+
+
+def audit_level(dp: Any | None) -> str:
+    """Client level under ``strategy.dp`` (its section, or None), else example level."""
+    return CLIENT if dp is not None else EXAMPLE
+
+
+def _dpsgd(defenses: Sequence[Any]) -> Any | None:
+    return next((defense for defense in defenses if defense.name == "dpsgd"), None)
+
+
+def canary_norm(audit: AuditConfig, dp: Any | None, defenses: Sequence[Any]) -> float:
+    """A canary's norm: as configured, else the clipping bound of the mechanism audited (1.0 where none clips)."""
+    if audit.canary_norm is not None:
+        return audit.canary_norm
+    if dp is not None:
+        return float(dp.clipping_norm)
+    dpsgd = _dpsgd(defenses)
+    return float(dpsgd.max_grad_norm) if dpsgd is not None else 1.0
+
+
+def audit_delta(dp: Any | None, defenses: Sequence[Any]) -> float:
+    """The delta of the accountant's epsilon the bound stands beside (1e-5 where nothing claims one)."""
+    if dp is not None:
+        return float(dp.delta)
+    dpsgd = _dpsgd(defenses)
+    return float(dpsgd.delta) if dpsgd is not None else 1e-5

@@ -1,0 +1,125 @@
+"""``adversary.audit`` wired into one run: canaries into the training, a tap for the auditor, the bound at the end.
+
+Example level (no ``strategy.dp``): the host client inserts Dirac canaries (``clients.client_app`` gets them in
+its spec) and a wire tap hands the auditor the host's updates as sent. Client level (``strategy.dp``): the canary
+clients' updates join the clipped sum inside the DP wrapper (``strategies.dp.FixedDenominatorMean.inserted``),
+before the noise, and a strategy tap hands the auditor every noised aggregate. The per-round scores are saved
+with each committed round (``AUDIT_SCORES_FILE``), so ``--resume`` continues the audit. When the run ends, an
+``audit`` row (and ``summary.json``'s ``audit``) holds the bound beside the accountant's epsilon, and one
+warning line says so when the bound exceeds it.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from flwr.serverapp import Grid
+
+from adversary.audit.auditor import RunAuditor, audit_fields, audit_warning
+from adversary.audit.canaries import ExampleCanaries
+from adversary.audit.config import CLIENT, EXAMPLE, audit_delta, audit_level, canary_norm
+from adversary.taps import every_round
+from fedsim.config import ExperimentConfig
+from fedsim.core.seeding import derive_seed
+from fedsim.engine.lifecycle.assembly import run_model_of
+from fedsim.engine.lifecycle.federation import Federation
+from fedsim.engine.lifecycle.protocols import protocol_of
+from fedsim.rundir.writer import RunStore
+from strategies.dp import FedsimDp, FixedDenominatorMean
+
+logger = logging.getLogger("fedsim")
+
+AUDIT_SCORES_FILE = "audit_scores.json"
+AUDIT_EVENT = "audit"
+
+
+@dataclass
+class AuditWiring:
+    auditor: RunAuditor
+    store: RunStore
+    level: str
+    wrap_grid: Callable[[Grid], Grid] | None
+    wrap_strategy: Callable[[Any], Any]
+    initial: dict[str, Any]
+
+    def round_finished(self, server_round: int) -> None:
+        """Save the scores with the round (a round hook: runs just before the round's commit)."""
+        self.store.write_json(AUDIT_SCORES_FILE, self.auditor.state())
+
+    def finish(self) -> dict[str, Any] | None:
+        """Compute the bound, record the `audit` row, warn when it exceeds the accountant's epsilon."""
+        last = self.store.last_committed_round()
+        if not last:
+            return None
+        rows = self.store.rows()
+        result = self.auditor.result(self.initial, self.store.load_checkpoint(last))
+        config = self.auditor.config
+        fields = audit_fields(result, self.level, config.threat_model, claimed_epsilon(rows, self.level, config.host))
+        self.store.append({"round": last, "event": AUDIT_EVENT, **fields})
+        warning = audit_warning(fields)
+        if warning is not None:
+            logger.warning(warning)
+        return fields
+
+
+def claimed_epsilon(rows: list[dict[str, Any]], level: str, host: int) -> float | None:
+    """The accountant's epsilon at the end: the host's dpsgd epsilon (example level) or the DP strategy's."""
+    if level == CLIENT:
+        spent = [row["dp_epsilon"] for row in rows if row["event"] == "eval" and row.get("dp_epsilon") is not None]
+    else:
+        spent = [
+            row["defense.dpsgd.epsilon"]
+            for row in rows
+            if row["event"] == "fit" and row.get("client") == host and row.get("defense.dpsgd.epsilon") is not None
+        ]
+    return float(spent[-1]) if spent else None
+
+
+def attach_audit(
+    config: ExperimentConfig, federation: Federation, store: RunStore, model_seed: int, committed: int
+) -> AuditWiring:
+    """The configured audit, its taps and canary clients; ``committed``: a resumed run's last committed round."""
+    audit = config.adversary.audit
+    assert audit is not None
+    dp, defenses = config.strategy.dp, config.client.defenses
+    level = audit_level(dp)
+    model = run_model_of(config, federation.dataset, seed=model_seed, with_weights=True)
+    seed, examples = derive_seed(config.seed, "audit"), None
+    if audit.threat_model == "black-box":  # the canary examples as the host holds them: its normalisation
+        dataset = federation.dataset
+        images = federation.client_stats[audit.host].normalize(torch.from_numpy(dataset.x_test))
+        plan = ExampleCanaries(audit.canaries, 0.0, audit.host, seed, examples=True)
+        examples = plan.example_set(images, torch.from_numpy(dataset.y_test), dataset.num_classes)
+    auditor = RunAuditor(
+        audit,
+        level,
+        copy.deepcopy(model),
+        seed=seed,
+        norm=canary_norm(audit, dp, defenses),
+        delta=audit_delta(dp, defenses),
+        lr=config.client.lr,
+        examples=examples,
+    )
+    if committed and (store.run_dir / AUDIT_SCORES_FILE).is_file():
+        auditor.restore(store.read_json(AUDIT_SCORES_FILE), committed)
+    protocol = protocol_of(config)
+    layout = {name: tuple(value.shape) for name, value in model.state_dict().items()}
+    initial = {name: value.detach().clone() for name, value in model.state_dict().items()}
+    white_box = audit.threat_model == "white-box"  # the others read the final model only: no tap
+    if level == EXAMPLE:
+        tap = (lambda grid: protocol.wire_tap(grid, auditor.observe, every_round, layout)) if white_box else None
+        return AuditWiring(auditor, store, level, tap, lambda strategy: strategy, initial)
+
+    def with_canary_clients(strategy: Any) -> Any:
+        inner = strategy.strategy if isinstance(strategy, FedsimDp) else None
+        if not isinstance(inner, FixedDenominatorMean):
+            raise TypeError("adversary.audit at client level needs strategy.dp with the fixed-denominator estimator")
+        inner.inserted = auditor.inserted_updates(initial)
+        return protocol.strategy_tap(strategy, auditor.observe, every_round, layout) if white_box else strategy
+
+    return AuditWiring(auditor, store, level, None, with_canary_clients, initial)

@@ -1,0 +1,31 @@
+"""A run's own summary page: the privacy audit's bound beside the accountant's epsilon, and its warning."""
+
+from fedsim.reporting.run_summary import audit_lines
+
+AUDIT = {
+    "audit_epsilon_lower": 4.62,
+    "audit_confidence": 0.95,
+    "audit_delta": 1e-5,
+    "audit_adjacency": "example",
+    "audit_threat_model": "white-box",
+    "audit_canaries": 1000,
+    "audit_guesses": 500,
+    "audit_correct": 500,
+    "audit_model": "trained with the canaries",
+    "epsilon_example": 4.0,
+}
+
+
+def test_the_audit_section_states_the_bound_the_accountant_and_the_warning():
+    lines = audit_lines({"audit": AUDIT})
+    assert lines[0] == (
+        "- lower bound on epsilon: 4.62 at 95% confidence (delta 1e-05, example level, white-box, 500 of 500 guesses "
+        "right about 1000 canaries)"
+    )
+    assert lines[1] == "- accountant's epsilon: 4.00"
+    assert lines[-1].startswith("- **the measured lower bound") and lines[-1].endswith("misconfigured or broken**")
+
+
+def test_a_bound_below_the_claim_has_no_warning_and_a_run_without_audit_no_section():
+    assert not any("exceeds" in line for line in audit_lines({"audit": {**AUDIT, "audit_epsilon_lower": 1.2}}))
+    assert audit_lines({"final": {}}) == [] and audit_lines(None) == []
