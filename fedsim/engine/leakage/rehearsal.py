@@ -74,8 +74,13 @@ class PublicRehearsal:
         self.public_labels = torch.from_numpy(dataset.y_test)
         self.stats = federation.test_stats
         self._workdir = tempfile.TemporaryDirectory(prefix="fedsim-rehearsal-")  # stateful defenses keep state here
+        # no audit canaries in the rehearsal: they belong to the audited run's training, not to the attacker's
         self.client = replace(
-            client, run_dir=Path(self._workdir.name), ground_truth=False, seed=derive_seed(config.seed, "rehearsal")
+            client,
+            run_dir=Path(self._workdir.name),
+            ground_truth=False,
+            seed=derive_seed(config.seed, "rehearsal"),
+            audit=None,
         )
         self._problems: dict[tuple[int, int, bool], PublicProblems] = {}
 
