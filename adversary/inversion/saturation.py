@@ -84,8 +84,8 @@ def saturate(
     for this attack) runs out; per target the lowest-objective result, marked saturated or capped.
 
     One dimension grows per pass (``budget.growth`` times), iterations first: a pass then costs ``growth`` times
-    the last, not its square. Once more iterations stop helping, restarts grow; an improvement from either lets
-    both grow again. Saturated: the last growth of each dimension improved no target; capped: a dimension reached
+    the last, not its square. Once more iterations stop helping, restarts grow (from the iterations that still
+    helped); an improvement from either lets both grow again. Saturated: the last growth of each dimension improved no target; capped: a dimension reached
     its cap (or the time ran out) before it stopped helping.
     """
     best = list(first)
@@ -108,7 +108,7 @@ def saturate(
             update["time_limit"] = min(remaining, float(options.time_limit or math.inf))
         started = time.perf_counter()
         results = run(options.model_copy(update=update))
-        size[dim] = grown[dim]
+        before, size[dim] = size[dim], grown[dim]
         logger.info(
             "saturation: %s at %d iterations x %d restarts: objective %s (%.0f s)",
             options.label,
@@ -127,6 +127,7 @@ def saturate(
             break
         if all(gain <= budget.tolerance for gain in gains):
             stalled.add(dim)
+            size[dim] = before  # the other dimension grows from the budget that still helped, not the larger one
         else:
             stalled.clear()
             phase = dim

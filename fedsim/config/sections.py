@@ -241,7 +241,10 @@ class AttackBudget(Section):
     max_iterations: int = Field(20_000, ge=1, description="cap on iterations per restart")
     max_restarts: int = Field(16, ge=1, description="cap on restarts")
     max_seconds: float | None = Field(
-        600.0, gt=0, description="cap on the saturation passes of one group of targets, in seconds (null = none)"
+        1800.0,
+        gt=0,
+        description="cap on the saturation passes of one group of targets, in seconds (null = none); a leader gets "
+        "an equal share of what is left when its turn comes",
     )
 
 
