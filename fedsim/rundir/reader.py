@@ -29,6 +29,7 @@ from fedsim.config import ExperimentConfig, load_config
 from fedsim.core.atomic import leaves
 from fedsim.core.errors import ConfigError
 from fedsim.rundir.layout import CONFIG_FILE, ENVIRONMENT_FILE, METRICS_FILE, SUMMARY_FILE, SWEEP_MANIFEST
+from fedsim.rundir.privacy import PRIVACY_COLUMNS, privacy_by_round
 from fedsim.rundir.writer import RunStore
 
 #: columns of ``Run.strongest``: how its pick was made, and over how many attacks
@@ -109,6 +110,21 @@ class Run:
         table = attacks.reindex(columns=columns).reset_index(drop=True)
         table["verdict"] = table["verdict"].where(table["verdict"].isin([LEAKS, AT_FLOOR]), UNKNOWN)
         return table
+
+    def privacy(self) -> pd.DataFrame:
+        """The privacy spent by the end of each round that reported some: ``round``, ``epsilon_example`` and
+        ``delta_example`` (DP-SGD: add/remove one sample of a client, the largest client's), ``epsilon_client``
+        and ``delta_client`` (``strategy.dp``: add/remove one client); NaN where a mechanism is not in force,
+        no rows for a run without DP. The rule is ``fedsim.rundir.privacy``'s, the same as ``summary.json``'s.
+
+        >>> run = fedsim.load_run("runs/dpsgd-20261122-101500")  # doctest: +SKIP
+        >>> run.privacy().iloc[-1]["epsilon_example"]             # doctest: +SKIP
+        7.98
+        """
+        columns = ["round", *PRIVACY_COLUMNS]
+        spent = privacy_by_round(self.metrics.to_dict("records")) if not self.metrics.empty else {}
+        table = pd.DataFrame([{"round": server_round, **values} for server_round, values in spent.items()])
+        return table.reindex(columns=columns).astype({"round": int, **dict.fromkeys(PRIVACY_COLUMNS, float)})
 
     def events(self, event: str) -> pd.DataFrame:
         """The rows of one event (``eval``, ``fit``, ``client_eval``, ``attack``), without all-empty columns."""

@@ -28,3 +28,10 @@ def test_a_run_without_an_evaluated_round_says_so_instead_of_nan(fedsim_log):
     log_summary(summary({}, best=None, rounds=0))
     assert "finished 0 rounds: no evaluated round" in fedsim_log.text
     assert "nan" not in fedsim_log.text
+
+
+def test_the_end_of_run_lines_name_each_epsilon_with_its_delta_and_what_it_protects(fedsim_log):
+    spent = {"epsilon_example": 7.98, "delta_example": 1e-5, "epsilon_client": None, "delta_client": None}
+    log_summary(summary({"accuracy": 0.5, "loss": 1.0}, best=0.5, rounds=3) | spent)
+    assert "epsilon_example = 7.98 (δ=1e-05), example-level: add/remove one sample of a client" in fedsim_log.text
+    assert "epsilon_client" not in fedsim_log.text  # no central DP in this run
