@@ -20,6 +20,7 @@ from rich.table import Table
 from fedsim.config import SWEEP_SECTION, ConfigError, load_config, read_yaml
 from fedsim.config.schema import plugin_schema, schema_markdown, schema_rows
 from fedsim.core.errors import RunInterrupted, TrainingFailed
+from fedsim.core.notices import warnings_as_log_lines
 from fedsim.core.stopping import exit_status
 
 
@@ -54,6 +55,7 @@ def _setup_logging(quiet: bool) -> None:
     logger.handlers[:] = [handler]
     logger.setLevel(logging.INFO)
     logger.propagate = False
+    warnings_as_log_lines()  # one line each, no echo of the source line that warned
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -244,7 +246,11 @@ def _cmd_list(args: argparse.Namespace) -> int:
         for name, help_text in registry.describe().items():
             table.add_row(registry.label(name), help_text)
         if registry is DEFENSES:  # defenses that are plain configuration, listed so that users find them
-            table.add_row("(client.local_steps)", "several local steps before sending (paper 001's local aggregation)")
+            table.add_row(
+                "(client.local_steps)",
+                "several local steps before sending (local aggregation, as in Data Reconstruction Attacks "
+                "and Defenses: A Systematic Evaluation)",
+            )
             table.add_row("(model.dropout)", "dropout in the model during local training")
         if not registry.names():
             table.add_row("(none yet)", "")
@@ -252,7 +258,8 @@ def _cmd_list(args: argparse.Namespace) -> int:
     table = Table("command", "description", title="model diagnostics", title_justify="left", box=None)
     table.add_row(
         "fedsim vulnerability CONFIG",
-        "RV (paper 002, Reconstruction Vulnerability): Frobenius norm of d(parameter "
+        "RV (Reconstruction Vulnerability, from Enhanced Privacy Leakage from Noise-Perturbed Gradients via "
+        "Gradient-Guided Conditional Diffusion Models): Frobenius norm of d(parameter "
         "gradient)/d(input) of the run's initial model, from random orthogonal projections, with its standard "
         "error; larger = the update says more about the input",
     )
@@ -261,7 +268,8 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 
 def _cmd_vulnerability(args: argparse.Namespace) -> int:
-    """RV (paper 002) of the run's initial global model on the first training images (see adversary.vulnerability)."""
+    """RV (Reconstruction Vulnerability) of the run's initial global model on the first training images
+    (see adversary.vulnerability)."""
     import torch
 
     from adversary.vulnerability import reconstruction_vulnerability
@@ -418,7 +426,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     vulnerability = sub.add_parser(
         "vulnerability",
-        help="RV (paper 002): Frobenius norm of d(parameter gradient)/d(input) of the run's initial "
+        help="RV (Reconstruction Vulnerability): Frobenius norm of d(parameter gradient)/d(input) of the run's initial "
         "model on training images, from random orthogonal projections, with its standard error",
     )
     vulnerability.add_argument("config", type=Path)

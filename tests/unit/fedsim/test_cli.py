@@ -164,7 +164,7 @@ def test_list_shows_ggssr_with_its_prior_requirement_the_priors_and_rv(capsys):
     assert code == 0
     (ggssr,) = [line for line in out.splitlines() if line.strip().startswith("ggssr ")]
     assert "prior:" in ggssr
-    assert "diffusers" in out and "fedsim vulnerability CONFIG" in out and "RV (paper 002" in out
+    assert "diffusers" in out and "fedsim vulnerability CONFIG" in out and "RV (Reconstruction Vulnerability" in out
 
 
 def write_config(tmp_path, **overrides):
