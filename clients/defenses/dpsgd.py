@@ -34,11 +34,6 @@ from typing import Literal
 
 import numpy as np
 import torch
-from opacus import GradSampleModule
-from opacus.accountants.utils import get_noise_multiplier
-from opacus.optimizers import DPOptimizer
-from opacus.utils.module_utils import trainable_modules
-from opacus.validators import ModuleValidator
 from pydantic import Field, model_validator
 from torch import nn
 
@@ -88,6 +83,9 @@ class DpsgdDefense(DefenseConfig):
 def unsupported_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
     """Trainable layers Opacus cannot give per-sample gradients for: those with buffers (BatchNorm's running
     statistics, which mix the samples of a batch) or failing one of Opacus' ``ModuleValidator`` checks."""
+    from opacus.utils.module_utils import trainable_modules  # importing opacus takes seconds: only DP runs do
+    from opacus.validators import ModuleValidator
+
     return [
         (name, layer)
         for name, layer in trainable_modules(model)
@@ -123,6 +121,8 @@ def poisson_schedule(num_samples: int, sample_rate: float, steps: int, rng: np.r
 @lru_cache(maxsize=64)
 def noise_for_budget(target_epsilon: float, delta: float, sample_rate: float, steps: int, accountant: str) -> float:
     """The noise multiplier that spends at most ``target_epsilon`` over ``steps`` steps (Opacus' binary search)."""
+    from opacus.accountants.utils import get_noise_multiplier
+
     return float(
         get_noise_multiplier(
             target_epsilon=target_epsilon,
@@ -138,6 +138,9 @@ class DpsgdSession(TrainingSession):
     """One round under DP-SGD: the model wrapped in a GradSampleModule, the optimizer in a DPOptimizer."""
 
     def __init__(self, config: DpsgdDefense, plan: TrainingPlan) -> None:
+        from opacus import GradSampleModule
+        from opacus.optimizers import DPOptimizer
+
         check_model(plan.model, config)
         self.config = config
         self.context = plan.context
