@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import gc
 import logging
@@ -17,9 +18,7 @@ from rich.logging import RichHandler
 from rich.markup import escape
 from rich.table import Table
 
-from fedsim.config import SWEEP_SECTION, ConfigError, load_config, read_yaml
-from fedsim.config.schema import plugin_schema, schema_markdown, schema_rows
-from fedsim.core.errors import RunInterrupted, TrainingFailed
+from fedsim.core.errors import ConfigError, RunInterrupted, TrainingFailed
 from fedsim.core.notices import warnings_as_log_lines
 from fedsim.core.stopping import exit_status
 
@@ -59,7 +58,11 @@ def _setup_logging(quiet: bool) -> None:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from fedsim.engine.lifecycle.runner import run_experiment
+    # importing torch, Flower and Ray takes seconds: a terminal sees it said while it happens (a transient status,
+    # gone once done; nothing is printed where stderr is not a terminal, so an error stays one line)
+    with _status("importing torch, Flower and Ray", quiet=args.quiet):
+        from fedsim.config import load_config
+        from fedsim.engine.lifecycle.runner import run_experiment
 
     if args.resume is not None:
         if args.config is not None or args.set:
@@ -90,10 +93,19 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _status(text: str, quiet: bool) -> contextlib.AbstractContextManager[object]:
+    """A transient spinner with ``text`` on stderr while the block runs, where stderr is a terminal."""
+    console = Console(stderr=True)
+    if quiet or not console.is_terminal:
+        return contextlib.nullcontext()
+    return console.status(text)
+
+
 def _run_deployed(args: argparse.Namespace) -> Path:
     """Submit the run to a SuperLink (fedsim.engine.deployment.submit) and wait for it."""
     import shlex
 
+    from fedsim.config import load_config
     from fedsim.engine.deployment.run_config import RunRequest
     from fedsim.engine.deployment.submit import SuperLink, planned_run_dir, resume_request, submit
 
@@ -112,6 +124,8 @@ def _run_deployed(args: argparse.Namespace) -> Path:
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
+    from fedsim.config import SWEEP_SECTION, load_config, read_yaml
+
     if SWEEP_SECTION in read_yaml(args.config):
         from fedsim.sweep import plan_sweep
 
@@ -159,6 +173,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def _cmd_config_schema(args: argparse.Namespace) -> int:
+    from fedsim.config.schema import plugin_schema, schema_markdown, schema_rows
+
     rows = plugin_schema(args.key) if args.key else schema_rows()
     if args.markdown:
         print(schema_markdown(rows), end="")
@@ -273,6 +289,7 @@ def _cmd_vulnerability(args: argparse.Namespace) -> int:
     import torch
 
     from adversary.vulnerability import reconstruction_vulnerability
+    from fedsim.config import load_config
     from fedsim.data import load_dataset
     from fedsim.engine.lifecycle.assembly import run_model_of
 

@@ -1,6 +1,7 @@
 """`fedsim.run` from Python: the quickstart's config, made tiny, runs as `fedsim run` runs it and comes back as a
 `Run` whose images carry integer client ids."""
 
+import logging
 from pathlib import Path
 
 import fedsim
@@ -8,7 +9,9 @@ import fedsim
 QUICKSTART = Path(__file__).resolve().parents[2] / "configs" / "quickstart.yaml"
 
 
-def test_the_quickstart_runs_from_python_and_returns_its_run(tmp_path):
+def test_the_quickstart_runs_from_python_and_returns_its_run(tmp_path, caplog, monkeypatch):
+    monkeypatch.setattr(logging.getLogger("fedsim"), "propagate", True)  # the CLI turns it off for its handler
+    caplog.set_level(logging.INFO, logger="fedsim")
     run = fedsim.run(
         QUICKSTART,
         overrides=[
@@ -32,3 +35,14 @@ def test_the_quickstart_runs_from_python_and_returns_its_run(tmp_path):
     per_result = run.events("attack")["ssim"]  # each result's per-image list
     assert len(images) == sum(len(scores) for scores in per_result) > len(per_result)  # one row per image
     assert images["ssim"].between(-1, 1).all()
+    # what takes seconds before round 1 is said as it starts, in order
+    said = [record.getMessage() for record in caplog.records]
+    steps = (
+        "starting run quickstart",
+        "starting attack workers",
+        "starting Ray",
+        "starting the federation",
+        "round 1/1",
+    )
+    first = [next(i for i, line in enumerate(said) if line.startswith(step)) for step in steps]
+    assert first == sorted(first), said
