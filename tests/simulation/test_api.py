@@ -38,11 +38,11 @@ def test_the_quickstart_runs_from_python_and_returns_its_run(tmp_path, caplog, m
     # what takes seconds before round 1 is said as it starts, in order
     said = [record.getMessage() for record in caplog.records]
     steps = (
-        "starting run quickstart",
         "starting attack workers",
         "starting Ray",
         "starting the federation",
         "round 1/1",
     )
-    first = [next(i for i, line in enumerate(said) if line.startswith(step)) for step in steps]
+    first = [next((i for i, line in enumerate(said) if line.startswith(step)), None) for step in steps]
+    assert None not in first, said
     assert first == sorted(first), said
