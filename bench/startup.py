@@ -46,8 +46,10 @@ PROBE = """
 import sys
 sys.argv = ["fedsim", *sys.argv[1:]]
 from fedsim.cli import main
-code = main()
-print("\\nimported:", ",".join(m for m in {heavy!r} if m in sys.modules), file=sys.stderr)
+try:
+    code = main()
+finally:  # --help leaves by SystemExit
+    print("\\nimported:", ",".join(m for m in {heavy!r} if m in sys.modules), file=sys.stderr)
 sys.exit(code)
 """
 

@@ -22,25 +22,28 @@ from fedsim.core.errors import ConfigError, RunInterrupted, TrainingFailed
 from fedsim.core.notices import warnings_as_log_lines
 from fedsim.core.stopping import exit_status
 
+#: errors of the user's input that modules define: (module, class name)
+MODULE_USER_ERRORS = (
+    ("fedsim.data", "DataError"),
+    ("fedsim.models", "ModelError"),
+    ("fedsim.reporting", "ReportError"),
+    ("adversary.metrics", "LpipsRequiredError"),
+    ("fedsim.engine.deployment.submit", "DeploymentError"),
+)
+
 
 def _user_errors() -> tuple[type[BaseException], ...]:
-    """Errors caused by the user's input, not our bugs: shown as one line, exit code 2."""
-    from adversary.metrics import LpipsRequiredError
-    from fedsim.data import DataError
-    from fedsim.engine.deployment.submit import DeploymentError
-    from fedsim.models import ModelError
-    from fedsim.reporting import ReportError
+    """Errors caused by the user's input, not our bugs: shown as one line, exit code 2.
 
-    return (
-        ConfigError,
-        DataError,
-        ModelError,
-        ReportError,
-        LpipsRequiredError,
-        FileNotFoundError,
-        FileExistsError,
-        DeploymentError,
-    )
+    A module's error can only have been raised once the module is imported: those not imported yet are left
+    out rather than imported here, so that a one-line error does not wait for the report's pandas and matplotlib.
+    """
+    defined = [
+        getattr(sys.modules[module], name)
+        for module, name in MODULE_USER_ERRORS
+        if module in sys.modules and hasattr(sys.modules[module], name)
+    ]
+    return (ConfigError, FileNotFoundError, FileExistsError, *defined)
 
 
 def _setup_logging(quiet: bool) -> None:
