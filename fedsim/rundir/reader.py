@@ -57,7 +57,7 @@ class Run:
     (``summary.json``: final scores, failures, ``epsilon_example`` and ``epsilon_client``, leakage).
 
     >>> run = fedsim.load_run("runs/demo-20261125-171437")   # or fedsim.run(...)   # doctest: +SKIP
-    >>> run.config.federation.rounds, run.summary["final"]["accuracy"]             # doctest: +SKIP
+    >>> run.config.federation.rounds, run.events("eval")["accuracy"].iloc[-1]      # doctest: +SKIP
     (20, 0.736)
     >>> run.images().query("verdict == 'leaks'").groupby("client")["psnr"].median()  # doctest: +SKIP
     """
@@ -211,7 +211,7 @@ class Run:
         no rows for a run without DP. The rule is ``fedsim.rundir.privacy``'s, the same as ``summary.json``'s.
 
         >>> run = fedsim.load_run("runs/dpsgd-20261122-101500")  # doctest: +SKIP
-        >>> run.privacy().iloc[-1]["epsilon_example"]             # doctest: +SKIP
+        >>> run.privacy()["epsilon_example"].iloc[-1]             # doctest: +SKIP
         7.98
         """
         import pandas as pd
@@ -234,7 +234,7 @@ class Sweep:
 
     >>> sweep = fedsim.load_sweep("runs/defense-frontier-sweep-20261123-101500")   # doctest: +SKIP
     >>> sweep.points                                    # one row per point: run, status, grid labels  # doctest: +SKIP
-    >>> {name: run.summary["final"]["accuracy"] for name, run in sweep.runs.items()}   # doctest: +SKIP
+    >>> {name: run.events("eval")["accuracy"].iloc[-1] for name, run in sweep.runs.items()}  # doctest: +SKIP
     """
 
     path: Path
