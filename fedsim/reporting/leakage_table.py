@@ -83,7 +83,7 @@ def leakage_rows(run_dir: Path) -> tuple[list[str], list[dict[str, Any]]]:
 TITLE = "leakage per target: PSNR (dB)/SSIM"
 EPSILONS = (EPSILON_EXAMPLE, EPSILON_CLIENT)
 #: the console's short headers of the epsilon columns
-EPSILON_HEADERS = {EPSILON_EXAMPLE: "ε example", EPSILON_CLIENT: "ε client"}
+EPSILON_HEADERS = {EPSILON_EXAMPLE: "ε ex", EPSILON_CLIENT: "ε cl"}  # short: the table fits 80 columns
 
 
 def privacy_lines(run_dir: Path) -> list[str]:
@@ -91,7 +91,7 @@ def privacy_lines(run_dir: Path) -> list[str]:
     (none for a run without DP)."""
     spent = privacy_spent(RunStore(run_dir).rows())
     return [
-        f"{epsilon} {epsilon_text(spent[epsilon], spent[delta])}, {ADJACENCY[epsilon]}"
+        f"{EPSILON_HEADERS[epsilon]}: {epsilon} {epsilon_text(spent[epsilon], spent[delta])}, {ADJACENCY[epsilon]}"
         for epsilon, delta in ((EPSILON_EXAMPLE, DELTA_EXAMPLE), (EPSILON_CLIENT, DELTA_CLIENT))
         if spent[epsilon] is not None
     ]
