@@ -11,10 +11,13 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 .PHONY: run test docs lint format bench install clean deployment-smoke
 
 $(BIN)/python:
+	@echo "fedsim: creating the virtual environment $(VENV) (first time only)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
+# Said before the long, quiet step: a first install takes about 4 minutes on two cores (torch, Flower, Ray).
 $(STAMP): pyproject.toml | $(BIN)/python
+	@echo "fedsim: installing fedsim and its dependencies into $(VENV): about 4 minutes on two cores, first time only"
 	$(BIN)/python -m pip install --quiet -e '.[dev,docs]'
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)

@@ -45,7 +45,10 @@ LPIPS_MIN_SIDE = 32  # AlexNet's conv/pool stack needs >= 31 px; smaller images 
 # features[0:2], [2:5], [5:8], [8:10], [10:12] into slice1..slice5 and keeps the module indices).
 _ALEX_SLICE_BOUNDS = ((0, 2), (2, 5), (5, 8), (8, 10), (10, 12))
 
-_lpips_warned = False  # one "LPIPS unavailable" warning per process, however often it is asked
+#: set by a process that has said LPIPS is unavailable, so that the processes it starts (a sweep's
+#: workers) do not say it again: one line per command
+LPIPS_NOTED_ENV = "FEDSIM_LPIPS_NOTED"
+_lpips_warned = os.environ.get(LPIPS_NOTED_ENV) == "1"  # one warning per command, however often it is asked
 
 
 class LpipsUnavailableWarning(UserWarning):
@@ -149,13 +152,35 @@ def download_alexnet(path: Path) -> str | None:
     return None
 
 
-def _warn_unavailable(reason: str) -> None:
+def find_weights(checkpoint: Path) -> str | None:
+    """Why the AlexNet weights at ``checkpoint`` cannot be used, after one download try where they are missing
+    (and no weights file was named by the user); None when they can."""
+    problem = weights_problem(checkpoint)
+    if problem is not None and not checkpoint.exists() and WEIGHTS_ENV not in os.environ:
+        failed = download_alexnet(checkpoint)
+        problem = f"{problem}; {failed}" if failed else weights_problem(checkpoint)
+    return problem
+
+
+def note_unavailable_once(mode: str) -> None:
+    """For a process about to start others that score with ``adversary.lpips: mode``: say here, once, that
+    LPIPS is unavailable (``auto`` without usable weights), and let the processes started from now on keep it
+    to themselves (``LPIPS_NOTED_ENV``). Never builds the model."""
+    if mode != "auto" or _lpips_warned:
+        return
+    problem = find_weights(alexnet_checkpoint_path())
+    if problem is not None:
+        _warn_unavailable(problem, stacklevel=2)
+        os.environ[LPIPS_NOTED_ENV] = "1"
+
+
+def _warn_unavailable(reason: str, stacklevel: int = 3) -> None:
     global _lpips_warned
     if _lpips_warned:
         return
     _lpips_warned = True
     message = f"LPIPS unavailable, reported as None: {reason}"
-    warnings.warn(message, LpipsUnavailableWarning, stacklevel=3)
+    warnings.warn(message, LpipsUnavailableWarning, stacklevel=stacklevel)
 
 
 def _alexnet_slices_state(alexnet_state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -211,10 +236,7 @@ class Lpips:
             self.unavailable_reason = "adversary.lpips: off"
             return
         checkpoint = alexnet_checkpoint_path()
-        problem = weights_problem(checkpoint)
-        if problem is not None and not checkpoint.exists() and WEIGHTS_ENV not in os.environ:
-            failed = download_alexnet(checkpoint)
-            problem = f"{problem}; {failed}" if failed else weights_problem(checkpoint)
+        problem = find_weights(checkpoint)
         if problem is None:
             try:
                 state = torch.load(checkpoint, map_location="cpu", weights_only=True)

@@ -139,6 +139,12 @@ class ProcessAttackWorkers:
 
     def __init__(self, settings: WorkerSettings) -> None:
         self.settings = settings
+        logger.info(
+            "starting attack workers: %d process(es), %d torch thread(s) each, on %s",
+            settings.count,
+            settings.threads,
+            ", ".join(settings.devices),
+        )
         context = multiprocessing.get_context("spawn")
         counter = context.Value("i", 0)
         self._pool = ProcessPoolExecutor(
@@ -151,12 +157,6 @@ class ProcessAttackWorkers:
         # while the federation starts, rather than on the first attack.
         for _ in range(settings.count):
             self._pool.submit(_ready)
-        logger.info(
-            "attack workers: %d process(es), %d torch thread(s) each, on %s",
-            settings.count,
-            settings.threads,
-            ", ".join(settings.devices),
-        )
 
     def submit(self, job: AttackJob | PortfolioJob) -> Future[Any]:
         """An attack job's reconstructions; a portfolio job's per attack (or the error that attack raised)."""

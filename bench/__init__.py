@@ -9,6 +9,9 @@ takes the best over attacks says so: "ground-truth selection over N attacks", be
 
 Benchmarks, and what each prints:
 
+- ``startup``: the command line's start-up: wall time of ``--help``, ``list``, ``validate``, ``config-schema`` and
+  ``sweep --dry-run`` (median of a few fresh runs), the import time behind them, and the heavy packages each
+  imports.
 - ``overhead``: fedsim's time per round against a bare Flower ``run_simulation`` of the same experiment,
   per repeat and the median ratio (``make bench``).
 - ``secagg``: ``timing``, SecAgg+'s time per round against FedAvg's and both accuracy curves on one seed;

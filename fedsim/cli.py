@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import gc
 import logging
@@ -17,30 +18,32 @@ from rich.logging import RichHandler
 from rich.markup import escape
 from rich.table import Table
 
-from fedsim.config import SWEEP_SECTION, ConfigError, load_config, read_yaml
-from fedsim.config.schema import plugin_schema, schema_markdown, schema_rows
-from fedsim.core.errors import RunInterrupted, TrainingFailed
+from fedsim.core.errors import ConfigError, RunInterrupted, TrainingFailed
+from fedsim.core.notices import warnings_as_log_lines
 from fedsim.core.stopping import exit_status
+
+#: errors of the user's input that modules define: (module, class name)
+MODULE_USER_ERRORS = (
+    ("fedsim.data", "DataError"),
+    ("fedsim.models", "ModelError"),
+    ("fedsim.reporting", "ReportError"),
+    ("adversary.metrics", "LpipsRequiredError"),
+    ("fedsim.engine.deployment.submit", "DeploymentError"),
+)
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
-    """Errors caused by the user's input, not our bugs: shown as one line, exit code 2."""
-    from adversary.metrics import LpipsRequiredError
-    from fedsim.data import DataError
-    from fedsim.engine.deployment.submit import DeploymentError
-    from fedsim.models import ModelError
-    from fedsim.reporting import ReportError
+    """Errors caused by the user's input, not our bugs: shown as one line, exit code 2.
 
-    return (
-        ConfigError,
-        DataError,
-        ModelError,
-        ReportError,
-        LpipsRequiredError,
-        FileNotFoundError,
-        FileExistsError,
-        DeploymentError,
-    )
+    A module's error can only have been raised once the module is imported: those not imported yet are left
+    out rather than imported here, so that a one-line error does not wait for the report's pandas and matplotlib.
+    """
+    defined = [
+        getattr(sys.modules[module], name)
+        for module, name in MODULE_USER_ERRORS
+        if module in sys.modules and hasattr(sys.modules[module], name)
+    ]
+    return (ConfigError, FileNotFoundError, FileExistsError, *defined)
 
 
 def _setup_logging(quiet: bool) -> None:
@@ -54,10 +57,15 @@ def _setup_logging(quiet: bool) -> None:
     logger.handlers[:] = [handler]
     logger.setLevel(logging.INFO)
     logger.propagate = False
+    warnings_as_log_lines()  # one line each, no echo of the source line that warned
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from fedsim.engine.lifecycle.runner import run_experiment
+    # importing torch, Flower and Ray takes seconds: a terminal sees it said while it happens (a transient status,
+    # gone once done; nothing is printed where stderr is not a terminal, so an error stays one line)
+    with _status("importing torch, Flower and Ray", quiet=args.quiet):
+        from fedsim.config import load_config
+        from fedsim.engine.lifecycle.runner import run_experiment
 
     if args.resume is not None:
         if args.config is not None or args.set:
@@ -88,10 +96,19 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _status(text: str, quiet: bool) -> contextlib.AbstractContextManager[object]:
+    """A transient spinner with ``text`` on stderr while the block runs, where stderr is a terminal."""
+    console = Console(stderr=True)
+    if quiet or not console.is_terminal:
+        return contextlib.nullcontext()
+    return console.status(text)
+
+
 def _run_deployed(args: argparse.Namespace) -> Path:
     """Submit the run to a SuperLink (fedsim.engine.deployment.submit) and wait for it."""
     import shlex
 
+    from fedsim.config import load_config
     from fedsim.engine.deployment.run_config import RunRequest
     from fedsim.engine.deployment.submit import SuperLink, planned_run_dir, resume_request, submit
 
@@ -110,6 +127,8 @@ def _run_deployed(args: argparse.Namespace) -> Path:
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
+    from fedsim.config import SWEEP_SECTION, load_config, read_yaml
+
     if SWEEP_SECTION in read_yaml(args.config):
         from fedsim.sweep import plan_sweep
 
@@ -157,6 +176,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def _cmd_config_schema(args: argparse.Namespace) -> int:
+    from fedsim.config.schema import plugin_schema, schema_markdown, schema_rows
+
     rows = plugin_schema(args.key) if args.key else schema_rows()
     if args.markdown:
         print(schema_markdown(rows), end="")
@@ -244,7 +265,11 @@ def _cmd_list(args: argparse.Namespace) -> int:
         for name, help_text in registry.describe().items():
             table.add_row(registry.label(name), help_text)
         if registry is DEFENSES:  # defenses that are plain configuration, listed so that users find them
-            table.add_row("(client.local_steps)", "several local steps before sending (paper 001's local aggregation)")
+            table.add_row(
+                "(client.local_steps)",
+                "several local steps before sending (local aggregation, as in Data Reconstruction Attacks "
+                "and Defenses: A Systematic Evaluation)",
+            )
             table.add_row("(model.dropout)", "dropout in the model during local training")
         if not registry.names():
             table.add_row("(none yet)", "")
@@ -252,7 +277,8 @@ def _cmd_list(args: argparse.Namespace) -> int:
     table = Table("command", "description", title="model diagnostics", title_justify="left", box=None)
     table.add_row(
         "fedsim vulnerability CONFIG",
-        "RV (paper 002, Reconstruction Vulnerability): Frobenius norm of d(parameter "
+        "RV (Reconstruction Vulnerability, from Enhanced Privacy Leakage from Noise-Perturbed Gradients via "
+        "Gradient-Guided Conditional Diffusion Models): Frobenius norm of d(parameter "
         "gradient)/d(input) of the run's initial model, from random orthogonal projections, with its standard "
         "error; larger = the update says more about the input",
     )
@@ -261,10 +287,12 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 
 def _cmd_vulnerability(args: argparse.Namespace) -> int:
-    """RV (paper 002) of the run's initial global model on the first training images (see adversary.vulnerability)."""
+    """RV (Reconstruction Vulnerability) of the run's initial global model on the first training images
+    (see adversary.vulnerability)."""
     import torch
 
     from adversary.vulnerability import reconstruction_vulnerability
+    from fedsim.config import load_config
     from fedsim.data import load_dataset
     from fedsim.engine.lifecycle.assembly import run_model_of
 
@@ -418,7 +446,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     vulnerability = sub.add_parser(
         "vulnerability",
-        help="RV (paper 002): Frobenius norm of d(parameter gradient)/d(input) of the run's initial "
+        help="RV (Reconstruction Vulnerability): Frobenius norm of d(parameter gradient)/d(input) of the run's initial "
         "model on training images, from random orthogonal projections, with its standard error",
     )
     vulnerability.add_argument("config", type=Path)

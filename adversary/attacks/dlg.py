@@ -30,15 +30,16 @@ class DlgOptions(OptimizationOptions):
     presets: ClassVar[dict[str, Preset]] = {
         "paper-003": Preset(
             dict(iterations=1300, restarts=1, init="randn", init_scale=0.05, regularizers=[]),
-            source="paper 003 (Reconstructing Private Training Data from Gradients in FL), per-client settings: "
-            "--init-scale 0.05, TV off, L-BFGS; 1,300 iterations reach its per-client PSNR (45.9 dB, issue 24)",
+            source="Reconstructing Private Training Data from Gradients in Federated Learning, per-client settings: "
+            "--init-scale 0.05, TV off, L-BFGS; 1,300 iterations reach its per-client PSNR (45.9 dB in fedsim)",
             summary="init N(0, 0.05^2), 1300 L-BFGS iterations, TV off",
         ),
         "paper-003-aggregate": Preset(
             dict(
                 iterations=300, restarts=3, init="randn", init_scale=0.05, regularizers=[{"name": "tv", "weight": 1e-3}]
             ),
-            source="paper 003, section 4 (the settings that reconstructed the aggregated gradient): --iterations 300 "
+            source="Reconstructing Private Training Data from Gradients in FL, section 4 (the settings that "
+            "reconstructed the aggregated gradient): --iterations 300 "
             "--restarts 3 --tv-weight 1e-3 --init-scale 0.05",
             summary="init N(0, 0.05^2), 300 L-BFGS iterations, 3 restarts, TV 1e-3",
         ),

@@ -49,7 +49,7 @@ def _prior_union() -> Any:
 
 
 class GgssrOptions(AttackOptions):
-    name: Literal["ggssr"] = Field("ggssr", description="GGSS-R: DDIM sampling guided by the gradient (paper 002)")
+    name: Literal["ggssr"] = Field("ggssr", description="GGSS-R: DDIM sampling guided by the gradient")
     requires: ClassVar[str] = "prior: a generative prior of the model's image shape ({name: diffusers, path: ...})"
     prior: _prior_union() | None = Field(  # type: ignore[valid-type]
         None,
@@ -57,9 +57,13 @@ class GgssrOptions(AttackOptions):
         "train` folder), or {name: gaussian} (a baseline that knows nothing about images)",
     )
     steps: int = Field(50, ge=2, description="DDIM sampling steps")
-    guidance_rate: float = Field(0.2, ge=0, le=1, description="gamma of the spherical guided step (paper 002, Table 6)")
+    guidance_rate: float = Field(
+        0.2, ge=0, le=1, description="gamma of the spherical guided step (the GGSS-R paper's Table 6)"
+    )
     restarts: int = Field(1, ge=1, description="independent samples, batched; the lowest final attack loss wins")
-    loss: Literal["l2", "cosine", "l1"] = Field("l2", description="gradient-matching distance (paper 002: Euclidean)")
+    loss: Literal["l2", "cosine", "l1"] = Field(
+        "l2", description="gradient-matching distance (the GGSS-R paper's: Euclidean)"
+    )
     precision: Literal["float32", "float64"] = Field("float32", description="arithmetic of the attack")
     deterministic: bool = Field(False, description="unused by sampling; kept for a uniform attack interface")
 
@@ -206,7 +210,8 @@ def attack(
 
 ATTACKS.register(
     "ggssr",
-    help="GGSS-R (paper 002; spherical step of DSG, Yang et al. 2024): DDIM sampling of a diffusion prior guided by "
+    help="GGSS-R (Enhanced Privacy Leakage from Noise-Perturbed Gradients via Gradient-Guided Conditional "
+    "Diffusion Models; spherical step of DSG, Yang et al. 2024): DDIM sampling of a diffusion prior guided by "
     "gradient matching of the denoised estimate",
     config=GgssrOptions,
 )(attack)

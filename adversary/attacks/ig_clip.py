@@ -25,7 +25,7 @@ class IgClipOptions(AdaptiveOptions):
     presets: ClassVar[dict[str, Preset]] = {
         "paper-001": Preset(
             dict(iterations=10000),
-            source="paper 001 (Data Reconstruction Attacks and Defenses: A Systematic Evaluation), appendix: "
+            source="Data Reconstruction Attacks and Defenses: A Systematic Evaluation, appendix: "
             "10,000 Adam iterations, step decay x0.1 at 3/8, 5/8 and 7/8, against every defense",
             summary="10000 iterations",
         ),

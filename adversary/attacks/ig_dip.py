@@ -50,7 +50,10 @@ DEFAULTS: dict[str, Any] = dict(
 
 
 class IgDipOptions(OptimizationOptions):
-    name: Literal["ig-dip"] = Field("ig-dip", description="Inverting Gradients through a deep image prior (paper 001)")
+    name: Literal["ig-dip"] = Field(
+        "ig-dip",
+        description="Inverting Gradients through a deep image prior (Data Reconstruction Attacks and Defenses)",
+    )
     field_defaults: ClassVar[dict[str, Any]] = DEFAULTS
     generator_width: int = Field(32, ge=1, description="channels of the deep-image-prior generator at every level")
     generator_levels: int = Field(2, ge=0, description="stride-2 down-samplings (and up-samplings) of the generator")
@@ -199,7 +202,8 @@ def attack(
 
 ATTACKS.register(
     "ig-dip",
-    help="Inverting Gradients through a deep image prior (paper 001; Ulyanov et al. 2018): the weights of an untrained "
+    help="Inverting Gradients through a deep image prior (Data Reconstruction Attacks and Defenses: A Systematic "
+    "Evaluation; Ulyanov et al. 2018): the weights of an untrained "
     "conv generator are optimised instead of the pixels",
     config=IgDipOptions,
 )(attack)

@@ -31,7 +31,8 @@ class IgDropoutOptions(AdaptiveOptions):
     presets: ClassVar[dict[str, Preset]] = {
         "paper-004": Preset(
             dict(iterations=4000),
-            source="paper 004 (Gradient Dropout), section 5.1: 4,000 attack iterations against batches of 8 "
+            source="Safeguarding Federated Learning from Data Reconstruction Attacks via Gradient Dropout, "
+            "section 5.1: 4,000 attack iterations against batches of 8 "
             "(1,000 for single images; the saturation step doubles them where they lead)",
             summary="4000 iterations",
         ),

@@ -25,7 +25,8 @@ class IgPdpsgdOptions(AdaptiveOptions):
     presets: ClassVar[dict[str, Preset]] = {
         "paper-000": Preset(
             dict(optimizer="lbfgs", lr=1.0, iterations=200),
-            source="paper 000 (DP vs PDP-SGD), section 5: the attack optimises with L-BFGS, 200 iterations shown",
+            source="Differential Privacy: Gradient Leakage Attacks in Federated Learning Environments, "
+            "section 5: the attack optimises with L-BFGS, 200 iterations shown",
             summary="L-BFGS, 200 iterations",
         ),
     }

@@ -28,7 +28,7 @@ class IgSoteriaOptions(AdaptiveOptions):
     presets: ClassVar[dict[str, Preset]] = {
         "paper-001": Preset(
             dict(iterations=10000),
-            source="paper 001 (Data Reconstruction Attacks and Defenses: A Systematic Evaluation), appendix: "
+            source="Data Reconstruction Attacks and Defenses: A Systematic Evaluation, appendix: "
             "10,000 Adam iterations, step decay x0.1 at 3/8, 5/8 and 7/8, against every defense",
             summary="10000 iterations",
         ),
@@ -43,6 +43,7 @@ class IgSoteriaOptions(AdaptiveOptions):
 
 ATTACKS.register(
     "ig-soteria",
-    help="adaptive (soteria): Inverting Gradients leaving the defended layer's weight out (paper 004)",
+    help="adaptive (soteria): Inverting Gradients leaving the defended layer's weight out (as in "
+    "Safeguarding FL from Data Reconstruction Attacks via Gradient Dropout)",
     config=IgSoteriaOptions,
 )(Attack(adaptive_spec("ig-soteria")))

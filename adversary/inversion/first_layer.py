@@ -30,7 +30,6 @@ import time
 from collections.abc import Callable, Sequence
 
 import torch
-from scipy.optimize import linear_sum_assignment
 from torch import nn
 
 from adversary.inversion.requirements import AttackSetting, named_first_weighted_layer
@@ -153,6 +152,8 @@ def gradient_labels(view: AttackerView, layer_name: str, images: torch.Tensor, c
         return scores.argmax(dim=1).to(torch.int64)
     granted = view.labels.detach().cpu().to(torch.int64).reshape(-1)
     cost = -scores[:, granted].numpy()  # image n against granted label slot k
+    from scipy.optimize import linear_sum_assignment  # scipy.optimize takes a while to import: only this needs it
+
     rows, slots = linear_sum_assignment(cost)
     labels = scores.argmax(dim=1).to(torch.int64)
     labels[torch.as_tensor(rows)] = granted[torch.as_tensor(slots)]

@@ -221,7 +221,7 @@ class OptimizationOptions(AttackOptions):
         description="parameters left out of the matching (names, or module names for all of theirs)",
     )
     pdp_kappa: float | None = Field(
-        None, ge=0, description="simulate PDP-SGD's penalty kappa * sum W^2 x^2 in the client's local steps (paper 000)"
+        None, ge=0, description="simulate PDP-SGD's penalty kappa * sum W^2 x^2 in the client's local steps (PDP-SGD)"
     )
     noise_sigma: float | None = Field(
         None,

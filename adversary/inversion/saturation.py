@@ -85,8 +85,8 @@ def saturate(
 
     One dimension grows per pass (``budget.growth`` times), iterations first: a pass then costs ``growth`` times
     the last, not its square. Once more iterations stop helping, restarts grow (from the iterations that still
-    helped); an improvement from either lets both grow again. Saturated: the last growth of each dimension improved no target; capped: a dimension reached
-    its cap (or the time ran out) before it stopped helping.
+    helped); an improvement from either lets both grow again. Saturated: the last growth of each dimension
+    improved no target; capped: a dimension reached its cap (or the time ran out) before it stopped helping.
     """
     best = list(first)
     size = {"iterations": int(options.iterations), "restarts": int(options.restarts)}

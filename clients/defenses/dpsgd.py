@@ -36,15 +36,10 @@ from __future__ import annotations
 import os
 import warnings
 from functools import lru_cache
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import torch
-from opacus import GradSampleModule
-from opacus.accountants.utils import get_noise_multiplier
-from opacus.optimizers import DPOptimizer
-from opacus.utils.module_utils import trainable_modules
-from opacus.validators import ModuleValidator
 from pydantic import Field, model_validator
 from torch import nn
 
@@ -53,6 +48,9 @@ from clients.defenses.privacy_ledger import ClientPrivacyLedger, LedgerEntry, ep
 from clients.defenses.registry import DEFENSES
 from fedsim.core.seeding import derive_seed
 from fedsim.models import ModelError
+
+if TYPE_CHECKING:  # opacus is imported where DP-SGD runs: configs without it do not pay for it
+    from opacus.optimizers import DPOptimizer
 
 # Opacus' backward hook on the first layer sees an input that needs no gradient (the data), and PyTorch
 # says so on every step; the per-sample gradients of the layer's own weights are unaffected.
@@ -97,6 +95,9 @@ class DpsgdDefense(DefenseConfig):
 def unsupported_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
     """Trainable layers Opacus cannot give per-sample gradients for: those with buffers (BatchNorm's running
     statistics, which mix the samples of a batch) or failing one of Opacus' ``ModuleValidator`` checks."""
+    from opacus.utils.module_utils import trainable_modules  # importing opacus takes seconds: only DP runs do
+    from opacus.validators import ModuleValidator
+
     return [
         (name, layer)
         for name, layer in trainable_modules(model)
@@ -132,6 +133,8 @@ def poisson_schedule(num_samples: int, sample_rate: float, steps: int, rng: np.r
 @lru_cache(maxsize=64)
 def noise_for_budget(target_epsilon: float, delta: float, sample_rate: float, steps: int, accountant: str) -> float:
     """The noise multiplier that spends at most ``target_epsilon`` over ``steps`` steps (Opacus' binary search)."""
+    from opacus.accountants.utils import get_noise_multiplier
+
     return float(
         get_noise_multiplier(
             target_epsilon=target_epsilon,
@@ -163,6 +166,9 @@ class DpsgdSession(TrainingSession):
     inserts_canaries = True
 
     def __init__(self, config: DpsgdDefense, plan: TrainingPlan) -> None:
+        from opacus import GradSampleModule
+        from opacus.optimizers import DPOptimizer
+
         check_model(plan.model, config)
         self.config = config
         self.context = plan.context

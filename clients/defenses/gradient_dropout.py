@@ -17,7 +17,11 @@ from clients.defenses.registry import DEFENSES
 
 
 class GradientDropoutDefense(DefenseConfig):
-    name: Literal["gradient_dropout"] = Field("gradient_dropout", description="paper 004, Algorithm 1")
+    name: Literal["gradient_dropout"] = Field(
+        "gradient_dropout",
+        description="Gradient Dropout, Algorithm 1 of Safeguarding Federated Learning from Data "
+        "Reconstruction Attacks via Gradient Dropout",
+    )
     p: float = Field(..., gt=0, le=1, description="retention probability; kept entries are scaled by 1/p")
     sigma: float = Field(..., ge=0, description="std of the Gaussian noise replacing dropped entries")
 
@@ -38,6 +42,7 @@ def gradient_dropout(update: Update, config: GradientDropoutDefense, context: De
 
 DEFENSES.register(
     "gradient_dropout",
-    help="paper 004: keep entries w.p. p (scaled 1/p), replace the rest by N(0, sigma^2)",
+    help="Gradient Dropout (Safeguarding FL from Data Reconstruction Attacks via Gradient Dropout): keep "
+    "entries w.p. p (scaled 1/p), replace the rest by N(0, sigma^2)",
     config=GradientDropoutDefense,
 )(DefenseEntry(kind="update", apply=gradient_dropout))

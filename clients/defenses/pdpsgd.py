@@ -42,8 +42,12 @@ REGULARISED = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)
 
 
 class PdpsgdDefense(DefenseConfig):
-    name: Literal["pdpsgd"] = Field("pdpsgd", description="PDP-SGD (paper 000, eq. 12): L + kappa sum theta^2 x^2")
-    sigma: float = Field(0.1, gt=0, description="noise parameter; kappa = lr^2 sigma^2 (paper 000: 0.1)")
+    name: Literal["pdpsgd"] = Field(
+        "pdpsgd",
+        description="PDP-SGD (Differential Privacy: Gradient Leakage Attacks in FL Environments, eq. 12): "
+        "L + kappa sum theta^2 x^2",
+    )
+    sigma: float = Field(0.1, gt=0, description="noise parameter; kappa = lr^2 sigma^2 (the PDP-SGD paper's: 0.1)")
     kappa: float | None = Field(
         None, ge=0, description="regularisation constant; overrides sigma (null = lr^2 sigma^2)"
     )
@@ -104,6 +108,7 @@ class PdpsgdSession(TrainingSession):
 
 DEFENSES.register(
     "pdpsgd",
-    help="PDP-SGD (paper 000, eq. 12): L + kappa sum W^2 x^2 over every Linear/Conv weight",
+    help="PDP-SGD (Differential Privacy: Gradient Leakage Attacks in FL Environments, eq. 12): L + kappa sum "
+    "W^2 x^2 over every Linear/Conv weight",
     config=PdpsgdDefense,
 )(DefenseEntry(kind="training", train=PdpsgdSession))

@@ -23,8 +23,6 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from opacus.accountants import create_accountant
-
 from fedsim.core.atomic import inside, write_json_atomic
 from fedsim.rundir.layout import PRIVACY_LEDGER_FILE, PRIVACY_LEDGER_LOCK, run_dir_of_client_state
 
@@ -109,6 +107,8 @@ def epsilon(entries: list[LedgerEntry], delta: float, accountant: str) -> float:
     history = accountant_history(entries)
     if not history:
         return 0.0
+    from opacus.accountants import create_accountant  # importing opacus takes seconds: only DP runs do
+
     mechanism = create_accountant(mechanism=accountant)
     mechanism.history = history
     return float(mechanism.get_epsilon(delta=delta))

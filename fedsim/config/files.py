@@ -6,7 +6,9 @@ validate, every problem as one line (``ConfigError``). ``dump_config`` writes a 
 
 from __future__ import annotations
 
+import copy
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -104,19 +106,30 @@ def parse_config(raw: dict[str, Any]) -> ExperimentConfig:
         raise ConfigError(one_line(error, raw=upgraded)) from None
 
 
-def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> ExperimentConfig:
+def load_config(
+    path: str | Path | Mapping[str, Any] | ExperimentConfig | None = None, overrides: list[str] | None = None
+) -> ExperimentConfig:
     """Read YAML (or start from defaults), apply ``--set`` overrides and validate.
+
+    ``path``: a YAML file; or, from Python (``fedsim.run``), the config's sections as a mapping or an
+    ``ExperimentConfig``, which are validated the same way (neither is changed).
 
     A ``sweep:`` section (the grid ``fedsim sweep`` runs) is not part of a run's config: it is dropped here,
     with a warning, so that ``fedsim run`` on a sweep config runs its base point.
     """
-    raw = read_yaml(path) if path is not None else {}
+    if isinstance(path, ExperimentConfig):
+        raw = path.model_dump(mode="json")  # what the run's config.yaml holds: read back to the same config
+    elif isinstance(path, Mapping):
+        raw = copy.deepcopy(dict(path))
+    else:
+        raw = read_yaml(path) if path is not None else {}
     if raw.pop(SWEEP_SECTION, None) is not None:
+        named = isinstance(path, (str, Path))
         logging.getLogger("fedsim").warning(
             "%s has a %s: section; this runs its base config only (`fedsim sweep %s` runs the grid)",
-            path,
+            path if named else "the config",
             SWEEP_SECTION,
-            path,
+            path if named else "CONFIG",
         )
     for assignment in overrides or []:
         apply_override(raw, assignment)

@@ -57,7 +57,10 @@ class CnnConfig(LayeredModelConfig):
 
 
 @MODELS.register(
-    "cnn", help="paper 002's default CNN: conv64-pool-conv128-pool-fc256 (GGSS-R), relu by default", config=CnnConfig
+    "cnn",
+    help="the GGSS-R paper's default CNN (Enhanced Privacy Leakage from Noise-Perturbed Gradients): "
+    "conv64-pool-conv128-pool-fc256, relu by default",
+    config=CnnConfig,
 )
 def build_cnn(cfg: CnnConfig, in_channels: int, num_classes: int, image_size: int) -> SimpleCNN:
     if image_size < 4:  # two 2x2 max-pools would leave no pixel

@@ -81,7 +81,8 @@ def _builder(name: str) -> ModelBuilder:
 for _name, _sizes in MLP_HIDDEN.items():
     MODELS.register(
         _name,
-        help=f"paper 002's MLP-{len(_sizes) + 1} (GGSS-R): hidden {'-'.join(map(str, _sizes))}, relu by default",
+        help=f"MLP-{len(_sizes) + 1} of the GGSS-R paper (Enhanced Privacy Leakage from Noise-Perturbed "
+        f"Gradients): hidden {'-'.join(map(str, _sizes))}, relu by default",
         config=MlpConfig,
     )(_builder(_name))
 

@@ -14,14 +14,12 @@ import difflib
 import functools
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 import torch
-import torchvision
 from pydantic import Field, field_validator, model_validator
 from torch import nn
-from torchvision.models import _api as torchvision_api
 
 from fedsim.core.errors import first_line
 from fedsim.models.registry import MODELS, ModelConfig, ModelError
@@ -36,9 +34,15 @@ AUX_HEAD_MODELS = ("googlenet", "inception_v3")
 MAX_PROBE_SIDE = 1024
 
 
+if TYPE_CHECKING:
+    import torchvision
+
+
 @functools.cache
 def torchvision_classifiers() -> tuple[str, ...]:
     """Names of torchvision's image classifiers (detection, segmentation, video, quantized excluded)."""
+    import torchvision  # importing torchvision takes a second: only configs naming a tv: model need it
+
     return tuple(torchvision.models.list_models(module=torchvision.models))
 
 
@@ -61,6 +65,8 @@ def check_torchvision_name(name: str) -> None:
 
 def pretrained_weights_path(tv_name: str) -> tuple[torchvision.models.WeightsEnum, Path]:
     """torchvision's default weights for ``tv_name`` and where torch.hub keeps their file."""
+    import torchvision
+
     weights = torchvision.models.get_model_weights(tv_name).DEFAULT
     filename = Path(urlparse(weights.url).path).name  # the name torch.hub.load_state_dict_from_url caches under
     return weights, Path(torch.hub.get_dir()) / "checkpoints" / filename
@@ -99,6 +105,8 @@ def build_torchvision_model(
     cfg: TorchvisionModelConfig, in_channels: int, num_classes: int, image_size: int
 ) -> nn.Module:
     """Build ``cfg.name`` = ``tv:<name>`` for ``in_channels`` x ``image_size``^2 inputs and ``num_classes``."""
+    import torchvision
+
     check_torchvision_name(cfg.name)
     tv_name = cfg.name.removeprefix(TV_PREFIX)
     kwargs = _constructor_kwargs(tv_name, image_size, cfg.pretrained)
@@ -144,6 +152,8 @@ def _constructor_kwargs(tv_name: str, image_size: int, pretrained: bool) -> dict
 
 def _build_pretrained(name: str, tv_name: str, image_size: int, kwargs: dict[str, Any]) -> tuple[nn.Module, int]:
     """The model with torchvision's default weights, and how many classes those weights score."""
+    import torchvision
+
     weights, path = pretrained_weights_path(tv_name)
     if not path.is_file():
         raise ModelError(
@@ -172,6 +182,7 @@ def _weights_only_from(path: Path) -> Iterator[None]:
     the weights, DenseNet's renamed keys), so they are kept; only the loader they call is replaced,
     because torch.hub's loader would download a missing file and unpickles with ``weights_only=False``.
     """
+    from torchvision.models import _api as torchvision_api
 
     def load(url: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
         if Path(urlparse(url).path).name != path.name:

@@ -39,6 +39,14 @@ from fedsim.rundir.layout import (
     UTILITY_ROUNDS_FIGURE,
     UTILITY_ROUNDS_TABLE,
 )
+from fedsim.rundir.privacy import (
+    ADJACENCY,
+    DELTA_CLIENT,
+    DELTA_EXAMPLE,
+    EPSILON_CLIENT,
+    EPSILON_EXAMPLE,
+    epsilon_text,
+)
 from fedsim.rundir.reader import Run, Sweep, ground_truth_selection, is_run_dir, load_run, load_sweep
 
 VERSION_KEYS = ("fedsim", "flwr", "ray", "torch", "torchvision", "numpy", "opacus")
@@ -204,7 +212,7 @@ def _summary_section(sweep: Sweep, attacks: pd.DataFrame, final: pd.DataFrame) -
         own = attacks[attacks["run"] == name] if not attacks.empty else attacks
         result = final[final["run"] == name]
         accuracy = float(result["final_accuracy"].iloc[0]) if not result.empty else float("nan")
-        epsilon = float(result["epsilon"].iloc[0]) if not result.empty else float("nan")
+        spent = result.iloc[0] if not result.empty else pd.Series(dtype=float)
         rounds = int(result["rounds"].iloc[0]) if not result.empty and pd.notna(result["rounds"].iloc[0]) else None
         rows.append(
             {
@@ -216,14 +224,17 @@ def _summary_section(sweep: Sweep, attacks: pd.DataFrame, final: pd.DataFrame) -
                 if not own.empty
                 else "not attacked",
                 "final test accuracy": f"{accuracy:.3f}" + (f" (round {rounds})" if rounds is not None else ""),
-                "epsilon": "no DP" if pd.isna(epsilon) else f"{epsilon:.2f}",
+                EPSILON_EXAMPLE: _epsilon_cell(spent, EPSILON_EXAMPLE, DELTA_EXAMPLE),
+                EPSILON_CLIENT: _epsilon_cell(spent, EPSILON_CLIENT, DELTA_CLIENT),
                 "threat model": _threat_model(run),
             }
         )
     text = Text(
         "What leaked: per run, the strongest attack result (highest SSIM over every attack, round and "
         "target) on one client's update and on the aggregate, next to what the run's model reached and the "
-        "privacy it spent. PSNR above ~30 dB and SSIM near 1 are near-perfect copies of the training images. "
+        f"privacy it spent: `{EPSILON_EXAMPLE}` ({ADJACENCY[EPSILON_EXAMPLE]}) and `{EPSILON_CLIENT}` "
+        f"({ADJACENCY[EPSILON_CLIENT]}), each with its delta; two guarantees about different neighbours, never "
+        "merged. PSNR above ~30 dB and SSIM near 1 are near-perfect copies of the training images. "
         "The attack is picked by its SSIM against the training images, which no attacker has: a ground-truth "
         f"selection, an upper bound on what one attacker would pick; each attack's own results are `{ATTACKS_TABLE}`. "
         "Every result is read against its floor, what a guess from public data alone (the public split's mean "
@@ -231,6 +242,15 @@ def _summary_section(sweep: Sweep, attacks: pd.DataFrame, final: pd.DataFrame) -
         "`leaks`; one at or below it is `at floor`, a failed attack, which says nothing about protection."
     )
     return ReportSection("Summary", [text, Table(pd.DataFrame(rows))])
+
+
+def _epsilon_cell(spent: pd.Series, epsilon: str, delta: str) -> str:
+    """One epsilon of a run's final row with its delta, or ``no DP`` where that mechanism is not in force."""
+    value = spent.get(epsilon)
+    if value is None or pd.isna(value):
+        return "no DP"
+    delta_value = spent.get(delta)
+    return epsilon_text(float(value), None if delta_value is None or pd.isna(delta_value) else float(delta_value))
 
 
 def _runs_table(sweep: Sweep, final: pd.DataFrame) -> pd.DataFrame:
@@ -261,7 +281,12 @@ def _utility_section(rounds, names, out: Path, written: list[Path]) -> ReportSec
     png = out / UTILITY_ROUNDS_FIGURE
     figures.utility_figure(rounds, names, png)  # always written: the run's own summary.md shows it
     written.append(png)
-    dp = " Epsilon spent (dashed, right axis) where a DP mechanism is on." if rounds["epsilon"].notna().any() else ""
+    dp = (
+        f" Epsilon spent (right axis) where a DP mechanism is on: `{EPSILON_EXAMPLE}` dashed, `{EPSILON_CLIENT}` "
+        "dotted."
+        if rounds[[EPSILON_EXAMPLE, EPSILON_CLIENT]].notna().any().any()
+        else ""
+    )
     pivot, step = tables.accuracy_by_round(rounds, names)
     every = "every round" if step == 1 else f"every {step} rounds and the last"
     blocks: list = []
@@ -271,8 +296,8 @@ def _utility_section(rounds, names, out: Path, written: list[Path]) -> ReportSec
         )
     blocks += [
         Text(
-            f"Test accuracy per run, {every} (all rounds, with test loss, the clients' mean training loss and "
-            f"epsilon: `{UTILITY_ROUNDS_TABLE}`)."
+            f"Test accuracy per run, {every} (all rounds, with test loss, the clients' mean training loss, "
+            f"`{EPSILON_EXAMPLE}` and `{EPSILON_CLIENT}` with their deltas: `{UTILITY_ROUNDS_TABLE}`)."
         ),
         Table(pivot, UTILITY_ROUNDS_TABLE),
     ]

@@ -18,6 +18,7 @@ import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
 from fedsim.reporting.frontier import LEAKAGE_METRICS, UTILITY_LOSS
+from fedsim.rundir.privacy import EPSILON_CLIENT, EPSILON_EXAMPLE
 
 METRIC_TITLES = {
     "psnr": "PSNR (dB, higher = more leakage)",
@@ -27,6 +28,9 @@ METRIC_TITLES = {
 #: how tables.leakage_rounds summarises a metric over the images, said in the leakage figure's titles
 LEAKAGE_SUMMARIES = {"psnr": "median ", "ssim": "mean "}
 DPI = 110
+#: the utility figure's epsilon lines: example-level and client-level apart
+EPSILON_STYLES = {EPSILON_EXAMPLE: "--", EPSILON_CLIENT: ":"}
+EPSILON_LINE_NAMES = {EPSILON_EXAMPLE: "dashed", EPSILON_CLIENT: "dotted"}
 
 
 def _colors(runs: list[str]) -> dict[str, tuple[float, ...]]:
@@ -50,10 +54,12 @@ def _legend_rows(labels: list[str]) -> int:
 
 
 def utility_figure(rounds: pd.DataFrame, names: Mapping[str, str], path: Path) -> None:
-    """Test accuracy and test loss per round, one line per run; epsilon (dashed, right axis) where DP is on."""
+    """Test accuracy and test loss per round, one line per run; where DP is on, the epsilon spent on the right
+    axis, ``epsilon_example`` dashed and ``epsilon_client`` dotted (two guarantees, two lines, never merged)."""
     runs = list(dict.fromkeys(rounds["run"]))
     colors = _colors(runs)
-    with_dp = rounds["epsilon"].notna().any()
+    spent_columns = [c for c in (EPSILON_EXAMPLE, EPSILON_CLIENT) if c in rounds and rounds[c].notna().any()]
+    with_dp = bool(spent_columns)
     rows = max(_legend_rows([names[run] for run in runs]), 1)
     fig, (acc_axis, loss_axis) = plt.subplots(1, 2, figsize=(10, 4 + 0.25 * rows), dpi=DPI)
     eps_axis = acc_axis.twinx() if with_dp else None
@@ -61,13 +67,15 @@ def utility_figure(rounds: pd.DataFrame, names: Mapping[str, str], path: Path) -
         own = rounds[rounds["run"] == run]
         acc_axis.plot(own["round"], own["accuracy"], marker="o", markersize=3, color=colors[run], label=names[run])
         loss_axis.plot(own["round"], own["loss"], marker="o", markersize=3, color=colors[run])
-        if eps_axis is not None and own["epsilon"].notna().any():
-            spent = own.dropna(subset=["epsilon"])
-            eps_axis.plot(spent["round"], spent["epsilon"], linestyle="--", color=colors[run], alpha=0.8)
+        for column in spent_columns if eps_axis is not None else ():
+            spent = own.dropna(subset=[column])
+            if not spent.empty:
+                style = EPSILON_STYLES[column]
+                eps_axis.plot(spent["round"], spent[column], linestyle=style, color=colors[run], alpha=0.8)
     acc_axis.set(xlabel="round", ylabel="test accuracy", ylim=(0, 1), title="test accuracy")
     loss_axis.set(xlabel="round", ylabel="test loss", title="test loss")
     if eps_axis is not None:
-        eps_axis.set_ylabel("epsilon spent (dashed)")
+        eps_axis.set_ylabel(", ".join(f"{column} ({EPSILON_LINE_NAMES[column]})" for column in spent_columns))
     for axis in (acc_axis, loss_axis):
         axis.grid(alpha=0.3)
         axis.xaxis.set_major_locator(MaxNLocator(integer=True))  # rounds are whole numbers

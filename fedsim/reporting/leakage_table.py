@@ -6,6 +6,9 @@ reconstruction shows ``exact``); below it, its floor, the SSIM a guess from publ
 same images (``adversary.floor``), and the target's verdict: ``leaks`` when some attack on it scored above
 its floor, ``at floor`` when none did (the attacks failed there, which is no evidence of protection), and
 ``—`` for rows written before floors existed.
+A DP run adds the privacy spent by the end of each shown round, one column per guarantee
+(``epsilon_example``: DP-SGD, add/remove one sample of a client; ``epsilon_client``: ``strategy.dp``,
+add/remove one client), their deltas under the table.
 That pick compares the attacks against the ground truth, which no attacker has: where more than one attack
 ran, the title says "ground-truth selection over N attacks", and a line under the table gives each attack's
 own figure.
@@ -21,6 +24,16 @@ from pathlib import Path
 from typing import Any
 
 from adversary.floor import LEAKS, UNKNOWN, target_verdict, verdict_of
+from fedsim.rundir.privacy import (
+    ADJACENCY,
+    DELTA_CLIENT,
+    DELTA_EXAMPLE,
+    EPSILON_CLIENT,
+    EPSILON_EXAMPLE,
+    epsilon_text,
+    privacy_by_round,
+    privacy_spent,
+)
 from fedsim.rundir.reader import ground_truth_selection
 from fedsim.rundir.writer import RunStore
 
@@ -30,9 +43,11 @@ def _target_order(target: str) -> tuple[int, int]:
 
 
 def leakage_rows(run_dir: Path) -> tuple[list[str], list[dict[str, Any]]]:
-    """(target columns, one row per evaluated round) with ``round``, ``accuracy`` and each target's best attack
+    """(target columns, one row per evaluated round) with ``round``, ``accuracy``, each epsilon spent by then
+    (``epsilon_example``, ``epsilon_client``; None without that mechanism) and each target's best attack
     (``PSNR/SSIM``), and under ``floor`` and ``verdict`` each attacked target's SSIM floor and verdict."""
     rows = RunStore(run_dir).rows()
+    spent = privacy_by_round(rows)
     best: dict[tuple[int, str], dict[str, Any]] = {}
     verdicts: dict[tuple[int, str], set[str]] = {}
 
@@ -56,6 +71,8 @@ def leakage_rows(run_dir: Path) -> tuple[list[str], list[dict[str, Any]]]:
         if row["round"] not in attacked and row["round"] not in (0, last):
             continue
         line: dict[str, Any] = {"round": row["round"], "accuracy": row.get("accuracy"), "floor": {}, "verdict": {}}
+        for epsilon in EPSILONS:
+            line[epsilon] = spent.get(row["round"], {}).get(epsilon)
         for target in targets:
             hit = best.get((row["round"], target))
             line[target] = None if hit is None else _score(hit)
@@ -68,6 +85,20 @@ def leakage_rows(run_dir: Path) -> tuple[list[str], list[dict[str, Any]]]:
 
 
 TITLE = "leakage per target: PSNR (dB)/SSIM"
+EPSILONS = (EPSILON_EXAMPLE, EPSILON_CLIENT)
+#: the console's short headers of the epsilon columns
+EPSILON_HEADERS = {EPSILON_EXAMPLE: "ε ex", EPSILON_CLIENT: "ε cl"}  # short: the table fits 80 columns
+
+
+def privacy_lines(run_dir: Path) -> list[str]:
+    """Lines for under the table: each epsilon the run spent by its end, with its delta and what it protects
+    (none for a run without DP)."""
+    spent = privacy_spent(RunStore(run_dir).rows())
+    return [
+        f"{EPSILON_HEADERS[epsilon]}: {epsilon} {epsilon_text(spent[epsilon], spent[delta])}, {ADJACENCY[epsilon]}"
+        for epsilon, delta in ((EPSILON_EXAMPLE, DELTA_EXAMPLE), (EPSILON_CLIENT, DELTA_CLIENT))
+        if spent[epsilon] is not None
+    ]
 
 
 def selection_lines(run_dir: Path) -> tuple[str, str]:
@@ -118,17 +149,25 @@ def print_leakage_table(run_dir: Path, console: Any) -> None:
     title, alone = selection_lines(run_dir)
     note = bound_note(run_dir)
     heading = f"{title}; SSIM floor, verdict" + (f" ({note.upper()[:1]}{note[1:]})" if note else "")
+    # a run without DP keeps the table as narrow as before: no empty epsilon columns
+    epsilons = [epsilon for epsilon in EPSILONS if any(line[epsilon] is not None for line in table)]
     view = Table(title=heading, caption=alone or None, box=SIMPLE)
     view.add_column("round", justify="right")
     view.add_column("accuracy", justify="right")
+    for epsilon in epsilons:
+        view.add_column(EPSILON_HEADERS[epsilon], justify="right")
     for target in targets:
         view.add_column(target, justify="right")
     for line in table:
         accuracy = line["accuracy"]
         cells = [str(line["round"]), "" if accuracy is None else f"{accuracy:.3f}"]
+        cells += [epsilon_text(line[epsilon], None) if line[epsilon] is not None else "" for epsilon in epsilons]
         view.add_row(*cells, *(line[target] or "" for target in targets))
         if line["verdict"]:
-            view.add_row("", "floor", *(line["floor"].get(target, "") for target in targets))
+            blank = [""] * len(epsilons)
+            view.add_row("", "floor", *blank, *(line["floor"].get(target, "") for target in targets))
             verdicts = (line["verdict"].get(target, "") for target in targets)
-            view.add_row("", "verdict", *("—" if verdict == UNKNOWN else verdict for verdict in verdicts))
+            view.add_row("", "verdict", *blank, *("—" if verdict == UNKNOWN else verdict for verdict in verdicts))
     console.print(view)
+    for line in privacy_lines(run_dir):  # whole lines: the table's width would wrap them mid-phrase
+        console.print(line, soft_wrap=True)

@@ -1,5 +1,6 @@
 """A single run's own files beside its full report: ``utility.png`` (the full report's utility figure),
-``rounds.csv`` (every evaluated round with the epsilon spent by then) and ``summary.md`` (the figure, the
+``rounds.csv`` (every evaluated round with the privacy spent by then: ``epsilon_example`` and
+``epsilon_client`` with their deltas, never one merged epsilon) and ``summary.md`` (the figure, the
 run's defenses, and the same table)."""
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ import pandas as pd
 from adversary.audit.auditor import audit_warning
 from fedsim.core.atomic import inside
 from fedsim.reporting.render import markdown_table
-from fedsim.reporting.tables import CENTRAL_DP, defense_settings, parameter_text, round_epsilons
+from fedsim.reporting.tables import CENTRAL_DP, defense_settings, parameter_text, round_privacy
 from fedsim.rundir.layout import RUN_ROUNDS_TABLE, RUN_SUMMARY, RUN_UTILITY_FIGURE
+from fedsim.rundir.privacy import PRIVACY_COLUMNS
 from fedsim.rundir.reader import Run
 from fedsim.rundir.writer import RunStore
 
@@ -33,19 +35,25 @@ TABLE_COLUMNS = (
     "mcc",
     "clients_ok",
     "clients_failed",
-    "epsilon",
+    *PRIVACY_COLUMNS,
 )
 
 
 def round_table(run: Run) -> list[dict[str, object]]:
-    """One row per evaluated round, its values as recorded ("" where absent), and the epsilon spent by then."""
-    spent = round_epsilons(run)
+    """One row per evaluated round, its values as recorded ("" where absent), and the privacy spent by then
+    (each epsilon and its delta; "" where that mechanism is not in force)."""
+    spent = round_privacy(run)
     return [
-        {column: row.get(column, "") for column in TABLE_COLUMNS}
-        | {"epsilon": float(spent[row["round"]]) if row["round"] in spent.index else ""}
+        {column: row.get(column, "") for column in TABLE_COLUMNS} | _spent_by(spent, row["round"])
         for row in RunStore(run.path).rows()
         if row["event"] == "eval"
     ]
+
+
+def _spent_by(spent: pd.DataFrame, server_round: int) -> dict[str, object]:
+    if server_round not in spent.index:
+        return dict.fromkeys(PRIVACY_COLUMNS, "")
+    return {column: "" if pd.isna(value) else float(value) for column, value in spent.loc[server_round].items()}
 
 
 def defense_lines(config: ExperimentConfig) -> list[str]:

@@ -17,6 +17,7 @@ from adversary.floor import AT_FLOOR, LEAKS, UNKNOWN, target_verdict, verdict_of
 from adversary.scoring import PSNR_CAP_DB
 from fedsim.reporting import summaries
 from fedsim.rundir.layout import RECONSTRUCTIONS_DIR, grid_file
+from fedsim.rundir.privacy import DELTA_CLIENT, DELTA_EXAMPLE, EPSILON_CLIENT, EPSILON_EXAMPLE, PRIVACY_COLUMNS
 from fedsim.rundir.reader import SELECTED_OVER, Run, Sweep, ground_truth_selection
 
 if TYPE_CHECKING:
@@ -32,27 +33,20 @@ def numeric(frame: pd.DataFrame, column: str) -> pd.Series:
     return pd.to_numeric(frame[column], errors="coerce").astype(float)
 
 
-def round_epsilons(run: Run) -> pd.Series:
-    """Privacy spent by the end of each round: the largest client epsilon (dpsgd) or the aggregate's (strategy.dp).
+def round_privacy(run: Run) -> pd.DataFrame:
+    """Privacy spent by the end of each round, indexed by round: ``epsilon_example`` / ``delta_example``
+    (DP-SGD, the largest client's) and ``epsilon_client`` / ``delta_client`` (``strategy.dp``), NaN where a
+    mechanism is not in force; empty when no DP mechanism reports an epsilon.
 
-    The one epsilon rule of every report (a run's ``rounds.csv`` and a sweep's tables and figures); empty
-    when no DP mechanism reports one.
+    The one epsilon rule of every report (a run's ``rounds.csv`` and a sweep's tables and figures), that of
+    ``summary.json`` too (``fedsim.rundir.privacy``); the two are never merged into one column.
     """
-    metrics = run.metrics
-    if metrics.empty:
-        return pd.Series(dtype=float)
-    columns = [c for c in metrics.columns if c == "dp_epsilon" or c.endswith(".epsilon")]
-    if not columns:
-        return pd.Series(dtype=float)
-    spent = metrics[["round", *columns]].copy()
-    client_columns = [c for c in columns if c != "dp_epsilon"]
-    spent.loc[metrics["event"] != "fit", client_columns] = math.nan  # per-client epsilons come from fit rows only
-    per_round = spent.set_index("round")[columns].apply(pd.to_numeric, errors="coerce").max(axis=1)
-    return per_round.groupby(level=0).max().dropna()
+    return run.privacy().set_index("round")
 
 
 def utility_rounds(sweep: Sweep) -> pd.DataFrame:
-    """Per run and round: test accuracy and loss, mean training loss of the clients, epsilon spent."""
+    """Per run and round: test accuracy and loss, mean training loss of the clients, and the privacy spent
+    (``epsilon_example``, ``delta_example``, ``epsilon_client``, ``delta_client``; NaN without that mechanism)."""
     frames = []
     for name, run in sweep.runs.items():
         evals = run.events("eval")
@@ -67,10 +61,12 @@ def utility_rounds(sweep: Sweep) -> pd.DataFrame:
             table["train_loss"] = table["round"].map(numeric(ok, "train_loss").groupby(ok["round"]).mean())
         else:
             table["train_loss"] = math.nan
-        table["epsilon"] = table["round"].map(round_epsilons(run))
+        spent = round_privacy(run)
+        for column in PRIVACY_COLUMNS:
+            table[column] = table["round"].map(spent[column]).astype(float)
         table.insert(0, "run", name)
         frames.append(table)
-    columns = ["run", "round", "accuracy", "loss", "train_loss", "epsilon"]
+    columns = ["run", "round", "accuracy", "loss", "train_loss", *PRIVACY_COLUMNS]
     return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
 
 
@@ -245,7 +241,8 @@ def accuracy_by_round(rounds: pd.DataFrame, names: dict[str, str], max_rows: int
 
 
 def final_utility(sweep: Sweep, rounds: pd.DataFrame) -> pd.DataFrame:
-    """Per run: rounds completed, final accuracy, test loss, mean training loss and epsilon (last round's)."""
+    """Per run: rounds completed, final accuracy, test loss, mean training loss, and each epsilon with its delta
+    by the last round that reported it (NaN without that mechanism)."""
     rows = []
     for name in sweep.runs:
         own = rounds[rounds["run"] == name]
@@ -258,10 +255,21 @@ def final_utility(sweep: Sweep, rounds: pd.DataFrame) -> pd.DataFrame:
                 "final_accuracy": float(last["accuracy"]) if last is not None else math.nan,
                 "final_loss": float(last["loss"]) if last is not None else math.nan,
                 "final_train_loss": float(trained.iloc[-1]["train_loss"]) if not trained.empty else math.nan,
-                "epsilon": float(own["epsilon"].max()) if own["epsilon"].notna().any() else math.nan,
+                **_last_spent(own),
             }
         )
-    return pd.DataFrame(rows, columns=["run", "rounds", "final_accuracy", "final_loss", "final_train_loss", "epsilon"])
+    columns = ["run", "rounds", "final_accuracy", "final_loss", "final_train_loss", *PRIVACY_COLUMNS]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _last_spent(rounds: pd.DataFrame) -> dict[str, float]:
+    """Each epsilon and its delta in the last of ``rounds`` that reported that epsilon (NaN where none did)."""
+    spent = dict.fromkeys(PRIVACY_COLUMNS, math.nan)
+    for epsilon, delta in ((EPSILON_EXAMPLE, DELTA_EXAMPLE), (EPSILON_CLIENT, DELTA_CLIENT)):
+        reported = rounds.dropna(subset=[epsilon])
+        if not reported.empty:
+            spent[epsilon], spent[delta] = float(reported.iloc[-1][epsilon]), float(reported.iloc[-1][delta])
+    return spent
 
 
 CENTRAL_DP = "central-dp"

@@ -9,6 +9,8 @@
 * ``lock``: one writer per run directory: the process writing a run holds ``run.lock`` for the run's life;
 * ``reader``: ``load_run`` and ``load_sweep``, the run and sweep directories as DataFrames
   (``fedsim.load_run``, reports and notebooks);
+* ``privacy``: the epsilons a run spent, example-level and client-level apart, read from its rows
+  (``summary.json``, ``Run.privacy()`` and the reports);
 * ``ground_truth``: what each client really trained on, written by the clients, read by scoring only;
 * ``backlog``: the adversary's tapped updates of a round, kept until every attack on them is scored.
 

@@ -6,6 +6,8 @@
     run.config.client.lr                        # the resolved ExperimentConfig
     run.metrics.query("event == 'eval'")        # one row per metrics.jsonl line, columns as recorded
     run.verdicts()                              # each attack result: SSIM, its floor, leaks / at floor
+    run.images()                                # one row per reconstructed image: round, client, psnr, ssim, ...
+    run.privacy()                               # epsilon_example and epsilon_client spent by each round
 
     sweep = fedsim.load_sweep("runs/defense-frontier-sweep-20261123-101500")
     sweep.points                                # one row per point: run, status, the value label of every grid key
@@ -13,23 +15,29 @@
 
 Reports are built on the same loaders, so a figure and a notebook read the same numbers. What a run wrote is
 ``fedsim.rundir.writer``'s, where it lies ``fedsim.rundir.layout``'s.
+
+Importing this module is light (``fedsim`` exposes ``Run`` and ``load_run`` from it, and the command line
+imports ``fedsim``): pandas, the config and the writer are imported when a run is loaded, not before.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
-from adversary.floor import AT_FLOOR, LEAKS, UNKNOWN
-from fedsim.config import ExperimentConfig, load_config
 from fedsim.core.atomic import leaves
 from fedsim.core.errors import ConfigError
 from fedsim.rundir.layout import CONFIG_FILE, ENVIRONMENT_FILE, METRICS_FILE, SUMMARY_FILE, SWEEP_MANIFEST
-from fedsim.rundir.writer import RunStore
+from fedsim.rundir.privacy import PRIVACY_COLUMNS, privacy_by_round
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from fedsim.config import ExperimentConfig
 
 #: columns of ``Run.strongest``: how its pick was made, and over how many attacks
 SELECTION = "selection"
@@ -45,7 +53,14 @@ def ground_truth_selection(attacks: int | str) -> str:
 
 @dataclass(frozen=True)
 class Run:
-    """One run directory: its config, metrics (one row per event) and, once finished, its summary."""
+    """One run directory: its config, metrics (one row per event) and, once finished, its summary
+    (``summary.json``: final scores, failures, ``epsilon_example`` and ``epsilon_client``, leakage).
+
+    >>> run = fedsim.load_run("runs/demo-20261125-171437")   # or fedsim.run(...)   # doctest: +SKIP
+    >>> run.config.federation.rounds, run.events("eval")["accuracy"].iloc[-1]      # doctest: +SKIP
+    (20, 0.736)
+    >>> run.images().query("verdict == 'leaks'").groupby("client")["psnr"].median()  # doctest: +SKIP
+    """
 
     path: Path
     config: ExperimentConfig
@@ -71,6 +86,8 @@ class Run:
         ``selected_over`` is N, the attacks with a result on that target (round, run) the pick compared.
         Each attack's own figure is its row in ``events("attack")``.
         """
+        import pandas as pd
+
         groups = {"target": ["target"], "round": ["round", "target"], "run": []}
         if per not in groups:
             raise ValueError(f"per = {per!r}; allowed: {', '.join(groups)}")
@@ -100,6 +117,10 @@ class Run:
         ``floor_ssim`` (what a guess from public data alone reaches on the same images, ``adversary.floor``),
         ``floor_source`` and ``verdict``, ``leaks`` or ``at floor``. Rows written before floors were recorded read
         as ``unknown`` with no floor: an old run's score says nothing about whether it is above a guess."""
+        import pandas as pd
+
+        from adversary.floor import AT_FLOOR, LEAKS, UNKNOWN
+
         columns = ["round", "target", "attack", "ssim_mean", "floor_ssim", "floor_source", "verdict"]
         attacks = self.events("attack")
         if attacks.empty:
@@ -110,6 +131,96 @@ class Run:
         table["verdict"] = table["verdict"].where(table["verdict"].isin([LEAKS, AT_FLOOR]), UNKNOWN)
         return table
 
+    def images(self) -> pd.DataFrame:
+        """One row per reconstructed image of every scored attack result: ``round``, ``target``, ``client``
+        (the attacked client's id, pandas' ``Int64``; ``<NA>`` for the aggregate), ``attack``, ``image`` (the
+        image's index in the target's batch; ``<NA>`` for a result an older fedsim scored only as a mean, which
+        stands as one row), ``psnr`` (dB; an exact copy at the 100 dB cap, ``adversary.scoring.PSNR_CAP_DB``),
+        ``ssim``, ``lpips`` (NaN where not measured) and ``verdict`` (the result's: ``leaks``, ``at floor``, or
+        ``unknown`` for rows written before floors). Failed attacks have no image and no row.
+
+        Plain numbers in plain columns, so that pandas does the rest:
+
+        >>> run = fedsim.load_run("runs/demo-20261125-171437")                # doctest: +SKIP
+        >>> run.images().groupby(["round", "client"], dropna=False)["ssim"].max()  # doctest: +SKIP
+        round  client
+        1      0         0.999995
+               1         0.999999
+               <NA>      0.812043
+        """
+        import math
+
+        import pandas as pd
+
+        from adversary.floor import verdict_of
+        from adversary.scoring import PSNR_CAP_DB
+
+        columns = ["round", "target", "client", "attack", "image", "psnr", "ssim", "lpips", "verdict"]
+        attacks = self.events("attack")
+        if attacks.empty or "target" not in attacks:
+            return _typed_images(pd.DataFrame(columns=columns))
+        if "status" in attacks:
+            attacks = attacks[attacks["status"] == "ok"]
+        rows = []
+        for row in attacks.to_dict("records"):
+            client = _client_of(str(row["target"]))
+            scores = {metric: row.get(metric) for metric in ("psnr", "ssim", "lpips")}
+            images = scores["ssim"] if isinstance(scores["ssim"], list) else None
+            if images is None:  # an older row: its means stand for one image
+                exact = row.get("psnr_exact") or 0
+                psnr = row.get("psnr_mean")
+                per_image = [
+                    (
+                        pd.NA,
+                        PSNR_CAP_DB if (psnr is None or pd.isna(psnr)) and exact > 0 else psnr,
+                        row.get("ssim_mean"),
+                        row.get("lpips_mean"),
+                    )
+                ]
+            else:
+                count = len(images)
+                psnrs = scores["psnr"] if isinstance(scores["psnr"], list) else [None] * count
+                lpips = scores["lpips"] if isinstance(scores["lpips"], list) else [math.nan] * count
+                order = row.get("truth_index")
+                indices = order if isinstance(order, list) and len(order) == count else list(range(count))
+                # a None PSNR is an exact copy, as rows store it
+                per_image = [
+                    (index, PSNR_CAP_DB if psnr is None else psnr, ssim, lp)
+                    for index, psnr, ssim, lp in zip(indices, psnrs, images, lpips, strict=True)
+                ]
+            for index, psnr, ssim, lp in per_image:
+                rows.append(
+                    {
+                        "round": row["round"],
+                        "target": row["target"],
+                        "client": client,
+                        "attack": row["attack"],
+                        "image": index,
+                        "psnr": psnr,
+                        "ssim": ssim,
+                        "lpips": lp,
+                        "verdict": verdict_of(row),
+                    }
+                )
+        return _typed_images(pd.DataFrame(rows, columns=columns))
+
+    def privacy(self) -> pd.DataFrame:
+        """The privacy spent by the end of each round that reported some: ``round``, ``epsilon_example`` and
+        ``delta_example`` (DP-SGD: add/remove one sample of a client, the largest client's), ``epsilon_client``
+        and ``delta_client`` (``strategy.dp``: add/remove one client); NaN where a mechanism is not in force,
+        no rows for a run without DP. The rule is ``fedsim.rundir.privacy``'s, the same as ``summary.json``'s.
+
+        >>> run = fedsim.load_run("runs/dpsgd-20261122-101500")  # doctest: +SKIP
+        >>> run.privacy()["epsilon_example"].iloc[-1]             # doctest: +SKIP
+        7.98
+        """
+        import pandas as pd
+
+        columns = ["round", *PRIVACY_COLUMNS]
+        spent = privacy_by_round(self.metrics.to_dict("records")) if not self.metrics.empty else {}
+        table = pd.DataFrame([{"round": server_round, **values} for server_round, values in spent.items()])
+        return table.reindex(columns=columns).astype({"round": int, **dict.fromkeys(PRIVACY_COLUMNS, float)})
+
     def events(self, event: str) -> pd.DataFrame:
         """The rows of one event (``eval``, ``fit``, ``client_eval``, ``attack``), without all-empty columns."""
         if "event" not in self.metrics:
@@ -119,7 +230,12 @@ class Run:
 
 @dataclass(frozen=True)
 class Sweep:
-    """A sweep directory (or any folder of run directories): its runs in order, and their grid labels."""
+    """A sweep directory (or any folder of run directories): its runs in order, and their grid labels.
+
+    >>> sweep = fedsim.load_sweep("runs/defense-frontier-sweep-20261123-101500")   # doctest: +SKIP
+    >>> sweep.points                                    # one row per point: run, status, grid labels  # doctest: +SKIP
+    >>> {name: run.events("eval")["accuracy"].iloc[-1] for name, run in sweep.runs.items()}  # doctest: +SKIP
+    """
 
     path: Path
     runs: dict[str, Run]
@@ -128,6 +244,8 @@ class Sweep:
 
     @property
     def points(self) -> pd.DataFrame:
+        import pandas as pd
+
         return pd.DataFrame(
             [
                 {"run": name, "status": status, **(self.runs[name].labels if name in self.runs else {})}
@@ -137,12 +255,34 @@ class Sweep:
 
     @property
     def metrics(self) -> pd.DataFrame:
+        import pandas as pd
+
         frames = [run.metrics.assign(run=name, **run.labels) for name, run in self.runs.items()]
         if not frames:
             return pd.DataFrame()
         frame = pd.concat(frames, ignore_index=True)
         first = ["run", *self.grid]
         return frame[first + [c for c in frame.columns if c not in first]]
+
+
+def _client_of(target: str) -> int | None:
+    """``client:3`` -> 3; None for the aggregate (and any target that names no client)."""
+    match = re.fullmatch(r"client:(\d+)", target)
+    return int(match.group(1)) if match else None
+
+
+def _typed_images(table: pd.DataFrame) -> pd.DataFrame:
+    """Run.images' column types: integer ids (``Int64``, ``<NA>`` where none) and float scores."""
+    return table.astype(
+        {
+            "round": "int64",
+            "client": "Int64",
+            "image": "Int64",
+            "psnr": "float64",
+            "ssim": "float64",
+            "lpips": "float64",
+        }
+    )
 
 
 def is_run_dir(path: Path) -> bool:
@@ -154,7 +294,21 @@ def is_sweep_dir(path: Path) -> bool:
 
 
 def load_run(path: str | Path, labels: dict[str, str] | None = None) -> Run:
-    """Load a run directory; FileNotFoundError (one line) when it is not one."""
+    """Load a run directory; FileNotFoundError (one line) when it is not one.
+
+    ``metrics`` holds one row per line of ``metrics.jsonl``; its ``client`` column is pandas' ``Int64``
+    (integers, ``<NA>`` on rows of no client), not floats.
+
+    >>> run = fedsim.load_run("runs/demo-20261125-171437")    # doctest: +SKIP
+    >>> run.events("eval")[["round", "accuracy"]].tail(1)     # doctest: +SKIP
+        round  accuracy
+    20     20     0.736
+    """
+    import pandas as pd
+
+    from fedsim.config import load_config
+    from fedsim.rundir.writer import RunStore
+
     path = Path(path)
     if not is_run_dir(path):
         raise FileNotFoundError(f"'{path}' is not a fedsim run directory (no {METRICS_FILE} and {CONFIG_FILE})")
@@ -162,6 +316,9 @@ def load_run(path: str | Path, labels: dict[str, str] | None = None) -> Run:
     metrics = pd.DataFrame.from_records(rows)
     if not metrics.empty:
         metrics = metrics[["event", "round"] + [c for c in metrics.columns if c not in ("event", "round")]]
+    if "client" in metrics:  # NaN on the server's rows made it float: client ids are integers
+        with contextlib.suppress(TypeError, ValueError):  # a row naming its client otherwise: kept as recorded
+            metrics["client"] = metrics["client"].astype("Int64")
     return Run(
         path=path,
         config=load_config(path / CONFIG_FILE),
@@ -173,7 +330,11 @@ def load_run(path: str | Path, labels: dict[str, str] | None = None) -> Run:
 
 
 def load_sweep(path: str | Path) -> Sweep:
-    """Load a sweep directory (its points in grid order) or a plain folder of run directories (by name)."""
+    """Load a sweep directory (its points in grid order) or a plain folder of run directories (by name).
+
+    >>> sweep = fedsim.load_sweep("runs/defense-frontier-sweep-20261123-101500")   # doctest: +SKIP
+    >>> sweep.metrics.query("event == 'eval'").groupby("run")["accuracy"].last()     # doctest: +SKIP
+    """
     path = Path(path)
     if is_sweep_dir(path):
         manifest = json.loads((path / SWEEP_MANIFEST).read_text())

@@ -28,6 +28,7 @@ from typing import Any, Literal
 from fedsim.config import ConfigError, ExperimentConfig, load_config
 from fedsim.core.atomic import inside
 from fedsim.core.errors import Interrupted, RunInterrupted
+from fedsim.core.notices import warnings_as_log_lines
 from fedsim.core.stopping import StopSignal
 from fedsim.rundir.layout import CONFIG_FILE, METRICS_FILE, SUMMARY_FILE
 from fedsim.rundir.writer import RunStore
@@ -261,6 +262,7 @@ def _run_in_workers(
     jobs: list[PointJob], manifest: Manifest, parallel: int, threads: int, stop: StopSignal
 ) -> list[PointOutcome]:
     outcomes: list[PointOutcome] = []
+    _note_lpips_once(jobs)
     context = get_context("spawn")  # a fresh interpreter per worker: no forked torch, Ray or thread state
     stop_request = context.Value("i", 0)  # the signal number, once the sweep is asked to stop
     with ProcessPoolExecutor(
@@ -299,6 +301,15 @@ def _run_in_workers(
             pool.shutdown(wait=False, cancel_futures=True)
             raise
     return outcomes
+
+
+def _note_lpips_once(jobs: list[PointJob]) -> None:
+    """LPIPS unavailable is said once by the sweep, not once by every worker that scores an attack."""
+    modes = {job.config.adversary.lpips for job in jobs if job.config.adversary.attacks}
+    if "auto" in modes:
+        from adversary.metrics import note_unavailable_once
+
+        note_unavailable_once("auto")
 
 
 def _outcome_of(future: Future[PointOutcome | None], job: PointJob) -> PointOutcome | None:
@@ -346,6 +357,7 @@ def _init_worker(threads: int, stop_request: Any, sweep_pid: int) -> None:
     fedsim_logger.handlers[:] = [handler]
     fedsim_logger.setLevel(logging.INFO)
     fedsim_logger.propagate = False
+    warnings_as_log_lines()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     threading.Thread(target=_watch_sweep, args=(stop_request, sweep_pid), name="fedsim-sweep-stop", daemon=True).start()
 

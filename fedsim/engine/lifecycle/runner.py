@@ -139,7 +139,13 @@ class SimulationEngine:
             )
         backend_config = _backend_config(server.config, self.ray_resources, self.ray_address)
         with RayProcesses():  # none of them outlives the run
+            # what takes seconds before round 1 says so as it starts: a silent console looks like a hang
+            logger.info("starting Ray (%s)", _ray_text(backend_config["init_args"], self.ray_address))
             start_ray(backend_config["init_args"])
+            logger.info(
+                "starting the federation: %d clients in Flower's simulation, then round 1",
+                server.config.federation.num_clients,
+            )
             try:
                 run_simulation(
                     server_app=protocol.server_app(server, federation),
@@ -149,6 +155,14 @@ class SimulationEngine:
                 )
             finally:
                 stop_ray()
+
+
+def _ray_text(init_args: Mapping[str, Any], address: str | None) -> str:
+    """Which Ray a run starts or joins, in a few words for its log."""
+    if address is not None:
+        return f"joining the cluster at {address}"
+    cpus = init_args.get("num_cpus")
+    return f"{cpus:g} CPU(s) on this machine" if isinstance(cpus, int | float) else "on this machine"
 
 
 def cluster_address(config: ExperimentConfig) -> str | None:

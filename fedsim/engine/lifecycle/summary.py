@@ -11,13 +11,27 @@ from collections.abc import Callable
 from typing import Any
 
 from fedsim.rundir.layout import CLIENT_ERROR_LOG, METRICS_FILE
+from fedsim.rundir.privacy import (
+    ADJACENCY,
+    DELTA_CLIENT,
+    DELTA_EXAMPLE,
+    EPSILON_CLIENT,
+    EPSILON_EXAMPLE,
+    epsilon_text,
+    privacy_spent,
+)
 from fedsim.rundir.writer import RunStore
 
 logger = logging.getLogger("fedsim")
 
 
 def summarize(store: RunStore, wall_seconds: float) -> dict[str, Any]:
-    """What ``summary.json`` holds: the final and best scores, client failures and leakage per attack."""
+    """What ``summary.json`` holds: the final and best scores, client failures, the privacy spent and leakage
+    per attack.
+
+    The privacy spent is ``epsilon_example`` / ``delta_example`` (DP-SGD, add/remove one sample of a client) and
+    ``epsilon_client`` / ``delta_client`` (``strategy.dp``, add/remove one client), None where that mechanism is
+    not in force (``fedsim.rundir.privacy``)."""
     rows = store.rows()
     evals = [r for r in rows if r["event"] == "eval"]
     fits = [r for r in rows if r["event"] == "fit"]
@@ -31,6 +45,7 @@ def summarize(store: RunStore, wall_seconds: float) -> dict[str, Any]:
         "best_accuracy": max((r["accuracy"] for r in evals), default=None),
         "client_updates": len(fits),
         "client_failures": sum(1 for r in fits if r.get("status") == "failed"),
+        **privacy_spent(rows),
         "leakage": leakage_summary([r for r in rows if r["event"] == "attack"]),
         # adversary.audit: the lower bound beside the accountant's epsilon (epsilon_example / epsilon_client)
         **({"audit": audit_summary(audits[-1])} if (audits := [r for r in rows if r["event"] == "audit"]) else {}),
@@ -97,6 +112,14 @@ def log_summary(summary: dict[str, Any]) -> None:
             summary["best_accuracy"],
             loss,
         )
+    for epsilon, delta in ((EPSILON_EXAMPLE, DELTA_EXAMPLE), (EPSILON_CLIENT, DELTA_CLIENT)):
+        if summary.get(epsilon) is not None:
+            logger.info(
+                "privacy spent: %s = %s, %s",
+                epsilon,
+                epsilon_text(summary[epsilon], summary[delta]),
+                ADJACENCY[epsilon],
+            )
     audit = summary.get("audit")
     if audit:
         claimed = audit.get("epsilon_example", audit.get("epsilon_client"))

@@ -1,6 +1,9 @@
 """Image metrics: MSE, PSNR and SSIM as skimage computes them, and LPIPS' weights."""
 
 import hashlib
+import os
+import subprocess
+import sys
 import warnings
 
 import pytest
@@ -135,3 +138,24 @@ def test_lpips_loads_a_cached_alexnet(tmp_path, monkeypatch, offline):
     assert torch.equal(getattr(lpips._model.net.slice5, "10").weight, reference.features[10].weight)
     a, b = _pair(2, 3, 32)
     assert torch.isfinite(lpips(a, b)).all()
+
+
+def test_a_sweep_says_lpips_is_unavailable_once_for_all_the_workers_it_starts(tmp_path, monkeypatch, offline):
+    monkeypatch.setattr(torch.hub, "get_dir", lambda: str(tmp_path))
+    monkeypatch.setattr(metrics, "_lpips_warned", False)
+    monkeypatch.delenv(metrics.LPIPS_NOTED_ENV, raising=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        metrics.note_unavailable_once("off")  # off never looks, and has nothing to say
+        assert not caught and not offline and metrics.LPIPS_NOTED_ENV not in os.environ
+        metrics.note_unavailable_once("auto")
+        metrics.Lpips()  # the sweep's own later scorer keeps quiet too
+    assert [str(w.message).split(":")[0] for w in caught] == ["LPIPS unavailable, reported as None"]
+    assert os.environ[metrics.LPIPS_NOTED_ENV] == "1"  # what the workers it spawns inherit
+
+
+def test_a_process_started_after_the_notice_keeps_it_to_itself():
+    probe = "import adversary.metrics as m; print(m._lpips_warned)"
+    environment = {**os.environ, metrics.LPIPS_NOTED_ENV: "1"}
+    out = subprocess.run([sys.executable, "-c", probe], env=environment, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "True"

@@ -1,5 +1,6 @@
 """The command line: one-line errors, schema, registries, and reports."""
 
+import csv
 import errno
 import os
 import signal
@@ -146,8 +147,11 @@ def test_report_lists_the_defenses_and_the_epsilon_spent_per_round(capsys, tmp_p
     assert "- `dpsgd`: max_grad_norm=1.0, noise_multiplier=1.0" in summary
     assert "- `prune`: ratio=0.5, scope=global" in summary
     assert "- local training: 3 step(s) per round" in summary and "- model dropout: 0.0" in summary
-    rounds = (store.run_dir / "report" / "rounds.csv").read_text().splitlines()
-    assert [line.rsplit(",", 1)[1] for line in rounds] == ["epsilon", "", "0.9", "1.8"]  # the largest client's
+    with open(store.run_dir / "report" / "rounds.csv", newline="") as handle:
+        rounds = list(csv.DictReader(handle))
+    assert [row["epsilon_example"] for row in rounds] == ["", "0.9", "1.8"]  # the largest client's
+    assert [row["epsilon_client"] for row in rounds] == ["", "", ""]  # no central DP: never merged into one column
+    assert "epsilon" not in rounds[0]
 
 
 def test_report_of_a_folder_without_metrics_is_one_line(capsys, tmp_path):
@@ -160,7 +164,7 @@ def test_list_shows_ggssr_with_its_prior_requirement_the_priors_and_rv(capsys):
     assert code == 0
     (ggssr,) = [line for line in out.splitlines() if line.strip().startswith("ggssr ")]
     assert "prior:" in ggssr
-    assert "diffusers" in out and "fedsim vulnerability CONFIG" in out and "RV (paper 002" in out
+    assert "diffusers" in out and "fedsim vulnerability CONFIG" in out and "RV (Reconstruction Vulnerability" in out
 
 
 def write_config(tmp_path, **overrides):

@@ -2,7 +2,7 @@
 
 from tiny_configs import tiny_config
 
-from fedsim.reporting.leakage_table import leakage_rows
+from fedsim.reporting.leakage_table import leakage_rows, print_leakage_table
 from fedsim.rundir.writer import RunStore
 
 
@@ -22,6 +22,8 @@ def test_the_table_shows_each_targets_strongest_attack_next_to_accuracy(tmp_path
     assert table[1] == {
         "round": 2,
         "accuracy": 0.3,
+        "epsilon_example": None,  # no DP in this run
+        "epsilon_client": None,
         "client:1": "20.0/0.60",
         "aggregate": "exact/1.00",
         "floor": {"client:1": "—", "aggregate": "—"},
@@ -110,3 +112,35 @@ def test_leakage_under_a_defense_no_attack_adapts_to_is_a_lower_bound(tmp_path):
         }
     )
     assert "no running attack adapts to" in bound_note(store.run_dir)
+
+
+def test_a_dp_run_prints_each_epsilon_in_its_own_column_with_its_delta_under_the_table(tmp_path):
+    from rich.console import Console
+
+    store = RunStore.create(tiny_config(output={"dir": str(tmp_path), "run_name": "r"}), "cpu")
+    for server_round in (0, 1, 2):
+        central = {"dp_epsilon": 0.5 * server_round, "dp_delta": 1e-3} if server_round else {}
+        store.append({"round": server_round, "event": "eval", "accuracy": 0.1 * server_round, **central})
+        if server_round:
+            for client, epsilon in enumerate((1.0, 3.0)):
+                fit = {"round": server_round, "event": "fit", "client": client, "status": "ok"}
+                store.append({**fit, "defense.dpsgd.epsilon": epsilon * server_round, "defense.dpsgd.delta": 1e-5})
+    _, table = leakage_rows(store.run_dir)
+    assert [(line["epsilon_example"], line["epsilon_client"]) for line in table] == [(None, None), (6.0, 1.0)]
+    console = Console(width=80, record=True)
+    print_leakage_table(store.run_dir, console)
+    text = console.export_text()
+    header = next(line for line in text.splitlines() if "round" in line and "accuracy" in line)
+    assert header.split() == ["round", "accuracy", "ε", "ex", "ε", "cl"]  # one column each, never merged
+    assert "ε ex: epsilon_example 6.00 (δ=1e-05), example-level: add/remove one sample of a client" in text
+    assert "ε cl: epsilon_client 1.00 (δ=1e-03), client-level: add/remove one client" in text
+
+
+def test_a_run_without_dp_prints_no_epsilon_column(tmp_path):
+    from rich.console import Console
+
+    store = RunStore.create(tiny_config(output={"dir": str(tmp_path), "run_name": "r"}), "cpu")
+    store.append({"round": 1, "event": "eval", "accuracy": 0.2})
+    console = Console(width=80, record=True)
+    print_leakage_table(store.run_dir, console)
+    assert "ε" not in console.export_text() and "epsilon" not in console.export_text()

@@ -49,9 +49,11 @@ def test_tables_from_a_folder_of_runs(tmp_path):
     _synthetic_run(tmp_path, "dp", defenses=[{"name": "dpsgd", "noise_multiplier": 1.0}], epsilons=[0.5, 0.7], ssim=0.1)
     sweep = fedsim.load_sweep(tmp_path)
     rounds = utility_rounds(sweep).set_index(["run", "round"])
-    assert rounds.loc[("dp", 2), "epsilon"] == pytest.approx(1.4) and math.isnan(rounds.loc[("dp", 0), "epsilon"])
-    single = {row["round"]: row["epsilon"] for row in round_table(sweep.runs["dp"])}  # the single-run report's
-    assert [rounds.loc[("dp", r), "epsilon"] for r in (1, 2)] == [single[r] for r in (1, 2)]
+    assert rounds.loc[("dp", 2), "epsilon_example"] == pytest.approx(1.4)
+    assert math.isnan(rounds.loc[("dp", 0), "epsilon_example"]) and rounds["epsilon_client"].isna().all()
+    assert "epsilon" not in rounds  # example-level and client-level are never merged into one column
+    single = {row["round"]: row["epsilon_example"] for row in round_table(sweep.runs["dp"])}  # the single-run report's
+    assert [rounds.loc[("dp", r), "epsilon_example"] for r in (1, 2)] == [single[r] for r in (1, 2)]
     assert rounds.loc[("none", 2), "train_loss"] == pytest.approx(0.5)
     attacks = attack_results(sweep)
     assert len(attacks) == 6  # the failed attack is left out

@@ -44,3 +44,10 @@ def test_an_audited_run_prints_its_bound_beside_the_accountant_epsilon(fedsim_lo
         "privacy audit (example level, white-box): epsilon >= 1.20 at 95% confidence (delta 1e-05); "
         "accountant's epsilon 4.00" in fedsim_log.text
     )
+
+
+def test_the_end_of_run_lines_name_each_epsilon_with_its_delta_and_what_it_protects(fedsim_log):
+    spent = {"epsilon_example": 7.98, "delta_example": 1e-5, "epsilon_client": None, "delta_client": None}
+    log_summary(summary({"accuracy": 0.5, "loss": 1.0}, best=0.5, rounds=3) | spent)
+    assert "epsilon_example = 7.98 (δ=1e-05), example-level: add/remove one sample of a client" in fedsim_log.text
+    assert "epsilon_client" not in fedsim_log.text  # no central DP in this run
