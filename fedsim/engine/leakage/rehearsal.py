@@ -66,7 +66,9 @@ class PublicRehearsal:
         tuning = config.adversary.tuning
         self.tuning = tuning
         self.attacks = tuned_attacks(config)
-        self.seed = derive_seed(config.seed, "tuning")
+        # Not the run's seed: the problems, the rehearsed training and the search are the same for every seed of a
+        # setting, so that a tuning cached for one seed is exactly what another seed would compute.
+        self.seed = derive_seed(0, "tuning")
         self.setting = setting_description(config)
         self.cache_dir = str(Path(tuning.cache).expanduser()) if tuning.cache is not None else None
         dataset = federation.dataset
@@ -79,7 +81,7 @@ class PublicRehearsal:
             client,
             run_dir=Path(self._workdir.name),
             ground_truth=False,
-            seed=derive_seed(config.seed, "rehearsal"),
+            seed=derive_seed(0, "rehearsal"),
             audit=None,
         )
         self._problems: dict[tuple[int, int, bool], PublicProblems] = {}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -104,3 +106,16 @@ def test_a_rehearsal_applies_the_clients_defenses(tmp_path):
 def test_tuning_settings_are_checked_by_name():
     with pytest.raises(Exception, match="trials"):
         parse_config({"adversary": {"tuning": {"trials": 0}}})
+
+
+def test_the_public_problems_do_not_depend_on_the_runs_seed_which_the_cache_key_leaves_out(tmp_path):
+    config, federation, spec = setting([{"name": "noise", "sigma": 0.01}], {}, tmp_path, [{"name": "ig-noise"}])
+    other = config.model_copy(update={"seed": config.seed + 1})
+    view = target_view(config, federation)
+    tasks = [
+        PublicRehearsal(c, s, federation).task(c.adversary.attacks[0], [view])
+        for c, s in ((config, spec), (other, replace(spec, seed=other.seed)))
+    ]
+    assert tasks[0].setting == tasks[1].setting and tasks[0].seed == tasks[1].seed
+    for mine, theirs in zip(tasks[0].problems.views, tasks[1].problems.views, strict=True):
+        assert all(torch.equal(mine.observed_state[k], theirs.observed_state[k]) for k in mine.observed_state)
