@@ -105,6 +105,8 @@ class PublicRehearsal:
         """``adversary.tuning.problems`` public problems shaped like ``template`` (built once per round and shape)."""
         key = (template.round, template.num_samples, template.labels is not None)
         if key not in self._problems:
+            # an earlier round's problems are not asked for again: keep one round's models in memory, not all
+            self._problems = {known: value for known, value in self._problems.items() if known[0] == template.round}
             self._problems[key] = self._rehearse(template)
         return self._problems[key]
 
