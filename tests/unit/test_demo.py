@@ -25,8 +25,13 @@ def test_make_run_says_it_is_installing_and_how_long_that_takes_before_it_does(t
     if make is None:
         pytest.skip("make is not installed")
     # a dry run against an empty virtual environment: what a fresh clone's `make run` does first
+    # --no-print-directory: under `make test` this make is nested, and would print its directory changes
     plan = subprocess.run(
-        [make, "-n", "run", f"VENV={tmp_path / 'venv'}"], cwd=REPO_ROOT, capture_output=True, text=True, check=True
+        [make, "--no-print-directory", "-n", "run", f"VENV={tmp_path / 'venv'}"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.splitlines()
     installing = next(i for i, line in enumerate(plan) if "installing fedsim" in line)
     assert "minutes" in plan[installing] and "first time only" in plan[installing]
