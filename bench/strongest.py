@@ -124,7 +124,9 @@ def paper003(data: Path, images: list[int]) -> dict:
     from fedsim.engine.leakage.portfolio import attack_setting, resolve_attacks
     from fedsim.models import build_model
 
-    logging.getLogger("fedsim").setLevel(logging.INFO)  # one line per attack and saturation pass, as it goes
+    # one line per attack and saturation pass, as it goes (importing fedsim configures no handler)
+    logging.basicConfig(format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    logging.getLogger("fedsim").setLevel(logging.INFO)
     arrays = np.load(data)
     x = torch.from_numpy(arrays["x_train"][images].astype(np.float32) / 255.0)
     y = torch.from_numpy(arrays["y_train"][images].astype(np.int64))
