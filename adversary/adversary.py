@@ -53,6 +53,7 @@ class BudgetSettings(Protocol):
     leaders: int
     growth: int
     tolerance: float
+    resolution: float
     max_iterations: int
     max_restarts: int
     max_seconds: float | None
@@ -67,6 +68,7 @@ def saturation_budget(config: Any) -> SaturationBudget | None:
         leaders=budget.leaders,
         growth=budget.growth,
         tolerance=budget.tolerance,
+        resolution=budget.resolution,
         max_iterations=budget.max_iterations,
         max_restarts=budget.max_restarts,
         max_seconds=budget.max_seconds,

@@ -138,7 +138,15 @@ def paper003(data: Path, images: list[int]) -> dict:
     model = build_model(config.model, 3, 10, 32, seed=0)
     config = resolve_attacks(config, attack_setting(config, model, (3, 32, 32), 10))
     b = config.adversary.budget
-    budget = SaturationBudget(b.leaders, b.growth, b.tolerance, b.max_iterations, b.max_restarts, b.max_seconds)
+    budget = SaturationBudget(
+        leaders=b.leaders,
+        growth=b.growth,
+        tolerance=b.tolerance,
+        resolution=b.resolution,
+        max_iterations=b.max_iterations,
+        max_restarts=b.max_restarts,
+        max_seconds=b.max_seconds,
+    )
     device = torch.device("cpu")
 
     def entry(options, seed):

@@ -161,7 +161,7 @@ def attack(
     device = torch.device(device)
     dtype = DTYPES[options.precision]
     deadline = time.perf_counter() + float(options.time_limit) if options.time_limit else None
-    restart_ids = list(range(options.restarts))
+    restart_ids = options.restart_ids()
     results: dict[int, Reconstruction] = {}
     with _deterministic(options.deterministic):
         for group in group_views(views):

@@ -189,6 +189,12 @@ class OptimizationOptions(AttackOptions):
 
     iterations: int = Field(1000, ge=1, description="optimisation steps per restart")
     restarts: int = Field(1, ge=1, description="independent random starts, batched; the lowest objective wins")
+    first_restart: int = Field(
+        0,
+        ge=0,
+        description="index of the first restart run: restarts first_restart .. first_restart + restarts - 1, each "
+        "from its own fixed start (the saturation step adds restarts without rerunning the earlier ones)",
+    )
     init: Literal["randn", "uniform", "zeros"] = Field("randn", description="dummy image initialisation")
     init_scale: float = Field(1.0, gt=0, description="std (randn) or half-range (uniform) of the init")
     loss: Literal["l2", "cosine", "l1", "layer-cosine"] = Field(
@@ -278,6 +284,10 @@ class OptimizationOptions(AttackOptions):
     def bn_weight(self) -> float:
         """The BatchNorm-statistics weight (read-only; ``regularizers: [{name: bn_statistics, weight: ...}]``)."""
         return self.weight_of("bn_statistics")
+
+    def restart_ids(self) -> list[int]:
+        """The restarts this run solves: ``first_restart`` .. ``first_restart + restarts - 1``."""
+        return list(range(self.first_restart, self.first_restart + self.restarts))
 
 
 #: keys of the one flat option model older versions had; their null (unset) is dropped on every attack

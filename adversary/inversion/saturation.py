@@ -11,13 +11,17 @@ group of targets, ``run_portfolio``
 2. takes the ``leaders`` best optimisation attacks of each target and reruns each (``saturate``) with
    ``growth`` times the iterations (then, once those stop helping, the restarts), again and again, keeping per
    target the result with the lowest objective of the attack's own, until neither more iterations nor more
-   restarts improve any target's objective by more than ``tolerance`` (relative): ``saturated``; or until
-   ``max_iterations`` / ``max_restarts`` / ``max_seconds`` stop it first: ``capped``, and the leakage it
-   reports is a lower bound.
+   restarts change any target's answer: ``saturated``; or until ``max_iterations`` / ``max_restarts`` /
+   ``max_seconds`` stop it first: ``capped``, and the leakage it reports is a lower bound. A pass changes a
+   target's answer when it lowers the objective by more than ``tolerance`` (relative) *and* moves the
+   reconstruction by more than ``resolution`` (root-mean-square, as a fraction of the valid input range: 1/255 is
+   one grey level of an 8-bit image). The second condition matters where the attack can match the update exactly:
+   there the objective keeps falling by orders of magnitude towards float precision while the image no longer
+   changes at any resolution a score can see. Both criteria read only the attacker's own results.
 
 Restart r of target t always starts from the same point (``problem.init_seed``), so a pass with more restarts
-reruns the earlier ones with more iterations and adds new ones: a pass cannot lose what an earlier one found,
-and each target keeps its best over passes anyway.
+runs only the new ones (``first_restart``) and keeps the best of old and new: a pass cannot lose what an earlier
+one found, and each target keeps its best over passes anyway.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ class SaturationBudget:
     leaders: int = 2  # attacks saturated per target, the best by gradient_match
     growth: int = 2  # factor on iterations and restarts per pass
     tolerance: float = 0.01  # relative improvement of the objective below which an attack has saturated
+    resolution: float = 1 / 255  # RMS move of a reconstruction (fraction of the input range) that changes nothing
     max_iterations: int = 20_000  # per restart
     max_restarts: int = 16
     max_seconds: float | None = None  # all saturation passes of one group of targets together
@@ -72,27 +77,41 @@ def improvement(before: float, after: float) -> float:
     return (before - after) / abs(before) if before > 0 else 0.0
 
 
+def moved(before: torch.Tensor, after: torch.Tensor, input_range: torch.Tensor | None) -> float:
+    """Root-mean-square change from ``before`` to ``after`` (N, C, H, W), as a fraction of the per-channel valid
+    input range (``input_range``: C values; None: the range is unknown, every change counts as a move)."""
+    if input_range is None:
+        return math.inf
+    scale = input_range.to(torch.float64).reshape(1, -1, 1, 1)
+    change = (after.to(torch.float64) - before.to(torch.float64)) / scale
+    return float(change.pow(2).mean().sqrt())
+
+
 def saturate(
     run: Run,
     options: OptimizationOptions,
     first: Sequence[Reconstruction],
     budget: SaturationBudget,
     seconds: float | None,
+    input_ranges: Sequence[torch.Tensor | None] | None = None,
 ) -> list[Reconstruction]:
     """``options``' results ``first`` (one per target) rerun with more budget until neither more iterations nor
-    more restarts improve any target's own objective by more than ``budget.tolerance``, or the budget (``seconds``
-    for this attack) runs out; per target the lowest-objective result, marked saturated or capped.
+    more restarts change any target's answer (module docstring), or the budget (``seconds`` for this attack) runs
+    out; per target the lowest-objective result, marked saturated or capped. ``input_ranges``: per target the
+    per-channel width of the valid inputs the ``resolution`` is a fraction of (None: objective only).
 
     One dimension grows per pass (``budget.growth`` times), iterations first: a pass then costs ``growth`` times
     the last, not its square. Once more iterations stop helping, restarts grow (from the iterations that still
-    helped); an improvement from either lets both grow again. Saturated: the last growth of each dimension
-    improved no target; capped: a dimension reached its cap (or the time ran out) before it stopped helping.
+    helped), and such a pass runs only the added restarts; an improvement from either lets both grow again.
+    Saturated: the last growth of each dimension changed no target; capped: a dimension reached its cap (or the
+    time ran out) before it stopped helping.
     """
     best = list(first)
+    ranges = list(input_ranges) if input_ranges is not None else [None] * len(best)
     size = {"iterations": int(options.iterations), "restarts": int(options.restarts)}
     caps = {"iterations": budget.max_iterations, "restarts": budget.max_restarts}
     deadline = time.perf_counter() + seconds if seconds is not None else None
-    stalled: set[str] = set()  # dimensions whose last growth improved no target
+    stalled: set[str] = set()  # dimensions whose last growth changed no target's answer
     phase = "iterations"  # the dimension that helped last is grown again first
     while True:
         grown = {dim: min(value * budget.growth, max(caps[dim], value)) for dim, value in size.items()}
@@ -103,7 +122,14 @@ def saturate(
             status = SATURATED if not candidates and stalled == set(size) else CAPPED
             break
         dim = candidates[0]
-        update: dict[str, Any] = {**size, dim: grown[dim]}
+        if dim == "restarts":  # restart r always starts from the same point: run only the added ones
+            update: dict[str, Any] = {
+                "iterations": size["iterations"],
+                "restarts": grown["restarts"] - size["restarts"],
+                "first_restart": size["restarts"],
+            }
+        else:
+            update = {**size, "iterations": grown["iterations"], "first_restart": 0}
         if remaining is not None:
             update["time_limit"] = min(remaining, float(options.time_limit or math.inf))
         started = time.perf_counter()
@@ -117,7 +143,11 @@ def saturate(
             ", ".join(f"{rec.objective:.3g}" for rec in results),
             time.perf_counter() - started,
         )
-        gains = [improvement(old.objective, new.objective) for old, new in zip(best, results, strict=True)]
+        changed = [
+            improvement(old.objective, new.objective) > budget.tolerance
+            and moved(old.images, new.images, width) > budget.resolution
+            for old, new, width in zip(best, results, ranges, strict=True)
+        ]
         best = [
             dataclasses.replace(new, restarts=size["restarts"]) if new.objective < old.objective else old
             for old, new in zip(best, results, strict=True)
@@ -125,13 +155,21 @@ def saturate(
         if any(result.cut for result in results):
             status = CAPPED  # the time limit stopped a pass: what more time would give is unknown
             break
-        if all(gain <= budget.tolerance for gain in gains):
+        if not any(changed):
             stalled.add(dim)
             size[dim] = before  # the other dimension grows from the budget that still helped, not the larger one
         else:
             stalled.clear()
             phase = dim
     return [dataclasses.replace(rec, saturation=status) for rec in best]
+
+
+def input_range(view: AttackerView) -> torch.Tensor | None:
+    """Per channel, the width of the view's valid inputs (None where the attacker does not know it)."""
+    if view.input_bounds is None:
+        return None
+    low, high = view.input_bounds
+    return (high - low).reshape(-1).detach().cpu()
 
 
 def gradient_match(views: Sequence[AttackerView], recs: Sequence[Reconstruction], device: torch.device) -> list[float]:
@@ -199,7 +237,8 @@ def run_portfolio(
         if budget.max_seconds is not None:  # what is left is shared by the leaders still to come
             seconds = (budget.max_seconds - (time.perf_counter() - started)) / (len(chosen) - position)
         try:
-            saturated = saturate(run, options, first, budget, seconds)  # type: ignore[arg-type]
+            ranges = [input_range(view) for view in views]
+            saturated = saturate(run, options, first, budget, seconds, ranges)  # type: ignore[arg-type]
         except Exception:  # keep the first pass, unsaturated, if a longer one fails (memory)
             outcomes[index] = [dataclasses.replace(rec, saturation=CAPPED) for rec in first]
             continue

@@ -48,7 +48,7 @@ def invert(
 ) -> list[Reconstruction]:
     """Reconstruct every view; compatible views and all restarts run as one batched problem.
 
-    ``restart_ids`` (default ``range(options.restarts)``) selects which restarts to run: restart r of
+    ``restart_ids`` (default ``options.restart_ids()``) selects which restarts to run: restart r of
     target t always starts from ``init_seed(seed, t, r)``, so running restarts one at a time gives the same
     results as batching them. ``Reconstruction.seconds`` is
     the wall time of the batched group the view was solved in.
@@ -59,7 +59,7 @@ def invert(
     """
     time_limit = getattr(options, "time_limit", None)  # an attack's options may not have one
     deadline = time.perf_counter() + float(time_limit) if time_limit else None
-    restart_ids = list(range(options.restarts)) if restart_ids is None else list(restart_ids)
+    restart_ids = options.restart_ids() if restart_ids is None else list(restart_ids)
     if not restart_ids:
         raise ValueError("invert: at least one restart is needed")
     results: dict[int, Reconstruction] = {}

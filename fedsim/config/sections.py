@@ -238,6 +238,13 @@ class AttackBudget(Section):
     tolerance: float = Field(
         0.01, gt=0, lt=1, description="relative improvement of an attack's own objective below which it has saturated"
     )
+    resolution: float = Field(
+        1 / 255,
+        ge=0,
+        lt=1,
+        description="root-mean-square move of a reconstruction, as a fraction of the valid input range, below which "
+        "more budget has not changed the answer whatever its objective did (1/255: one grey level of an 8-bit image)",
+    )
     max_iterations: int = Field(20_000, ge=1, description="cap on iterations per restart")
     max_restarts: int = Field(16, ge=1, description="cap on restarts")
     max_seconds: float | None = Field(
