@@ -15,7 +15,8 @@ repetition; nothing was tuned on them (the block's settings are the defaults, ch
 
 ``rtf`` returns as many reconstructions as the round holds images, chosen by its own criterion (no truth).
 Parts: ``scale`` (2 to 64 clients x 1 to 8 images, FedAvg and SecAgg+: fraction of images recovered at 40 dB
-or better, mean capped PSNR and SSIM over all images, 95 % t-intervals over repetitions, and the rtf read-out
+or better, the median PSNR and the fraction at or above 30 dB, the mean SSIM, each over all images with a 95 %
+bootstrap interval (images resampled within each repetition, ``fedsim.reporting.summaries``), and the rtf read-out
 time per round), ``init`` (8 clients x 4 images: the global LeNet at its default init or DLG's uniform one,
 the server's weights or the global ones behind the block), ``defenses`` (8 clients x 4 images under SecAgg+
 with each update-level defense). Last line: JSON; ``--docs`` (with ``--part all``) writes the tables into
@@ -46,13 +47,12 @@ from bench.common import (
     add_data_dir,
     add_docs_flag,
     data_file,
-    format_interval,
-    interval,
     write_between_markers,
 )
 from clients.defenses import DEFENSES, DefenseContext
 from fedsim.config import parse_config
 from fedsim.models import build_model
+from fedsim.reporting import summaries
 
 LR = 0.1
 #: SecAgg+ settings: Flower's / fedsim's defaults, and what a malicious server may choose instead (finer levels,
@@ -164,21 +164,35 @@ def one_case(model, state, x, y, clients, per_client, defenses, secure, seed) ->
         raise AssertionError(f"rtf returned {len(reconstruction.images)} reconstructions for {len(images)} images")
     score = score_reconstruction(reconstruction, images, labels, lambda t: t)
     return {
-        "recovered": score.recovered_40db / len(images),
         "recovered_count": score.recovered_40db,
-        "psnr": score.psnr_mean,
-        "ssim": score.ssim_mean,
+        "psnr": list(score.psnr),  # per image, +inf for an exact pair
+        "ssim": list(score.ssim),
         "seconds": seconds,
     }
 
 
-def shown(values: list[float]) -> str:
-    """A column of the tables: mean ± 95 % t-interval half-width over the repetitions, 3 decimals."""
-    return format_interval(interval(values), 3)
+#: the columns every table shares: per image, over all repetitions (each repetition one stratum)
+COLUMNS = "recovered at >= 40 dB | PSNR median (dB) | at >= 30 dB | SSIM"
 
 
-def runs_of(cases: list[dict], metrics: tuple[str, ...]) -> dict[str, list[float]]:
-    return {m: [case[m] for case in cases] for m in metrics}
+def cells(cases: list[dict]) -> str:
+    """The shared columns of one row: the images of every repetition, bootstrapped within repetitions."""
+    psnrs = [case["psnr"] for case in cases]
+    psnr = summaries.summarize_psnr(psnrs)
+    at_40 = summaries.fraction_at_least(psnrs, 40.0)
+    ssim = summaries.mean([case["ssim"] for case in cases])
+    return f"{at_40.text(3)} | {psnr.median.text(1)} | {psnr.at_least[30.0].text(3)} | {ssim.text(3)}"
+
+
+def summary_of(cases: list[dict]) -> dict[str, float]:
+    """The JSON line's figures for one row: per-image means and medians over every repetition."""
+    psnrs = [value for case in cases for value in case["psnr"]]
+    return {
+        "recovered": float(np.mean([value >= 40.0 for value in psnrs])),
+        "psnr_median": summaries.median_value(psnrs, cap=summaries.PSNR_CAP_DB),
+        "ssim": float(np.mean([value for case in cases for value in case["ssim"]])),
+        "recovered_count": float(np.mean([case["recovered_count"] for case in cases])),
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -202,8 +216,8 @@ def main(argv: list[str] | None = None) -> None:
     out: dict[str, dict] = {}
     tables: list[list[str]] = []
     if args.part in ("scale", "all"):
-        header = "| clients x images | aggregation | recovered at >= 40 dB | PSNR (dB, capped at 100) | SSIM |"
-        table = [header, "| --- | --- | --- | --- | --- |"]
+        header = f"| clients x images | aggregation | {COLUMNS} |"
+        table = [header, "| --- | --- | --- | --- | --- | --- |"]
         print(header + " rtf seconds (max) |", flush=True)
         for clients in (2, 8, 32, 64):
             for per_client in (1, 4, 8):
@@ -213,20 +227,17 @@ def main(argv: list[str] | None = None) -> None:
                         for seed in range(args.repeats)
                     ]
                     key = f"{clients}x{per_client} {name}"
-                    out[key] = runs_of(cases, ("recovered", "recovered_count", "psnr", "ssim", "seconds"))
-                    row = (
-                        f"| {clients} x {per_client} | {name} | {shown(out[key]['recovered'])} | "
-                        f"{shown(out[key]['psnr'])} | {shown(out[key]['ssim'])} |"
-                    )
+                    out[key] = summary_of(cases)
+                    row = f"| {clients} x {per_client} | {name} | {cells(cases)} |"
                     table.append(row)
-                    print(f"{row} {max(out[key]['seconds']):.3f} |", flush=True)
+                    print(f"{row} {max(case['seconds'] for case in cases):.3f} |", flush=True)
         tables.append(table)
     if args.part in ("init", "all"):
         header = (
             "| global LeNet's init (8 clients x 4 images) | weights behind the block | aggregation "
-            "| images recovered at >= 40 dB, per draw (of 32) | mean | PSNR (dB, capped at 100) | SSIM |"
+            f"| images recovered at >= 40 dB, per draw (of 32) | {COLUMNS} |"
         )
-        table = [header, "| --- | --- | --- | --- | --- | --- | --- |"]
+        table = [header, "| --- | --- | --- | --- | --- | --- | --- | --- |"]
         print(header, flush=True)
         for init in INITS:
             for model_weights in MODEL_WEIGHTS:
@@ -239,20 +250,15 @@ def main(argv: list[str] | None = None) -> None:
                         for seed in range(args.init_draws)
                     ]
                     key = f"init {init} {model_weights} {name}"
-                    out[key] = runs_of(cases, ("recovered", "recovered_count", "psnr", "ssim"))
-                    counts = out[key]["recovered_count"]
-                    row = (
-                        f"| {init} | {model_weights} | {name} | {', '.join(str(int(c)) for c in counts)} | "
-                        f"{np.mean(counts):.1f} | {shown(out[key]['psnr'])} | {shown(out[key]['ssim'])} |"
-                    )
+                    out[key] = summary_of(cases)
+                    counts = ", ".join(str(case["recovered_count"]) for case in cases)
+                    row = f"| {init} | {model_weights} | {name} | {counts} | {cells(cases)} |"
                     table.append(row)
                     print(row, flush=True)
         tables.append(table)
     if args.part in ("defenses", "all"):
-        header = (
-            "| defense (8 clients x 4 images) | aggregation | recovered at >= 40 dB | PSNR (dB, capped at 100) | SSIM |"
-        )
-        table = [header, "| --- | --- | --- | --- | --- |"]
+        header = f"| defense (8 clients x 4 images) | aggregation | {COLUMNS} |"
+        table = [header, "| --- | --- | --- | --- | --- | --- |"]
         print(header, flush=True)
         for label, defenses in DEFENSE_CASES.items():
             for name, secure in (
@@ -262,22 +268,20 @@ def main(argv: list[str] | None = None) -> None:
             ):
                 cases = [one_case(model, state, x, y, 8, 4, defenses, secure, seed) for seed in range(args.repeats)]
                 key = f"defense {label} {name}"
-                out[key] = runs_of(cases, ("recovered", "recovered_count", "psnr", "ssim"))
-                row = (
-                    f"| {label} | {name} | {shown(out[key]['recovered'])} | {shown(out[key]['psnr'])} | "
-                    f"{shown(out[key]['ssim'])} |"
-                )
+                out[key] = summary_of(cases)
+                row = f"| {label} | {name} | {cells(cases)} |"
                 table.append(row)
                 print(row, flush=True)
         tables.append(table)
     if args.docs:
         lines = [line for table in tables for line in [*table, ""]]
         write_between_markers(DOCS_PAGES[MARKER], MARKER, [*lines, *CONCLUSION.strip().splitlines()])
-    print(json.dumps({k: {m: float(np.mean(v)) for m, v in d.items()} for k, d in out.items()}))
+    print(json.dumps(out))
 
 
 CONCLUSION = """
-Fractions are of all images; PSNR and SSIM means over all images, each paired with one of the reconstructions
+Fractions, medians and means are over all images of a row's repetitions, with 95 % bootstrap intervals (images
+resampled within each repetition); each image is paired with one of the reconstructions
 `rtf` returns: exactly as many as the round holds images (the replies' example counts), chosen by the attack's
 own criterion (read-outs inside the pixel range first, the best-determined first), never more for the
 ground-truth pairing to pick from. The `init` table draws a fresh global model per draw (seeds 0-4) and the

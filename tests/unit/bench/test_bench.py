@@ -149,3 +149,15 @@ def test_paired_psnrs_pair_and_keep_exact_pairs_infinite():
     swapped = torch.stack([noisy[1], noisy[0]])  # the pairing undoes the order
     assert common.paired_psnrs(swapped, truth) == pytest.approx(psnr(noisy, truth).tolist(), rel=1e-12)
     assert common.paired_psnrs(truth.clone(), truth) == [math.inf, math.inf]  # exact: summaries count the cap
+
+
+def test_the_malicious_tables_summarise_every_image_by_median_and_fractions_not_a_capped_mean():
+    from bench.malicious import cells
+
+    # two repetitions of two images: one exact pair (+inf), one at 50 dB, one at 35 and one at 20
+    cases = [
+        {"psnr": [math.inf, 20.0], "ssim": [1.0, 0.2], "recovered_count": 1},
+        {"psnr": [50.0, 35.0], "ssim": [0.9, 0.5], "recovered_count": 1},
+    ]
+    recovered, median, at_30, ssim = (cell.split(" [")[0] for cell in cells(cases).split(" | "))
+    assert (recovered, median, at_30, ssim) == ("0.500", "42.5", "0.750", "0.650")
