@@ -124,6 +124,20 @@ def strongest_images(run: Run, per: str) -> dict[str, Any]:
         "alone": {attack: image_scores(rows, "ssim") for attack, rows in ok.groupby("attack")} if len(ok) else {},
         "winners": Counter(best["attack"]),
         "targets": len(best),
+        **_attacker_pick(run, per),
+    }
+
+
+def _attacker_pick(run: Run, per: str) -> dict[str, Any]:
+    """The attacker's own pick per target (``Run.attacker_pick``: the lowest gradient match, no ground truth):
+    its images' PSNR and SSIM, the attacks picked and how many picks saturated."""
+    pick = run.attacker_pick(per=per)
+    saturation = pick.get("saturation", [])
+    return {
+        "pick_psnr": image_scores(pick, "psnr"),
+        "pick_ssim": image_scores(pick, "ssim"),
+        "pick_winners": Counter(pick["attack"]),
+        "pick_saturated": [value == "saturated" for value in saturation],
     }
 
 
@@ -133,7 +147,8 @@ def leakage_cells(per_seed: Sequence[dict[str, Any]]) -> dict[str, str]:
     ``ssim`` the strongest attack's mean SSIM [95 % interval], ``compared`` the N of "ground-truth selection over
     N attacks", ``alone`` each attack's own mean SSIM (strongest first), ``psnr`` the median PSNR (dB),
     ``at_30db`` and ``at_40db`` the fractions of images at or above 30 and 40 dB, ``won`` how many targets each
-    attack won."""
+    attack won; the attacker's own pick (lowest gradient match): ``pick_ssim``, ``pick_psnr`` (median),
+    ``pick_won`` and ``saturated`` (picks whose budget saturated, of all picks)."""
     psnr = summaries.summarize_psnr([seed["psnr"] for seed in per_seed])
     alone: dict[str, list[list[float | None]]] = {}
     for seed in per_seed:
@@ -142,7 +157,15 @@ def leakage_cells(per_seed: Sequence[dict[str, Any]]) -> dict[str, str]:
     own = {attack: summaries.mean(values).value for attack, values in alone.items()}
     compared = sorted({n for seed in per_seed for n in seed["compared"]})
     winners = sum((Counter(seed["winners"]) for seed in per_seed), Counter())
+    picks = [seed for seed in per_seed if seed.get("pick_ssim")]
+    saturated = [flag for seed in picks for flag in seed["pick_saturated"]]
+    pick_winners = sum((Counter(seed["pick_winners"]) for seed in picks), Counter())
     return {
+        # the attacker's own pick (no ground truth): empty where no row carries the attacker-side yardstick
+        "pick_ssim": summaries.mean([seed["pick_ssim"] for seed in picks]).text(3) if picks else "-",
+        "pick_psnr": summaries.summarize_psnr([seed["pick_psnr"] for seed in picks]).median.text(1) if picks else "-",
+        "pick_won": ", ".join(f"`{a}` {n}" for a, n in pick_winners.most_common()) or "-",
+        "saturated": f"{sum(saturated)}/{len(saturated)}" if saturated else "-",
         "ssim": summaries.mean([seed["ssim"] for seed in per_seed]).text(3),
         "compared": "-".join(str(n) for n in sorted({compared[0], compared[-1]})) if compared else "-",
         "alone": ", ".join(f"`{a}` {v:.3f}" for a, v in sorted(own.items(), key=lambda item: -item[1])),

@@ -112,6 +112,27 @@ class Run:
             .reset_index(drop=True)
         )
 
+    def attacker_pick(self, per: str = "target") -> pd.DataFrame:
+        """The result the attacker itself would report, per target (``per="target"``) or per round and target
+        (``"round"``): the attack result with the lowest ``gradient_match`` (1 - cosine between the update its
+        reconstruction would produce and the observed one), a yardstick computed from what the attacker sees,
+        never from the ground truth. Only results that carry the yardstick compete (the optimisation attacks of
+        an ``attacks: strongest`` portfolio); its scores (``ssim_mean``, ``psnr``, ...) are read as any row's,
+        and ``saturation`` says whether the pick's budget saturated. Empty where no row carries the yardstick.
+        """
+        import pandas as pd
+
+        groups = {"target": ["target"], "round": ["round", "target"]}
+        if per not in groups:
+            raise ValueError(f"per = {per!r}; allowed: {', '.join(groups)}")
+        attacks = self.events("attack")
+        if attacks.empty or "gradient_match" not in attacks:
+            return pd.DataFrame(columns=["round", "target", "attack", "gradient_match"])
+        ok = attacks[(attacks.get("status", "ok") == "ok") & attacks["gradient_match"].notna()]
+        best = ok.sort_values("gradient_match", kind="stable").drop_duplicates(subset=groups[per])
+        first = ["round", "target", "attack", "gradient_match"]
+        return best[first + [c for c in best.columns if c not in first]].sort_values(groups[per]).reset_index(drop=True)
+
     def verdicts(self) -> pd.DataFrame:
         """Every scored attack result beside its floor: ``round``, ``target``, ``attack``, ``ssim_mean``,
         ``floor_ssim`` (what a guess from public data alone reaches on the same images, ``adversary.floor``),

@@ -44,3 +44,21 @@ def test_the_console_table_names_the_selection_and_each_attack_alone(tmp_path):
 def test_the_console_table_of_one_attack_names_it_and_no_selection(tmp_path):
     title, alone = selection_lines(_synthetic_run(tmp_path, "none"))
     assert (title, alone) == ("leakage per target: PSNR (dB)/SSIM of dlg", "")
+
+
+def test_the_attackers_own_pick_is_the_lowest_gradient_match_whatever_the_ground_truth_says(tmp_path):
+    run_dir = _synthetic_run(tmp_path, "none")  # its dlg rows carry no gradient match: they do not compete
+    store = RunStore(run_dir)
+    for attack, server_round, match, ssim, saturation in (
+        ("dlg@paper-003", 1, 1e-6, 0.90, "saturated"),  # matches the update best, scores worse
+        ("ig", 1, 1e-2, 0.95, "capped"),
+        ("ig", 2, 1e-7, 0.40, "saturated"),
+    ):
+        row = {"round": server_round, "event": "attack", "target": "client:0", "attack": attack, "status": "ok"}
+        store.append({**row, "gradient_match": match, "ssim_mean": ssim, "saturation": saturation})
+    run = fedsim.load_run(run_dir)
+    per_target = run.attacker_pick()
+    assert per_target[["round", "target", "attack", "ssim_mean"]].values.tolist() == [[2, "client:0", "ig", 0.40]]
+    per_round = run.attacker_pick(per="round").set_index("round")
+    assert per_round.loc[1, ["attack", "saturation"]].tolist() == ["dlg@paper-003", "saturated"]
+    assert run.strongest().set_index("target").loc["client:0", "attack"] == "ig"  # the oracle picks otherwise
