@@ -425,7 +425,7 @@ def _reconstructions_sections(sweep: Sweep, attacks: pd.DataFrame) -> list[Repor
     for name, run in sweep.runs.items():
         strongest = gallery.strongest_cards(run, attacks)
         rounds = gallery.round_galleries(run, attacks)
-        if not strongest and not rounds:
+        if not rounds:
             continue
         label = f"`{name}`, defenses: {tables.defense_text(run.config)}"
         level = 3
@@ -434,20 +434,17 @@ def _reconstructions_sections(sweep: Sweep, attacks: pd.DataFrame) -> list[Repor
             level = 4
         else:
             head.blocks.append(Text(label + "."))
-        sections.append(
-            ReportSection(
-                "Strongest results: on one client's update and on the aggregate",
-                [Gallery(tuple(strongest), {"run": name, "strongest": "true"})],
-                level=level,
+        if strongest:
+            sections.append(
+                ReportSection(
+                    "Strongest results: on one client's update and on the aggregate",
+                    [Gallery(tuple(strongest), {"run": name, "strongest": "true"})],
+                    level=level,
+                )
             )
-        )
         for one_round in rounds:
-            verdicts = [card.tags["verdict"] for card in one_round.cards]
-            text = (
-                f"{len(one_round.cards)} target(s) attacked, {verdicts.count(LEAKS)} leak, "
-                f"{verdicts.count(AT_FLOOR)} at floor."
-            )
-            sections.append(ReportSection(f"Round {one_round.round}", [Text(text), one_round.block()], level=level))
+            blocks: list = [Text(one_round.text())] + ([one_round.block()] if one_round.cards else [])
+            sections.append(ReportSection(f"Round {one_round.round}", blocks, level=level))
     if len(sections) == 1:
         head.blocks.append(Text("No reconstruction grid (no attack result, or `adversary.save_images: false`)."))
     return sections

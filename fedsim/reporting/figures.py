@@ -184,21 +184,15 @@ def frontier_figure(frontier: pd.DataFrame, names: Mapping[str, str], path: Path
             )
         order = points[UTILITY_LOSS][front].sort_values().index
         axis.plot(points[UTILITY_LOSS][order], values[order], color="tab:red", linewidth=1, drawstyle="steps-post")
-        for index in points.index:
-            axis.annotate(
-                str(numbers[index]),
-                (points.at[index, UTILITY_LOSS], values[index]),
-                fontsize=7,
-                xytext=(4, 4),
-                textcoords="offset points",
-            )
+        axis.margins(x=0.12, y=0.1)  # room for the labels of the outermost points
+        for (x, y), labels in _label_groups(axis, points[UTILITY_LOSS], values, numbers).items():
+            axis.annotate(", ".join(labels), (x, y), fontsize=7, xytext=(4, 4), textcoords="offset points")
         axis.set(
             xlabel="accuracy drop vs undefended (final round)",
             ylabel=f"strongest attack's {metric.upper()}",
             title=METRIC_TITLES[metric] + (" (top: exact)" if capped else ""),
         )
         axis.xaxis.set_major_locator(MaxNLocator(nbins=FRONTIER_TICKS))
-        axis.margins(x=0.12, y=0.1)  # room for the labels of the outermost points
         axis.grid(alpha=0.3)
         axis.legend(fontsize=7)
     if not metrics:
@@ -215,6 +209,29 @@ def frontier_figure(frontier: pd.DataFrame, names: Mapping[str, str], path: Path
     fig.savefig(path)
     plt.close(fig)
     return metrics
+
+
+#: points closer than this on the figure (px) share one label, "2, 3", rather than print over each other
+LABEL_RADIUS_PX = 12
+
+
+def _label_groups(
+    axis: plt.Axes, xs: pd.Series, ys: pd.Series, numbers: Mapping[object, int]
+) -> dict[tuple[float, float], list[str]]:
+    """The points' numbers grouped by where they are drawn: each group at its first point, the numbers of every
+    point within ``LABEL_RADIUS_PX`` of it joined."""
+    axis.autoscale_view()
+    groups: dict[tuple[float, float], list[str]] = {}
+    anchors: list[tuple[tuple[float, float], tuple[float, float]]] = []  # (data point, its position in px)
+    for index in sorted(xs.index, key=lambda i: numbers[i]):
+        point = (float(xs[index]), float(ys[index]))
+        px, py = axis.transData.transform(point)
+        near = next((data for data, (ax_, ay) in anchors if math.hypot(px - ax_, py - ay) < LABEL_RADIUS_PX), None)
+        if near is None:
+            anchors.append((point, (px, py)))
+            groups[point] = []
+        groups[near or point].append(str(numbers[index]))
+    return groups
 
 
 def frontier_key(frontier: pd.DataFrame, names: Mapping[str, str]) -> str:

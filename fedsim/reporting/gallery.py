@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from adversary.floor import target_verdict
+from adversary.floor import AT_FLOOR, LEAKS, UNKNOWN, target_verdict
 from adversary.scoring import PSNR_CAP_DB
 from fedsim.reporting.render import Card, Gallery
 from fedsim.rundir.layout import RECONSTRUCTIONS_DIR, grid_file
@@ -33,6 +33,20 @@ class RoundGallery:
     run: str
     round: int
     cards: tuple[Card, ...]
+    verdicts: dict[str, str]  # every attacked target of the round -> its verdict, cards or not
+
+    def text(self) -> str:
+        """How many targets were attacked, how many leak, and which have no saved grid to show."""
+        counts = [(verdict, list(self.verdicts.values()).count(verdict)) for verdict in (LEAKS, AT_FLOOR, UNKNOWN)]
+        said = ", ".join(
+            f"{count} {'without a floor' if verdict == UNKNOWN else verdict}" for verdict, count in counts if count
+        )
+        text = f"{len(self.verdicts)} target(s) attacked: {said}."
+        shown = {card.tags["target"] for card in self.cards}
+        missing = [target for target in self.verdicts if target not in shown]
+        if missing:
+            text += f" No saved grid for {', '.join(missing)}."
+        return text
 
     def block(self) -> Gallery:
         return Gallery(self.cards, {"run": self.run, "round": str(self.round)})
@@ -112,10 +126,9 @@ def round_galleries(run: Run, attacks: pd.DataFrame) -> list[RoundGallery]:
     galleries = []
     for server_round, in_round in own.groupby("round", sort=True):
         targets = sorted(in_round["target"].unique(), key=target_order)
+        verdicts = {target: target_verdict(in_round[in_round["target"] == target]["verdict"]) for target in targets}
         cards = [card(run, in_round[in_round["target"] == target]) for target in targets]
-        kept = tuple(c for c in cards if c is not None)
-        if kept:
-            galleries.append(RoundGallery(run.name, int(server_round), kept))
+        galleries.append(RoundGallery(run.name, int(server_round), tuple(c for c in cards if c is not None), verdicts))
     return galleries
 
 

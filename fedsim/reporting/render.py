@@ -129,7 +129,7 @@ def render_html(title: str, sections: list[ReportSection]) -> str:
                 data = base64.b64encode(block.path.read_bytes()).decode()
                 body.append(
                     f'<figure><img src="data:image/png;base64,{data}" alt="{html.escape(block.caption)}">'
-                    f"<figcaption>{html.escape(block.caption)}</figcaption></figure>"
+                    f"<figcaption>{_inline(block.caption)}</figcaption></figure>"
                 )
             elif isinstance(block, Table):
                 body.append(_html_table(block))
@@ -204,6 +204,8 @@ th, td {{ border-bottom: 1px solid #ddd; padding: 0.25em 0.6em; text-align: left
 th {{ background: #f4f4f4; }}
 .table-box th.pinned, .table-box td.pinned {{ position: sticky; z-index: 1; }}
 .table-box td.pinned {{ background: #fafafa; }}
+.table-box td.pinned, .table-box th.pinned {{ white-space: nowrap; max-width: 16em; overflow: hidden; """
+    """text-overflow: ellipsis; }}
 .table-box td.pinned-last, .table-box th.pinned-last {{ box-shadow: inset -1px 0 0 #bbb; }}
 figure {{ margin: 1em 0; }} figure img {{ max-width: 100%; }}
 .gallery {{ display: flex; flex-wrap: wrap; gap: 0.6em; margin: 0.5em 0 1.2em; }}
@@ -237,6 +239,7 @@ for (const table of document.querySelectorAll("table[data-pinned]")) {
     let left = 0;
     for (const cell of Array.from(row.cells).slice(0, pinned)) {
       cell.classList.add("pinned");
+      cell.title = cell.textContent;  // the whole key, where a long one is cut short
       if (cell.cellIndex === pinned - 1) cell.classList.add("pinned-last");
       cell.style.left = left + "px";
       left += cell.getBoundingClientRect().width;

@@ -33,3 +33,15 @@ def test_a_dp_run_gets_a_third_panel_for_its_epsilon_and_a_run_without_dp_does_n
 def test_the_frontier_points_are_numbered_in_the_tables_order():
     frontier = pd.DataFrame({"run": ["00-none", "01-dp"]})
     assert frontier_key(frontier, {"00-none": "dp=none", "01-dp": "dp=on"}) == "1 = dp=none, 2 = dp=on"
+
+
+def test_points_drawn_on_top_of_each_other_share_one_label():
+    import matplotlib.pyplot as plt
+
+    from fedsim.reporting.figures import _label_groups
+
+    fig, axis = plt.subplots(figsize=(4, 4), dpi=100)
+    xs, ys = pd.Series([0.0, 0.001, 0.5], index=["a", "b", "c"]), pd.Series([1.0, 1.0, 0.2], index=["a", "b", "c"])
+    axis.scatter(xs, ys)
+    assert list(_label_groups(axis, xs, ys, {"a": 1, "b": 2, "c": 3}).values()) == [["1", "2"], ["3"]]
+    plt.close(fig)

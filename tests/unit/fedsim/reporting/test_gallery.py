@@ -71,6 +71,9 @@ def test_every_attacked_round_gets_a_card_per_target_clients_in_order_then_the_a
         (1, ["client:0"]),
         (2, ["client:2", "client:10", "aggregate"]),
     ]
+    # every attacked target is counted, those without a grid named
+    assert galleries[0].text() == "3 target(s) attacked: 3 without a floor. No saved grid for client:1, aggregate."
+    assert galleries[1].text() == "3 target(s) attacked: 2 leaks, 1 at floor."
     client_2 = galleries[1].cards[0]
     # the strongest attack's grid, its scores and the target's verdict; the weaker attack listed under it
     assert client_2.image.name == grid_file(2, "client:2", "ig") and client_2.title == "client 2, ig"
