@@ -31,6 +31,8 @@ DPI = 110
 #: the utility figure's epsilon lines: example-level and client-level apart
 EPSILON_STYLES = {EPSILON_EXAMPLE: "--", EPSILON_CLIENT: ":"}
 EPSILON_LINE_NAMES = {EPSILON_EXAMPLE: "dashed", EPSILON_CLIENT: "dotted"}
+#: the epsilon panel's legend: which neighbour each guarantee is about
+EPSILON_LEVELS = {EPSILON_EXAMPLE: "example-level", EPSILON_CLIENT: "client-level"}
 #: the frontier figure's x ticks: few enough that their labels never run into each other
 FRONTIER_TICKS = 5
 
@@ -81,7 +83,9 @@ def utility_figure(rounds: pd.DataFrame, names: Mapping[str, str], path: Path) -
         axes[2].set_ylim(bottom=0)
         # the line styles name the guarantees; the colours name the runs, as in the other panels
         styles = [
-            plt.Line2D([], [], color="black", linestyle=EPSILON_STYLES[column], label=column)
+            plt.Line2D(
+                [], [], color="black", linestyle=EPSILON_STYLES[column], label=f"{column} ({EPSILON_LEVELS[column]})"
+            )
             for column in spent_columns
         ]
         axes[2].legend(handles=styles, fontsize=7, loc="upper left")
