@@ -1,6 +1,7 @@
-"""`fedsim report RUN_DIR|SWEEP_DIR`: utility and leakage over rounds, the privacy-utility frontier,
-reconstruction grids, and the configs and versions behind them, as self-contained HTML plus the same
-content as Markdown and CSV tables, under ``<dir>/report/``.
+"""`fedsim report RUN_DIR|SWEEP_DIR`: what leaked, a gallery of every attacked client and the aggregate per
+attacked round (fedsim.reporting.gallery), utility and leakage over rounds, the privacy-utility frontier (for
+several runs), and the configs and versions behind them, as self-contained HTML plus the same content as Markdown
+and CSV tables, under ``<dir>/report/``.
 
 A run directory is reported as a sweep of one run, plus its own ``utility.png``, ``summary.md`` and
 ``rounds.csv`` (fedsim.reporting.run_summary, from the same tables and figure); a folder that holds run
@@ -16,9 +17,10 @@ import pandas as pd
 from adversary.floor import AT_FLOOR, LEAKS, target_verdict
 from adversary.scoring import PSNR_CAP_DB
 from fedsim.core.atomic import inside
-from fedsim.reporting import figures, tables
+from fedsim.reporting import figures, gallery, tables
+from fedsim.reporting.chance import ChanceLevel, chance_levels
 from fedsim.reporting.frontier import LEAKAGE_METRICS, UTILITY_LOSS, baselines, frontier_table
-from fedsim.reporting.render import Code, Image, ReportSection, Table, Text, render_html, render_markdown
+from fedsim.reporting.render import Code, Gallery, Image, ReportSection, Table, Text, render_html, render_markdown
 from fedsim.reporting.run_summary import write_run_summary
 from fedsim.rundir.layout import (
     ATTACKS_TABLE,
@@ -111,8 +113,10 @@ def write_full_report(path: Path, sweep: Sweep | None = None) -> list[Path]:
     attacks = tables.attack_results(sweep)
     leakage = tables.leakage_rounds(sweep, attacks)
     final = tables.final_utility(sweep, rounds)
-    reference = baselines({name: run.config for name, run in sweep.runs.items()})
-    frontier = frontier_table(final, attacks, reference)
+    configs = {name: run.config for name, run in sweep.runs.items()}
+    reference = baselines(configs)
+    chance = chance_levels(configs)
+    frontier = frontier_table(final, attacks, reference, chance)
     runs = _runs_table(sweep, final)
 
     csvs = {
@@ -127,11 +131,12 @@ def write_full_report(path: Path, sweep: Sweep | None = None) -> list[Path]:
 
     written_figures: list[Path] = []
     # what leaked and what it cost first; how each number was produced after
-    sections = [_summary_section(sweep, attacks, final)]
-    sections.append(_reconstructions_section(sweep, attacks))
+    sections = [_summary_section(sweep, attacks, final, chance)]
+    sections += _reconstructions_sections(sweep, attacks)
     sections.append(_utility_section(rounds, names, out, written_figures))
     sections.append(_leakage_section(leakage, names, out, written_figures))
-    sections.append(_frontier_section(frontier, reference, names, out, written_figures))
+    if len(sweep.runs) > 1:  # a frontier compares runs: one run has its numbers in the summary
+        sections.append(_frontier_section(frontier, reference, names, out, written_figures))
     sections.append(_runs_section(sweep, runs))
     sections.append(_provenance_section(sweep))
 
@@ -206,7 +211,17 @@ def _threat_model(run: Run) -> str:
     return f"{server}{adversary.tap} tap, targets {adversary.targets}; knows {', '.join(granted)}"
 
 
-def _summary_section(sweep: Sweep, attacks: pd.DataFrame, final: pd.DataFrame) -> ReportSection:
+def _accuracy_text(accuracy: float, rounds: int | None, chance: ChanceLevel | None) -> str:
+    """The final accuracy with its round, flagged where the model never learned (``fedsim.reporting.chance``)."""
+    text = f"{accuracy:.3f}" + (f" (round {rounds})" if rounds is not None else "")
+    if chance is not None and not pd.isna(accuracy) and chance.never_learned(accuracy):
+        text += f"; never learned: the constant predictor reaches {chance.text()}"
+    return text
+
+
+def _summary_section(
+    sweep: Sweep, attacks: pd.DataFrame, final: pd.DataFrame, chance: dict[str, ChanceLevel | None]
+) -> ReportSection:
     rows = []
     for name, run in sweep.runs.items():
         own = attacks[attacks["run"] == name] if not attacks.empty else attacks
@@ -223,7 +238,7 @@ def _summary_section(sweep: Sweep, attacks: pd.DataFrame, final: pd.DataFrame) -
                 "strongest leakage, aggregate": _strongest_text(own[own["kind"] == "aggregate"])
                 if not own.empty
                 else "not attacked",
-                "final test accuracy": f"{accuracy:.3f}" + (f" (round {rounds})" if rounds is not None else ""),
+                "final test accuracy": _accuracy_text(accuracy, rounds, chance.get(name)),
                 EPSILON_EXAMPLE: _epsilon_cell(spent, EPSILON_EXAMPLE, DELTA_EXAMPLE),
                 EPSILON_CLIENT: _epsilon_cell(spent, EPSILON_CLIENT, DELTA_CLIENT),
                 "threat model": _threat_model(run),
@@ -282,8 +297,9 @@ def _utility_section(rounds, names, out: Path, written: list[Path]) -> ReportSec
     figures.utility_figure(rounds, names, png)  # always written: the run's own summary.md shows it
     written.append(png)
     dp = (
-        f" Epsilon spent (right axis) where a DP mechanism is on: `{EPSILON_EXAMPLE}` dashed, `{EPSILON_CLIENT}` "
-        "dotted."
+        f" The privacy spent where a DP mechanism is on, in its own panel: `{EPSILON_EXAMPLE}` "
+        f"({figures.EPSILON_LINE_NAMES[EPSILON_EXAMPLE]}, {ADJACENCY[EPSILON_EXAMPLE]}) and `{EPSILON_CLIENT}` "
+        f"({figures.EPSILON_LINE_NAMES[EPSILON_CLIENT]}, {ADJACENCY[EPSILON_CLIENT]}), two guarantees never merged."
         if rounds[[EPSILON_EXAMPLE, EPSILON_CLIENT]].notna().any().any()
         else ""
     )
@@ -292,14 +308,14 @@ def _utility_section(rounds, names, out: Path, written: list[Path]) -> ReportSec
     blocks: list = []
     if rounds["round"].nunique() > 2:  # a curve needs rounds to compare; one trained round is a table
         blocks.append(
-            Image(png, "Test accuracy and loss of the global model after every round, one line per run." + dp)
+            Image(png, "Test accuracy and loss of the global model after every round, one colour per run." + dp)
         )
     blocks += [
         Text(
             f"Test accuracy per run, {every} (all rounds, with test loss, the clients' mean training loss, "
             f"`{EPSILON_EXAMPLE}` and `{EPSILON_CLIENT}` with their deltas: `{UTILITY_ROUNDS_TABLE}`)."
         ),
-        Table(pivot, UTILITY_ROUNDS_TABLE),
+        Table(pivot, UTILITY_ROUNDS_TABLE),  # its first column, the round, stays in view
     ]
     return ReportSection("Utility over rounds", blocks)
 
@@ -335,7 +351,7 @@ def _leakage_section(leakage, names, out: Path, written: list[Path]) -> ReportSe
             "interval over the images."
         )
     )
-    blocks.append(Table(leakage, LEAKAGE_ROUNDS_TABLE))
+    blocks.append(Table(leakage, LEAKAGE_ROUNDS_TABLE, pinned=3))  # run, round, kind
     blocks.append(
         Text(
             "`leaking`, `at_floor`: how many of those targets some attack reconstructed above its floor (what a "
@@ -358,7 +374,10 @@ def _frontier_section(frontier, reference, names, out: Path, written: list[Path]
             "loss. A run is on the Pareto front (`pareto_<metric>`) when no other run leaks less at no more "
             "accuracy drop. `verdict`: `leaks` when some attack result of the run scored above its floor (what a "
             "guess from public data reaches on the same images), `at floor` when none did; a run at floor is on "
-            "the front by numbers that mean nothing: its attacks failed, which is no evidence that it protects."
+            "the front by numbers that mean nothing: its attacks failed, which is no evidence that it protects. "
+            "`never_learned`: the run's final accuracy is within the 95 % Wilson interval of the constant "
+            "predictor's (the test set's majority-class rate, `chance_accuracy`): its model learned nothing, so "
+            "it is kept off every front, whatever its leakage."
         )
     ]
     if all(ref is None for ref in reference.values()):
@@ -377,24 +396,58 @@ def _frontier_section(frontier, reference, names, out: Path, written: list[Path]
         png = out / FRONTIER_FIGURE
         figures.frontier_figure(frontier, names, png)
         written.append(png)
-        blocks.append(Image(png, "Strongest attack's leakage against accuracy drop; the Pareto front in red."))
+        caption = (
+            "Strongest attack's leakage against accuracy drop; the Pareto front in red, runs that never learned "
+            f"as grey crosses. Points: {figures.frontier_key(frontier, names)}."
+        )
+        blocks.append(Image(png, caption))
     blocks.append(Table(frontier, FRONTIER_TABLE))
     return ReportSection(title, blocks)
 
 
-def _reconstructions_section(sweep: Sweep, attacks: pd.DataFrame) -> ReportSection:
-    blocks: list = []
-    for name, run in sweep.runs.items():
-        grids = tables.best_grids(run, attacks)
-        if grids:
-            blocks.append(Text(f"`{name}` ({tables.defense_text(run.config)}): originals over reconstructions."))
-            blocks.extend(Image(path, caption, kind="reconstruction") for caption, path in grids)
-    if not blocks:
-        blocks.append(Text("No reconstruction grid (no attack result, or `adversary.save_images: false`)."))
-    return ReportSection(
-        "Reconstructions (strongest result per run and target kind, ground-truth selection over the attacks)",
-        blocks,
+RECONSTRUCTIONS_TITLE = "Reconstructions: every attacked client and the aggregate, per attacked round"
+
+
+def _reconstructions_sections(sweep: Sweep, attacks: pd.DataFrame) -> list[ReportSection]:
+    """The gallery: per run, its strongest result on a client's update and on the aggregate first, then every
+    attacked round with a card per attacked target (fedsim.reporting.gallery)."""
+    intro = Text(
+        "Originals (top row of each image) over their reconstructions (the row below), paired image by image. "
+        "Per target, the attack with the best SSIM against the training images (a ground-truth selection, which "
+        "no attacker can make; any other attack's SSIM is listed under it): its median PSNR and mean SSIM over "
+        "the images, LPIPS where it was measured, the SSIM floor (what a guess from public data alone reaches on "
+        "the same images) and the target's verdict, `leaks` (red edge) when some attack on it scored above its "
+        "floor, `at floor` when none did (a failed attack, no evidence of protection)."
     )
+    head = ReportSection(RECONSTRUCTIONS_TITLE, [intro])
+    sections = [head]
+    several = len(sweep.runs) > 1
+    for name, run in sweep.runs.items():
+        strongest = gallery.strongest_cards(run, attacks)
+        rounds = gallery.round_galleries(run, attacks)
+        if not rounds:
+            continue
+        label = f"`{name}`, defenses: {tables.defense_text(run.config)}"
+        level = 3
+        if several:
+            sections.append(ReportSection(f"{name} ({tables.defense_text(run.config)})", [], level=3))
+            level = 4
+        else:
+            head.blocks.append(Text(label + "."))
+        if strongest:
+            sections.append(
+                ReportSection(
+                    "Strongest results: on one client's update and on the aggregate",
+                    [Gallery(tuple(strongest), {"run": name, "strongest": "true"})],
+                    level=level,
+                )
+            )
+        for one_round in rounds:
+            blocks: list = [Text(one_round.text())] + ([one_round.block()] if one_round.cards else [])
+            sections.append(ReportSection(f"Round {one_round.round}", blocks, level=level))
+    if len(sections) == 1:
+        head.blocks.append(Text("No reconstruction grid (no attack result, or `adversary.save_images: false`)."))
+    return sections
 
 
 def _provenance_section(sweep: Sweep) -> ReportSection:

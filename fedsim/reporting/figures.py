@@ -31,6 +31,10 @@ DPI = 110
 #: the utility figure's epsilon lines: example-level and client-level apart
 EPSILON_STYLES = {EPSILON_EXAMPLE: "--", EPSILON_CLIENT: ":"}
 EPSILON_LINE_NAMES = {EPSILON_EXAMPLE: "dashed", EPSILON_CLIENT: "dotted"}
+#: the epsilon panel's legend: which neighbour each guarantee is about
+EPSILON_LEVELS = {EPSILON_EXAMPLE: "example-level", EPSILON_CLIENT: "client-level"}
+#: the frontier figure's x ticks: few enough that their labels never run into each other
+FRONTIER_TICKS = 5
 
 
 def _colors(runs: list[str]) -> dict[str, tuple[float, ...]]:
@@ -54,29 +58,38 @@ def _legend_rows(labels: list[str]) -> int:
 
 
 def utility_figure(rounds: pd.DataFrame, names: Mapping[str, str], path: Path) -> None:
-    """Test accuracy and test loss per round, one line per run; where DP is on, the epsilon spent on the right
-    axis, ``epsilon_example`` dashed and ``epsilon_client`` dotted (two guarantees, two lines, never merged)."""
+    """Test accuracy and test loss per round, one line per run; where DP is on, a third panel of the epsilon
+    spent, ``epsilon_example`` dashed and ``epsilon_client`` dotted (two guarantees, two lines, never merged, and
+    never on the accuracy panel, where a line of epsilon would read as one more accuracy curve)."""
     runs = list(dict.fromkeys(rounds["run"]))
     colors = _colors(runs)
     spent_columns = [c for c in (EPSILON_EXAMPLE, EPSILON_CLIENT) if c in rounds and rounds[c].notna().any()]
-    with_dp = bool(spent_columns)
     rows = max(_legend_rows([names[run] for run in runs]), 1)
-    fig, (acc_axis, loss_axis) = plt.subplots(1, 2, figsize=(10, 4 + 0.25 * rows), dpi=DPI)
-    eps_axis = acc_axis.twinx() if with_dp else None
+    panels = 3 if spent_columns else 2
+    fig, axes = plt.subplots(1, panels, figsize=(4.2 * panels, 4 + 0.25 * rows), dpi=DPI)
+    acc_axis, loss_axis = axes[0], axes[1]
     for run in runs:
         own = rounds[rounds["run"] == run]
         acc_axis.plot(own["round"], own["accuracy"], marker="o", markersize=3, color=colors[run], label=names[run])
         loss_axis.plot(own["round"], own["loss"], marker="o", markersize=3, color=colors[run])
-        for column in spent_columns if eps_axis is not None else ():
+        for column in spent_columns:
             spent = own.dropna(subset=[column])
             if not spent.empty:
-                style = EPSILON_STYLES[column]
-                eps_axis.plot(spent["round"], spent[column], linestyle=style, color=colors[run], alpha=0.8)
+                axes[2].plot(spent["round"], spent[column], linestyle=EPSILON_STYLES[column], color=colors[run])
     acc_axis.set(xlabel="round", ylabel="test accuracy", ylim=(0, 1), title="test accuracy")
     loss_axis.set(xlabel="round", ylabel="test loss", title="test loss")
-    if eps_axis is not None:
-        eps_axis.set_ylabel(", ".join(f"{column} ({EPSILON_LINE_NAMES[column]})" for column in spent_columns))
-    for axis in (acc_axis, loss_axis):
+    if spent_columns:
+        axes[2].set(xlabel="round", ylabel="epsilon spent", title="privacy spent (epsilon)")
+        axes[2].set_ylim(bottom=0)
+        # the line styles name the guarantees; the colours name the runs, as in the other panels
+        styles = [
+            plt.Line2D(
+                [], [], color="black", linestyle=EPSILON_STYLES[column], label=f"{column} ({EPSILON_LEVELS[column]})"
+            )
+            for column in spent_columns
+        ]
+        axes[2].legend(handles=styles, fontsize=7, loc="upper left")
+    for axis in axes:
         axis.grid(alpha=0.3)
         axis.xaxis.set_major_locator(MaxNLocator(integer=True))  # rounds are whole numbers
     handles, labels = acc_axis.get_legend_handles_labels()
@@ -144,40 +157,46 @@ def leakage_figure(leakage: pd.DataFrame, names: Mapping[str, str], path: Path) 
 
 
 def frontier_figure(frontier: pd.DataFrame, names: Mapping[str, str], path: Path) -> list[str]:
-    """Strongest attack's leakage against accuracy drop, one point per run, the Pareto front in red.
-    Returns the metrics drawn (those with a value and a baseline)."""
+    """Strongest attack's leakage against accuracy drop, one point per run, the Pareto front in red; runs whose
+    model never learned (``never_learned``) as grey crosses, off the front. Each point is labelled by its run's
+    position in ``frontier`` (1, 2, ...), short labels that do not run into each other or into the ticks; the
+    caption maps them to runs (``frontier_key``). Returns the metrics drawn (those with a value and a baseline)."""
     usable = frontier.dropna(subset=[UTILITY_LOSS])
     metrics = [m for m in LEAKAGE_METRICS if usable[f"best_{m}"].notna().any()]
+    never = usable["never_learned"].astype(bool) if "never_learned" in usable else pd.Series(False, usable.index)
+    numbers = {index: position + 1 for position, index in enumerate(frontier.index)}
     fig, axes = plt.subplots(1, max(len(metrics), 1), figsize=(4.6 * max(len(metrics), 1), 4.4), dpi=DPI, squeeze=False)
     for axis, metric in zip(axes[0], metrics):
         column, flag = f"best_{metric}", f"pareto_{metric}"
         points = usable.dropna(subset=[column])
         values, capped = _finite_cap(points[column])
         front = points[flag].astype(bool)
+        lost = never.reindex(points.index, fill_value=False)
+        dominated = ~front & ~lost
         axis.scatter(
-            points[UTILITY_LOSS][~front],
-            values[~front],
+            points[UTILITY_LOSS][dominated],
+            values[dominated],
             facecolors="none",
             edgecolors="tab:gray",
             s=40,
             label="dominated",
         )
         axis.scatter(points[UTILITY_LOSS][front], values[front], color="tab:red", s=50, zorder=3, label="Pareto front")
+        if lost.any():
+            axis.scatter(
+                points[UTILITY_LOSS][lost], values[lost], marker="x", color="tab:gray", s=40, label="never learned"
+            )
         order = points[UTILITY_LOSS][front].sort_values().index
         axis.plot(points[UTILITY_LOSS][order], values[order], color="tab:red", linewidth=1, drawstyle="steps-post")
-        for index in points.index:
-            axis.annotate(
-                names[points.at[index, "run"]],
-                (points.at[index, UTILITY_LOSS], values[index]),
-                fontsize=6,
-                xytext=(3, 3),
-                textcoords="offset points",
-            )
+        axis.margins(x=0.12, y=0.1)  # room for the labels of the outermost points
+        for (x, y), labels in _label_groups(axis, points[UTILITY_LOSS], values, numbers).items():
+            axis.annotate(", ".join(labels), (x, y), fontsize=7, xytext=(4, 4), textcoords="offset points")
         axis.set(
             xlabel="accuracy drop vs undefended (final round)",
             ylabel=f"strongest attack's {metric.upper()}",
             title=METRIC_TITLES[metric] + (" (top: exact)" if capped else ""),
         )
+        axis.xaxis.set_major_locator(MaxNLocator(nbins=FRONTIER_TICKS))
         axis.grid(alpha=0.3)
         axis.legend(fontsize=7)
     if not metrics:
@@ -194,3 +213,31 @@ def frontier_figure(frontier: pd.DataFrame, names: Mapping[str, str], path: Path
     fig.savefig(path)
     plt.close(fig)
     return metrics
+
+
+#: points closer than this on the figure (px) share one label, "2, 3", rather than print over each other
+LABEL_RADIUS_PX = 12
+
+
+def _label_groups(
+    axis: plt.Axes, xs: pd.Series, ys: pd.Series, numbers: Mapping[object, int]
+) -> dict[tuple[float, float], list[str]]:
+    """The points' numbers grouped by where they are drawn: each group at its first point, the numbers of every
+    point within ``LABEL_RADIUS_PX`` of it joined."""
+    axis.autoscale_view()
+    groups: dict[tuple[float, float], list[str]] = {}
+    anchors: list[tuple[tuple[float, float], tuple[float, float]]] = []  # (data point, its position in px)
+    for index in sorted(xs.index, key=lambda i: numbers[i]):
+        point = (float(xs[index]), float(ys[index]))
+        px, py = axis.transData.transform(point)
+        near = next((data for data, (ax_, ay) in anchors if math.hypot(px - ax_, py - ay) < LABEL_RADIUS_PX), None)
+        if near is None:
+            anchors.append((point, (px, py)))
+            groups[point] = []
+        groups[near or point].append(str(numbers[index]))
+    return groups
+
+
+def frontier_key(frontier: pd.DataFrame, names: Mapping[str, str]) -> str:
+    """The frontier figure's point labels in words: ``1 = <run>, 2 = <run>, ...`` in the table's order."""
+    return ", ".join(f"{position + 1} = {names[run]}" for position, run in enumerate(frontier["run"]))

@@ -11,6 +11,9 @@ Each run also carries its ``verdict`` against the floor (``adversary.floor``): `
 scored above what a guess from public data reaches on the same images, ``at floor`` when none did. A run at
 floor leaks less than the others only in numbers that mean nothing: its attacks failed, which is a lower bound
 on leakage, never evidence that its defense protects.
+
+A run whose model never learned (final accuracy within the constant predictor's interval, ``fedsim.reporting.chance``)
+is flagged (``never_learned``) and kept off every front: it protects nothing that a model is worth.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import pandas as pd
 
 from adversary.floor import UNKNOWN, target_verdict
 from fedsim.config import ExperimentConfig
+from fedsim.reporting.chance import ChanceLevel
 
 Sense = Literal["min", "max"]
 
@@ -93,12 +97,21 @@ def strongest_attack(attacks: pd.DataFrame) -> dict[str, float]:
     return out
 
 
-def frontier_table(utility: pd.DataFrame, attacks: pd.DataFrame, reference: Mapping[str, str | None]) -> pd.DataFrame:
+def frontier_table(
+    utility: pd.DataFrame,
+    attacks: pd.DataFrame,
+    reference: Mapping[str, str | None],
+    chance: Mapping[str, ChanceLevel | None] | None = None,
+) -> pd.DataFrame:
     """One row per run: its strongest attack's leakage, its utility loss, and whether it is on each front.
 
     ``utility``: one row per run (``run``, ``final_accuracy``, ``final_train_loss``); ``attacks``: one row per
-    attack result (``run``, ``psnr``, ``ssim``, ``lpips``); ``reference``: run -> its undefended run (or None).
+    attack result (``run``, ``psnr``, ``ssim``, ``lpips``); ``reference``: run -> its undefended run (or None);
+    ``chance``: run -> its test set's chance level (None, or a run left out: not known, nothing flagged).
+    ``chance_accuracy`` is the constant predictor's accuracy, ``never_learned`` whether the run's final accuracy
+    is within its interval; such a run is on no front.
     """
+    chance = chance or {}
     by_run = utility.set_index("run")
     rows: list[dict[str, Any]] = []
     for run in utility["run"]:
@@ -108,6 +121,10 @@ def frontier_table(utility: pd.DataFrame, attacks: pd.DataFrame, reference: Mapp
         # at floor: no result above what a guess from public data reaches; the attacks failed, nothing more
         row["verdict"] = target_verdict(own["verdict"]) if "verdict" in own and len(own) else UNKNOWN
         row["final_accuracy"] = by_run.at[run, "final_accuracy"]
+        level = chance.get(run)
+        row["chance_accuracy"] = level.majority_rate if level is not None else math.nan
+        accuracy = row["final_accuracy"]
+        row["never_learned"] = bool(level is not None and not pd.isna(accuracy) and level.never_learned(accuracy))
         row["final_train_loss"] = by_run.at[run, "final_train_loss"]
         if ref is not None and ref in by_run.index:
             row[UTILITY_LOSS] = by_run.at[ref, "final_accuracy"] - row["final_accuracy"]
@@ -116,8 +133,10 @@ def frontier_table(utility: pd.DataFrame, attacks: pd.DataFrame, reference: Mapp
             row[UTILITY_LOSS] = row["train_loss_increase"] = math.nan
         rows.append(row)
     table = pd.DataFrame(rows)
+    learned = table[~table["never_learned"]] if len(table) else table
     for metric, (_, sense) in LEAKAGE_METRICS.items():
         # the defender wants the attacker's best PSNR/SSIM low and its best LPIPS high: the opposite sense
         defender = "min" if sense == "max" else "max"
-        table[f"pareto_{metric}"] = pareto_front(table, {f"best_{metric}": defender, UTILITY_LOSS: "min"})
+        front = pareto_front(learned, {f"best_{metric}": defender, UTILITY_LOSS: "min"})
+        table[f"pareto_{metric}"] = front.reindex(table.index, fill_value=False).astype(bool)
     return table

@@ -8,7 +8,6 @@ the 100 dB cap (adversary.scoring.PSNR_CAP_DB).
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -16,9 +15,8 @@ import pandas as pd
 from adversary.floor import AT_FLOOR, LEAKS, UNKNOWN, target_verdict, verdict_of
 from adversary.scoring import PSNR_CAP_DB
 from fedsim.reporting import summaries
-from fedsim.rundir.layout import RECONSTRUCTIONS_DIR, grid_file
 from fedsim.rundir.privacy import DELTA_CLIENT, DELTA_EXAMPLE, EPSILON_CLIENT, EPSILON_EXAMPLE, PRIVACY_COLUMNS
-from fedsim.rundir.reader import SELECTED_OVER, Run, Sweep, ground_truth_selection
+from fedsim.rundir.reader import SELECTED_OVER, Run, Sweep
 
 if TYPE_CHECKING:
     from fedsim.config import ExperimentConfig
@@ -71,8 +69,8 @@ def utility_rounds(sweep: Sweep) -> pd.DataFrame:
 
 
 def attack_results(sweep: Sweep) -> pd.DataFrame:
-    """One row per successful attack result: run, round, attack, target, target kind, PSNR (median over the images),
-    SSIM, LPIPS (means), labels,
+    """One row per successful attack result: run, round, attack, target, target kind, the number of image pairs
+    scored (``images``; NaN for older rows), PSNR (median over the images), SSIM, LPIPS (means), labels,
     and the floor (``adversary.floor``): SSIM, PSNR and label accuracy a guess from public data reaches on the same
     images, which baseline set it, and the verdict (``leaks`` / ``at floor``; ``unknown`` for older rows)."""
     columns = [
@@ -82,6 +80,7 @@ def attack_results(sweep: Sweep) -> pd.DataFrame:
         "target",
         "kind",
         "batch_size",
+        "images",
         "psnr",
         "ssim",
         "lpips",
@@ -112,6 +111,7 @@ def attack_results(sweep: Sweep) -> pd.DataFrame:
                     "target": ok["target"],
                     "kind": ["aggregate" if target == AGGREGATE else "per-client" for target in ok["target"]],
                     "batch_size": numeric(ok, "batch_size"),
+                    "images": [_image_count(row) for row in ok.to_dict("records")],
                     "psnr": psnr,
                     "ssim": numeric(ok, "ssim_mean"),
                     "lpips": numeric(ok, "lpips_mean"),
@@ -127,6 +127,12 @@ def attack_results(sweep: Sweep) -> pd.DataFrame:
             )
         )
     return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
+
+
+def _image_count(row: dict) -> float:
+    """How many (original, reconstruction) pairs an attack row scored: the length of its per-image SSIM."""
+    images = row.get("ssim")
+    return float(len(images)) if isinstance(images, list) and images else math.nan
 
 
 #: leakage_rounds' count columns: how many targets have each verdict
@@ -235,6 +241,7 @@ def accuracy_by_round(rounds: pd.DataFrame, names: dict[str, str], max_rows: int
     """
     wide = rounds.pivot_table(index="round", columns="run", values="accuracy", sort=False)
     wide = wide[[run for run in names if run in wide.columns]].rename(columns=names).sort_index()
+    wide.columns.name = None  # else the pivot's "run" heads an empty column of its own
     step = max(1, math.ceil(len(wide) / max_rows))
     keep = [i for i in range(len(wide)) if i % step == 0 or i == len(wide) - 1]
     return wide.iloc[keep].reset_index(), step
@@ -290,26 +297,3 @@ def parameter_text(params: dict[str, object]) -> str:
 def defense_text(config: ExperimentConfig) -> str:
     """The run's defenses in one line: client defenses with their parameters, then central DP."""
     return "; ".join(f"{name}({parameter_text(params)})" for name, params in defense_settings(config)) or "none"
-
-
-def best_grids(run: Run, attacks: pd.DataFrame) -> list[tuple[str, Path]]:
-    """The originals-over-reconstruction grids of a run's strongest result (highest SSIM against the ground truth,
-    an oracle) per target kind, captioned with the number of attacks the pick compared."""
-    own = attacks[attacks["run"] == run.name].dropna(subset=["ssim"]) if not attacks.empty else attacks
-    grids = []
-    for kind in ("per-client", "aggregate"):
-        rows = own[own["kind"] == kind] if not own.empty else own
-        if rows.empty:
-            continue
-        best = rows.loc[rows["ssim"].idxmax()]
-        path = run.path / RECONSTRUCTIONS_DIR / grid_file(int(best["round"]), str(best["target"]), str(best["attack"]))
-        if path.is_file():
-            psnr = "exact" if best["psnr"] >= PSNR_CAP_DB else f"PSNR {best['psnr']:.1f} dB"
-            compared = rows[(rows["round"] == best["round"]) & (rows["target"] == best["target"])]
-            caption = (
-                f"{kind}: round {int(best['round'])}, {best['target']}, {best['attack']}: "
-                f"{psnr}, SSIM {best['ssim']:.3f} ({ground_truth_selection(compared['attack'].nunique())} by SSIM)"
-                + (f", {best['verdict']}" if best.get("verdict", UNKNOWN) != UNKNOWN else "")
-            )
-            grids.append((caption, path))
-    return grids

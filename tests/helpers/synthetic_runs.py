@@ -4,7 +4,7 @@ import numpy as np
 from PIL import Image
 
 from fedsim.config import parse_config
-from fedsim.reporting.tables import grid_file
+from fedsim.rundir.layout import grid_file
 from fedsim.rundir.writer import RunStore
 
 

@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -82,3 +83,30 @@ def test_without_an_undefended_run_there_is_no_utility_loss():
     attacks = pd.DataFrame({"run": ["a"], "psnr": [10.0], "ssim": [0.3], "lpips": [0.4]})
     table = frontier_table(utility, attacks, {"a": None})
     assert math.isnan(table.loc[0, "accuracy_drop"]) and not table.loc[0, "pareto_ssim"]
+
+
+def test_a_run_whose_model_never_learned_is_flagged_and_kept_off_every_front():
+    from fedsim.reporting.chance import chance_from_labels
+
+    utility = pd.DataFrame(
+        {"run": ["none", "dp", "noise"], "final_accuracy": [0.70, 0.11, 0.68], "final_train_loss": [0.3, 2.3, 0.4]}
+    )
+    # the DP-SGD model at chance accuracy would lead every front: least leakage at a negative accuracy drop
+    attacks = pd.DataFrame(
+        {
+            "run": ["none", "dp", "noise"],
+            "psnr": [40.0, 8.0, 20.0],
+            "ssim": [0.99, 0.02, 0.60],
+            "lpips": [0.02, 0.70, 0.30],
+        }
+    )
+    reference = {"none": "none", "dp": "none", "noise": "none"}
+    chance = chance_from_labels(np.repeat(np.arange(10), 36))  # 360 balanced test images: 0.1, interval to ~0.14
+    table = frontier_table(utility, attacks, reference, dict.fromkeys(reference, chance)).set_index("run")
+    assert table["never_learned"].tolist() == [False, True, False]
+    assert table.loc["dp", "chance_accuracy"] == pytest.approx(0.1)
+    for metric in ("psnr", "ssim", "lpips"):
+        assert table.index[table[f"pareto_{metric}"]].tolist() == ["none", "noise"], metric
+    # without a chance level nothing is flagged, and the same run leads the front
+    unknown = frontier_table(utility, attacks, reference).set_index("run")
+    assert not unknown["never_learned"].any() and unknown.loc["dp", "pareto_ssim"]

@@ -110,3 +110,35 @@ def test_load_run_shows_each_results_floor_and_reads_older_rows_as_unknown(tmp_p
     assert verdicts["verdict"].tolist()[-1] == "at floor" and verdicts["floor_ssim"].tolist()[-1] == 0.3
     older = verdicts.iloc[:-1]
     assert len(older) and set(older["verdict"]) == {"unknown"} and older["floor_ssim"].isna().all()
+
+
+def test_the_accuracy_table_has_one_column_per_run_and_no_empty_one(tmp_path):
+    from fedsim.reporting.render import Table, _html_table
+    from fedsim.reporting.tables import accuracy_by_round
+
+    _synthetic_run(tmp_path, "a")
+    _synthetic_run(tmp_path, "b", accuracy=0.6)
+    sweep = fedsim.load_sweep(tmp_path)
+    wide, step = accuracy_by_round(utility_rounds(sweep), {"a": "run a", "b": "run b"})
+    assert list(wide.columns) == ["round", "run a", "run b"] and step == 1
+    html = _html_table(Table(wide))
+    assert html.count("<th>") == 3 and "<th></th>" not in html
+
+
+def test_each_attack_result_says_how_many_image_pairs_it_scored(tmp_path):
+    run_dir = _synthetic_run(tmp_path, "run")
+    RunStore(run_dir).append(
+        {
+            "round": 2,
+            "event": "attack",
+            "target": "client:1",
+            "attack": "ig",
+            "status": "ok",
+            "ssim": [0.5, 0.7, 0.9],
+            "psnr": [10.0, 20.0, None],
+            "ssim_mean": 0.7,
+        }
+    )
+    attacks = attack_results(fedsim.load_sweep(tmp_path)).set_index(["round", "target"])
+    assert attacks.loc[(2, "client:1"), "images"] == 3 and attacks.loc[(2, "client:1"), "psnr"] == 20.0
+    assert math.isnan(attacks.loc[(1, "client:0"), "images"])  # an older row without per-image scores
