@@ -105,6 +105,11 @@ def lbfgs(
         first = settings.lr * torch.clamp(1.0 / g.abs().sum(dim=1), max=1.0)
         t = torch.where(fresh, first, torch.full_like(f, settings.lr))
         f_new, g_new, t_new, accepted = _backtrack(evaluate, v, f, g, d, slope, t, done, settings)
+        # A failed line search from a fresh start (steepest descent, no history) would be tried again from the
+        # same point in the same direction at the same step, and fail again, at every later iteration: the
+        # problem cannot move any more, so it is finished (which lets the saturation step's longer passes end
+        # where the attack has converged instead of spinning to their last iteration).
+        done |= fresh & ~accepted
         # A failed line search leaves the problem where it is and drops its history.
         fresh = ~accepted
         if fresh.any():

@@ -25,3 +25,24 @@ def test_signed_steps_return_the_lowest_objective_iterate_not_the_last():
     assert torch.all(f <= last_f)
     assert torch.allclose(f, quadratic(v)[0])  # the objective returned is that of the iterate returned
     assert torch.allclose(v, v0)
+
+
+def test_lbfgs_stops_a_problem_whose_steepest_descent_line_search_fails_instead_of_retrying_it():
+    from adversary.inversion.optimizers import LbfgsSettings, lbfgs
+
+    # row 0: a quadratic, which L-BFGS solves; row 1: a plateau whose stated gradient points nowhere downhill,
+    # so every line search from it fails, the same way each time
+    calls = []
+
+    def evaluate(v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        calls.append(1)
+        f, g = quadratic(v)
+        return torch.stack([f[0], torch.ones(())]), torch.stack([g[0], torch.ones(v.shape[1])])
+
+    v0 = torch.tensor([[0.5, -0.25], [0.3, 0.7]], dtype=torch.float64)
+    settings = LbfgsSettings(lr=1.0)
+    v, f = lbfgs(evaluate, v0, 1000, settings)
+    assert torch.equal(v[1], v0[1]) and f[1] == 1.0  # the stuck problem never moved
+    assert f[0] < 1e-20  # its batch mate was solved
+    # once both are finished the remaining iterations are skipped, not spent on line searches that must fail
+    assert len(calls) < 100 * settings.max_trials
