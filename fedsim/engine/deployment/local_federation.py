@@ -37,6 +37,9 @@ from fedsim.engine.lifecycle.network import Unreachable, free_port, probe
 HOST = "127.0.0.1"
 START_TIMEOUT_S = 60.0
 STOP_GRACE_S = 5.0  # SIGTERM, then SIGKILL for what is still there after this long
+# How often a SuperExec asks its SuperNode or SuperLink for a task to start (Flower's default: 1 s); every message
+# waits for it, and on this machine asking costs next to nothing
+SUPEREXEC_POLL_INTERVAL_S = 0.1
 FLOWER_CHILDREN = ("flower-superexec", "flwr-serverapp", "flwr-clientapp")  # what Flower starts by name, on PATH
 
 
@@ -89,7 +92,11 @@ class LocalFederation:
         entries = [str(Path(sys.executable).parent), os.environ.get("PATH", "")]
         if sys.platform.startswith("linux"):
             entries.insert(0, str(write_launchers(self.workdir / "bin")))
-        environment = {**os.environ, "PATH": os.pathsep.join(entries)}
+        environment = {
+            **os.environ,
+            "PATH": os.pathsep.join(entries),
+            "FLWR_SUPEREXEC_TASK_POLL_INTERVAL": str(SUPEREXEC_POLL_INTERVAL_S),
+        }
         if home is not None:
             environment["FLWR_HOME"] = str(home)
         return environment

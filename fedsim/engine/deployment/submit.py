@@ -40,7 +40,7 @@ from fedsim.rundir.layout import CONFIG_FILE, timestamped_run_dir
 logger = logging.getLogger("fedsim")
 
 CONNECTION = "fedsim"  # the connection's name in the temporary Flower configuration
-POLL_INTERVAL_S = 2.0
+POLL_INTERVAL_S = 0.2  # whether `flwr log --stream` ended (a local process: polling it costs nothing)
 EXCEPTION_LINE = re.compile(r"^\s*[\w.]*(Error|Failed|Exception|Interrupt)\b[^:]*: ")  # a traceback's last line
 FLWR_TIMEOUT_S = 120.0  # one `flwr` CLI call (it starts a Python process and talks HTTP)
 STOP_TIMEOUT_S = 8.0  # `flwr stop` after Ctrl-C: an interrupted submitter does not wait on a SuperLink for long
