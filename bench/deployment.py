@@ -24,6 +24,8 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -105,16 +107,20 @@ def _figures(run_dir: Path, started: float, wall: float) -> dict[str, float]:
     return {"wall": wall, "first": first_commit(run_dir, started), "round": statistics.median(rounds[1:] or rounds)}
 
 
-def clientapp_start(config_path: Path, overrides: list[str], repeats: int) -> tuple[float, float]:
-    """Median seconds a fresh interpreter takes to import fedsim's App, and then to prepare the partitions."""
+def clientapp_start(config_path: Path, overrides: list[str], repeats: int) -> tuple[float, float, float]:
+    """Median seconds a fresh interpreter takes to import fedsim's App, then to prepare the partitions, and the
+    CPU seconds (user and system) the whole process takes."""
     probe = CLIENTAPP_PROBE.format(config=str(config_path), overrides=overrides)
-    imports, preparations = [], []
+    imports, preparations, cpus = [], [], []
     for _ in range(repeats):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=True)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
         imported, prepared = (float(value) for value in done.stdout.split()[-2:])
         imports.append(imported)
         preparations.append(prepared)
-    return statistics.median(imports), statistics.median(preparations)
+        cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    return statistics.median(imports), statistics.median(preparations), statistics.median(cpus)
 
 
 def serialisation(config: ExperimentConfig, repeats: int = 20) -> float:
@@ -149,7 +155,7 @@ def main(argv: list[str] | None = None) -> None:
         out = Path(scratch)
         simulation = simulated(config, out)
         deployment = deployed(config, out)
-    imported, prepared = clientapp_start(config_path, overrides, args.repeats)
+    imported, prepared, cpu = clientapp_start(config_path, overrides, args.repeats)
     wire = serialisation(config)
     polling = SUPERNODE_IDLE_POLL_S / 2 + SUPEREXEC_POLL_INTERVAL_S / 2 + SUPERNODE_REPLY_POLL_S / 2
     print(f"{config_path.name} {' '.join(overrides)}: {args.clients} clients, {args.rounds} rounds, no attacks\n")
@@ -171,7 +177,12 @@ def main(argv: list[str] | None = None) -> None:
     for label, seconds in parts.items():
         print(f"  {label:56}{seconds:8.2f}")
     explained = sum(parts.values())
-    print(f"  {'sum':56}{explained:8.2f}  (measured round: {deployment['round']:.2f})")
+    print(f"  {'sum, for one client alone':56}{explained:8.2f}  (measured round: {deployment['round']:.2f})")
+    cores = os.cpu_count() or 1
+    print(
+        f"\na ClientApp process takes {cpu:.1f} CPU s before it trains: a round's {args.clients} of them on "
+        f"{cores} core(s) take at least {cpu * args.clients / min(cores, args.clients):.1f} s"
+    )
 
 
 if __name__ == "__main__":
