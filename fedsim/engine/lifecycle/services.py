@@ -4,13 +4,17 @@ A run on its own starts Ray and its attack workers, and stops both when it ends.
 after another, that start-up would be paid again by every point: ``SharedServices`` keeps them instead. Ray stays
 up between points as long as a point asks for the same Ray (the same ``ray.init`` arguments; another point's are
 honoured by restarting it), and the attack workers as long as a point asks for the same worker settings. Flower's
-simulation shuts Ray down when a run ends (its Ray backend's ``terminate``); while a run plays on a shared Ray,
-that backend ends the run's client actors only. Every Ray process the sweep started is noted and killed when the
+simulation starts a pool of client actors for every run and shuts Ray down when the run ends (its Ray backend's
+``build`` and ``terminate``); while a run plays on a shared Ray, that backend keeps the pool instead and hands it
+to the next run that asks for actors with the same resources, once every actor of it is idle again (a run that
+stopped midway leaves busy ones: the next run gets a fresh pool). A client actor holds no state of a run: Flower
+hands it the run's ClientApp with every message. Every Ray process the sweep started is noted and killed when the
 services close (``RayProcesses``), as a run on its own does.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterator, Mapping
 from concurrent.futures import Future
@@ -46,6 +50,7 @@ class SharedServices:
 
     def __init__(self) -> None:
         self._ray_args: dict[str, Any] | None = None
+        self._actor_pools: dict[str, Any] = {}  # Flower's BasicActorPool, by the actors' resources
         self._ray_processes: RayProcesses | None = None
         self._pool: ProcessAttackWorkers | None = None
         self._settings: WorkerSettings | None = None
@@ -63,6 +68,7 @@ class SharedServices:
             return False
         if self._ray_args is not None:
             logger.info("restarting Ray: this point asks for another Ray (%s)", wanted)
+            self._actor_pools.clear()  # their actors end with Ray
             stop_ray()
         if self._ray_processes is None:
             self._ray_processes = RayProcesses().__enter__()
@@ -73,17 +79,29 @@ class SharedServices:
 
     @contextmanager
     def keeping_ray(self) -> Iterator[None]:
-        """While inside: Flower's simulation ends its client actors at the end of a run but leaves Ray running."""
+        """While inside: Flower's simulation takes its client actors from the previous run and leaves them, and Ray,
+        running when it ends."""
         from flwr.server.superlink.fleet.vce.backend import raybackend
 
         flower_backend = raybackend.RayBackend
+        pools = self._actor_pools
 
-        class ActorsOnlyBackend(flower_backend):  # type: ignore[misc, valid-type]
+        class SharedActorsBackend(flower_backend):  # type: ignore[misc, valid-type]
+            def build(self, app_fn: Any) -> None:
+                key = json.dumps([self.client_resources, repr(self.actor_kwargs)], sort_keys=True)
+                pool = pools.pop(key, None)
+                if pool is not None and len(pool.pool) == pool.num_actors:  # every actor idle: the last run ended
+                    self.pool, self.app_fn = pool, app_fn
+                elif pool is not None:  # a run stopped midway: its idle actors go, its busy ones end with Ray
+                    pool.terminate_all_actors()
+                if self.pool is None:
+                    super().build(app_fn)
+                pools[key] = self.pool
+
             def terminate(self) -> None:
-                if self.pool:
-                    self.pool.terminate_all_actors()
+                """The actors stay for the next run; Ray stays for the sweep."""
 
-        raybackend.RayBackend = ActorsOnlyBackend  # Flower imports it from the module when a simulation starts
+        raybackend.RayBackend = SharedActorsBackend  # Flower imports it from the module when a simulation starts
         try:
             yield
         finally:
@@ -114,6 +132,7 @@ class SharedServices:
             self._pool.shutdown()
             self._pool, self._settings = None, None
         if self._ray_args is not None:
+            self._actor_pools.clear()
             stop_ray()
             self._ray_args = None
         if self._ray_processes is not None:
