@@ -169,7 +169,7 @@ def fixed_costs(config_path: Path, overrides: list[str]) -> None:
         points = " / ".join(f"{cost:.1f}" for cost in costs)
         later = statistics.mean(costs[1:]) if len(costs) > 1 else costs[0]
         detail = f"  (points {points} s; after the first: {later:.1f} s)" if len(costs) > 1 else ""
-        print(f"  {label:34}{later:7.1f} s{'':3}{later / bare:5.1f}x bare{detail}")
+        print(f"  {label:34}{later:7.1f} s{'':3}{later / bare:5.2f}x bare{detail}")
     print("target: a sweep point's fixed cost (after the first, which starts Ray and the workers) < 5 s")
 
 

@@ -80,7 +80,10 @@ class LocalFederation:
         self.port = free_port(HOST)
         self.address = f"{HOST}:{self.port}"
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
-        self.watch = ProcessWatch()  # every descendant, Flower's children included, noted while they run
+        self._launched: set[int] = set()
+        # everything under the processes started here (Flower's children included), noted while it runs; nothing
+        # else this process may have started
+        self.watch = ProcessWatch(keep=self._launched.__contains__)
 
     @property
     def pids(self) -> list[int]:
@@ -105,6 +108,7 @@ class LocalFederation:
         """Start ``command`` as one of the federation's processes: in a process group of its own, dying with this
         process, stopped with the federation."""
         process = subprocess.Popen(command, process_group=0, preexec_fn=die_with_parent, **options)
+        self._launched.add(process.pid)
         self.processes[name] = process
         return process
 
