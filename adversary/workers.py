@@ -151,7 +151,7 @@ class ProcessAttackWorkers:
             max_workers=settings.count,
             mp_context=context,
             initializer=_start_worker,
-            initargs=(settings.threads, settings.devices, counter, _project_root()),
+            initargs=(settings.threads, settings.devices, counter, _project_root(), os.getpid()),
         )
         # A spawned pool starts a process per submission while none is idle: start them all now, once per run,
         # while the federation starts, rather than on the first attack.
@@ -213,13 +213,15 @@ def _project_root() -> str:
 _DEVICE: torch.device | None = None
 
 
-def _start_worker(threads: int, devices: tuple[str, ...], counter: Any, project_root: str) -> None:
-    """Set up one worker process: its threads, its device, an empty working directory, no server argv."""
+def _start_worker(threads: int, devices: tuple[str, ...], counter: Any, project_root: str, server: int) -> None:
+    """Set up one worker process: its threads, its device, an empty working directory, no server argv.
+
+    ``server``: the pid of the process that started the pool (read there: a server killed while this worker still
+    imported torch has already left this worker to another parent)."""
     global _DEVICE
     # Ctrl-C reaches the whole process group: the server decides (it stops the run and terminates the workers;
     # --resume re-attacks what was left), a worker must not turn it into failed attacks.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    server = os.getppid()
     threading.Thread(target=_exit_with_server, args=(server,), name="fedsim-server-watch", daemon=True).start()
     with counter.get_lock():
         index = counter.value

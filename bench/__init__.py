@@ -13,7 +13,10 @@ Benchmarks, and what each prints:
   ``sweep --dry-run`` (median of a few fresh runs), the import time behind them, and the heavy packages each
   imports.
 - ``overhead``: fedsim's time per round against a bare Flower ``run_simulation`` of the same experiment,
-  per repeat and the median ratio (``make bench``).
+  per repeat and the median ratio (``make bench``); with ``--fixed-cost``, what a run and a sequential sweep's
+  point cost beyond their rounds (and attacks), with and without attacks, beside the bare simulation's.
+- ``deployment``: a run on a local SuperLink and SuperNodes against the same run simulated (wall time, start-up,
+  time per round) and a deployed round's parts: the ClientApp process per message, polling, serialisation.
 - ``secagg``: ``timing``, SecAgg+'s time per round against FedAvg's and both accuracy curves on one seed;
   ``compare``, per-client against aggregated leakage as a markdown table per variant and federation size.
 - ``attacks``: paper 003's set-up (per-client and aggregated DLG PSNR, labels, wall time, worker-process

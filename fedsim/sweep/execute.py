@@ -23,7 +23,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from fedsim.config import ConfigError, ExperimentConfig, load_config
 from fedsim.core.atomic import inside
@@ -34,6 +34,9 @@ from fedsim.rundir.layout import CONFIG_FILE, METRICS_FILE, SUMMARY_FILE
 from fedsim.rundir.writer import RunStore
 from fedsim.sweep.grid import SweepPoint
 from fedsim.sweep.manifest import Manifest
+
+if TYPE_CHECKING:  # imported where a sweep runs: planning one (--dry-run) needs neither torch nor Ray
+    from fedsim.engine.lifecycle.services import SharedServices
 
 logger = logging.getLogger("fedsim")
 
@@ -58,6 +61,38 @@ class PointOutcome:
     status: Literal["complete", "failed", "interrupted"]
     seconds: float
     error: str | None = None
+    breakdown: PointTime | None = None  # where a complete point's time went
+
+
+@dataclass(frozen=True)
+class PointTime:
+    """Where a point's wall time went: its rounds (training, evaluation, the waits in them), the attacks still
+    running after its last round, and the rest: the overhead of starting and ending the run."""
+
+    rounds: float
+    attack_tail: float
+    overhead: float
+    started: tuple[str, ...] = ()  # what this point had to start (Ray, attack workers) rather than reuse
+
+    def text(self) -> str:
+        started = " and ".join(self.started) if self.started else "nothing, kept from the previous point"
+        return (
+            f"rounds {self.rounds:.1f}s, attacks after the last round {self.attack_tail:.1f}s, "
+            f"overhead {self.overhead:.1f}s; started {started}"
+        )
+
+
+def point_time(run_dir: Path, wall: float, since: float, started: tuple[str, ...] = ()) -> PointTime:
+    """``wall`` seconds of a point split by its rows written after ``since`` (a time.time()): the rounds' own
+    seconds, the attacks' tail after the last round, and the overhead that leaves."""
+    rows = [json.loads(line) for line in (run_dir / METRICS_FILE).read_text().splitlines() if line.strip()]
+    fresh = [row for row in rows if float(row.get("time", 0)) >= since]
+    evals = [row for row in fresh if row["event"] == "eval" and "seconds" in row]
+    rounds = sum(float(row["seconds"]) for row in evals)
+    last_round = max((float(row["time"]) for row in evals), default=since)
+    last_attack = max((float(row["time"]) for row in fresh if row["event"] == "attack"), default=last_round)
+    tail = max(0.0, last_attack - last_round)
+    return PointTime(rounds, tail, max(0.0, wall - rounds - tail), started)
 
 
 def run_is_complete(run_dir: Path, config: ExperimentConfig) -> bool:
@@ -121,15 +156,18 @@ def _comparable(config: ExperimentConfig) -> dict[str, Any]:
     return flat
 
 
-def execute_point(job: PointJob, stop: StopSignal | None = None) -> PointOutcome:
+def execute_point(
+    job: PointJob, stop: StopSignal | None = None, services: SharedServices | None = None
+) -> PointOutcome:
     """Run, resume or restart one point; a failure is returned as an outcome, so the other points go on.
 
-    ``stop``: the sweep's stop request; a stopped run is an ``interrupted`` outcome (resumed with the sweep)."""
+    ``stop``: the sweep's stop request; a stopped run is an ``interrupted`` outcome (resumed with the sweep).
+    ``services``: the sweep's Ray and attack workers, lent to the run (see fedsim.engine.lifecycle.services)."""
     from fedsim.engine.lifecycle.runner import run_experiment
     from fedsim.rundir.lock import RunLock
 
     _CURRENT_POINT[0] = job.name
-    started = time.perf_counter()
+    started, since = time.perf_counter(), time.time()
     try:
         if job.action == "restart":  # killed before round 0 was committed: nothing in it to keep
             # ... unless another process is writing it now: then its lock refuses, and nothing is deleted
@@ -140,9 +178,18 @@ def execute_point(job: PointJob, stop: StopSignal | None = None) -> PointOutcome
                 lock.release()
         if job.action == "resume":
             logger.info("resuming %s", job.run_dir)
-            run_experiment(resume=job.run_dir, quiet=job.quiet, ray_resources=job.ray_resources, stop=stop)
+            run_experiment(
+                resume=job.run_dir, quiet=job.quiet, ray_resources=job.ray_resources, stop=stop, services=services
+            )
         else:
-            run_experiment(job.config, quiet=job.quiet, run_dir=job.run_dir, ray_resources=job.ray_resources, stop=stop)
+            run_experiment(
+                job.config,
+                quiet=job.quiet,
+                run_dir=job.run_dir,
+                ray_resources=job.ray_resources,
+                stop=stop,
+                services=services,
+            )
     except RunInterrupted as interrupted:
         return PointOutcome(job.name, "interrupted", time.perf_counter() - started, str(interrupted))
     except Exception as error:
@@ -151,7 +198,8 @@ def execute_point(job: PointJob, stop: StopSignal | None = None) -> PointOutcome
     seconds = time.perf_counter() - started
     if not run_is_complete(job.run_dir, job.config):
         return PointOutcome(job.name, "failed", seconds, "the run stopped before its last round (see its log)")
-    return PointOutcome(job.name, "complete", seconds)
+    started_here = tuple(services.take_started()) if services is not None else ()
+    return PointOutcome(job.name, "complete", seconds, breakdown=point_time(job.run_dir, seconds, since, started_here))
 
 
 def available_cpus() -> int:
@@ -234,11 +282,14 @@ def run_points(
         for p in todo
     ]
     if parallel == 1 or len(jobs) <= 1:
+        from fedsim.engine.lifecycle.services import SharedServices
+
         outcomes = []
-        for job in jobs:
-            if stop.requested:
-                break
-            outcomes.append(_run_here(job, manifest, stop))
+        with SharedServices() as services:  # Ray and the attack workers start once, for every point
+            for job in jobs:
+                if stop.requested:
+                    break
+                outcomes.append(_run_here(job, manifest, stop, services))
     else:
         threads = max(1, int(plan.ray_resources["num_cpus"])) if plan.ray_resources else 1
         outcomes = _run_in_workers(jobs, manifest, parallel, threads, stop)
@@ -247,9 +298,9 @@ def run_points(
     return outcomes
 
 
-def _run_here(job: PointJob, manifest: Manifest, stop: StopSignal) -> PointOutcome:
+def _run_here(job: PointJob, manifest: Manifest, stop: StopSignal, services: SharedServices) -> PointOutcome:
     manifest.record(job.name, "running")
-    outcome = execute_point(job, stop)
+    outcome = execute_point(job, stop, services)
     manifest.record(job.name, outcome.status, outcome.error, outcome.seconds)
     _log_outcome(outcome)
     return outcome
@@ -322,7 +373,9 @@ def _outcome_of(future: Future[PointOutcome | None], job: PointJob) -> PointOutc
 
 
 def _log_outcome(outcome: PointOutcome) -> None:
-    if outcome.status == "complete":
+    if outcome.status == "complete" and outcome.breakdown is not None:
+        logger.info("sweep point %s complete (%.0fs: %s)", outcome.name, outcome.seconds, outcome.breakdown.text())
+    elif outcome.status == "complete":
         logger.info("sweep point %s complete (%.0fs)", outcome.name, outcome.seconds)
     elif outcome.status == "interrupted":
         logger.warning("sweep point %s interrupted (%.0fs)", outcome.name, outcome.seconds)

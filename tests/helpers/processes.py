@@ -11,7 +11,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from fedsim.engine.lifecycle.ray_processes import Process, descendants, proc_stat, running
+from fedsim.core.processes import Process, descendants, proc_stat, running
 
 
 def signal_when(

@@ -1,13 +1,21 @@
-"""A run on a local SuperLink with two SuperNodes is the simulation's run."""
+"""A run on a local SuperLink with two SuperNodes is the simulation's run, and a local federation stopped midway
+leaves no process behind."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 import torch
-from tiny_configs import tiny_config
+import yaml
+from repository import REPO_ROOT
+from tiny_configs import tiny_config, tiny_raw
 
 from fedsim.engine.deployment.run_config import RunRequest
 
@@ -62,3 +70,58 @@ def test_a_run_on_a_superlink_with_two_supernodes_is_the_simulations_run(tmp_pat
         name = f"checkpoints/round_{server_round:04d}.pt"
         a, b = torch.load(deployed / name, weights_only=True), torch.load(simulated / name, weights_only=True)
         assert a.keys() == b.keys() and all(torch.equal(a[key], b[key]) for key in a)
+
+
+def _command_line(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return "(gone)"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the process tree from Linux's /proc")
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
+def test_a_local_federation_stopped_midway_leaves_no_process_it_started(tmp_path, signum):
+    """SIGTERM (as `timeout` sends) or SIGKILL to the local federation's process while its clients train: every
+    process under it (SuperLink, SuperNodes, Flower's SuperExec, ServerApp and ClientApp processes, the attack
+    workers, the submitter) is gone soon after, although Flower starts some of them in sessions of their own."""
+    from fedsim.core.processes import descendants, running
+
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            tiny_raw(
+                name="stopped",
+                data={"image_size": 8, "max_train_samples": 40, "max_test_samples": 40},
+                federation={"rounds": 3},
+                adversary={"tap": "mitm", "rounds": [1], "attacks": [{"name": "dlg", "iterations": 5}]},
+                output={"dir": str(tmp_path / "runs")},
+            )
+        )
+    )
+    federation = subprocess.Popen(
+        [sys.executable, "-m", "fedsim.engine.deployment.local_federation", str(config)],
+        cwd=REPO_ROOT,
+        start_new_session=True,  # the signal goes to this process alone, not to pytest's group
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    started, seen = time.monotonic(), set()
+    while not any("flwr-clientapp" in _command_line(pid) for pid, _ in seen):  # midway: a client at work
+        assert federation.poll() is None, f"it ended before a client started: {federation.stderr.read()[-2000:]}"
+        assert time.monotonic() - started < 240, "no ClientApp process started in 240 s"
+        seen |= descendants(federation.pid)
+        time.sleep(0.1)
+    seen |= descendants(federation.pid)
+    assert any("flwr-serverapp" in _command_line(pid) for pid, _ in seen)
+    os.kill(federation.pid, signum)
+    _, err = federation.communicate(timeout=60)
+
+    deadline = time.monotonic() + 30  # a worker that was still importing torch notices its dead server after that
+    while (left := [process for process in seen if running(process)]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert left == [], [_command_line(pid) for pid, _ in left]
+    if signum == signal.SIGTERM:
+        assert federation.returncode == 128 + signal.SIGTERM, err[-2000:]
+        assert err.strip().splitlines()[-1].startswith("fedsim: stopped by SIGTERM;")

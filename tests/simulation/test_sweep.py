@@ -55,6 +55,7 @@ def test_sigterm_stops_a_sweep_cleanly_and_its_resume_finishes_every_point(tmp_p
     """SIGTERM while the first point plays its rounds: that run stops without committing its round in progress,
     the second never starts, every process is gone 10 s later, the exit status is 143 with one line naming the
     sweep to resume, and `fedsim sweep --resume` finishes both points."""
+    import re
     import signal
     import subprocess
     import sys
@@ -96,6 +97,11 @@ def test_sigterm_stops_a_sweep_cleanly_and_its_resume_finishes_every_point(tmp_p
 
     resumed = subprocess.run([*fedsim, "--resume", str(sweep), "--quiet"], capture_output=True, text=True)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
+    # one Ray for both points, and each point's time said: the second started nothing
+    assert resumed.stderr.count("starting Ray") == 1 and "Ray: kept from the previous run" in resumed.stderr
+    overhead = r"rounds [\d.]+s, attacks after the last round [\d.]+s, overhead [\d.]+s; started"
+    assert re.search(rf"sweep point 00-lr-0.05 complete \(\d+s: {overhead} Ray\)", resumed.stderr)
+    assert re.search(rf"sweep point 01-lr-0.1 complete \(\d+s: {overhead} nothing", resumed.stderr)
     for point in statuses:
         evals = [row["round"] for row in RunStore(sweep / point).rows() if row["event"] == "eval"]
         assert evals == list(range(rounds + 1))

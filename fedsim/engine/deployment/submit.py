@@ -15,18 +15,24 @@ import logging
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import tomli_w
 
 from fedsim.config import ExperimentConfig, load_config
-from fedsim.core.errors import ConfigError, TrainingFailed
+from fedsim.core.errors import ConfigError, Interrupted, TrainingFailed
+from fedsim.core.processes import die_with_parent
+from fedsim.core.stopping import in_main_thread
 from fedsim.engine.deployment.run_config import RunRequest, to_run_config
 from fedsim.engine.lifecycle.network import probe
 from fedsim.rundir.layout import CONFIG_FILE, timestamped_run_dir
@@ -34,9 +40,10 @@ from fedsim.rundir.layout import CONFIG_FILE, timestamped_run_dir
 logger = logging.getLogger("fedsim")
 
 CONNECTION = "fedsim"  # the connection's name in the temporary Flower configuration
-POLL_INTERVAL_S = 2.0
+POLL_INTERVAL_S = 0.2  # whether `flwr log --stream` ended (a local process: polling it costs nothing)
 EXCEPTION_LINE = re.compile(r"^\s*[\w.]*(Error|Failed|Exception|Interrupt)\b[^:]*: ")  # a traceback's last line
 FLWR_TIMEOUT_S = 120.0  # one `flwr` CLI call (it starts a Python process and talks HTTP)
+STOP_TIMEOUT_S = 8.0  # `flwr stop` after Ctrl-C: an interrupted submitter does not wait on a SuperLink for long
 
 
 class DeploymentError(RuntimeError):
@@ -114,7 +121,15 @@ class FlowerCli:
         command = [self.executable, *arguments]
         env = {**os.environ, "FLWR_HOME": str(self.home)}
         try:
-            done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout, check=False)
+            done = subprocess.run(
+                command,
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=timeout,
+                check=False,
+                preexec_fn=die_with_parent,
+            )
         except subprocess.TimeoutExpired:
             raise DeploymentError(
                 f"`{shlex.join(command[:2])}` got no answer from the SuperLink at "
@@ -130,7 +145,13 @@ class FlowerCli:
     def popen(self, *arguments: str) -> subprocess.Popen[bytes]:
         """A long-running ``flwr`` command whose output goes to this process's stderr."""
         environment = {**os.environ, "FLWR_HOME": str(self.home)}
-        return subprocess.Popen([self.executable, *arguments], stdout=sys.stderr, stderr=sys.stderr, env=environment)
+        return subprocess.Popen(
+            [self.executable, *arguments],
+            stdout=sys.stderr,
+            stderr=sys.stderr,
+            env=environment,
+            preexec_fn=die_with_parent,
+        )
 
     def json(self, *arguments: str) -> dict[str, Any]:
         output = self(*arguments, "--format", "json")
@@ -178,14 +199,35 @@ def submit(request: RunRequest, superlink: SuperLink) -> Path:
             run_dir,
         )
         try:
-            status = wait_for_run(cli, str(run_id))
+            with sigterm_as_interrupt():  # a stopped submitter stops its Flower run, whichever signal stopped it
+                status = wait_for_run(cli, str(run_id))
         except KeyboardInterrupt:
             logger.warning("stopping Flower run %s", run_id)
-            cli("stop", str(run_id), CONNECTION)
+            try:
+                cli("stop", str(run_id), CONNECTION, timeout=STOP_TIMEOUT_S)
+            except DeploymentError as error:  # the interrupt is what the user sees; this says what was left
+                logger.warning("Flower run %s may still be running: %s", run_id, error)
             raise
         if status != "finished:completed":
             raise run_failure(cli, str(run_id), status, superlink)
     return run_dir
+
+
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """While inside (main thread only): SIGTERM interrupts as Ctrl-C does (``Interrupted``, with its signal)."""
+    if not in_main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise Interrupted(f"stopped by {signal.Signals(signum).name}", signum)
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def wait_for_run(cli: FlowerCli, run_id: str) -> str:

@@ -19,6 +19,7 @@ from adversary.malicious_server import LegacyMaliciousServer, MaliciousServer
 from adversary.metrics import Lpips
 from adversary.modifications.base import PublicData
 from adversary.threat_models import Architecture, LabelGrant, TrainingHyperparameters
+from adversary.workers import AttackWorkers, WorkerSettings, settings_for
 from clients.client_app import ClientSpec
 from fedsim.config import ExperimentConfig
 from fedsim.core.devices import resolve_device
@@ -50,9 +51,12 @@ def attach_adversary(
     model_seed: int,
     lpips: Lpips | None = None,
     client_spec: ClientSpec | None = None,
+    attack_workers: Callable[[WorkerSettings], AttackWorkers] | None = None,
 ) -> AdversaryWiring:
     """Build the configured adversary with its tap, its knowledge and the scorer behind it. ``client_spec``: what the
-    run's clients are handed, for rehearsing them on public images when attacks are tuned (adversary.tuning)."""
+    run's clients are handed, for rehearsing them on public images when attacks are tuned (adversary.tuning).
+    ``attack_workers``: where its attacks run, given the workers' settings (a sweep's shared pool); by default a
+    pool of the run's own."""
     dataset = federation.dataset
     stats = federation.test_stats  # the federation's public normalisation
     mean, std = torch.tensor(stats.mean), torch.tensor(stats.std)
@@ -74,12 +78,15 @@ def attach_adversary(
     scorer.defended = bool(config.client.defenses)
     scorer.lower_bound = verdict_warning(config) is not None
     grant: LabelGrant | None = scorer.grant_labels if config.adversary.knows.labels == "known" else None
+    device = resolve_device(config.adversary.device)
+    settings = settings_for(config.adversary.workers, config.adversary.resources.cpus, device)
     adversary = Adversary(
         config.adversary,
         architecture,
         training,
         seed=derive_seed(config.seed, "adversary"),
-        device=resolve_device(config.adversary.device),
+        device=device,
+        workers=attack_workers(settings) if attack_workers is not None else None,
         on_result=scorer.on_result,
         on_failure=scorer.on_failure,
         grant_labels=grant,

@@ -46,6 +46,7 @@ from fedsim.engine.lifecycle.ray_resources import (
     usable_cpus,
 )
 from fedsim.engine.lifecycle.rounds import ServerSpec
+from fedsim.engine.lifecycle.services import SharedServices
 from fedsim.engine.lifecycle.summary import log_summary, rounds_without_update, summarize
 from fedsim.rundir.layout import METRICS_FILE, PARTITIONS_FILE, SUMMARY_FILE
 from fedsim.rundir.writer import RunStore
@@ -123,9 +124,15 @@ class SimulationEngine:
 
     name = "simulation"
 
-    def __init__(self, config: ExperimentConfig, ray_resources: Mapping[str, float] | None = None) -> None:
+    def __init__(
+        self,
+        config: ExperimentConfig,
+        ray_resources: Mapping[str, float] | None = None,
+        services: SharedServices | None = None,
+    ) -> None:
         self.ray_resources = ray_resources
         self.ray_address = cluster_address(config)
+        self.services = services  # a sweep's Ray, kept between its runs
 
     def environment(self) -> dict[str, Any]:
         return {"engine": self.name, "ray_address": self.ray_address}
@@ -138,6 +145,28 @@ class SimulationEngine:
                 "on Ray cluster %s: the cluster's resources apply, not %s", self.ray_address, dict(self.ray_resources)
             )
         backend_config = _backend_config(server.config, self.ray_resources, self.ray_address)
+        simulation = {
+            "server_app": protocol.server_app(server, federation),
+            "client_app": protocol.client_app(client),
+            "num_supernodes": server.config.federation.num_clients,
+            "backend_config": backend_config,
+        }
+        if self.services is not None:  # Ray outlives the run: the sweep stops it (and its processes) at its end
+            if self.services.has_ray(backend_config["init_args"]):
+                logger.info("Ray: kept from the previous run")
+            else:
+                logger.info(
+                    "starting Ray (%s), kept for the next runs",
+                    _ray_text(backend_config["init_args"], self.ray_address),
+                )
+            self.services.ray(backend_config["init_args"])
+            logger.info(
+                "starting the federation: %d clients in Flower's simulation, then round 1",
+                server.config.federation.num_clients,
+            )
+            with self.services.keeping_ray():
+                run_simulation(**simulation)
+            return
         with RayProcesses():  # none of them outlives the run
             # what takes seconds before round 1 says so as it starts: a silent console looks like a hang
             logger.info("starting Ray (%s)", _ray_text(backend_config["init_args"], self.ray_address))
@@ -147,12 +176,7 @@ class SimulationEngine:
                 server.config.federation.num_clients,
             )
             try:
-                run_simulation(
-                    server_app=protocol.server_app(server, federation),
-                    client_app=protocol.client_app(client),
-                    num_supernodes=server.config.federation.num_clients,
-                    backend_config=backend_config,
-                )
+                run_simulation(**simulation)
             finally:
                 stop_ray()
 
@@ -195,6 +219,7 @@ def run_experiment(
     ray_resources: Mapping[str, float] | None = None,
     engine: Engine | None = None,
     stop: StopSignal | None = None,
+    services: SharedServices | None = None,
 ) -> Path:
     """Run (or resume) one experiment and return its run directory (``rounds``: extend a resumed run to that
     many rounds; ``ray_resources``: see _backend_config; ``engine``: where the rounds are played, Flower's
@@ -207,11 +232,14 @@ def run_experiment(
     ``stop`` (a sweep's), whoever requests it stops the run. Either way a stop ends the round in progress
     without committing it, shuts the simulation and the attack workers down, and raises ``RunInterrupted``
     naming the directory to resume (a new run stopped before its first commit leaves no directory). A second
-    signal ends the process at once (``fedsim.core.stopping.force_exit``)."""
+    signal ends the process at once (``fedsim.core.stopping.force_exit``).
+
+    ``services``: Ray and attack workers that outlive the run (a sequential sweep's, started once for all its
+    points); by default the run starts its own and stops them when it ends."""
     with ExitStack() as held:
         if stop is None:
             stop = held.enter_context(stop_on_signals(StopSignal(), force_exit))
-        return _run_experiment(config, resume, rounds, quiet, run_dir, ray_resources, engine, stop, held)
+        return _run_experiment(config, resume, rounds, quiet, run_dir, ray_resources, engine, stop, held, services)
 
 
 def _run_experiment(
@@ -224,6 +252,7 @@ def _run_experiment(
     engine: Engine | None,
     stop: StopSignal,
     held: ExitStack,
+    services: SharedServices | None = None,
 ) -> Path:
     """run_experiment's body; every store it opens is closed by ``held`` (the caller's) when the run ends."""
     started = time.perf_counter()
@@ -238,7 +267,7 @@ def _run_experiment(
         last_round, initial_state = 0, None
     device = resolve_device(config.device)
     if engine is None:
-        engine = SimulationEngine(config, ray_resources)
+        engine = SimulationEngine(config, ray_resources, services)
     federation = prepare_federation(config)
     dataset = federation.dataset
     model_seed = derive_seed(config.seed, "model")
@@ -271,7 +300,15 @@ def _run_experiment(
     )
     strategy = strategy_of(config, history=store.rows() if resume is not None else ())
     wiring = (
-        attach_adversary(config, federation, store, model_seed, lpips, client_spec)
+        attach_adversary(
+            config,
+            federation,
+            store,
+            model_seed,
+            lpips,
+            client_spec,
+            attack_workers=services.attack_workers if services is not None else None,
+        )
         if config.adversary.attacks
         else None
     )

@@ -159,3 +159,25 @@ def test_a_worker_whose_server_was_killed_exits_instead_of_staying_orphaned(tmp_
     while alive(worker):
         assert time.monotonic() < deadline, f"attack worker {worker} outlived its server by 30 s"
         time.sleep(0.2)
+
+
+def test_a_worker_whose_server_was_killed_while_it_still_started_exits_too():
+    """Killed before its worker finished importing torch: the worker, reparented by then, still knows its server."""
+    import subprocess
+    import sys
+    import time
+
+    server = (
+        "import os\n"
+        "from adversary.workers import ProcessAttackWorkers, WorkerSettings\n"
+        "pool = ProcessAttackWorkers(WorkerSettings(count=1, threads=1, devices=('cpu',)))\n"
+        "print(*pool._pool._processes, flush=True)  # spawned, not started yet\n"
+        "os._exit(9)\n"
+    )
+    process = subprocess.Popen([sys.executable, "-c", server], stdout=subprocess.PIPE, text=True)
+    worker = int(process.stdout.readline().split()[0])  # not to the end: the worker shares the pipe
+    process.wait(timeout=120)
+    deadline = time.monotonic() + 60
+    while alive(worker):
+        assert time.monotonic() < deadline, f"attack worker {worker} outlived its server by 60 s"
+        time.sleep(0.2)

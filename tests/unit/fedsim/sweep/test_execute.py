@@ -77,3 +77,21 @@ def test_a_point_to_restart_that_another_process_still_writes_is_left_alone(tmp_
     assert outcome.status == "failed" and f"sweep point {point.name}: '{run_dir}' is being written by" in outcome.error
     assert (run_dir / "config.yaml").exists()
     writer.close()
+
+
+def test_a_points_time_is_split_into_its_rounds_the_attacks_after_them_and_the_overhead(tmp_path):
+    import json
+
+    from fedsim.sweep.execute import point_time
+
+    rows = [
+        {"event": "eval", "round": 1, "seconds": 3.0, "time": 90.0},  # an earlier session's: not this point's
+        {"event": "eval", "round": 2, "seconds": 2.0, "time": 110.0},
+        {"event": "attack", "round": 2, "time": 111.0},
+        {"event": "eval", "round": 3, "seconds": 2.5, "time": 113.0},
+        {"event": "attack", "round": 3, "time": 116.5},
+    ]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    split = point_time(tmp_path, wall=20.0, since=100.0, started=("Ray",))
+    assert (split.rounds, split.attack_tail, split.overhead) == (4.5, 3.5, 12.0)
+    assert split.text() == "rounds 4.5s, attacks after the last round 3.5s, overhead 12.0s; started Ray"
