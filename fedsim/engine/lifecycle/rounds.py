@@ -199,12 +199,12 @@ def at_plateau(spec: ServerSpec) -> bool:
         return False
     plateau = training_plateau(spec.config, spec.store.rows())
     if plateau is not None:
-        reached, best_round, best = plateau
         logger.info(
-            "round %d: test accuracy stopped improving (best %.4f in round %d): training stops at this plateau",
-            reached,
-            best,
-            best_round,
+            "round %d: test accuracy stopped improving (%.4f at the plateau, best %.4f in round %d): training stops",
+            plateau["round"],
+            plateau["accuracy"],
+            plateau["best_accuracy"],
+            plateau["best_round"],
         )
     return plateau is not None
 

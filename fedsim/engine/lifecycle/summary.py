@@ -63,10 +63,10 @@ def accuracy_by_round(rows: list[dict[str, Any]]) -> list[tuple[int, float]]:
     return sorted(by_round.items())
 
 
-def training_plateau(config: ExperimentConfig, rows: list[dict[str, Any]]) -> tuple[int, int, float] | None:
-    """(round at which ``federation.plateau`` holds, round of the best accuracy by then, that accuracy), or None
-    when the criterion is off or does not hold yet. It never holds before the last attacked round: the attacks
-    of a run that stops at its plateau all happen."""
+def training_plateau(config: ExperimentConfig, rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Where ``federation.plateau`` holds: its ``round``, the ``accuracy`` at the plateau (``fedsim.core.plateau``),
+    the ``best_accuracy`` by then and its ``best_round``; None when the criterion is off or does not hold yet.
+    It never holds before the last attacked round: the attacks of a run that stops at its plateau all happen."""
     criterion = config.federation.plateau
     if criterion is None:
         return None
@@ -78,7 +78,12 @@ def training_plateau(config: ExperimentConfig, rows: list[dict[str, Any]]) -> tu
     )
     if plateau is None:
         return None
-    return evaluated[plateau.index][0], evaluated[plateau.best_index][0], plateau.best_accuracy
+    return {
+        "round": evaluated[plateau.index][0],
+        "accuracy": plateau.accuracy,
+        "best_round": evaluated[plateau.best_index][0],
+        "best_accuracy": plateau.best_accuracy,
+    }
 
 
 def utility_summary(config: ExperimentConfig, rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -86,10 +91,7 @@ def utility_summary(config: ExperimentConfig, rows: list[dict[str, Any]]) -> dic
     ``federation.target_accuracy``, each None where it is off or was not reached."""
     summary: dict[str, Any] = {}
     if config.federation.plateau is not None:
-        plateau = training_plateau(config, rows)
-        summary["plateau"] = (
-            None if plateau is None else {"round": plateau[0], "best_round": plateau[1], "accuracy": plateau[2]}
-        )
+        summary["plateau"] = training_plateau(config, rows)
     target = config.federation.target_accuracy
     if target is not None:
         evaluated = accuracy_by_round(rows)

@@ -11,6 +11,12 @@ def test_the_plateau_is_the_evaluation_ending_patience_evaluations_without_impro
     plateau = plateau_of(accuracies, patience=3, min_delta=0.01)  # 0.905 does not beat 0.9 by more than 0.01
     assert plateau is not None
     assert (plateau.index, plateau.best_index, plateau.best_accuracy) == (5, 2, 0.9)
+    assert plateau.accuracy == pytest.approx((0.905 + 0.904 + 0.9) / 3)  # the level of the evaluations that waited
+
+
+def test_the_accuracy_at_the_plateau_is_where_a_degrading_model_settled_not_where_it_started():
+    plateau = plateau_of([0.98, 0.95, 0.93, 0.92], patience=3, min_delta=0.001)
+    assert plateau.best_accuracy == 0.98 and plateau.accuracy == pytest.approx((0.95 + 0.93 + 0.92) / 3)
 
 
 def test_an_improvement_by_more_than_min_delta_restarts_the_wait():
