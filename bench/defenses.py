@@ -177,7 +177,8 @@ def run_sweep(data: Path, out: Path, seeds: int, parallel: int, settings: dict[s
     checkpoint = pretrain(public, federated, {k: v for k, v in raw["model"].items() if k != "checkpoint"}, out)
     raw["data"] = {**raw["data"], "dataset": "npz", "path": str(federated)}
     raw["model"] = {**raw["model"], "checkpoint": str(checkpoint)}
-    raw["sweep"] = {"grid": {"client.defenses": settings, "seed": list(range(seeds))}}
+    # seeds outermost: a sweep stopped early has every setting at the first seeds rather than a few at all seeds
+    raw["sweep"] = {"grid": {"seed": list(range(seeds)), "client.defenses": settings}}
     return fedsim_sweep(raw, out / f"config-{len(settings)}.yaml", out / "sweep", parallel)
 
 
