@@ -252,7 +252,7 @@ def strength_lines(table: dict[str, dict]) -> list[str]:
     lines = [
         "| defense | strength | SSIM, ground-truth selection over N attacks | N | floor (SSIM) | verdict | "
         "PSNR median (dB) | at >= 40 dB | accuracy at plateau (%) | drop (points) | plateau round | "
-        "rounds to 97 % | epsilon_example | entries matched by ig-dropout | won by (targets) |",
+        "rounds to 97 % | epsilon_example | entries the adaptive attack matched | won by (targets) |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for label, row in table.items():
