@@ -79,5 +79,8 @@ class Reconstruction:
     # 1 - cosine between the update simulated from this reconstruction and the observed one: an attacker-side
     # yardstick that compares attacks whose own objectives are in different units (None: not computed)
     gradient_match: float | None = None
+    # the fraction of the observed update's entries the attack matched where it matches only some of them
+    # (``match_entries``: e.g. Gradient Dropout's kept entries above its noise); None: it matched them all
+    matched_fraction: float | None = None
     # the tuning behind the options this ran with (``adversary.inversion.tuning.Tuning.to_row``); None: untuned
     tuning: dict | None = None

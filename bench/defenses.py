@@ -1,24 +1,31 @@
-"""Defenses under fedsim's evaluation protocol: the strongest attack per defense, a model that learns, seeds.
+"""Defenses at equal utility, on a model trained to its plateau: the strongest attack per defense and strength.
 
-Runs ``configs/defense-evaluation.yaml`` as one sweep (``fedsim sweep``: resumable, ``--parallel``) over
-the defenses below x seeds 0-2: MNIST, 10 clients taking one SGD step on 4 images per round, 40 rounds;
-a man-in-the-middle attacks clients 0-2 in rounds 1, 20 and 40 with ``attacks: strongest`` (every attack
-whose requirements hold, the adaptive one of the defense included). Per run:
+Runs ``configs/defense-evaluation.yaml`` as one sweep (``fedsim sweep``: resumable, ``--parallel``) over every
+defense at four strengths (``STRENGTHS``) x seeds. The protocol is paper 001's: a defense is judged by the
+strongest attack against it at a given utility loss, so each defense is run at several strengths and, for an
+accuracy budget (a drop of at most 1, 3 or 10 points), the strength that leaks least within it is what counts
+(``fedsim.reporting.equal_utility``).
 
-* leakage: on each attacked (round, client) pair, the strongest attack there (``Run.strongest(per="round")``:
-  the best SSIM against the ground truth, an oracle over N attacks) and its images' SSIM and PSNR, beside each
-  attack's own; which attacks won;
-* utility: the final test accuracy (2,000 held-out images); its drop against the undefended run of the
-  same seed (paired); the largest per-client epsilon (dpsgd).
+Data and model: MNIST's 10,000 arrays (``mnist_test.npz``) are split once, by a fixed seed, into a public
+set (``PUBLIC_IMAGES``), the clients' training images and a held-out test set (``TEST_IMAGES``). The model
+(``lenet-fc``: DLG's tanh LeNet with a fully connected representation layer before the classifier, the kind
+of model Soteria defends) is pre-trained centrally on the public set (``model.checkpoint``: the threat model
+allows it, the initial model is public and so is the data it saw), then the federation fine-tunes it until test
+accuracy stops improving (``federation.plateau``). A man-in-the-middle attacks client 0 in an early round, a
+middle one and one at the undefended model's plateau (the run never stops before it) with ``attacks:
+strongest``.
 
-Per defense it prints, over the images of every seed, the mean SSIM, the median PSNR and the fractions of images
-at or above 30 and 40 dB, and over the seeds accuracy and its drop, each with a 95 % bootstrap interval
-(``fedsim.reporting.summaries``, ``value [low, high]``), and checks the
-protocol's bar: the undefended accuracy is at least three times the constant predictor's. The adaptive
-attacks' settings were tuned on CIFAR-10 test images (``bench.adaptive_tuning``), never on these.
-Last line: JSON. The markdown table with ``--markdown``; ``--docs`` writes it into ``docs/results/defenses.md``.
+Per run: utility is the test accuracy at the plateau (the mean of the evaluations that no longer improved; the
+final one if the criterion never held) and its drop against the undefended run of the same seed; leakage is, on
+each attacked round, the strongest attack there (``Run.strongest(per="round")``: the best SSIM against the ground
+truth, an oracle over the attacks), with the SSIM floor of that result (what a guess from public data reaches) and
+its verdict (``leaks`` above the floor); the example-level epsilon (DP-SGD) and, for Gradient Dropout, the share of
+the update's entries its adaptive attack matched (``matched_fraction``).
 
-    .venv/bin/python -m bench.defenses [--data-dir DIR] [--out DIR] [--parallel 2] [--seeds 3] [--docs]
+Prints one line per defense and strength, then the equal-utility table; last line: JSON. ``--docs`` writes
+both into ``docs/results/defenses.md``.
+
+    .venv/bin/python -m bench.defenses [--data-dir DIR] [--out DIR] [--parallel 2] [--seeds 2] [--docs]
 """
 
 from __future__ import annotations
@@ -29,9 +36,11 @@ import os
 from pathlib import Path
 
 import numpy as np
+import torch
 import yaml
 
 import fedsim
+from adversary.floor import UNKNOWN, target_verdict
 from bench.common import (
     CONFIGS,
     DOCS_PAGES,
@@ -48,19 +57,43 @@ from bench.common import (
     write_between_markers,
 )
 from fedsim.config import parse_config
+from fedsim.models import build_model
+from fedsim.reporting.equal_utility import BUDGETS, StrengthPoint, equal_utility, equal_utility_markdown
 
 CONFIG = CONFIGS / "defense-evaluation.yaml"
 MARKER = "defense-table"
-#: label -> client.defenses (the settings of the earlier defense table and papers 000, 001, 004)
+EQUAL_UTILITY_MARKER = "equal-utility-table"
+PUBLIC_IMAGES = 6000  # pre-training set: what the server may know before the federation starts
+TEST_IMAGES = 2000  # held out for test accuracy; the clients hold the rest
+SPLIT_SEED = 0
+#: central SGD on the public set, the step size cut by 0.3 at half and three quarters of the steps, each batch
+#: shifted by up to ``PRETRAIN_SHIFT`` pixels (97.9 % on the test set where 96 % without the shifts)
+PRETRAIN = {"steps": 3000, "batch_size": 64, "lr": 0.3}
+PRETRAIN_SHIFT = 2
+SOTERIA_LAYER = "representation"  # lenet-fc's fully connected representation layer, not its classifier
+
+#: defense -> strength -> client.defenses; four or more strengths each, weakest first
+STRENGTHS: dict[str, dict[str, list[dict]]] = {
+    "dpsgd": {
+        f"epsilon {e:g}": [{"name": "dpsgd", "target_epsilon": e, "max_grad_norm": 1.0}] for e in (1, 8, 50, 1000)
+    },
+    "noise": {f"sigma {s:g}": [{"name": "noise", "sigma": s}] for s in (0.003, 0.01, 0.03, 0.1)},
+    "prune": {f"ratio {r:g}": [{"name": "prune", "ratio": r}] for r in (0.5, 0.9, 0.99, 0.999)},
+    "clip": {f"max_norm {n:g}": [{"name": "clip", "max_norm": n}] for n in (1.0, 0.1, 0.03, 0.01)},
+    "gradient_dropout": {
+        f"p {p:g}, sigma {s:g}": [{"name": "gradient_dropout", "p": p, "sigma": s}]
+        for p, s in ((0.8, 5e-3), (0.6, 5e-3), (0.4, 5e-3), (0.6, 5e-2))
+    },
+    "pdpsgd": {f"sigma {s:g}": [{"name": "pdpsgd", "sigma": s}] for s in (0.1, 1.0, 3.0, 10.0)},
+    "soteria": {
+        f"ratio {r:g} of `{SOTERIA_LAYER}`": [{"name": "soteria", "ratio": r, "layer": SOTERIA_LAYER}]
+        for r in (0.2, 0.5, 0.8, 0.95)
+    },
+}
+#: label -> client.defenses: the undefended run and every defense at every strength
 DEFENSES: dict[str, list[dict]] = {
     "none": [],
-    "dpsgd": [{"name": "dpsgd", "target_epsilon": 8, "max_grad_norm": 1.0}],
-    "pdpsgd": [{"name": "pdpsgd", "sigma": 0.1}],
-    "gradient_dropout": [{"name": "gradient_dropout", "p": 0.6, "sigma": 0.005}],
-    "soteria": [{"name": "soteria", "ratio": 0.8}],
-    "prune": [{"name": "prune", "ratio": 0.9}],
-    "noise": [{"name": "noise", "sigma": 0.01}],
-    "clip": [{"name": "clip", "max_norm": 0.5}],
+    **{f"{defense} {label}": settings for defense, levels in STRENGTHS.items() for label, settings in levels.items()},
 }
 #: the other settings of papers 000, 001 and 004 (configs/papers/), run into the same sweep by bench.paper_results
 PAPER_EXTRAS: dict[str, list[dict]] = {
@@ -78,38 +111,200 @@ def settings_key(defenses: list) -> str:
     return repr([d.model_dump() for d in parsed])
 
 
+def images_of(x: np.ndarray) -> torch.Tensor:
+    """(N, H, W) or (N, C, H, W) uint8 or [0, 1] arrays as float (N, C, H, W) in [0, 1], as fedsim loads them."""
+    images = torch.as_tensor(np.asarray(x), dtype=torch.float32)
+    images = images[:, None] if images.dim() == 3 else images
+    return images / 255 if np.asarray(x).dtype == np.uint8 else images
+
+
+def split_data(source: Path, out: Path) -> tuple[Path, Path]:
+    """``source``'s x, y split once into a public set and the federation's training and test arrays."""
+    public, federated = out / "public.npz", out / "federated.npz"
+    if public.is_file() and federated.is_file():
+        return federated, public
+    arrays = np.load(source)
+    x, y = arrays["x"], arrays["y"]
+    order = np.random.default_rng(SPLIT_SEED).permutation(len(y))
+    test, shared, private = (
+        order[:TEST_IMAGES],
+        order[TEST_IMAGES : TEST_IMAGES + PUBLIC_IMAGES],
+        order[TEST_IMAGES + PUBLIC_IMAGES :],
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    np.savez(public, x=x[shared], y=y[shared])
+    np.savez(federated, x_train=x[private], y_train=y[private], x_test=x[test], y_test=y[test])
+    return federated, public
+
+
+def pretrain(public: Path, federated: Path, model: dict, out: Path) -> Path:
+    """Train ``model`` centrally on the public set and save its state_dict (once: an existing file is kept)."""
+    path = out / "pretrained.pt"
+    if path.is_file():
+        return path
+    config = parse_config({"model": model}).model
+    network = build_model(config, in_channels=1, num_classes=10, image_size=28, seed=SPLIT_SEED)
+    arrays = np.load(public)
+    x, y = images_of(arrays["x"]), torch.as_tensor(arrays["y"]).long()
+    generator = torch.Generator().manual_seed(SPLIT_SEED)
+    steps = PRETRAIN["steps"]
+    optimizer = torch.optim.SGD(network.parameters(), lr=PRETRAIN["lr"])
+    schedule = torch.optim.lr_scheduler.MultiStepLR(optimizer, [steps // 2, 3 * steps // 4], gamma=0.3)
+    network.train()
+    for _ in range(steps):
+        batch = torch.randint(len(y), (PRETRAIN["batch_size"],), generator=generator)
+        shift = torch.randint(-PRETRAIN_SHIFT, PRETRAIN_SHIFT + 1, (2,), generator=generator).tolist()
+        loss = torch.nn.functional.cross_entropy(network(torch.roll(x[batch], shift, dims=(2, 3))), y[batch])
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        schedule.step()
+    held_out = np.load(federated)
+    network.eval()
+    with torch.no_grad():
+        predicted = network(images_of(held_out["x_test"])).argmax(dim=1)
+    accuracy = float((predicted == torch.as_tensor(held_out["y_test"])).float().mean())
+    print(f"pre-trained {config.name} on {len(y)} public images: test accuracy {100 * accuracy:.2f} %")
+    torch.save(network.state_dict(), path)
+    return path
+
+
 def run_sweep(data: Path, out: Path, seeds: int, parallel: int, settings: dict[str, list[dict]] = DEFENSES) -> Path:
     """Run (or continue) the sweep of ``settings`` x seeds under ``out/sweep``; finished points are skipped, so
     a larger ``settings`` later adds only its new points."""
     raw = yaml.safe_load(CONFIG.read_text())
-    raw["data"] = {**raw["data"], "dataset": "npz", "path": str(data)}
-    raw["sweep"] = {"grid": {"client.defenses": settings, "seed": list(range(seeds))}}
+    federated, public = split_data(data, out)
+    checkpoint = pretrain(public, federated, {k: v for k, v in raw["model"].items() if k != "checkpoint"}, out)
+    raw["data"] = {**raw["data"], "dataset": "npz", "path": str(federated)}
+    raw["model"] = {**raw["model"], "checkpoint": str(checkpoint)}
+    # seeds outermost: a sweep stopped early has every setting at the first seeds rather than a few at all seeds
+    raw["sweep"] = {"grid": {"seed": list(range(seeds)), "client.defenses": settings}}
     return fedsim_sweep(raw, out / f"config-{len(settings)}.yaml", out / "sweep", parallel)
 
 
+def plateau_accuracy(run: fedsim.rundir.reader.Run) -> tuple[float, bool]:
+    """The test accuracy at the plateau (``fedsim.core.plateau``: the mean of the evaluations that no longer
+    improved), and whether the plateau was reached (else: the final accuracy)."""
+    plateau = (run.summary or {}).get("plateau")
+    if plateau:
+        return float(plateau["accuracy"]), True
+    return float(run.events("eval").iloc[-1]["accuracy"]), False
+
+
 def per_run(run: fedsim.rundir.reader.Run) -> dict:
-    """One run's leakage image by image (``strongest_images`` per attacked round and client) and its utility."""
-    evals = run.events("eval")
-    fits = run.events("fit")
-    epsilons = [c for c in fits.columns if c.endswith(".epsilon")] if not fits.empty else []
+    """One run's leakage image by image (``strongest_images`` per attacked round and client), the floor and
+    verdict of each strongest result, and its utility."""
+    best = run.strongest("ssim_mean", per="round")
+    attacks = run.events("attack")
+    matched = attacks["matched_fraction"].dropna().tolist() if "matched_fraction" in attacks else []
+    accuracy, reached = plateau_accuracy(run)
+    summary = run.summary or {}
     return {
         **strongest_images(run, per="round"),
-        "accuracy": float(evals.iloc[-1]["accuracy"]),
-        "epsilon": float(fits[epsilons].max().max()) if epsilons else None,
+        "accuracy": accuracy,
+        "plateau_reached": reached,
+        "plateau_round": (summary.get("plateau") or {}).get("round"),
+        "rounds_to_target": summary.get("rounds_to_target"),
+        "floor": [float(v) for v in best["floor_ssim"].dropna()] if "floor_ssim" in best else [],
+        "verdicts": [str(v) for v in best["verdict"].fillna(UNKNOWN)] if "verdict" in best else [],
+        "matched_fraction": matched,
+        "epsilon": summary.get("epsilon_example"),
+        "epsilon_client": summary.get("epsilon_client"),
     }
+
+
+def defense_of(label: str) -> tuple[str, str]:
+    """(defense, strength) of a ``DEFENSES`` label."""
+    for defense, levels in STRENGTHS.items():
+        for strength in levels:
+            if label == f"{defense} {strength}":
+                return defense, strength
+    return label, "-"
+
+
+def summarize_label(rows: list[dict], baseline: dict[int, float]) -> dict:
+    """Cells of one defense at one strength over its seeds."""
+    drops = [100 * (baseline[r["seed"]] - r["accuracy"]) for r in rows if r["seed"] in baseline]
+    epsilons = [r["epsilon"] for r in rows if r["epsilon"] is not None]
+    floors = [value for r in rows for value in r["floor"]]
+    matched = [value for r in rows for value in r["matched_fraction"]]
+    plateaus = [r["plateau_round"] for r in rows if r["plateau_reached"]]
+    to_target = [r["rounds_to_target"] for r in rows if r["rounds_to_target"] is not None]
+    return {
+        "seeds": len(rows),
+        **leakage_cells(rows),
+        "ssim_value": float(np.mean([v for r in rows for v in r["ssim"] if v is not None])) if rows else np.nan,
+        "floor": float(np.mean(floors)) if floors else None,
+        "verdict": target_verdict(v for r in rows for v in r["verdicts"]),
+        "accuracy": interval([100 * r["accuracy"] for r in rows]),
+        "drop": interval(drops) if drops else None,
+        "plateau": f"{min(plateaus)}-{max(plateaus)}" if plateaus else "-",
+        "unreached": sum(1 for r in rows if not r["plateau_reached"]),
+        "to_target": f"{min(to_target)}-{max(to_target)}" if to_target else "-",
+        "reached_target": len(to_target),
+        "epsilon": max(epsilons) if epsilons else None,
+        "matched": float(np.mean(matched)) if matched else None,
+    }
+
+
+def strength_lines(table: dict[str, dict]) -> list[str]:
+    fmt = format_interval
+    lines = [
+        "| defense | strength | SSIM, ground-truth selection over N attacks | N | floor (SSIM) | verdict | "
+        "PSNR median (dB) | at >= 40 dB | accuracy at plateau (%) | drop (points) | plateau round | "
+        "rounds to 97 % | epsilon_example | entries the adaptive attack matched | won by (targets) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for label, row in table.items():
+        defense, strength = defense_of(label)
+        floor = f"{row['floor']:.3f}" if row["floor"] is not None else "-"
+        plateau = row["plateau"] + (f" ({row['unreached']} not reached)" if row["unreached"] else "")
+        to_target = row["to_target"] + (
+            f" ({row['seeds'] - row['reached_target']} never)" if row["reached_target"] < row["seeds"] else ""
+        )
+        lines.append(
+            f"| {defense} | {strength} | {row['ssim']} | {row['compared']} | {floor} | {row['verdict']} | "
+            f"{row['psnr']} | {row['at_40db']} | {fmt(row['accuracy'], 2)} | "
+            f"{fmt(row['drop'], 2) if row['drop'] else '-'} | {plateau} | {to_target} | "
+            f"{'-' if row['epsilon'] is None else format(row['epsilon'], '.2f')} | "
+            f"{'-' if row['matched'] is None else format(row['matched'], '.2f')} | {row['won']} |"
+        )
+    return lines
+
+
+def equal_utility_points(table: dict[str, dict]) -> list[StrengthPoint]:
+    points = []
+    for label, row in table.items():
+        defense, strength = defense_of(label)
+        if label == "none" or row["drop"] is None or row["floor"] is None:
+            continue
+        points.append(
+            StrengthPoint(
+                defense=defense,
+                setting=strength,
+                drop=row["drop"].value,
+                leakage=row["ssim_value"],
+                leakage_text=row["ssim"],
+                floor=row["floor"],
+                verdict=row["verdict"],
+            )
+        )
+    return points
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_data_dir(parser)
     parser.add_argument("--out", type=Path, default=REPO / "runs" / "bench-defenses")
-    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--seeds", type=int, default=2)
     parser.add_argument("--parallel", type=int, default=2)
-    parser.add_argument("--markdown", action="store_true", help="print the markdown table too")
+    parser.add_argument("--table-only", action="store_true", help="run nothing; tabulate the runs there are")
     add_docs_flag(parser, MARKER)
     args = parser.parse_args(argv)
-    data = data_file(args.data_dir, MNIST)
-    sweep = fedsim.load_sweep(run_sweep(data, args.out.resolve(), args.seeds, args.parallel))
+    out = args.out.resolve()
+    if not args.table_only:
+        run_sweep(data_file(args.data_dir, MNIST), out, args.seeds, args.parallel)
+    sweep = fedsim.load_sweep(out / "sweep")
     results: dict[str, list[dict]] = {label: [] for label in DEFENSES}
     label_of = {settings_key(defenses): label for label, defenses in DEFENSES.items()}
     for run in sweep.runs.values():
@@ -117,77 +312,33 @@ def main(argv: list[str] | None = None) -> None:
         if label is not None and run.summary:
             results[label].append({"seed": run.config.seed, **per_run(run)})
     baseline = {r["seed"]: r["accuracy"] for r in results["none"]}
-    table = {}
-    for label, rows in results.items():
-        if not rows:
-            continue
-        drops = [100 * (baseline[r["seed"]] - r["accuracy"]) for r in rows if r["seed"] in baseline]
-        epsilons = [r["epsilon"] for r in rows if r["epsilon"] is not None]
-        table[label] = {
-            "seeds": len(rows),
-            **leakage_cells(rows),
-            "accuracy": interval([100 * r["accuracy"] for r in rows]),
-            "drop": interval(drops) if drops else None,
-            "epsilon": max(epsilons) if epsilons else None,
-        }
+    table = {label: summarize_label(rows, baseline) for label, rows in results.items() if rows}
+    done, planned = sum(len(rows) for rows in results.values()), len(DEFENSES) * args.seeds
     print(
-        f"{CONFIG.name}: {len(sweep.runs)} runs under {sweep.path}; the strongest attack per attacked (round, client) "
-        "by SSIM against the ground truth; over seeds [95 % bootstrap interval]"
+        f"{CONFIG.name}: {done} of {planned} runs finished under {out / 'sweep'}; the strongest attack per attacked "
+        "round by SSIM against the ground truth; [95 % bootstrap interval]"
     )
-    fmt = format_interval
-    for label, row in table.items():
-        epsilon = f"{row['epsilon']:.2f}" if row["epsilon"] is not None else "-"
-        drop = fmt(row["drop"], 1) if row["drop"] else "-"
-        print(
-            f"   {label:<17} SSIM {row['ssim']} (over {row['compared']} attacks; alone: {row['alone']}), "
-            f"PSNR median {row['psnr']} dB, >= 40 dB {row['at_40db']}, accuracy {fmt(row['accuracy'], 1)} %, "
-            f"drop {drop} points, epsilon {epsilon}"
-        )
-    classes = np.bincount(np.load(data)["y"])  # the test split is a random stratum of these
-    constant = 100 * classes.max() / classes.sum()
+    lines = strength_lines(table)
+    budget_table = equal_utility_markdown(equal_utility(equal_utility_points(table)), BUDGETS)
+    print("\n".join(lines) + "\n\n" + "\n".join(budget_table))
     if "none" in table:
-        ratio = table["none"]["accuracy"].value / constant
+        accuracy = table["none"]["accuracy"].value
+        classes = np.bincount(np.load(out / "federated.npz")["y_test"])
+        constant = 100 * classes.max() / classes.sum()
         print(
-            f"   undefended accuracy / constant predictor ({constant:.1f} %): {ratio:.1f} (protocol: >= 3): "
-            f"{'met' if ratio >= 3 else 'NOT met'}"
+            f"undefended accuracy at the plateau: {accuracy:.2f} % (protocol: >= 97): "
+            f"{'met' if accuracy >= 97 else 'NOT met'}; the constant predictor's: {constant:.1f} %"
         )
-    lines = [
-        "| defense | SSIM, ground-truth selection over N attacks | N | each attack alone: SSIM | PSNR median (dB) | "
-        "at >= 30 dB | at >= 40 dB | test accuracy (%) | drop (points) | epsilon | won by (targets) |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    for label, row in table.items():
-        epsilon = f"{row['epsilon']:.2f}" if row["epsilon"] is not None else "-"
-        lines.append(
-            f"| {label} | {row['ssim']} | {row['compared']} | {row['alone']} | {row['psnr']} | {row['at_30db']} | "
-            f"{row['at_40db']} | {fmt(row['accuracy'], 1)} | {fmt(row['drop'], 1) if row['drop'] else '-'} | "
-            f"{epsilon} | {row['won']} |"
-        )
-    if args.markdown:
-        print("\n" + "\n".join(lines))
     if args.docs:
         seconds = sum(float((run.summary or {}).get("wall_seconds_last_session", 0.0)) for run in sweep.runs.values())
-        write_between_markers(
-            DOCS_PAGES[MARKER],
-            MARKER,
-            [
-                f"Regenerate with `.venv/bin/python -m bench.defenses --data-dir DIR --docs`, DIR holding `{MNIST}` "
-                f"({len(sweep.runs)} runs, {seconds / 60:.0f} min of run time on {os.cpu_count()} CPU cores; "
-                "`--parallel 2` runs two "
-                "at once). Seeds 0-2; [95 % bootstrap intervals] (`fedsim.reporting.summaries`: images resampled "
-                "within each seed; accuracy and drop over the seeds):",
-                "",
-                *lines,
-                "",
-                f"The undefended model reaches {table['none']['accuracy'].value:.1f} % on the 2,000 held-out images, "
-                f"{table['none']['accuracy'].value / constant:.1f} times the constant predictor's {constant:.1f} %. "
-                "SSIM and PSNR: on each attacked (round, client) pair, the attack with the best SSIM against that "
-                "client's batch of 4 images (ground-truth selection over N attacks: an oracle, an upper bound on what "
-                "an attacker would pick), its images' mean SSIM, median PSNR and fractions at or above 30 and 40 dB "
-                "over all seeds; each attack alone: its own mean SSIM over the same images; won by: how many of "
-                "those pairs each attack won. Drop: paired with the undefended run of the same seed.",
-            ],
+        note = (
+            f"Regenerate with `.venv/bin/python -m bench.defenses --data-dir DIR --docs`, DIR holding `{MNIST}` "
+            f"({done} of {planned} runs finished, {seconds / 60:.0f} min of run time on {os.cpu_count()} CPU cores; "
+            f"`--parallel 2` runs two at once). Seeds 0-{args.seeds - 1}; [95 % bootstrap intervals] "
+            "(`fedsim.reporting.summaries`: images resampled within each seed; accuracy and drop over the seeds)."
         )
+        write_between_markers(DOCS_PAGES[MARKER], MARKER, [note, "", *lines])
+        write_between_markers(DOCS_PAGES[MARKER], EQUAL_UTILITY_MARKER, budget_table)
     print(json.dumps({label: {k: getattr(v, "value", v) for k, v in row.items()} for label, row in table.items()}))
 
 

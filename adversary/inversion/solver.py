@@ -95,7 +95,13 @@ def _invert_group(
     )
     v, f = optimize(problem.evaluate, v0, options, spec, problem.project, monitor, budget)
     images, _ = problem.split(v)
-    return best_restarts(f, images, problem.labels_of(v), budget, trajectories=trajectories)
+    recs = best_restarts(f, images, problem.labels_of(v), budget, trajectories=trajectories)
+    if not problem.masks:
+        return recs
+    # each target's share of matched entries, over the parameters it matches (masks stack the targets first)
+    kept = torch.stack([mask.flatten(start_dim=1).sum(dim=1) for mask in problem.masks]).sum(dim=0)
+    total = sum(mask[0].numel() for mask in problem.masks)
+    return [dataclasses.replace(rec, matched_fraction=float(kept[t]) / total) for t, rec in enumerate(recs)]
 
 
 def optimize(

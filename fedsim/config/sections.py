@@ -58,9 +58,26 @@ class FailureInjection(Section):
         return self
 
 
+class PlateauConfig(Section):
+    """Stop training once test accuracy stops improving (``fedsim.core.plateau``)."""
+
+    patience: int = Field(5, ge=1, description="evaluations in a row without an improvement after which training stops")
+    min_delta: float = Field(
+        0.001, ge=0, lt=1, description="an evaluation improves when it beats the best accuracy so far by more than this"
+    )
+
+
 class FederationConfig(Section):
     num_clients: int = Field(4, ge=1, le=10_000, description="number of simulated clients (partitions)")
-    rounds: int = Field(3, ge=1, description="number of federated rounds")
+    rounds: int = Field(3, ge=1, description="number of federated rounds (with `plateau`: the most rounds played)")
+    plateau: PlateauConfig | None = Field(
+        None,
+        description="stop when test accuracy stops improving (never before the last attacked round); "
+        "null: play every round",
+    )
+    target_accuracy: float | None = Field(
+        None, gt=0, le=1, description="the run reports the first round whose test accuracy reaches this (null: none)"
+    )
     fraction_fit: float = Field(1.0, gt=0, le=1, description="share of clients sampled for training each round")
     min_fit_clients: int = Field(1, ge=1, description="successful replies a round needs to update the model")
     fraction_evaluate: float = Field(
@@ -455,6 +472,14 @@ class AdversaryConfig(Section):
             return server_round in self.rounds
         first, last = (int(part) for part in self.rounds.split("-"))
         return first <= server_round <= last
+
+    def last_attacked_round(self) -> int:
+        """The last round a list or interval of ``rounds`` attacks; 0 for `all` or no attack (every round counts)."""
+        if not self.attacks or self.rounds == "all":
+            return 0
+        if isinstance(self.rounds, list):
+            return max(self.rounds)
+        return int(self.rounds.split("-")[1])
 
     def attacks_client(self, client: int) -> bool:
         return self.clients == "all" or client in self.clients

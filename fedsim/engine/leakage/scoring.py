@@ -147,6 +147,12 @@ class LeakageScorer:
             "saturation": reconstruction.saturation,
             "saturated": reconstruction.saturation == "saturated",
             "gradient_match": _finite_or_none(reconstruction.gradient_match),
+            # an attack matching only some entries (ig-dropout: those above the noise): which share it matched
+            **(
+                {"matched_fraction": reconstruction.matched_fraction}
+                if reconstruction.matched_fraction is not None
+                else {}
+            ),
             # the hyper-parameters tuned on public images for this setting, if any (adversary.tuning)
             **(reconstruction.tuning or {"tuned": False}),
             # leakage that cannot carry a verdict on the defense: the report marks it as a lower bound

@@ -27,6 +27,7 @@ from fedsim.config import ExperimentConfig
 from fedsim.core.messaging import PULL_INTERVAL_S, ForwardingGrid, collect_replies
 from fedsim.core.stopping import StopSignal
 from fedsim.engine.lifecycle.progress import LogProgress
+from fedsim.engine.lifecycle.summary import training_plateau
 from fedsim.rundir.writer import RunStore
 from strategies.base import ServerStrategy
 
@@ -167,6 +168,8 @@ def run_rounds(spec: ServerSpec, protocol: RoundProtocol, grid: Grid, context: C
     state = spec.initial_state
     start_run(spec)
     for server_round in range(spec.start_round + 1, federation.rounds + 1):
+        if at_plateau(spec):
+            break
         started = time.perf_counter()
         progress.round_started(server_round, len(strategy.sample_partitions(server_round)))
         current = Round(
@@ -188,6 +191,22 @@ def run_rounds(spec: ServerSpec, protocol: RoundProtocol, grid: Grid, context: C
             state = result.state
         # e.g. strategy.dp: noise, clipping norm, epsilon; then the protocol's counts
         commit_round(spec, server_round, state, {**strategy.round_metrics(server_round), **outcome}, started)
+
+
+def at_plateau(spec: ServerSpec) -> bool:
+    """Whether test accuracy has stopped improving (``federation.plateau``): then no further round is played."""
+    if spec.config.federation.plateau is None:
+        return False
+    plateau = training_plateau(spec.config, spec.store.rows())
+    if plateau is not None:
+        logger.info(
+            "round %d: test accuracy stopped improving (%.4f at the plateau, best %.4f in round %d): training stops",
+            plateau["round"],
+            plateau["accuracy"],
+            plateau["best_accuracy"],
+            plateau["best_round"],
+        )
+    return plateau is not None
 
 
 def all_finite(state: State) -> bool:

@@ -350,7 +350,7 @@ def _run_experiment(
         raise _interrupted(store, config, resume is None, stop.signum) from stopped
     if audit is not None:
         audit.finish()  # the `audit` row (summarize reads it) and the warning if the bound exceeds the accountant
-    summary = summarize(store, time.perf_counter() - started)
+    summary = summarize(store, time.perf_counter() - started, config)
     store.write_json(SUMMARY_FILE, summary)
     untrained = rounds_without_update(store, after=last_round, withheld=_withheld_rounds(config))
     if untrained is not None:

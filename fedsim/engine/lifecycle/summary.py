@@ -10,6 +10,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from fedsim.config import ExperimentConfig
+from fedsim.core.plateau import Plateau, first_reaching, plateau_of
 from fedsim.rundir.layout import CLIENT_ERROR_LOG, METRICS_FILE
 from fedsim.rundir.privacy import (
     ADJACENCY,
@@ -25,13 +27,14 @@ from fedsim.rundir.writer import RunStore
 logger = logging.getLogger("fedsim")
 
 
-def summarize(store: RunStore, wall_seconds: float) -> dict[str, Any]:
+def summarize(store: RunStore, wall_seconds: float, config: ExperimentConfig | None = None) -> dict[str, Any]:
     """What ``summary.json`` holds: the final and best scores, client failures, the privacy spent and leakage
     per attack.
 
     The privacy spent is ``epsilon_example`` / ``delta_example`` (DP-SGD, add/remove one sample of a client) and
     ``epsilon_client`` / ``delta_client`` (``strategy.dp``, add/remove one client), None where that mechanism is
-    not in force (``fedsim.rundir.privacy``)."""
+    not in force (``fedsim.rundir.privacy``). With the run's ``config``: its plateau and rounds to the target accuracy
+    (``utility_summary``)."""
     rows = store.rows()
     evals = [r for r in rows if r["event"] == "eval"]
     fits = [r for r in rows if r["event"] == "fit"]
@@ -43,6 +46,7 @@ def summarize(store: RunStore, wall_seconds: float) -> dict[str, Any]:
             k: final[k] for k in ("loss", "accuracy", "precision", "recall", "specificity", "f1", "mcc") if k in final
         },
         "best_accuracy": max((r["accuracy"] for r in evals), default=None),
+        **(utility_summary(config, rows) if config is not None else {}),
         "client_updates": len(fits),
         "client_failures": sum(1 for r in fits if r.get("status") == "failed"),
         **privacy_spent(rows),
@@ -51,6 +55,50 @@ def summarize(store: RunStore, wall_seconds: float) -> dict[str, Any]:
         **({"audit": audit_summary(audits[-1])} if (audits := [r for r in rows if r["event"] == "audit"]) else {}),
         "wall_seconds_last_session": round(wall_seconds, 2),
     }
+
+
+def accuracy_by_round(rows: list[dict[str, Any]]) -> list[tuple[int, float]]:
+    """(round, test accuracy) of every evaluated round in order; a round played again counts once, its last row."""
+    by_round = {r["round"]: r["accuracy"] for r in rows if r["event"] == "eval" and r.get("accuracy") is not None}
+    return sorted(by_round.items())
+
+
+def training_plateau(config: ExperimentConfig, rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Where ``federation.plateau`` holds: its ``round``, the ``accuracy`` at the plateau (``fedsim.core.plateau``),
+    the ``best_accuracy`` by then and its ``best_round``; None when the criterion is off or does not hold yet.
+    It never holds before the last attacked round: the attacks of a run that stops at its plateau all happen."""
+    criterion = config.federation.plateau
+    if criterion is None:
+        return None
+    evaluated = accuracy_by_round(rows)
+    last_attacked = config.adversary.last_attacked_round()
+    not_before = next((index for index, (r, _) in enumerate(evaluated) if r >= last_attacked), len(evaluated))
+    plateau: Plateau | None = plateau_of(
+        [accuracy for _, accuracy in evaluated], criterion.patience, criterion.min_delta, not_before
+    )
+    if plateau is None:
+        return None
+    return {
+        "round": evaluated[plateau.index][0],
+        "accuracy": plateau.accuracy,
+        "best_round": evaluated[plateau.best_index][0],
+        "best_accuracy": plateau.best_accuracy,
+    }
+
+
+def utility_summary(config: ExperimentConfig, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The plateau (round reached, accuracy there) under ``federation.plateau`` and the first round reaching
+    ``federation.target_accuracy``, each None where it is off or was not reached."""
+    summary: dict[str, Any] = {}
+    if config.federation.plateau is not None:
+        summary["plateau"] = training_plateau(config, rows)
+    target = config.federation.target_accuracy
+    if target is not None:
+        evaluated = accuracy_by_round(rows)
+        reached = first_reaching([accuracy for _, accuracy in evaluated], target)
+        summary["target_accuracy"] = target
+        summary["rounds_to_target"] = None if reached is None else evaluated[reached][0]
+    return summary
 
 
 def leakage_summary(attack_rows: list[dict[str, Any]]) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from torch import nn
 from adversary.inversion.options import AttackOptions
 from adversary.inversion.problem import BatchedProblem
 from adversary.inversion.requirements import AttackSetting, DefenseInForce
+from adversary.inversion.solver import invert
 from adversary.registry import ATTACKS
 from adversary.view import AttackerView, LocalTraining
 from clients.defenses import DEFENSES, DefenseContext
@@ -171,3 +172,19 @@ def test_pdpsgd_penalty_is_simulated_exactly_through_the_clients_own_training():
     assert AttackOptions(name="ig-pdpsgd").adapted(setting).pdp_kappa == pytest.approx(0.09)
     assert objective_at_truth("ig-pdpsgd", view, setting, images) < 1e-12
     assert objective_at_truth("ig", view, setting, images) > 1e-6  # plain IG's simulation misses the penalty
+
+
+def test_ig_dropout_reports_the_share_of_entries_it_matched_and_plain_ig_reports_none(batch):
+    images, labels = batch
+    defense = {"name": "gradient_dropout", "p": 0.6, "sigma": 1e-3}
+    view, model = defended_view(defense, images, labels)
+    setting = setting_for(model, defense)
+    options = AttackOptions(name="ig-dropout", iterations=2, regularizers=[]).adapted(setting)
+    (reconstruction,) = invert(ATTACKS.get("ig-dropout").spec, [view], options, seed=0, device=CPU)
+    sent = [(view.global_state[name] - view.observed_state[name]) / LR for name, _ in model.named_parameters()]
+    above = sum(int((entries.abs() > options.match_threshold).sum()) for entries in sent)
+    assert reconstruction.matched_fraction == pytest.approx(above / sum(entries.numel() for entries in sent))
+    assert 0.3 < reconstruction.matched_fraction < 0.7  # about p of the entries were kept, few of them tiny
+    plain = AttackOptions(name="ig", iterations=2, regularizers=[])
+    (unmasked,) = invert(ATTACKS.get("ig").spec, [view], plain, seed=0, device=CPU)
+    assert unmasked.matched_fraction is None

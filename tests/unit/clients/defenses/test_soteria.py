@@ -6,6 +6,8 @@ from defense_updates import apply, context
 from torch import nn
 
 from clients.defenses.soteria import unit_scores
+from fedsim.models import build_model
+from fedsim.models.lenet_fc import CLASSIFIER_LAYER, REPRESENTATION_LAYER, LeNetFcConfig
 
 
 def test_soteria_zeroes_the_columns_of_the_most_revealing_representation_units():
@@ -41,3 +43,16 @@ def test_soteria_defaults_to_the_first_linear_and_rejects_other_layers():
     assert int((outcome.update["2.weight"] == 0).all(dim=0).sum()) == 4
     with pytest.raises(ValueError, match=r"soteria.layer = '0': not a Linear layer; allowed: 2"):
         apply({"name": "soteria", "ratio": 0.5, "layer": "0"}, update, context(model=model, x=x))
+
+
+def test_on_a_model_with_a_representation_layer_soteria_defends_it_and_leaves_the_classifier_alone():
+    model = build_model(LeNetFcConfig(hidden=16), in_channels=1, num_classes=10, image_size=28, seed=0)
+    x = torch.rand(3, 1, 28, 28)
+    update = {name: torch.ones_like(p) for name, p in model.named_parameters()}
+    outcome = apply({"name": "soteria", "ratio": 0.5}, update, context(model=model, x=x))  # the default layer
+    defended = f"{REPRESENTATION_LAYER}.weight"
+    assert int((outcome.update[defended] == 0).all(dim=0).sum()) == model.representation.in_features // 2
+    assert REPRESENTATION_LAYER != CLASSIFIER_LAYER
+    for name, value in update.items():
+        if name != defended:
+            assert torch.equal(outcome.update[name], value), name  # the classifier's update goes out as it was

@@ -95,3 +95,12 @@ def test_uniform_init_is_dlgs(name: str) -> None:
 def test_seed_determines_the_initial_weights(name: str) -> None:
     assert same_weights(state(build(name, 3, 16, seed=1)), state(build(name, 3, 16, seed=1)))
     assert not same_weights(state(build(name, 3, 16, seed=1)), state(build(name, 3, 16, seed=2)))
+
+
+def test_lenet_fc_has_a_representation_layer_before_its_classifier() -> None:
+    model = build("lenet-fc", 1, 28, classes=10, hidden=32)
+    linears = [name for name, module in model.named_modules() if isinstance(module, nn.Linear)]
+    assert linears == ["representation", "classifier"]
+    assert model.representation.in_features == 12 * 7 * 7 and model.representation.out_features == 32
+    assert model.classifier.in_features == 32 and model.classifier.out_features == 10
+    assert nn.Tanh in module_types(model) and nn.ReLU not in module_types(model)  # twice differentiable by default

@@ -10,7 +10,7 @@ from fedsim.models import MODELS, check_model_name
 
 
 def test_registry_holds_the_paper_models() -> None:
-    assert set(BUILT_IN) == {"lenet", "cnn", "mlp3", "mlp4", "mlp5", "convnet", "resnet18"}
+    assert set(BUILT_IN) == {"lenet", "lenet-fc", "cnn", "mlp3", "mlp4", "mlp5", "convnet", "resnet18"}
     assert MODELS.families == {"tv": "torchvision classifier"} and MODELS.label("tv") == "tv:<name>"
     assert all(MODELS.describe().values())  # every model has a one-line help
 

@@ -103,3 +103,38 @@ def test_a_requested_stop_ends_the_wait_for_replies_at_the_next_pull(task_identi
     with pytest.raises(StopRequested):
         collect_replies(StoppableGrid(silent, stop), [message], timeout=None)  # no timeout: only the stop ends it
     assert silent.pulls == 3
+
+
+class Improving:
+    """A protocol whose rounds always update the model (a weight that counts the rounds played)."""
+
+    def start(self, grid, context, node_of_partition) -> None:
+        pass
+
+    def play_round(self, current) -> RoundResult:
+        return RoundResult({k: v + 1 for k, v in current.state.items()}, {"clients_ok": 2, "model_updated": True})
+
+
+def accuracy_by_weight(accuracies):
+    """An evaluator reading the round off the model (its weight) and scoring it ``accuracies[round]``."""
+    return lambda state: {"accuracy": accuracies[int(state["w"][0]) - 1]}
+
+
+@pytest.mark.parametrize("attacked, played", [(None, 4), ([6], 6)])
+def test_training_stops_at_the_plateau_but_never_before_the_last_attacked_round(
+    tmp_path, monkeypatch, attacked, played
+):
+    adversary = {"attacks": [{"name": "dlg"}], "rounds": attacked} if attacked else {}
+    config = tiny_config(
+        output={"dir": str(tmp_path), "run_name": f"plateau-{played}"},
+        federation={"rounds": 10, "plateau": {"patience": 2, "min_delta": 0.01}},
+        adversary=adversary,
+    )
+    store = RunStore.create(config, "cpu")
+    monkeypatch.setattr("fedsim.engine.lifecycle.rounds.roll_call", lambda grid, count, timeout=None: {0: 10, 1: 11})
+    accuracies = [0.1, 0.5, 0.9, 0.9, 0.905, 0.9, 0.9, 0.95, 0.99, 0.99, 0.99]  # flat from round 2 to 6
+    spec = ServerSpec(
+        config, store, TwoClients(), {"w": torch.ones(1)}, 0, accuracy_by_weight(accuracies), LogProgress()
+    )
+    run_rounds(spec, Improving(), grid=None, context=None)
+    assert store.last_committed_round() == played

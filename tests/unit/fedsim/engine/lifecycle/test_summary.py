@@ -3,8 +3,9 @@
 import logging
 
 import pytest
+from tiny_configs import tiny_config
 
-from fedsim.engine.lifecycle.summary import log_summary
+from fedsim.engine.lifecycle.summary import log_summary, training_plateau, utility_summary
 
 
 @pytest.fixture
@@ -51,3 +52,30 @@ def test_the_end_of_run_lines_name_each_epsilon_with_its_delta_and_what_it_prote
     log_summary(summary({"accuracy": 0.5, "loss": 1.0}, best=0.5, rounds=3) | spent)
     assert "epsilon_example = 7.98 (δ=1e-05), example-level: add/remove one sample of a client" in fedsim_log.text
     assert "epsilon_client" not in fedsim_log.text  # no central DP in this run
+
+
+def evals(*accuracies: float) -> list[dict]:
+    return [{"round": r, "event": "eval", "accuracy": a} for r, a in enumerate(accuracies)]
+
+
+def test_the_summary_reports_the_plateau_and_the_rounds_to_the_target_accuracy():
+    config = tiny_config(
+        federation={"rounds": 20, "plateau": {"patience": 2, "min_delta": 0.01}, "target_accuracy": 0.9}
+    )
+    rows = evals(0.1, 0.7, 0.91, 0.915, 0.912, 0.95)
+    assert utility_summary(config, rows) == {
+        "plateau": {"round": 4, "accuracy": pytest.approx((0.915 + 0.912) / 2), "best_round": 2, "best_accuracy": 0.91},
+        "target_accuracy": 0.9,
+        "rounds_to_target": 2,
+    }
+
+
+def test_the_plateau_never_holds_before_the_last_attacked_round():
+    plateau = {"rounds": 20, "plateau": {"patience": 2, "min_delta": 0.0}}
+    rows = evals(0.5, 0.5, 0.5, 0.5, 0.5, 0.5)
+    flat = {"accuracy": 0.5, "best_round": 0, "best_accuracy": 0.5}
+    assert training_plateau(tiny_config(federation=plateau), rows) == {"round": 2, **flat}
+    attacked = tiny_config(federation=plateau, adversary={"attacks": [{"name": "dlg"}], "rounds": [1, 5]})
+    assert training_plateau(attacked, rows) == {"round": 5, **flat}
+    assert training_plateau(attacked, rows[:5]) is None
+    assert training_plateau(tiny_config(federation={"rounds": 20}), rows) is None  # criterion off
