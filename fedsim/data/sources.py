@@ -602,3 +602,117 @@ def load_flwr_datasets(cfg: HubDataConfig) -> ImageDataset:
             raise _hub_failure(cfg, error) from None
 
     return _hub_splits(cfg, read)
+
+
+# ------------------------------------------------------------------------------- a Flower app's own data
+
+NODE_PREFIX = "node:"  # an argument of the app's data function that is the node's own: node:partition-id
+
+
+class AppDataConfig(DataConfig):
+    """A Flower app's own data function, called once per partition as each of the app's nodes calls it."""
+
+    app: Path = Field(..., description="the Flower app's folder (its code is imported from there)")
+    function: str = Field(
+        ..., description="the app's data function as `module:function`, e.g. pytorchexample.task:load_data"
+    )
+    arguments: dict[str, Any] = Field(
+        default_factory=dict,
+        description="its keyword arguments; `node:partition-id` and `node:num-partitions` are each node's own",
+    )
+    num_partitions: int = Field(..., ge=1, description="the number of partitions (the simulation's nodes)")
+    train_output: int | None = Field(
+        0, ge=0, description="which of the function's outputs is the training loader (null = it returns only that)"
+    )
+    test_output: int | None = Field(
+        None, ge=0, description="which output is a held-out loader no client trains on (null = none)"
+    )
+    image_key: str | int = Field("img", description="the images in each batch: a key of a dict batch, or an index")
+    label_key: str | int = Field("label", description="the labels in each batch: a key of a dict batch, or an index")
+    mean: tuple[float, ...] = Field((0.0,), description="the channel means the app's loader normalises with")
+    std: tuple[float, ...] = Field((1.0,), description="the channel standard deviations it normalises with")
+
+
+def read_app_partitions(cfg: AppDataConfig) -> tuple[ImageDataset, tuple[np.ndarray, ...]]:
+    """The app's training images of every partition, concatenated in partition order, and each partition's indices
+    into them; the held-out loaders' images (``test_output``) are the test split."""
+    from fedsim.core.importing import import_object
+
+    function = import_object(cfg.function, cfg.app, "data.function", DataError)
+    train_parts: list[tuple[np.ndarray, np.ndarray]] = []
+    test_parts: list[tuple[np.ndarray, np.ndarray]] = []
+    for partition in range(cfg.num_partitions):
+        node = {"partition-id": partition, "num-partitions": cfg.num_partitions}
+        arguments = {
+            name: node[value[len(NODE_PREFIX) :]] if isinstance(value, str) and value.startswith(NODE_PREFIX) else value
+            for name, value in cfg.arguments.items()
+        }
+        try:
+            outputs = function(**arguments)
+        except TypeError as error:
+            raise DataError(f"data.arguments = {cfg.arguments}: {cfg.function} refused them ({error})") from None
+        train_parts.append(_loader_images(cfg, _output(outputs, cfg.train_output, "train_output"), partition))
+        if cfg.test_output is not None:
+            test_parts.append(_loader_images(cfg, _output(outputs, cfg.test_output, "test_output"), partition))
+    sizes = [len(y) for _, y in train_parts]
+    starts = np.cumsum([0, *sizes])
+    partitions = tuple(np.arange(start, start + size, dtype=np.int64) for start, size in zip(starts, sizes))
+    x_train = np.concatenate([x for x, _ in train_parts])
+    y_train = np.concatenate([y for _, y in train_parts])
+    if test_parts:
+        x_test, y_test = np.concatenate([x for x, _ in test_parts]), np.concatenate([y for _, y in test_parts])
+    else:
+        x_test, y_test = _empty_like(x_train), np.empty(0, np.int64)
+    classes = _numbered_classes(y_train, y_test)
+    return ImageDataset(x_train, y_train, x_test, y_test, len(classes), classes), partitions
+
+
+def _output(outputs: Any, index: int | None, field: str) -> Any:
+    if index is None:
+        return outputs
+    if not isinstance(outputs, tuple | list) or index >= len(outputs):
+        count = len(outputs) if isinstance(outputs, tuple | list) else 1
+        raise DataError(f"data.{field} = {index}: the data function returns {count} output(s); use 0..{count - 1}")
+    return outputs[index]
+
+
+def _loader_images(cfg: AppDataConfig, loader: Any, partition: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every batch of one loader, read once, mapped back to [0, 1] with the declared normalisation."""
+    import torch
+
+    images, labels = [], []
+    for batch in loader:
+        for key, field, into in ((cfg.image_key, "image_key", images), (cfg.label_key, "label_key", labels)):
+            try:
+                into.append(torch.as_tensor(batch[key]))
+            except (KeyError, IndexError, TypeError):
+                keys = list(batch) if isinstance(batch, dict) else f"{len(batch)} items"
+                raise DataError(f"data.{field} = {key!r}: not in the loader's batches (they hold {keys})") from None
+    if not images:
+        raise DataError(f"data.function = {cfg.function!r}: partition {partition} yields no batch")
+    x = torch.cat(images).float()
+    if x.ndim != 4 or x.shape[1] != len(cfg.std) or len(cfg.mean) != len(cfg.std):
+        raise DataError(
+            f"data.mean/std = {list(cfg.mean)}/{list(cfg.std)}: the loader yields images of shape "
+            f"{tuple(x.shape[1:])}; give one mean and std per channel"
+        )
+    mean = torch.tensor(cfg.mean).view(1, -1, 1, 1)
+    std = torch.tensor(cfg.std).view(1, -1, 1, 1)
+    pixels = x * std + mean
+    low, high = float(pixels.min()), float(pixels.max())
+    if low < -1e-3 or high > 1 + 1e-3:  # a wrong normalisation would score against wrong images
+        raise DataError(
+            f"data.mean/std = {list(cfg.mean)}/{list(cfg.std)}: un-normalised images span [{low:.3g}, {high:.3g}], "
+            f"not [0, 1]; declare the normalisation the app's loader applies"
+        )
+    y = torch.cat(labels).long().numpy()
+    return pixels.clamp_(0, 1).numpy().astype(np.float32), _labels(y, f"data.label_key {cfg.label_key!r}", len(x))
+
+
+@DATASETS.register(
+    "flower-app",
+    help="a Flower app's own data function (data.function), read per partition: what `fedsim audit` scores against",
+    config=AppDataConfig,
+)
+def load_flower_app(cfg: AppDataConfig) -> ImageDataset:
+    return read_app_partitions(cfg)[0]
