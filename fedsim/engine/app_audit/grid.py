@@ -16,11 +16,15 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 from flwr.app import ArrayRecord, Message, MessageType
+from flwr.common import bytes_to_ndarray
+from flwr.common.secure_aggregation.secaggplus_constants import Key, Stage
 from flwr.serverapp import Grid
 
 import fedsim.core.wire as wire
+from adversary.secagg_taps import decode_masked_vector
 from adversary.taps import ClientReport, RoundFilter, Sink, tapped_update
 from fedsim.core.errors import ConfigError
 from fedsim.core.messaging import ForwardingGrid, collect_replies
@@ -65,24 +69,31 @@ class AppGrid(ForwardingGrid):
         self._sent: dict[str, tuple[int, int]] = {}  # train message id -> (round, partition)
         self._rounds: dict[int, _Round] = {}
         self._finished: set[int] = set()
+        self._settings: dict[int, tuple[float, int, float]] = {}  # SecAgg+ round -> clipping, quantisation, weight
 
     # ------------------------------------------------------------------------------------------ the grid
 
     def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
         messages = list(messages)
-        ids = list(self._grid.push_messages(messages))
-        for message, message_id in zip(messages, ids):
+        watched: dict[int, tuple[int, int]] = {}  # position -> (round, partition) of the train messages with a model
+        for position, message in enumerate(messages):  # read before forwarding: SecAgg+ clients consume the stage key
             kind = message.metadata.message_type
             if kind not in (MessageType.TRAIN, MessageType.EVALUATE):
                 continue
             server_round = message_round(message)
+            stage = wire.stage_of(message)
+            if stage == Stage.SETUP and server_round is not None:
+                self._secagg_settings(server_round, message)
             arrays = single_arrays(message)
             if server_round is None or arrays is None:
-                continue
+                continue  # e.g. the SecAgg+ stages that carry no model
             self._released(server_round, arrays, released_before=kind == MessageType.TRAIN)
             if kind == MessageType.TRAIN:
-                with self._lock:
-                    self._sent[message_id] = (server_round, self._partition_of(message.metadata.dst_node_id))
+                watched[position] = (server_round, self._partition_of(message.metadata.dst_node_id))
+        ids = list(self._grid.push_messages(messages))
+        with self._lock:
+            for position, sent in watched.items():
+                self._sent[ids[position]] = sent
         return ids
 
     def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
@@ -94,7 +105,8 @@ class AppGrid(ForwardingGrid):
                 continue
             server_round, partition = sent
             arrays = single_arrays(reply)
-            if arrays is None:
+            masked = masked_vector(reply)
+            if arrays is None and masked is None:
                 continue
             report = ClientReport(partition, reply_examples(reply), None)
             self._trained_on(server_round, partition)  # scoring side: before any attack can ask for it
@@ -103,7 +115,9 @@ class AppGrid(ForwardingGrid):
                 if known is not None:
                     known.reports.append(report)
             if known is not None and self._wants(server_round):
-                observed = self._state(arrays)
+                observed = (
+                    self._state(arrays) if arrays is not None else self._unmasked_view(server_round, masked, report)
+                )
                 self._sink(tapped_update(self._tap, server_round, known.global_state, observed, [report]))
         return replies
 
@@ -140,9 +154,32 @@ class AppGrid(ForwardingGrid):
         for ended_round in ended:
             self._round_done(ended_round, self._rounds[ended_round].released)
 
-    def finish(self) -> None:
-        """The app's ServerApp returned: every round it played is over."""
-        self._finish_before(max(self._rounds, default=0) + 1)
+    def finish(self, held: ArrayRecord | None = None) -> None:
+        """The app's ServerApp returned: every round it played is over. ``held``: the model the server holds at the
+        end (the legacy workflow's state), the last round's release where no message carried it."""
+        last = max(self._rounds, default=0)
+        if held is not None and last:
+            self._aggregate(last, held)
+        self._finish_before(last + 1)
+
+    def _secagg_settings(self, server_round: int, message: Message) -> None:
+        settings = message.content.config_records[wire.SECAGG_RECORD]
+        self._settings[server_round] = (
+            float(settings[Key.CLIPPING_RANGE]),
+            int(settings[Key.TARGET_RANGE]),
+            float(settings[Key.MAX_WEIGHT]),
+        )
+
+    def _unmasked_view(
+        self, server_round: int, masked: list[np.ndarray], report: ClientReport
+    ) -> dict[str, torch.Tensor]:
+        """A SecAgg+ client's masked vector read as an unmasked one would be: what the wire shows of its update."""
+        clipping, quantization, max_weight = self._settings[server_round]
+        decoded = decode_masked_vector(masked, report.num_examples, clipping, quantization, max_weight)
+        return {
+            name: torch.as_tensor(np.asarray(array, dtype=np.float32)).reshape(shape)
+            for (name, shape), array in zip(self._layout.items(), decoded, strict=True)
+        }
 
     def _state(self, arrays: ArrayRecord) -> dict[str, torch.Tensor]:
         """The arrays as a state_dict of the attacker's model: by name, or (legacy API, unnamed) by position."""
@@ -171,17 +208,26 @@ def message_round(message: Message) -> int | None:
 
 
 def single_arrays(message: Message) -> ArrayRecord | None:
-    """The one ArrayRecord a train message or reply carries (the model); None where there is none."""
-    records = list(message.content.array_records.values())
+    """The one ArrayRecord a train message or reply carries (the model); None where there is none (empty records, as
+    SecAgg+'s stages other than training carry, do not count)."""
+    records = [record for record in message.content.array_records.values() if len(record)]
     return records[0] if len(records) == 1 else None
 
 
 def reply_examples(reply: Message) -> int:
     """The sample count a client states beside its update (Message API metrics, or a legacy FitRes)."""
-    for record in reply.content.metric_records.values():
+    records = reply.content.metric_records
+    if wire.FIT_NUM_EXAMPLES in records:  # the legacy API's FitRes.num_examples (SecAgg+ sends it in clear too)
+        return int(records[wire.FIT_NUM_EXAMPLES]["num_examples"])
+    for record in records.values():
         if wire.NUM_EXAMPLES in record:
             return int(record[wire.NUM_EXAMPLES])
-    for record in reply.content.config_records.values():
-        if wire.FIT_NUM_EXAMPLES in record:
-            return int(record[wire.FIT_NUM_EXAMPLES])
     return 0
+
+
+def masked_vector(reply: Message) -> list[np.ndarray] | None:
+    """The masked vector of a SecAgg+ client's collect-masked-vectors reply (None for any other reply)."""
+    record = reply.content.config_records.get(wire.SECAGG_RECORD)
+    if record is None or Key.MASKED_PARAMETERS not in record:
+        return None
+    return [bytes_to_ndarray(value) for value in record[Key.MASKED_PARAMETERS]]

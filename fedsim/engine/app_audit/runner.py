@@ -45,6 +45,7 @@ from fedsim.rundir.writer import RunStore
 logger = logging.getLogger("fedsim")
 
 ENGINE = "simulation"
+LEGACY_PARAMETERS = "parameters"  # where Flower's DefaultWorkflow keeps the global model (its MAIN_PARAMS_RECORD)
 
 
 def audit_app(
@@ -182,8 +183,8 @@ def run_app(
     def main(grid: Grid, context: Context) -> None:
         tapped = wrap_grid(grid) if wrap_grid is not None else None
         server_app(grid=tapped if tapped is not None else grid, context=context)
-        if tapped is not None:
-            tapped.finish()
+        if tapped is not None:  # a legacy workflow keeps the global model in the server's state
+            tapped.finish(context.state.array_records.get(LEGACY_PARAMETERS))
 
     run = Run.create_empty(run_id=generate_rand_int_from_bytes(RUN_ID_NUM_BYTES))
     run.primary_task_id = generate_rand_int_from_bytes(TASK_ID_NUM_BYTES)
