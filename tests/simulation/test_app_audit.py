@@ -43,6 +43,8 @@ def test_an_unedited_app_is_attacked_per_client_and_trains_as_without_the_audit(
     assert (attacks["status"] == "ok").all()
     assert attacks["batch_size"].tolist() == [4, 4]  # scored against the 4 images each node trained on
     assert run.events("eval")["round"].tolist() == [1]  # the global model the round released, evaluated
+    fits = run.events("fit").sort_values("client")
+    assert fits["client"].tolist() == [0, 1] and fits["num_examples"].tolist() == [4, 4]
     partitions = json.loads((run.path / "partitions.json").read_text())["clients"]
     assert [client["sample_ids"] for client in partitions] == [[0, 1, 2, 3], [4, 5, 6, 7]]
 

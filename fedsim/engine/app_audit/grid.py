@@ -54,7 +54,7 @@ class AppGrid(ForwardingGrid):
         wants: RoundFilter,
         partition_of: Callable[[int], int],
         layout: Mapping[str, tuple[int, ...]],
-        trained_on: Callable[[int, int], None],
+        trained_on: Callable[[int, ClientReport], None],
         round_done: Callable[[int, dict[str, torch.Tensor] | None], object],
     ) -> None:
         super().__init__(grid)
@@ -109,7 +109,7 @@ class AppGrid(ForwardingGrid):
             if arrays is None and masked is None:
                 continue
             report = ClientReport(partition, reply_examples(reply), None)
-            self._trained_on(server_round, partition)  # scoring side: before any attack can ask for it
+            self._trained_on(server_round, report)  # scoring side: before any attack can ask for it
             with self._lock:
                 known = self._rounds.get(server_round)
                 if known is not None:

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from adversary.metrics import Lpips
+from adversary.taps import ClientReport
 from fedsim.config import ExperimentConfig
 from fedsim.core.devices import resolve_device
 from fedsim.core.importing import on_path
@@ -79,9 +80,11 @@ def audit_app(
         evaluator = CentralEvaluator(config, federation, device) if len(dataset.x_test) else None
         truth = GroundTruthStore(store.run_dir)
 
-        def trained_on(server_round: int, partition: int) -> None:
-            ids = federation.partitions[partition]
-            truth.write(server_round, partition, [ids.tolist()], [dataset.y_train[ids].tolist()])
+        def trained_on(server_round: int, report: ClientReport) -> None:
+            ids = federation.partitions[report.client]
+            truth.write(server_round, report.client, [ids.tolist()], [dataset.y_train[ids].tolist()])
+            fit = {"round": server_round, "event": "fit", "client": report.client, "status": "ok"}
+            store.append({**fit, "num_examples": report.num_examples})
 
         def round_done(server_round: int, state: dict[str, torch.Tensor] | None) -> None:
             if state is not None:

@@ -95,7 +95,7 @@ def audited_grid(tap: str, recorder: Recorder, wants=lambda server_round: True, 
         wants=wants,
         partition_of=lambda node: node - FIRST_NODE,
         layout=layout,
-        trained_on=lambda server_round, partition: recorder.trained.append((server_round, partition)),
+        trained_on=lambda server_round, report: recorder.trained.append((server_round, report.client)),
         round_done=lambda server_round, state: recorder.done.append((server_round, state)),
     )
 

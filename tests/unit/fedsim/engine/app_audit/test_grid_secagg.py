@@ -120,7 +120,7 @@ def play(tap: str, rounds: int = 1):
         wants=lambda server_round: True,
         partition_of=lambda node: node - FIRST_NODE,
         layout=LAYOUT,
-        trained_on=lambda server_round, partition: trained.append((server_round, partition)),
+        trained_on=lambda server_round, report: trained.append((server_round, report.client)),
         round_done=lambda server_round, state: done.append((server_round, state)),
     )
     strategy = FedAvg(
