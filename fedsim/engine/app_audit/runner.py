@@ -24,8 +24,10 @@ from adversary.metrics import Lpips
 from adversary.taps import ClientReport
 from fedsim.config import ExperimentConfig
 from fedsim.core.devices import resolve_device
+from fedsim.core.errors import RunInterrupted
 from fedsim.core.importing import on_path
 from fedsim.core.seeding import derive_seed
+from fedsim.core.stopping import StopSignal, force_exit, stop_on_signals
 from fedsim.data import ChannelStats
 from fedsim.data.sources import read_app_partitions
 from fedsim.engine.app_audit.app import FlowerApp, load_components, read_app
@@ -37,6 +39,7 @@ from fedsim.engine.lifecycle.assembly import run_model_of
 from fedsim.engine.lifecycle.federation import Federation, partition_record
 from fedsim.engine.lifecycle.ray_processes import RayProcesses
 from fedsim.engine.lifecycle.ray_resources import start_ray, stop_ray
+from fedsim.engine.lifecycle.rounds import StoppableGrid
 from fedsim.engine.lifecycle.runner import CentralEvaluator, _backend_config, _quiet_frameworks
 from fedsim.engine.lifecycle.summary import log_summary, summarize
 from fedsim.rundir.ground_truth import GroundTruthStore
@@ -74,7 +77,10 @@ def audit_app(
     lpips = Lpips(config.adversary.lpips) if config.adversary.attacks else None
     device = resolve_device(config.device)
     environment = {"engine": ENGINE, "flower_app": str(app.path), "run_config": app.run_config}
-    with RunStore.create(config, str(device), run_dir, environment) as store:
+    with (
+        stop_on_signals(StopSignal(), force_exit) as stop,
+        RunStore.create(config, str(device), run_dir, environment) as store,
+    ):
         store.write_json(PARTITIONS_FILE, partition_record(federation))
         wiring = attach_adversary(config, federation, store, model_seed, lpips) if config.adversary.attacks else None
         evaluator = CentralEvaluator(config, federation, device) if len(dataset.x_test) else None
@@ -99,7 +105,7 @@ def audit_app(
 
         def tapped(grid: Any) -> AppGrid:
             return AppGrid(
-                grid,
+                StoppableGrid(grid, stop),  # innermost: a stop reaches the app's server wherever it waits on the grid
                 wiring.adversary.observe if wiring is not None else (lambda update: None),
                 tap=config.adversary.tap,
                 wants=config.adversary.attacks_round,
@@ -112,9 +118,16 @@ def audit_app(
         node_partitions: dict[int, int] = {}
         try:
             run_app(app, server_app, client_app, config, section, wrap_grid=tapped, node_partitions=node_partitions)
-        finally:
-            if wiring is not None and not wiring.adversary.finish():
+        except BaseException as failure:  # a failed or interrupted app: its attacks are dropped at once
+            if wiring is not None:
                 wiring.adversary.abandon()
+            if stop.requested:
+                raise RunInterrupted(store.run_dir, stop.signum) from failure
+            raise
+        if wiring is not None and not wiring.adversary.finish(stop):
+            wiring.adversary.abandon()
+        if stop.requested:
+            raise RunInterrupted(store.run_dir, stop.signum)
         summary = summarize(store, time.perf_counter() - started)
         store.write_json(SUMMARY_FILE, summary)
         log_summary(summary)
