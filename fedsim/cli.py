@@ -96,6 +96,26 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_audit(args: argparse.Namespace) -> int:
+    with _status("importing torch, Flower and Ray", quiet=args.quiet):
+        from fedsim.engine.app_audit.runner import audit_app
+
+    if args.engine == "deployment":
+        raise ConfigError("audit --engine deployment: not supported yet; audit the app under the simulation engine")
+    run_dir = audit_app(args.app_dir, args.config, args.set, args.run_config)
+    if args.report:
+        from fedsim.reporting import write_report
+        from fedsim.reporting.leakage_table import print_leakage_table
+
+        written = write_report(run_dir)
+        print_leakage_table(run_dir, Console())
+        html = next((path for path in written if path.suffix == ".html"), None)
+        if html is not None:
+            print(f"report: {html}")
+    print(run_dir)  # always the last line
+    return 0
+
+
 def _status(text: str, quiet: bool) -> contextlib.AbstractContextManager[object]:
     """A transient spinner with ``text`` on stderr while the block runs, where stderr is a terminal."""
     console = Console(stderr=True)
@@ -385,6 +405,29 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: the system's CAs)",
     )
     run.set_defaults(func=_cmd_run)
+
+    audit = sub.add_parser(
+        "audit", help="run an existing Flower app, unedited, under Flower's simulation with fedsim's adversary"
+    )
+    audit.add_argument("app_dir", type=Path, metavar="APP_DIR", help="the Flower app's folder (its pyproject.toml)")
+    audit.add_argument(
+        "--config", type=Path, metavar="AUDIT.yaml", help="the audit config: the attacker's knowledge, the app's data"
+    )
+    audit.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override an audit config key")
+    audit.add_argument(
+        "--run-config", metavar="'k=v ...'", help="override the app's run config, as `flwr run --run-config` does"
+    )
+    audit.add_argument(
+        "--report", action="store_true", help="after the audit: write its HTML report and print leakage per round"
+    )
+    audit.add_argument("--quiet", action="store_true", help="log lines only, no live display")
+    audit.add_argument(
+        "--engine",
+        choices=["simulation", "deployment"],
+        default="simulation",
+        help="simulation: Flower's simulation engine on this machine (deployment: not supported yet)",
+    )
+    audit.set_defaults(func=_cmd_audit)
 
     validate = sub.add_parser("validate", help="check a config without running it")
     validate.add_argument("config", type=Path)

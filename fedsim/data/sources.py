@@ -11,6 +11,7 @@ inside the readers so that listing data sets and validating configs stays fast.
 from __future__ import annotations
 
 import pickle
+import re
 import tarfile
 import zipfile
 import zlib
@@ -415,3 +416,303 @@ def _stack_images(images: list[PilImage], mode: str, image_size: int | None, whe
         )
     stacked = np.stack(arrays)  # (N, H, W) for L, (N, H, W, 3) for RGB
     return _float_images(stacked, where, channels_last=stacked.ndim == 4)
+
+
+# ---------------------------------------------------------------------- Hugging Face / Flower Datasets
+
+
+class HubDataConfig(DataConfig):
+    """A data set read through Hugging Face ``datasets`` (or Flower Datasets on top of it): from the Hub or local files.
+
+    fedsim partitions the split it reads with ``data.partition``, as for every other source.
+    """
+
+    hub_id: str | None = Field(
+        None, description="a data set on the Hugging Face Hub, e.g. uoft-cs/cifar10 (downloads on first use)"
+    )
+    files: Path | None = Field(
+        None,
+        description="local data instead of the Hub: a parquet or arrow file, a folder of them, a folder saved with "
+        "Dataset.save_to_disk, or an image folder",
+    )
+    subset: str | None = Field(None, description="the Hub data set's configuration (subset) name, if it has several")
+    image_key: str | None = Field(None, description="the column holding the images (null = the first image column)")
+    label_key: str = Field("label", description="the column holding the integer class ids")
+    train_split: str = Field("train", description="the split fedsim partitions among clients")
+    test_split: str | None = Field(
+        None, description="the split evaluated on (null = hold out data.test_fraction of the train split)"
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> HubDataConfig:
+        if (self.hub_id is None) == (self.files is None):
+            given = "both" if self.hub_id is not None else "neither"
+            raise ValueError(
+                f"hub_id and files: {given} given; set data.hub_id (a Hub data set) or data.files (local data)"
+            )
+        if self.files is not None and not self.files.expanduser().exists():
+            raise ValueError(f"files = '{self.files}': no such file or folder")
+        return self
+
+
+def _hub_builder(files: Path) -> tuple[str, dict[str, Any]]:
+    """The ``datasets`` builder and its arguments for local files: parquet, arrow or an image folder."""
+    if files.is_file():
+        kind = {".parquet": "parquet", ".arrow": "arrow"}.get(files.suffix)
+        if kind is None:
+            raise DataError(f"data.files = '{files}': expected a .parquet or .arrow file, or a folder")
+        return kind, {"data_files": str(files)}
+    for kind in ("parquet", "arrow"):
+        found = sorted(files.rglob(f"*.{kind}"))
+        if found:
+            return kind, {"data_dir": str(files)}
+    return "imagefolder", {"data_dir": str(files)}
+
+
+def _saved_to_disk(files: Path) -> bool:
+    return files.is_dir() and any((files / name).is_file() for name in ("dataset_info.json", "dataset_dict.json"))
+
+
+def _hub_failure(cfg: HubDataConfig, error: Exception) -> DataError:
+    first_line = (str(error).splitlines() or [type(error).__name__])[0]
+    if cfg.hub_id is not None:
+        return DataError(
+            f"data.hub_id = {cfg.hub_id!r}: could not be loaded from the Hugging Face Hub (offline, or no such data "
+            f"set? {first_line}); set data.files to a local copy instead"
+        )
+    return DataError(f"data.files = '{cfg.files}': could not be read by datasets ({first_line})")
+
+
+def _hub_splits(cfg: HubDataConfig, read: Callable[[str], Any]) -> ImageDataset:
+    """The train (and test) split read by ``read(split)``, as an ImageDataset."""
+    from datasets import ClassLabel
+    from datasets import Image as ImageFeature
+
+    train = read(cfg.train_split)
+    test = read(cfg.test_split) if cfg.test_split is not None else None
+    image_key = cfg.image_key
+    if image_key is None:
+        image_key = next((k for k, f in train.features.items() if isinstance(f, ImageFeature)), None)
+        if image_key is None:
+            raise DataError(f"data.image_key = None: the data set has no image column; columns {train.column_names}")
+    for key, field in ((image_key, "image_key"), (cfg.label_key, "label_key")):
+        if key not in train.column_names:
+            raise DataError(f"data.{field} = {key!r}: no such column; the data set has {train.column_names}")
+    label_feature = train.features[cfg.label_key]
+    xs, ys = [], []
+    for split, part in ((cfg.train_split, train), (cfg.test_split, test)):
+        if part is None:
+            continue
+        images = [_as_pil(image, f"data.{split} split, {image_key!r}") for image in part[image_key]]
+        mode = "L" if all(image.mode in ("1", "L", "LA") for image in images) else "RGB"
+        xs.append(_stack_images(images, mode, cfg.image_size, f"data split {split!r}"))
+        ys.append(_labels(np.asarray(part[cfg.label_key]), f"data column {cfg.label_key!r}", len(xs[-1])))
+    if isinstance(label_feature, ClassLabel):
+        class_names = tuple(label_feature.names)
+    else:
+        class_names = _numbered_classes(*ys)
+    if len(xs) == 1:
+        return _without_test_split(xs[0], ys[0], class_names)
+    if xs[0].shape[1:] != xs[1].shape[1:]:
+        raise DataError(f"data.image_size = None: train images are {xs[0].shape[2:]}, test {xs[1].shape[2:]}; set it")
+    return ImageDataset(xs[0], ys[0], xs[1], ys[1], len(class_names), class_names)
+
+
+def _as_pil(image: Any, what: str) -> PilImage:
+    from PIL import Image
+
+    if isinstance(image, Image.Image):
+        return image
+    array = np.asarray(image)
+    if array.dtype != np.uint8:
+        raise DataError(f"{what}: holds {array.dtype} arrays, not images; store an Image column or uint8 arrays")
+    return Image.fromarray(array)
+
+
+def _missing_split(cfg: HubDataConfig, split: str, available: Sequence[str]) -> DataError:
+    field = "train_split" if split == cfg.train_split else "test_split"
+    return DataError(f"data.{field} = {split!r}: no such split; the data set has {sorted(available)}")
+
+
+@DATASETS.register(
+    "huggingface",
+    help="a Hugging Face datasets data set: from the Hub (data.hub_id) or local parquet/arrow/image files (data.files)",
+    config=HubDataConfig,
+)
+def load_huggingface(cfg: HubDataConfig) -> ImageDataset:
+    import datasets
+
+    try:
+        if cfg.files is not None and _saved_to_disk(cfg.files.expanduser()):
+            loaded = datasets.load_from_disk(str(cfg.files.expanduser()))
+        elif cfg.files is not None:
+            builder, arguments = _hub_builder(cfg.files.expanduser())
+            loaded = datasets.load_dataset(builder, **arguments)
+        else:
+            loaded = datasets.load_dataset(cfg.hub_id, cfg.subset)
+    except DataError:
+        raise
+    except Exception as error:  # datasets raises many types (connection, file, format errors): one line for each
+        raise _hub_failure(cfg, error) from None
+    if isinstance(loaded, datasets.Dataset):  # a single saved split
+        loaded = datasets.DatasetDict({cfg.train_split: loaded})
+
+    def read(split: str) -> Any:
+        if split not in loaded:
+            raise _missing_split(cfg, split, list(loaded))
+        return loaded[split]
+
+    return _hub_splits(cfg, read)
+
+
+@DATASETS.register(
+    "flwr-datasets",
+    help="a Flower Datasets FederatedDataset (Hub id or local parquet/arrow/image files), partitioned by fedsim",
+    config=HubDataConfig,
+)
+def load_flwr_datasets(cfg: HubDataConfig) -> ImageDataset:
+    from flwr_datasets import FederatedDataset
+
+    if cfg.files is not None:
+        files = cfg.files.expanduser()
+        if _saved_to_disk(files):
+            raise DataError(
+                f"data.files = '{cfg.files}': a folder saved with save_to_disk; FederatedDataset cannot read it, "
+                f"use dataset: huggingface"
+            )
+        builder, arguments = _hub_builder(files)
+        source: dict[str, Any] = {"dataset": builder, **arguments}
+    else:
+        source = {"dataset": cfg.hub_id, "subset": cfg.subset}
+    # fedsim partitions (and shuffles, with the run's seed) the split itself; FederatedDataset needs a partitioner to
+    # exist, so one partition is the whole split, kept in the file's order.
+    federated = FederatedDataset(**source, partitioners={cfg.train_split: 1}, shuffle=False)
+
+    def read(split: str) -> Any:
+        try:
+            return federated.load_split(split)
+        except DataError:
+            raise
+        except ValueError as error:
+            listed = re.search(r"splits: '\[(.*)\]'", str(error))
+            if listed is not None:  # Flower Datasets names the splits there are in its message
+                raise _missing_split(cfg, split, re.findall(r"'([^']*)'", listed.group(1))) from None
+            raise _hub_failure(cfg, error) from None
+        except Exception as error:  # connection, file and format errors of datasets underneath
+            raise _hub_failure(cfg, error) from None
+
+    return _hub_splits(cfg, read)
+
+
+# ------------------------------------------------------------------------------- a Flower app's own data
+
+NODE_PREFIX = "node:"  # an argument of the app's data function that is the node's own: node:partition-id
+
+
+class AppDataConfig(DataConfig):
+    """A Flower app's own data function, called once per partition as each of the app's nodes calls it."""
+
+    app: Path = Field(..., description="the Flower app's folder (its code is imported from there)")
+    function: str = Field(
+        ..., description="the app's data function as `module:function`, e.g. pytorchexample.task:load_data"
+    )
+    arguments: dict[str, Any] = Field(
+        default_factory=dict,
+        description="its keyword arguments; `node:partition-id` and `node:num-partitions` are each node's own",
+    )
+    num_partitions: int = Field(..., ge=1, description="the number of partitions (the simulation's nodes)")
+    train_output: int | None = Field(
+        0, ge=0, description="which of the function's outputs is the training loader (null = it returns only that)"
+    )
+    test_output: int | None = Field(
+        None, ge=0, description="which output is a held-out loader no client trains on (null = none)"
+    )
+    image_key: str | int = Field("img", description="the images in each batch: a key of a dict batch, or an index")
+    label_key: str | int = Field("label", description="the labels in each batch: a key of a dict batch, or an index")
+    mean: tuple[float, ...] = Field((0.0,), description="the channel means the app's loader normalises with")
+    std: tuple[float, ...] = Field((1.0,), description="the channel standard deviations it normalises with")
+
+
+def read_app_partitions(cfg: AppDataConfig) -> tuple[ImageDataset, tuple[np.ndarray, ...]]:
+    """The app's training images of every partition, concatenated in partition order, and each partition's indices
+    into them; the held-out loaders' images (``test_output``) are the test split."""
+    from fedsim.core.importing import import_object
+
+    function = import_object(cfg.function, cfg.app, "data.function", DataError)
+    train_parts: list[tuple[np.ndarray, np.ndarray]] = []
+    test_parts: list[tuple[np.ndarray, np.ndarray]] = []
+    for partition in range(cfg.num_partitions):
+        node = {"partition-id": partition, "num-partitions": cfg.num_partitions}
+        arguments = {
+            name: node[value[len(NODE_PREFIX) :]] if isinstance(value, str) and value.startswith(NODE_PREFIX) else value
+            for name, value in cfg.arguments.items()
+        }
+        try:
+            outputs = function(**arguments)
+        except TypeError as error:
+            raise DataError(f"data.arguments = {cfg.arguments}: {cfg.function} refused them ({error})") from None
+        train_parts.append(_loader_images(cfg, _output(outputs, cfg.train_output, "train_output"), partition))
+        if cfg.test_output is not None:
+            test_parts.append(_loader_images(cfg, _output(outputs, cfg.test_output, "test_output"), partition))
+    sizes = [len(y) for _, y in train_parts]
+    starts = np.cumsum([0, *sizes])
+    partitions = tuple(np.arange(start, start + size, dtype=np.int64) for start, size in zip(starts, sizes))
+    x_train = np.concatenate([x for x, _ in train_parts])
+    y_train = np.concatenate([y for _, y in train_parts])
+    if test_parts:
+        x_test, y_test = np.concatenate([x for x, _ in test_parts]), np.concatenate([y for _, y in test_parts])
+    else:
+        x_test, y_test = _empty_like(x_train), np.empty(0, np.int64)
+    classes = _numbered_classes(y_train, y_test)
+    return ImageDataset(x_train, y_train, x_test, y_test, len(classes), classes), partitions
+
+
+def _output(outputs: Any, index: int | None, field: str) -> Any:
+    if index is None:
+        return outputs
+    if not isinstance(outputs, tuple | list) or index >= len(outputs):
+        count = len(outputs) if isinstance(outputs, tuple | list) else 1
+        raise DataError(f"data.{field} = {index}: the data function returns {count} output(s); use 0..{count - 1}")
+    return outputs[index]
+
+
+def _loader_images(cfg: AppDataConfig, loader: Any, partition: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every batch of one loader, read once, mapped back to [0, 1] with the declared normalisation."""
+    import torch
+
+    images, labels = [], []
+    for batch in loader:
+        for key, field, into in ((cfg.image_key, "image_key", images), (cfg.label_key, "label_key", labels)):
+            try:
+                into.append(torch.as_tensor(batch[key]))
+            except (KeyError, IndexError, TypeError):
+                keys = list(batch) if isinstance(batch, dict) else f"{len(batch)} items"
+                raise DataError(f"data.{field} = {key!r}: not in the loader's batches (they hold {keys})") from None
+    if not images:
+        raise DataError(f"data.function = {cfg.function!r}: partition {partition} yields no batch")
+    x = torch.cat(images).float()
+    if x.ndim != 4 or x.shape[1] != len(cfg.std) or len(cfg.mean) != len(cfg.std):
+        raise DataError(
+            f"data.mean/std = {list(cfg.mean)}/{list(cfg.std)}: the loader yields images of shape "
+            f"{tuple(x.shape[1:])}; give one mean and std per channel"
+        )
+    mean = torch.tensor(cfg.mean).view(1, -1, 1, 1)
+    std = torch.tensor(cfg.std).view(1, -1, 1, 1)
+    pixels = x * std + mean
+    low, high = float(pixels.min()), float(pixels.max())
+    if low < -1e-3 or high > 1 + 1e-3:  # a wrong normalisation would score against wrong images
+        raise DataError(
+            f"data.mean/std = {list(cfg.mean)}/{list(cfg.std)}: un-normalised images span [{low:.3g}, {high:.3g}], "
+            f"not [0, 1]; declare the normalisation the app's loader applies"
+        )
+    y = torch.cat(labels).long().numpy()
+    return pixels.clamp_(0, 1).numpy().astype(np.float32), _labels(y, f"data.label_key {cfg.label_key!r}", len(x))
+
+
+@DATASETS.register(
+    "flower-app",
+    help="a Flower app's own data function (data.function), read per partition: what `fedsim audit` scores against",
+    config=AppDataConfig,
+)
+def load_flower_app(cfg: AppDataConfig) -> ImageDataset:
+    return read_app_partitions(cfg)[0]

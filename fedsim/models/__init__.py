@@ -6,7 +6,16 @@ way the server, the clients and the adversary rebuild it); ``build_model`` build
 section and a data shape.
 """
 
-from fedsim.models import cnn, convnet, lenet, lenet_fc, mlp, resnet, torchvision_adapter  # noqa: F401  (they register)
+from fedsim.models import (  # noqa: F401  (they register)
+    cnn,
+    convnet,
+    lenet,
+    lenet_fc,
+    mlp,
+    python_class,
+    resnet,
+    torchvision_adapter,
+)
 from fedsim.models.build import (
     DataShape,
     build_model,

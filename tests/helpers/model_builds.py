@@ -9,7 +9,9 @@ from torch import nn
 from fedsim.config import ModelConfig
 from fedsim.models import MODELS, build_model
 
-BUILT_IN = [name for name in MODELS.names() if name not in MODELS.families]  # `tv` stands for tv:<name>
+#: the user's own class (`python`, model.target) is no architecture of fedsim's: its shape and options are the user's
+USER_CODE = {"python"}
+BUILT_IN = [name for name in MODELS.names() if name not in MODELS.families and name not in USER_CODE]  # `tv`: tv:<name>
 
 
 def build(name: str = "lenet", channels: int = 3, side: int = 32, classes: int = 10, seed: int = 0, **options):

@@ -7,7 +7,8 @@ import pytest
 from fedsim.config import ConfigError, ExperimentConfig, apply_override, load_config, parse_config
 from fedsim.config.schema import schema_rows
 
-CONFIGS = sorted((Path(__file__).parents[4] / "configs").rglob("*.yaml"))
+# run configs; the audit configs of configs/flower-apps/ are validated by tests/unit/fedsim/engine/app_audit
+CONFIGS = sorted(p for p in (Path(__file__).parents[4] / "configs").rglob("*.yaml") if "flower-apps" not in p.parts)
 
 
 def error_of(raw: dict) -> str:

@@ -1,0 +1,1 @@
+"""pytorchexample: a Flower / PyTorch app."""

@@ -1,0 +1,235 @@
+"""``fedsim audit``: run an unedited Flower app under Flower's simulation engine with fedsim's adversary attached.
+
+The app's own ServerApp runs on a tapped grid (``fedsim.engine.app_audit.grid``) and its own ClientApp on every
+simulated node; nothing of the app is replaced or configured by fedsim beyond what ``flwr run`` does (its run config,
+``--run-config``, its number of nodes). The run directory is fedsim's: its config (the audit's, resolved), partitions,
+metrics rows (an `eval` row per round the global model was seen released, an `attack` row per attack), summary and
+reconstructions; reports and ``fedsim.load_run`` read it as any run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from adversary.metrics import Lpips
+from adversary.taps import ClientReport
+from fedsim.config import ExperimentConfig
+from fedsim.core.devices import resolve_device
+from fedsim.core.errors import RunInterrupted
+from fedsim.core.importing import on_path
+from fedsim.core.seeding import derive_seed
+from fedsim.core.stopping import StopSignal, force_exit, stop_on_signals
+from fedsim.data import ChannelStats
+from fedsim.data.sources import read_app_partitions
+from fedsim.engine.app_audit.app import FlowerApp, load_components, read_app
+from fedsim.engine.app_audit.config import AppSection, audit_config
+from fedsim.engine.app_audit.grid import AppGrid
+from fedsim.engine.leakage.portfolio import attack_setting, resolve_attacks
+from fedsim.engine.leakage.wiring import attach_adversary
+from fedsim.engine.lifecycle.assembly import run_model_of
+from fedsim.engine.lifecycle.federation import Federation, partition_record
+from fedsim.engine.lifecycle.ray_processes import RayProcesses
+from fedsim.engine.lifecycle.ray_resources import start_ray, stop_ray
+from fedsim.engine.lifecycle.rounds import StoppableGrid
+from fedsim.engine.lifecycle.runner import CentralEvaluator, _backend_config, _quiet_frameworks
+from fedsim.engine.lifecycle.summary import log_summary, summarize
+from fedsim.rundir.ground_truth import GroundTruthStore
+from fedsim.rundir.layout import PARTITIONS_FILE, SUMMARY_FILE
+from fedsim.rundir.writer import RunStore
+
+logger = logging.getLogger("fedsim")
+
+ENGINE = "simulation"
+LEGACY_PARAMETERS = "parameters"  # where Flower's DefaultWorkflow keeps the global model (its MAIN_PARAMS_RECORD)
+
+
+def audit_app(
+    app_dir: Path,
+    config_path: Path | None = None,
+    overrides: list[str] | None = None,
+    run_config: str | None = None,
+    *,
+    run_dir: Path | None = None,
+) -> Path:
+    """Audit the Flower app in ``app_dir`` (``run_config``: `flwr run`'s --run-config) and return the run directory."""
+    started = time.perf_counter()
+    _quiet_frameworks()
+    app = read_app(app_dir, run_config)
+    config, section = audit_config(app, config_path, overrides)
+    importable(app.path)
+    server_app, client_app = load_components(app)
+    federation = app_federation(config, section)
+    dataset = federation.dataset
+    model_seed = derive_seed(config.seed, "model")
+    architecture = run_model_of(config, dataset, seed=model_seed, with_weights=False)
+    if config.adversary.attacks:  # an attack that cannot apply is refused here, before the run directory exists
+        shape = (dataset.channels, dataset.image_size, dataset.image_size)
+        config = resolve_attacks(config, attack_setting(config, architecture, shape, dataset.num_classes))
+    lpips = Lpips(config.adversary.lpips) if config.adversary.attacks else None
+    device = resolve_device(config.device)
+    environment = {"engine": ENGINE, "flower_app": str(app.path), "run_config": app.run_config}
+    with (
+        stop_on_signals(StopSignal(), force_exit) as stop,
+        RunStore.create(config, str(device), run_dir, environment) as store,
+    ):
+        store.write_json(PARTITIONS_FILE, partition_record(federation))
+        wiring = attach_adversary(config, federation, store, model_seed, lpips) if config.adversary.attacks else None
+        evaluator = CentralEvaluator(config, federation, device) if len(dataset.x_test) else None
+        truth = GroundTruthStore(store.run_dir)
+
+        def trained_on(server_round: int, report: ClientReport) -> None:
+            ids = federation.partitions[report.client]
+            truth.write(server_round, report.client, [ids.tolist()], [dataset.y_train[ids].tolist()])
+            fit = {"round": server_round, "event": "fit", "client": report.client, "status": "ok"}
+            store.append({**fit, "num_examples": report.num_examples})
+
+        def round_done(server_round: int, state: dict[str, torch.Tensor] | None) -> None:
+            if state is not None:
+                scores = evaluator(state) if evaluator is not None else {}
+                store.append({"round": server_round, "event": "eval", **scores})
+            if wiring is not None:
+                wiring.adversary.round_finished(server_round)
+            if state is not None:
+                store.save_checkpoint(server_round, state)
+
+        layout = {name: tuple(value.shape) for name, value in architecture.state_dict().items()}
+
+        def tapped(grid: Any) -> AppGrid:
+            return AppGrid(
+                StoppableGrid(grid, stop),  # innermost: a stop reaches the app's server wherever it waits on the grid
+                wiring.adversary.observe if wiring is not None else (lambda update: None),
+                tap=config.adversary.tap,
+                wants=config.adversary.attacks_round,
+                partition_of=node_partitions.__getitem__,
+                layout=layout,
+                trained_on=trained_on,
+                round_done=round_done,
+            )
+
+        node_partitions: dict[int, int] = {}
+        try:
+            run_app(app, server_app, client_app, config, section, wrap_grid=tapped, node_partitions=node_partitions)
+        except BaseException as failure:  # a failed or interrupted app: its attacks are dropped at once
+            if wiring is not None:
+                wiring.adversary.abandon()
+            if stop.requested:
+                raise RunInterrupted(store.run_dir, stop.signum) from failure
+            raise
+        if wiring is not None and not wiring.adversary.finish(stop):
+            wiring.adversary.abandon()
+        if stop.requested:
+            raise RunInterrupted(store.run_dir, stop.signum)
+        summary = summarize(store, time.perf_counter() - started)
+        store.write_json(SUMMARY_FILE, summary)
+        log_summary(summary)
+        return store.run_dir
+
+
+def importable(app_path: Path) -> None:
+    """The app's modules importable here, in spawned attack workers and in Ray's client processes."""
+    folder = on_path(app_path)
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if folder not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([folder, *paths])
+
+
+def app_federation(config: ExperimentConfig, section: AppSection) -> Federation:
+    """The app's training images per partition, read through its own data function (scoring side only)."""
+    dataset, partitions = read_app_partitions(config.data)
+    stats = ChannelStats(tuple(section.mean), tuple(section.std))
+    return Federation(dataset, partitions, tuple(stats for _ in partitions), stats)
+
+
+@contextlib.contextmanager
+def node_partition_map(into: dict[int, int]) -> Iterator[None]:
+    """Record which simulated node holds which partition, as Flower's simulation registers its nodes.
+
+    The ServerApp sees node ids only; the partition a node trains on is in its ClientApp's context. The mapping is
+    read where the simulation makes it, so that no message carries anything the app did not send.
+    """
+    from flwr.server.superlink.fleet.vce import vce_api
+
+    register = vce_api._register_nodes
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        mapping = register(*args, **kwargs)
+        into.update(mapping)
+        return mapping
+
+    vce_api._register_nodes = recording
+    try:
+        yield
+    finally:
+        vce_api._register_nodes = register
+
+
+def run_app(
+    app: FlowerApp,
+    server_app: Any,
+    client_app: Any,
+    config: ExperimentConfig,
+    section: AppSection,
+    *,
+    wrap_grid: Callable[[Any], AppGrid] | None = None,
+    node_partitions: dict[int, int] | None = None,
+) -> None:
+    """Play the app under Flower's simulation engine, as `flwr run` would, its ServerApp on ``wrap_grid``'s grid."""
+    from flwr.app import Context, RecordDict
+    from flwr.common.constant import RUN_ID_NUM_BYTES, SUPERLINK_NODE_ID, TASK_ID_NUM_BYTES
+    from flwr.server.superlink.linkstate.utils import generate_rand_int_from_bytes
+    from flwr.serverapp import Grid, ServerApp
+    from flwr.simulation.run_simulation import _run_simulation
+    from flwr.supercore.constant import NOOP_FEDERATION_ID
+    from flwr.supercore.run import Run
+    from flwr.supercore.task_identity import TaskIdentity
+    from flwr.supercore.telemetry import EventType
+
+    audited = ServerApp()
+
+    @audited.main()
+    def main(grid: Grid, context: Context) -> None:
+        tapped = wrap_grid(grid) if wrap_grid is not None else None
+        server_app(grid=tapped if tapped is not None else grid, context=context)
+        if tapped is not None:  # a legacy workflow keeps the global model in the server's state
+            tapped.finish(context.state.array_records.get(LEGACY_PARAMETERS))
+
+    run = Run.create_empty(run_id=generate_rand_int_from_bytes(RUN_ID_NUM_BYTES))
+    run.primary_task_id = generate_rand_int_from_bytes(TASK_ID_NUM_BYTES)
+    run.federation_id = NOOP_FEDERATION_ID
+    # what Flower's own Python entry point sets for the messages the ServerApp builds
+    TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, run.run_id, SUPERLINK_NODE_ID
+    run.override_config = dict(app.overrides)  # what each node fuses with the app's run config, as under `flwr run`
+    context = Context(run_id=run.run_id, node_id=0, node_config={}, state=RecordDict(), run_config=dict(app.run_config))
+    backend_config = _backend_config(config)
+    nodes = config.federation.num_clients
+    with RayProcesses(), node_partition_map(node_partitions if node_partitions is not None else {}):
+        logger.info("starting the Flower app %s: %d nodes in Flower's simulation", app.name, nodes)
+        start_ray(backend_config["init_args"])
+        try:
+            _run_simulation(
+                num_supernodes=nodes,
+                exit_event=EventType.PYTHON_API_RUN_SIMULATION_LEAVE,
+                client_app=client_app,
+                server_app=audited,
+                backend_config=backend_config,
+                server_app_context=context,
+                app_dir=str(app.path),
+                run=run,
+                is_app=True,  # each node's run config: the app's, fused with --run-config
+            )
+        finally:
+            stop_ray()
+
+
+def final_state(path: Path) -> dict[str, np.ndarray]:
+    """A saved state_dict as arrays (to compare an app's final models)."""
+    return {name: value.numpy() for name, value in torch.load(path, weights_only=True).items()}

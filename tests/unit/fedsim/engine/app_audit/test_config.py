@@ -1,0 +1,43 @@
+"""The audit config: run-config references resolved, the app's own sections refused, the fedsim config it becomes."""
+
+from __future__ import annotations
+
+import pytest
+from flower_apps import QUICKSTART_APP, QUICKSTART_AUDIT
+
+from fedsim.core.errors import ConfigError
+from fedsim.engine.app_audit.app import read_app
+from fedsim.engine.app_audit.config import audit_config, resolve_run_config
+
+
+def test_the_example_audit_follows_the_apps_run_config():
+    app = read_app(QUICKSTART_APP, "batch-size=8 learning-rate=0.05 num-server-rounds=2")
+    config, section = audit_config(app, QUICKSTART_AUDIT, ["app.num_supernodes=3"])
+    assert (config.client.batch_size, config.client.lr, config.client.local_epochs) == (8, 0.05, 1)
+    assert (config.federation.num_clients, config.federation.rounds) == (3, 2)
+    assert config.model.name == "python" and config.model.target == "pytorchexample.task:Net"
+    assert config.model.path == QUICKSTART_APP.resolve()  # the app's folder unless the audit says otherwise
+    assert config.data.dataset == "flower-app" and config.data.num_partitions == 3
+    assert config.data.arguments["batch_size"] == 8 and config.data.arguments["partition_id"] == "node:partition-id"
+    assert section.mean == (0.5, 0.5, 0.5)
+
+
+def test_the_nodes_default_to_the_apps_federation():
+    config, _ = audit_config(read_app(QUICKSTART_APP), QUICKSTART_AUDIT)
+    assert config.federation.num_clients == 10
+
+
+def test_a_run_config_reference_to_a_missing_key_names_where_it_is_and_what_there_is():
+    with pytest.raises(ConfigError, match=r"^client.lr = 'run-config:lr': the app's run config has no 'lr'; it has "):
+        resolve_run_config({"client": {"lr": "run-config:lr"}}, {"learning-rate": 0.1})
+
+
+@pytest.mark.parametrize("section", ["data", "federation", "strategy"])
+def test_sections_the_app_decides_are_refused(section):
+    with pytest.raises(ConfigError, match=rf"^{section}: the audited app decides its own {section}"):
+        audit_config(read_app(QUICKSTART_APP), QUICKSTART_AUDIT, [f"{section}.x=1"])
+
+
+def test_a_bad_app_section_value_is_one_line_naming_it():
+    with pytest.raises(ConfigError, match=r"^app.rounds = 0: Input should be greater than or equal to 1"):
+        audit_config(read_app(QUICKSTART_APP), QUICKSTART_AUDIT, ["app.rounds=0"])
