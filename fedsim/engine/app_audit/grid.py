@@ -30,7 +30,7 @@ from fedsim.core.errors import ConfigError
 from fedsim.core.messaging import ForwardingGrid, collect_replies
 
 #: where Flower's strategies put the round number of a message (Message API: also in the train config)
-ROUND_KEY = "server-round"
+ROUND_KEY = wire.SERVER_ROUND
 
 
 @dataclass
