@@ -11,6 +11,7 @@ from flwr.common.secure_aggregation.secaggplus_constants import RECORD_KEY_CONFI
 
 # --- keys of a client's metrics and of the server's train config
 PARTITION_ID = "partition-id"  # also the node_config key that tells a simulated node its partition
+NUM_PARTITIONS = "num-partitions"  # the node_config key with the number of partitions (Flower's simulation)
 SERVER_ROUND = "server-round"  # in every train config: Message-API ConfigRecord and legacy FitIns config alike
 NUM_EXAMPLES = "num-examples"  # FedAvg weights replies by it (Flower's FedAvg.weighted_by_key)
 LOCAL_STEPS = "local-steps"

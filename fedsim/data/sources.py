@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 import numpy as np
 from pydantic import Field, field_validator, model_validator
 
+import fedsim.core.wire as wire
 from fedsim.core.registry import Registry
 from fedsim.core.sections import PluginSection
 from fedsim.data.base import DataError, ImageDataset
@@ -642,7 +643,7 @@ def read_app_partitions(cfg: AppDataConfig) -> tuple[ImageDataset, tuple[np.ndar
     train_parts: list[tuple[np.ndarray, np.ndarray]] = []
     test_parts: list[tuple[np.ndarray, np.ndarray]] = []
     for partition in range(cfg.num_partitions):
-        node = {"partition-id": partition, "num-partitions": cfg.num_partitions}
+        node = {wire.PARTITION_ID: partition, wire.NUM_PARTITIONS: cfg.num_partitions}
         arguments = {
             name: node[value[len(NODE_PREFIX) :]] if isinstance(value, str) and value.startswith(NODE_PREFIX) else value
             for name, value in cfg.arguments.items()

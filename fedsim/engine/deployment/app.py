@@ -38,7 +38,6 @@ from fedsim.engine.lifecycle.protocols import Protocol, protocol_of
 from fedsim.engine.lifecycle.rounds import ServerSpec
 from fedsim.rundir.layout import CONFIG_FILE
 
-NUM_PARTITIONS = "num-partitions"  # node config: how many partitions the federation has (Flower's convention)
 
 logger = logging.getLogger("fedsim")
 
@@ -123,7 +122,7 @@ def partition_of_node(context: Context, config: ExperimentConfig) -> int:
         raise ConfigError(f"node {context.node_id}: its node config has no '{wire.PARTITION_ID}'; {start}")
     partition = int(node_config[wire.PARTITION_ID])
     clients = config.federation.num_clients
-    declared = int(node_config.get(NUM_PARTITIONS, clients))
+    declared = int(node_config.get(wire.NUM_PARTITIONS, clients))
     if declared != clients:
         raise ConfigError(
             f"node {context.node_id}: num-partitions = {declared} in its node config, but the run has "
