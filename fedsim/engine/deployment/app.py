@@ -38,7 +38,6 @@ from fedsim.engine.lifecycle.protocols import Protocol, protocol_of
 from fedsim.engine.lifecycle.rounds import ServerSpec
 from fedsim.rundir.layout import CONFIG_FILE
 
-
 logger = logging.getLogger("fedsim")
 
 
