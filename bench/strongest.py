@@ -117,8 +117,9 @@ def paper003_views(x: torch.Tensor, y: torch.Tensor) -> list:
 
 def paper003(data: Path, images: list[int]) -> dict:
     """``attacks: strongest`` at its defaults vs ``dlg@paper-003`` on paper 003's set-up (see the module doc)."""
+    from adversary.adversary import saturation_budget
     from adversary.inversion import run_attack
-    from adversary.inversion.saturation import SaturationBudget, run_portfolio
+    from adversary.inversion.saturation import run_portfolio
     from adversary.scoring import score_reconstruction
     from fedsim.config import parse_config
     from fedsim.engine.leakage.portfolio import attack_setting, resolve_attacks
@@ -137,16 +138,8 @@ def paper003(data: Path, images: list[int]) -> dict:
     config = parse_config(raw)
     model = build_model(config.model, 3, 10, 32, seed=0)
     config = resolve_attacks(config, attack_setting(config, model, (3, 32, 32), 10))
-    b = config.adversary.budget
-    budget = SaturationBudget(
-        leaders=b.leaders,
-        growth=b.growth,
-        tolerance=b.tolerance,
-        resolution=b.resolution,
-        max_iterations=b.max_iterations,
-        max_restarts=b.max_restarts,
-        max_seconds=b.max_seconds,
-    )
+    budget = saturation_budget(config.adversary)
+    assert budget is not None, "attacks: strongest with adversary.budget.saturate saturates"
     device = torch.device("cpu")
 
     def entry(options, seed):

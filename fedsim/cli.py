@@ -84,14 +84,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     else:
         run_dir = run_experiment(load_config(args.config, args.set), quiet=args.quiet)
     if args.report:
-        from fedsim.reporting import write_report
-        from fedsim.reporting.leakage_table import print_leakage_table
-
-        written = write_report(run_dir)
-        print_leakage_table(run_dir, Console())
-        html = next((path for path in written if path.suffix == ".html"), None)
-        if html is not None:
-            print(f"report: {html}")
+        _print_report(run_dir)
     print(run_dir)  # always the last line
     return 0
 
@@ -104,16 +97,21 @@ def _cmd_audit(args: argparse.Namespace) -> int:
         raise ConfigError("audit --engine deployment: not supported yet; audit the app under the simulation engine")
     run_dir = audit_app(args.app_dir, args.config, args.set, args.run_config)
     if args.report:
-        from fedsim.reporting import write_report
-        from fedsim.reporting.leakage_table import print_leakage_table
-
-        written = write_report(run_dir)
-        print_leakage_table(run_dir, Console())
-        html = next((path for path in written if path.suffix == ".html"), None)
-        if html is not None:
-            print(f"report: {html}")
+        _print_report(run_dir)
     print(run_dir)  # always the last line
     return 0
+
+
+def _print_report(run_dir: Path) -> None:
+    """Write the run's report, print its leakage table and the report's path."""
+    from fedsim.reporting import write_report
+    from fedsim.reporting.leakage_table import print_leakage_table
+
+    written = write_report(run_dir)
+    print_leakage_table(run_dir, Console())
+    html = next((path for path in written if path.suffix == ".html"), None)
+    if html is not None:
+        print(f"report: {html}")
 
 
 def _status(text: str, quiet: bool) -> contextlib.AbstractContextManager[object]:

@@ -12,6 +12,18 @@ from fedsim.models.layers import conv_out, make_activation, make_dropout
 from fedsim.models.registry import MODELS, Activation, LayeredModelConfig
 
 
+def dlg_body(in_channels: int, width: int, activation: str) -> nn.Sequential:
+    """DLG's three 5x5 convolutions (stride 2, 2, 1, padding 2), each followed by ``activation``."""
+    return nn.Sequential(
+        nn.Conv2d(in_channels, width, kernel_size=5, padding=2, stride=2),
+        make_activation(activation),
+        nn.Conv2d(width, width, kernel_size=5, padding=2, stride=2),
+        make_activation(activation),
+        nn.Conv2d(width, width, kernel_size=5, padding=2, stride=1),
+        make_activation(activation),
+    )
+
+
 class LeNet(nn.Module):
     """DLG's LeNet (Zhu et al. 2019): three 5x5 convolutions (stride 2, 2, 1) and one linear layer.
 
@@ -29,14 +41,7 @@ class LeNet(nn.Module):
         dropout: float = 0.0,
     ) -> None:
         super().__init__()
-        self.body = nn.Sequential(
-            nn.Conv2d(in_channels, width, kernel_size=5, padding=2, stride=2),
-            make_activation(activation),
-            nn.Conv2d(width, width, kernel_size=5, padding=2, stride=2),
-            make_activation(activation),
-            nn.Conv2d(width, width, kernel_size=5, padding=2, stride=1),
-            make_activation(activation),
-        )
+        self.body = dlg_body(in_channels, width, activation)
         # Two stride-2 convs with padding 2 give ceil(s / 4) per side, odd sizes included.
         side = conv_out(conv_out(image_size, 5, 2, 2), 5, 2, 2)
         self.dropout = make_dropout(dropout)

@@ -16,6 +16,7 @@ from pydantic import Field
 from torch import nn
 
 from fedsim.models.layers import conv_out, make_activation, make_dropout
+from fedsim.models.lenet import dlg_body
 from fedsim.models.registry import MODELS, Activation, LayeredModelConfig
 
 #: the module names Soteria and the reports refer to
@@ -37,14 +38,7 @@ class LeNetFc(nn.Module):
         dropout: float = 0.0,
     ) -> None:
         super().__init__()
-        self.body = nn.Sequential(
-            nn.Conv2d(in_channels, width, kernel_size=5, padding=2, stride=2),
-            make_activation(activation),
-            nn.Conv2d(width, width, kernel_size=5, padding=2, stride=2),
-            make_activation(activation),
-            nn.Conv2d(width, width, kernel_size=5, padding=2, stride=1),
-            make_activation(activation),
-        )
+        self.body = dlg_body(in_channels, width, activation)
         side = conv_out(conv_out(image_size, 5, 2, 2), 5, 2, 2)
         self.representation = nn.Linear(width * side * side, hidden)
         self.activation = make_activation(activation)
