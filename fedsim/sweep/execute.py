@@ -96,7 +96,8 @@ def point_time(run_dir: Path, wall: float, since: float, started: tuple[str, ...
 
 
 def run_is_complete(run_dir: Path, config: ExperimentConfig) -> bool:
-    """A run is complete when its summary (written after the last attack reported) covers every round."""
+    """A run is complete when its summary (written after the last attack reported) covers every round, or the
+    run stopped at its plateau (``federation.plateau``: no further round is played, fedsim.engine.lifecycle.rounds)."""
     path = Path(run_dir) / SUMMARY_FILE
     if not path.is_file():
         return False
@@ -104,7 +105,12 @@ def run_is_complete(run_dir: Path, config: ExperimentConfig) -> bool:
         summary = json.loads(path.read_text())
     except json.JSONDecodeError:
         return False
-    return int(summary.get("rounds_completed", 0)) >= config.federation.rounds
+    if int(summary.get("rounds_completed", 0)) >= config.federation.rounds:
+        return True
+    plateau = summary.get("plateau")
+    return config.federation.plateau is not None and plateau is not None and int(
+        summary.get("rounds_completed", 0)
+    ) >= int(plateau["round"])
 
 
 def point_action(point: SweepPoint, run_dir: Path) -> Action:

@@ -46,6 +46,23 @@ def test_each_point_gets_what_its_run_directory_needs(tmp_path):
     assert actions == ["run", "skip", "resume", "restart", "resume"]
 
 
+def test_a_run_that_stopped_at_its_plateau_is_complete_and_one_stopped_short_of_it_resumes(tmp_path):
+    plan = plan_sweep(
+        write(tmp_path, BASE),
+        overrides=["federation.rounds=10", "federation.plateau={patience: 2, min_delta: 0.0}"],
+        grid=["seed=0,1"],
+        out=tmp_path / "s",
+    )
+    at_plateau, short = plan.points
+    for point, plateau in ((at_plateau, {"round": 4}), (short, None)):
+        run_dir = tmp_path / "s" / point.name
+        store = RunStore.create(point.config, "cpu", run_dir)
+        store.save_checkpoint(0, {})
+        store.write_json("summary.json", {"rounds_completed": 4, "plateau": plateau})
+    actions = [point_action(p, tmp_path / "s" / p.name) for p in plan.points]
+    assert actions == ["skip", "resume"]
+
+
 def test_a_run_directory_of_another_config_is_refused_before_anything_runs(tmp_path):
     plan = plan_sweep(write(tmp_path, BASE), grid=["seed=0,1"], out=tmp_path / "s")
     other = parse_config({**BASE, "seed": 7})
