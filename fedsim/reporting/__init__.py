@@ -17,14 +17,17 @@ import pandas as pd
 from adversary.floor import AT_FLOOR, LEAKS, target_verdict
 from adversary.scoring import PSNR_CAP_DB
 from fedsim.core.atomic import inside
-from fedsim.reporting import figures, gallery, tables
+from fedsim.reporting import defense_curves, figures, gallery, tables
 from fedsim.reporting.chance import ChanceLevel, chance_levels
+from fedsim.reporting.equal_utility import BUDGETS, NONE_AT_THIS_COST, cell_text, equal_utility
 from fedsim.reporting.frontier import LEAKAGE_METRICS, UTILITY_LOSS, baselines, frontier_table
 from fedsim.reporting.render import Code, Gallery, Image, ReportSection, Table, Text, render_html, render_markdown
 from fedsim.reporting.run_summary import write_run_summary
 from fedsim.rundir.layout import (
     ATTACKS_TABLE,
     CONFIG_FILE,
+    DEFENSE_CURVES_FIGURE,
+    DEFENSE_CURVES_TABLE,
     ENVIRONMENT_FILE,
     FRONTIER_FIGURE,
     FRONTIER_TABLE,
@@ -61,9 +64,11 @@ REPORT_FILES = (
     ATTACKS_TABLE,
     LEAKAGE_ROUNDS_TABLE,
     FRONTIER_TABLE,
+    DEFENSE_CURVES_TABLE,
     UTILITY_ROUNDS_FIGURE,
     LEAKAGE_ROUNDS_FIGURE,
     FRONTIER_FIGURE,
+    DEFENSE_CURVES_FIGURE,
     RUN_UTILITY_FIGURE,
     RUN_SUMMARY,
     RUN_ROUNDS_TABLE,
@@ -137,6 +142,9 @@ def write_full_report(path: Path, sweep: Sweep | None = None) -> list[Path]:
     sections.append(_leakage_section(leakage, names, out, written_figures))
     if len(sweep.runs) > 1:  # a frontier compares runs: one run has its numbers in the summary
         sections.append(_frontier_section(frontier, reference, names, out, written_figures))
+        points = defense_curves.defense_points(sweep.runs, frontier, attacks)
+        if defense_curves.curves(points):  # a strength sweep: some defense at two or more strengths
+            sections.append(_defense_curves_section(points, out, written_figures))
     sections.append(_runs_section(sweep, runs))
     sections.append(_provenance_section(sweep))
 
@@ -403,6 +411,45 @@ def _frontier_section(frontier, reference, names, out: Path, written: list[Path]
         blocks.append(Image(png, caption))
     blocks.append(Table(frontier, FRONTIER_TABLE))
     return ReportSection(title, blocks)
+
+
+def _defense_curves_section(points: list[defense_curves.DefensePoint], out: Path, written: list[Path]) -> ReportSection:
+    """Each defense over its strengths (``fedsim.reporting.defense_curves``) and the equal-utility table."""
+    frame = defense_curves.points_frame(points)
+    frame.to_csv(out / DEFENSE_CURVES_TABLE, index=False)
+    png = out / DEFENSE_CURVES_FIGURE
+    figures.defense_curves_figure(defense_curves.curves(points), [point for point in points if point.undefended], png)
+    written += [out / DEFENSE_CURVES_TABLE, png]
+    budgets = equal_utility(point.strength_point() for point in points if not point.undefended)
+    budget_frame = pd.DataFrame(
+        [
+            {"defense": defense, **{f"drop <= {budget:g} points": cell_text(cells[budget]) for budget in BUDGETS}}
+            for defense, cells in budgets.items()
+        ]
+    )
+    return ReportSection(
+        "Each defense over its strengths, at equal utility",
+        [
+            Text(
+                "Runs that differ only in their seed are one point; a defense's points (the same defense, every "
+                "other setting equal) one line, cheapest first. Per point, means over its seeds with 95 % "
+                "bootstrap intervals (the seeds resampled): the accuracy drop in points against the undefended run "
+                "of the same seed, at each run's last round (its plateau where `federation.plateau` stopped it), and "
+                "the SSIM of each run's strongest attack (a ground-truth selection over the attacks, an oracle). "
+                "Hollow markers: every attack stayed at its floor (what a guess from public data reaches), a failed "
+                "attack, no evidence that the defense protects. Runs whose model never learned are left out."
+            ),
+            Image(png, "The strongest attack's SSIM against the accuracy drop, one line per defense."),
+            Table(frame, DEFENSE_CURVES_TABLE, pinned=2),
+            Text(
+                "Paper 001's comparison at equal utility: per defense and accuracy-drop budget, its strength of "
+                "lowest leakage among those whose mean drop stays within the budget (leakage [interval], floor, "
+                "verdict; strength, drop), or "
+                f'"{NONE_AT_THIS_COST}" when every strength it was tried at costs more.'
+            ),
+            Table(budget_frame),
+        ],
+    )
 
 
 RECONSTRUCTIONS_TITLE = "Reconstructions: every attacked client and the aggregate, per attacked round"

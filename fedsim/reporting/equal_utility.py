@@ -10,12 +10,15 @@ when every strength it was tried at costs more.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 #: accuracy-drop budgets (points of test accuracy) of the table's columns
 BUDGETS = (1.0, 3.0, 10.0)
 NONE_AT_THIS_COST = "none at this cost"
+#: accuracies are fractions of test images: 0.80 - 0.79 is 1.0000000000000009 points, which is within 1
+DROP_TOLERANCE = 1e-9
 
 
 @dataclass(frozen=True)
@@ -42,7 +45,11 @@ def equal_utility(
         by_defense.setdefault(point.defense, []).append(point)
     return {
         defense: {
-            budget: min((p for p in candidates if p.drop <= budget), key=lambda p: (p.leakage, p.drop), default=None)
+            budget: min(
+                (p for p in candidates if p.drop <= budget + DROP_TOLERANCE),
+                key=lambda p: (p.leakage, p.drop),
+                default=None,
+            )
             for budget in budgets
         }
         for defense, candidates in by_defense.items()
@@ -53,7 +60,8 @@ def cell_text(point: StrengthPoint | None) -> str:
     """A table cell: leakage, floor and verdict at the chosen strength, or "none at this cost"."""
     if point is None:
         return NONE_AT_THIS_COST
-    return f"{point.leakage_text} (floor {point.floor:.3f}, {point.verdict}; {point.setting}, drop {point.drop:.1f})"
+    floor = "no floor recorded" if math.isnan(point.floor) else f"floor {point.floor:.3f}"
+    return f"{point.leakage_text} ({floor}, {point.verdict}; {point.setting}, drop {point.drop:.1f})"
 
 
 def equal_utility_markdown(

@@ -1,4 +1,5 @@
-"""The report's figures (matplotlib, headless): utility over rounds, leakage over rounds, the frontier.
+"""The report's figures (matplotlib, headless): utility over rounds, leakage over rounds, the frontier, and each
+defense over its strengths.
 
 Each function draws one PNG from one table of fedsim.reporting.tables / .frontier and returns nothing
 else; which runs a figure shows is the table's ``run`` column, so the report can list their configs.
@@ -17,7 +18,9 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
+from fedsim.reporting.defense_curves import DefensePoint
 from fedsim.reporting.frontier import LEAKAGE_METRICS, UTILITY_LOSS
+from fedsim.reporting.summaries import Estimate
 from fedsim.rundir.privacy import EPSILON_CLIENT, EPSILON_EXAMPLE
 
 METRIC_TITLES = {
@@ -241,3 +244,61 @@ def _label_groups(
 def frontier_key(frontier: pd.DataFrame, names: Mapping[str, str]) -> str:
     """The frontier figure's point labels in words: ``1 = <run>, 2 = <run>, ...`` in the table's order."""
     return ", ".join(f"{position + 1} = {names[run]}" for position, run in enumerate(frontier["run"]))
+
+
+def defense_curves_figure(curves: Mapping[str, list[DefensePoint]], undefended: list[DefensePoint], path: Path) -> None:
+    """One line per defense through its strengths (``fedsim.reporting.defense_curves``): the strongest attack's
+    SSIM against the accuracy drop, each point with its 95 % intervals on both axes; a filled marker where the
+    attacks leaked (above the floor), a hollow one where they stayed at the floor or no floor was recorded. The
+    undefended runs are a
+    black star at no drop, the mean floor a grey dashed line."""
+    fig, axis = plt.subplots(figsize=(6.4, 4.6), dpi=DPI)
+    colors = _colors(list(curves))
+    for curve, points in curves.items():
+        xs = [p.drop.value for p in points]
+        ys = [p.leakage.value for p in points]
+        axis.plot(xs, ys, color=colors[curve], linewidth=1.2, label=curve)
+        for point in points:
+            axis.errorbar(
+                point.drop.value,
+                point.leakage.value,
+                xerr=[[_below(point.drop)], [_above(point.drop)]],
+                yerr=[[_below(point.leakage)], [_above(point.leakage)]],
+                fmt="o",
+                markersize=5,
+                color=colors[curve],
+                markerfacecolor=colors[curve] if point.verdict == "leaks" else "white",
+                elinewidth=0.8,
+                capsize=2,
+            )
+    for point in undefended:
+        axis.errorbar(
+            0.0,
+            point.leakage.value,
+            yerr=[[_below(point.leakage)], [_above(point.leakage)]],
+            fmt="*",
+            markersize=10,
+            color="black",
+            label="undefended",
+        )
+    floors = [p.floor for points in curves.values() for p in points if not math.isnan(p.floor)]
+    if floors:
+        axis.axhline(sum(floors) / len(floors), color="tab:gray", linestyle="--", linewidth=1, label="floor (mean)")
+    axis.set(
+        xlabel="accuracy drop vs undefended (points, last round)",
+        ylabel="strongest attack's SSIM",
+        title="Each defense over its strengths (filled: leaks; hollow: at floor or no floor)",
+    )
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def _below(estimate: Estimate) -> float:
+    return 0.0 if math.isnan(estimate.low) else max(estimate.value - estimate.low, 0.0)
+
+
+def _above(estimate: Estimate) -> float:
+    return 0.0 if math.isnan(estimate.high) else max(estimate.high - estimate.value, 0.0)

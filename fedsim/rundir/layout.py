@@ -137,6 +137,8 @@ FRONTIER_TABLE = "frontier.csv"
 UTILITY_ROUNDS_FIGURE = "utility_rounds.png"
 LEAKAGE_ROUNDS_FIGURE = "leakage_rounds.png"
 FRONTIER_FIGURE = "frontier.png"
+DEFENSE_CURVES_TABLE = "defense_curves.csv"
+DEFENSE_CURVES_FIGURE = "defense_curves.png"
 # a single run's own files beside its full report
 RUN_UTILITY_FIGURE = "utility.png"
 RUN_SUMMARY = "summary.md"

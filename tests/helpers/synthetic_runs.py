@@ -8,8 +8,8 @@ from fedsim.rundir.layout import grid_file
 from fedsim.rundir.writer import RunStore
 
 
-def _synthetic_run(root, name, *, defenses=(), epsilons=None, ssim=0.9, accuracy=0.8):
-    config = parse_config({"name": name, "client": {"defenses": list(defenses)}})
+def _synthetic_run(root, name, *, defenses=(), epsilons=None, ssim=0.9, accuracy=0.8, seed=0):
+    config = parse_config({"name": name, "seed": seed, "client": {"defenses": list(defenses)}})
     store = RunStore.create(config, "cpu", root / name)
     for r in (0, 1, 2):
         store.append({"round": r, "event": "eval", "loss": 2.0 - r * 0.5, "accuracy": accuracy * r / 2})

@@ -56,3 +56,39 @@ def test_a_report_md_symlinked_outside_the_run_is_refused_and_nothing_is_written
     assert f"'{run / 'report' / 'report.md'}' is a symlink to '{outside / 'report.md'}'" in err
     assert list(outside.iterdir()) == []
     assert [path.name for path in (run / "report").iterdir()] == ["report.md"]  # refused before any write
+
+
+def test_a_strength_sweep_gets_a_line_per_defense_and_the_equal_utility_table(tmp_path):
+    # (defense settings, final accuracy, SSIM of the strongest attack) at seeds 0 and 1
+    settings = {
+        "none": ([], 0.80, 0.9),
+        "noise-0.01": ([{"name": "noise", "sigma": 0.01}], 0.79, 0.6),
+        "noise-0.1": ([{"name": "noise", "sigma": 0.1}], 0.72, 0.2),
+        "prune-0.5": ([{"name": "prune", "ratio": 0.5}], 0.80, 0.8),
+    }
+    for name, (defenses, accuracy, ssim) in settings.items():
+        for seed in (0, 1):
+            _synthetic_run(tmp_path, f"{name}-{seed}", defenses=defenses, accuracy=accuracy, ssim=ssim, seed=seed)
+    assert main(["report", str(tmp_path)]) == 0
+    report = tmp_path / "report"
+    points = pd.read_csv(report / "defense_curves.csv")
+    points = points.set_index(points["setting"].str.split(",").str[0])
+    # seeds are replicates of one point; drops in points of accuracy against the undefended run of each seed
+    assert list(points["seeds"]) == [2, 2, 2, 2]
+    assert points.loc["sigma=0.1", "accuracy_drop_points"].startswith("8.00 [")
+    assert points.loc["sigma=0.01", "strongest_ssim"].startswith("0.600 [")
+    assert (report / "defense_curves.png").stat().st_size > 0
+    markdown = (report / "report.md").read_text()
+    assert "Each defense over its strengths" in markdown
+    budgets = markdown[markdown.index("| defense | drop <= 1 points") :]
+    noise = next(line for line in budgets.splitlines() if line.startswith("| noise |"))
+    # within 1 point only sigma 0.01 (drop 1.0); within 10, sigma 0.1 leaks less
+    assert "sigma=0.01" in noise.split("|")[2] and "drop 1.0" in noise.split("|")[2]
+    assert "sigma=0.1" in noise.split("|")[4] and "drop 8.0" in noise.split("|")[4]
+
+
+def test_runs_at_one_strength_per_defense_get_no_defense_curves(tmp_path):
+    _synthetic_run(tmp_path, "none")
+    _synthetic_run(tmp_path, "noise", defenses=[{"name": "noise", "sigma": 0.01}], ssim=0.5)
+    assert main(["report", str(tmp_path)]) == 0
+    assert not (tmp_path / "report" / "defense_curves.png").exists()
