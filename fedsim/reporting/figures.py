@@ -250,8 +250,7 @@ def defense_curves_figure(curves: Mapping[str, list[DefensePoint]], undefended: 
     """One line per defense through its strengths (``fedsim.reporting.defense_curves``): the strongest attack's
     SSIM against the accuracy drop, each point with its 95 % intervals on both axes; a filled marker where the
     attacks leaked (above the floor), a hollow one where they stayed at the floor or no floor was recorded. The
-    undefended runs are a
-    black star at no drop, the mean floor a grey dashed line."""
+    undefended runs are a black star at no drop, the mean floor a grey dashed line."""
     fig, axis = plt.subplots(figsize=(6.4, 4.6), dpi=DPI)
     colors = _colors(list(curves))
     for curve, points in curves.items():
