@@ -182,6 +182,75 @@ def run_sweep(data: Path, out: Path, seeds: int, parallel: int, settings: dict[s
     return fedsim_sweep(raw, out / f"config-{len(settings)}.yaml", out / "sweep", parallel)
 
 
+#: the leakage phase (paper 001's protocol: leakage measured on an early model, utility on the trained one): the
+#: same federation from lenet-fc's own initialisation (no checkpoint), attacked in round 1 on clients 0 and 1,
+#: each defense at the same strength as in the utility phase
+LEAKAGE_ROUNDS = 1
+LEAKAGE_ADVERSARY = {
+    "rounds": [1],
+    "clients": [0, 1],
+    "portfolio_options": {},  # each attack at its own defaults (dlg 300 L-BFGS iterations, ig 1,000 Adam steps)
+    "budget": {"leaders": 1, "max_iterations": 2000, "max_restarts": 2, "max_seconds": 60},
+    # the adaptive attacks tuned on public images of this setting (cached per setting, so once per strength)
+    "tuning": {"select": "adaptive", "trials": 6, "max_iterations": 300},
+}
+
+
+def dpsgd_at_utility_noise(defenses: list[dict], sample_rate: float, steps: int) -> list[dict]:
+    """``defenses`` with DP-SGD's ``target_epsilon`` replaced by the noise multiplier it sets over the utility
+    phase's planned ``steps``: a one-round leakage run would otherwise calibrate its noise to one round's budget
+    and add far less noise than the federation it stands for."""
+    from clients.defenses.dpsgd import noise_for_budget
+
+    out = []
+    for defense in defenses:
+        if defense["name"] == "dpsgd" and defense.get("target_epsilon") is not None:
+            parsed = parse_config({"client": {"defenses": [defense]}}).client.defenses[0]
+            multiplier = noise_for_budget(
+                defense["target_epsilon"], parsed.delta, sample_rate, steps, parsed.accountant
+            )
+            defense = {k: v for k, v in defense.items() if k != "target_epsilon"} | {"noise_multiplier": multiplier}
+        out.append(defense)
+    return out
+
+
+def leakage_defenses(federated: Path, settings: dict[str, list[dict]] = DEFENSES) -> dict[str, list[dict]]:
+    """``settings`` as the leakage phase runs them (:func:`dpsgd_at_utility_noise`), for the utility phase's
+    federation over the clients' arrays ``federated``."""
+    raw = yaml.safe_load(CONFIG.read_text())
+    clients, batch = raw["federation"]["num_clients"], raw["client"]["batch_size"]
+    sample_rate = batch / (len(np.load(federated)["y_train"]) // clients)  # an iid partition's Poisson rate
+    steps = raw["client"]["local_steps"] * raw["federation"]["rounds"]
+    return {label: dpsgd_at_utility_noise(defenses, sample_rate, steps) for label, defenses in settings.items()}
+
+
+def run_leakage_sweep(
+    data: Path, out: Path, seeds: int, parallel: int, settings: dict[str, list[dict]] = DEFENSES
+) -> Path:
+    """The leakage phase of ``settings`` x seeds under ``out/leakage`` (resumable, as :func:`run_sweep`)."""
+    raw = yaml.safe_load(CONFIG.read_text())
+    federated, _ = split_data(data, out)
+    raw["data"] = {**raw["data"], "dataset": "npz", "path": str(federated)}
+    raw["model"] = {key: value for key, value in raw["model"].items() if key != "checkpoint"}
+    raw["federation"] = {**raw["federation"], "rounds": LEAKAGE_ROUNDS, "plateau": None, "target_accuracy": None}
+    raw["adversary"] = {**raw["adversary"], **LEAKAGE_ADVERSARY}
+    raw["sweep"] = {"grid": {"seed": list(range(seeds)), "client.defenses": leakage_defenses(federated, settings)}}
+    return fedsim_sweep(raw, out / f"leakage-config-{len(settings)}.yaml", out / "leakage", parallel)
+
+
+def leakage_run(run: fedsim.rundir.reader.Run) -> dict:
+    """One leakage-phase run: the strongest attack per attacked client (``strongest_images``), the floor and
+    verdict of each strongest result, and the share of entries Gradient Dropout's adaptive attack matched."""
+    best = run.strongest("ssim_mean", per="round")
+    attacks = run.events("attack")
+    return {
+        "matched_fraction": attacks["matched_fraction"].dropna().tolist() if "matched_fraction" in attacks else [],
+        **strongest_images(run, per="round"),
+        "floor": [float(v) for v in best["floor_ssim"].dropna()] if "floor_ssim" in best else [],
+        "verdicts": [str(v) for v in best["verdict"].fillna(UNKNOWN)] if "verdict" in best else [],
+    }
+
+
 def plateau_accuracy(run: fedsim.rundir.reader.Run) -> tuple[float, bool]:
     """The test accuracy at the plateau (``fedsim.core.plateau``: the mean of the evaluations that no longer
     improved), and whether the plateau was reached (else: the final accuracy)."""
@@ -222,21 +291,26 @@ def defense_of(label: str) -> tuple[str, str]:
     return label, "-"
 
 
-def summarize_label(rows: list[dict], baseline: dict[int, float]) -> dict:
-    """Cells of one defense at one strength over its seeds."""
+def summarize_label(rows: list[dict], leaks: list[dict], baseline: dict[int, float]) -> dict:
+    """Cells of one defense at one strength over its seeds: utility (and the plateau model's leakage) from the
+    utility phase's ``rows``, leakage from the leakage phase's ``leaks``."""
     drops = [100 * (baseline[r["seed"]] - r["accuracy"]) for r in rows if r["seed"] in baseline]
     epsilons = [r["epsilon"] for r in rows if r["epsilon"] is not None]
-    floors = [value for r in rows for value in r["floor"]]
-    matched = [value for r in rows for value in r["matched_fraction"]]
+    floors = [value for r in leaks for value in r["floor"]]
+    matched = [value for r in leaks for value in r["matched_fraction"]]
     plateaus = [r["plateau_round"] for r in rows if r["plateau_reached"]]
     to_target = [r["rounds_to_target"] for r in rows if r["rounds_to_target"] is not None]
+    trained = leakage_cells(rows) if rows else {}
     return {
         "seeds": len(rows),
-        **leakage_cells(rows),
-        "ssim_value": float(np.mean([v for r in rows for v in r["ssim"] if v is not None])) if rows else np.nan,
+        "leakage_seeds": len(leaks),
+        **(leakage_cells(leaks) if leaks else {}),
+        "ssim_value": float(np.mean([v for r in leaks for v in r["ssim"] if v is not None])) if leaks else np.nan,
         "floor": float(np.mean(floors)) if floors else None,
-        "verdict": target_verdict(v for r in rows for v in r["verdicts"]),
-        "accuracy": interval([100 * r["accuracy"] for r in rows]),
+        "verdict": target_verdict(v for r in leaks for v in r["verdicts"]) if leaks else UNKNOWN,
+        "trained_ssim": trained.get("ssim", "-"),
+        "trained_verdict": target_verdict(v for r in rows for v in r["verdicts"]) if rows else UNKNOWN,
+        "accuracy": interval([100 * r["accuracy"] for r in rows]) if rows else None,
         "drop": interval(drops) if drops else None,
         "plateau": f"{min(plateaus)}-{max(plateaus)}" if plateaus else "-",
         "unreached": sum(1 for r in rows if not r["plateau_reached"]),
@@ -250,10 +324,11 @@ def summarize_label(rows: list[dict], baseline: dict[int, float]) -> dict:
 def strength_lines(table: dict[str, dict]) -> list[str]:
     fmt = format_interval
     lines = [
-        "| defense | strength | SSIM, ground-truth selection over N attacks | N | floor (SSIM) | verdict | "
-        "PSNR median (dB) | at >= 40 dB | accuracy at plateau (%) | drop (points) | plateau round | "
-        "rounds to 97 % | epsilon_example | entries the adaptive attack matched | won by (targets) |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| defense | strength | early model: SSIM, ground-truth selection over N attacks | N | floor (SSIM) | "
+        "verdict | PSNR median (dB) | at >= 40 dB | won by (targets) | entries the adaptive attack matched | "
+        "accuracy at plateau (%) | drop (points) | plateau round | rounds to 97 % | epsilon_example | "
+        "trained model: SSIM (verdict) | seeds (utility, leakage) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for label, row in table.items():
         defense, strength = defense_of(label)
@@ -263,20 +338,23 @@ def strength_lines(table: dict[str, dict]) -> list[str]:
             f" ({row['seeds'] - row['reached_target']} never)" if row["reached_target"] < row["seeds"] else ""
         )
         lines.append(
-            f"| {defense} | {strength} | {row['ssim']} | {row['compared']} | {floor} | {row['verdict']} | "
-            f"{row['psnr']} | {row['at_40db']} | {fmt(row['accuracy'], 2)} | "
+            f"| {defense} | {strength} | {row.get('ssim', '-')} | {row.get('compared', '-')} | {floor} | "
+            f"{row['verdict']} | {row.get('psnr', '-')} | {row.get('at_40db', '-')} | {row.get('won', '-')} | "
+            f"{'-' if row['matched'] is None else format(row['matched'], '.2f')} | "
+            f"{fmt(row['accuracy'], 2) if row['accuracy'] else '-'} | "
             f"{fmt(row['drop'], 2) if row['drop'] else '-'} | {plateau} | {to_target} | "
             f"{'-' if row['epsilon'] is None else format(row['epsilon'], '.2f')} | "
-            f"{'-' if row['matched'] is None else format(row['matched'], '.2f')} | {row['won']} |"
+            f"{row['trained_ssim']} ({row['trained_verdict']}) | {row['seeds']}, {row['leakage_seeds']} |"
         )
     return lines
 
 
 def equal_utility_points(table: dict[str, dict]) -> list[StrengthPoint]:
+    """Each defended strength with both phases measured: its drop (utility phase) and leakage (leakage phase)."""
     points = []
     for label, row in table.items():
         defense, strength = defense_of(label)
-        if label == "none" or row["drop"] is None or row["floor"] is None:
+        if label == "none" or row["drop"] is None or row["floor"] is None or not row["leakage_seeds"]:
             continue
         points.append(
             StrengthPoint(
@@ -292,36 +370,63 @@ def equal_utility_points(table: dict[str, dict]) -> list[StrengthPoint]:
     return points
 
 
+def collect(sweep_dir: Path, settings: dict[str, list[dict]], read) -> dict[str, list[dict]]:
+    """``read(run)`` with its seed, for every finished run under ``sweep_dir``, by the label of its defenses in
+    ``settings`` (nothing where the sweep has not started)."""
+    results: dict[str, list[dict]] = {label: [] for label in settings}
+    if not (sweep_dir / "sweep.json").is_file():
+        return results
+    label_of = {settings_key(defenses): label for label, defenses in settings.items()}
+    for run in fedsim.load_sweep(sweep_dir).runs.values():
+        label = label_of.get(settings_key([d.model_dump() for d in run.config.client.defenses]))
+        if label is not None and run.summary:
+            results[label].append({"seed": run.config.seed, **read(run)})
+    return results
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_data_dir(parser)
     parser.add_argument("--out", type=Path, default=REPO / "runs" / "bench-defenses")
     parser.add_argument("--seeds", type=int, default=2)
     parser.add_argument("--parallel", type=int, default=2)
+    parser.add_argument(
+        "--phase",
+        choices=["both", "utility", "leakage"],
+        default="both",
+        help="run the utility phase (trained to its plateau), the leakage phase (the early model) or both",
+    )
     parser.add_argument("--table-only", action="store_true", help="run nothing; tabulate the runs there are")
     add_docs_flag(parser, MARKER)
     args = parser.parse_args(argv)
     out = args.out.resolve()
     if not args.table_only:
-        run_sweep(data_file(args.data_dir, MNIST), out, args.seeds, args.parallel)
-    sweep = fedsim.load_sweep(out / "sweep")
-    results: dict[str, list[dict]] = {label: [] for label in DEFENSES}
-    label_of = {settings_key(defenses): label for label, defenses in DEFENSES.items()}
-    for run in sweep.runs.values():
-        label = label_of.get(settings_key([d.model_dump() for d in run.config.client.defenses]))
-        if label is not None and run.summary:
-            results[label].append({"seed": run.config.seed, **per_run(run)})
-    baseline = {r["seed"]: r["accuracy"] for r in results["none"]}
-    table = {label: summarize_label(rows, baseline) for label, rows in results.items() if rows}
-    done, planned = sum(len(rows) for rows in results.values()), len(DEFENSES) * args.seeds
+        data = data_file(args.data_dir, MNIST)
+        if args.phase in ("both", "leakage"):  # the cheaper phase first: its table has meaning sooner
+            run_leakage_sweep(data, out, args.seeds, args.parallel)
+        if args.phase in ("both", "utility"):
+            run_sweep(data, out, args.seeds, args.parallel)
+    utility = collect(out / "sweep", DEFENSES, per_run)
+    leakage = collect(out / "leakage", leakage_defenses(out / "federated.npz"), leakage_run)
+    baseline = {r["seed"]: r["accuracy"] for r in utility["none"]}
+    table = {
+        label: summarize_label(utility[label], leakage[label], baseline)
+        for label in DEFENSES
+        if utility[label] or leakage[label]
+    }
+    done = {
+        phase: sum(len(rows) for rows in runs.values()) for phase, runs in (("utility", utility), ("leakage", leakage))
+    }
+    planned = len(DEFENSES) * args.seeds
     print(
-        f"{CONFIG.name}: {done} of {planned} runs finished under {out / 'sweep'}; the strongest attack per attacked "
-        "round by SSIM against the ground truth; [95 % bootstrap interval]"
+        f"{CONFIG.name}: {done['utility']} of {planned} utility runs and {done['leakage']} of {planned} leakage runs "
+        f"finished under {out}; the strongest attack per attacked client by SSIM against the ground truth; "
+        "[95 % bootstrap interval]"
     )
     lines = strength_lines(table)
     budget_table = equal_utility_markdown(equal_utility(equal_utility_points(table)), BUDGETS)
     print("\n".join(lines) + "\n\n" + "\n".join(budget_table))
-    if "none" in table:
+    if "none" in table and table["none"]["accuracy"] is not None:
         accuracy = table["none"]["accuracy"].value
         classes = np.bincount(np.load(out / "federated.npz")["y_test"])
         constant = 100 * classes.max() / classes.sum()
@@ -330,12 +435,19 @@ def main(argv: list[str] | None = None) -> None:
             f"{'met' if accuracy >= 97 else 'NOT met'}; the constant predictor's: {constant:.1f} %"
         )
     if args.docs:
-        seconds = sum(float((run.summary or {}).get("wall_seconds_last_session", 0.0)) for run in sweep.runs.values())
+        runs = [
+            run
+            for folder in (out / "sweep", out / "leakage")
+            if (folder / "sweep.json").is_file()
+            for run in fedsim.load_sweep(folder).runs.values()
+        ]
+        seconds = sum(float((run.summary or {}).get("wall_seconds_last_session", 0.0)) for run in runs)
         note = (
             f"Regenerate with `.venv/bin/python -m bench.defenses --data-dir DIR --docs`, DIR holding `{MNIST}` "
-            f"({done} of {planned} runs finished, {seconds / 60:.0f} min of run time on {os.cpu_count()} CPU cores; "
-            f"`--parallel 2` runs two at once). Seeds 0-{args.seeds - 1}; [95 % bootstrap intervals] "
-            "(`fedsim.reporting.summaries`: images resampled within each seed; accuracy and drop over the seeds)."
+            f"({done['utility']} of {planned} utility runs and {done['leakage']} of {planned} leakage runs finished, "
+            f"{seconds / 60:.0f} min of run time on {os.cpu_count()} CPU cores; `--parallel 2` runs two at once). "
+            f"Seeds 0-{args.seeds - 1}; [95 % bootstrap intervals] (`fedsim.reporting.summaries`: images resampled "
+            "within each seed; accuracy and drop over the seeds)."
         )
         write_between_markers(DOCS_PAGES[MARKER], MARKER, [note, "", *lines])
         write_between_markers(DOCS_PAGES[MARKER], EQUAL_UTILITY_MARKER, budget_table)
