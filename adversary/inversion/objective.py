@@ -55,14 +55,6 @@ def gradient_distance(
     raise ValueError(f"unknown gradient distance '{loss}'; allowed: {', '.join(DISTANCES)}")
 
 
-def observed_size(observed: Sequence[torch.Tensor], loss: str) -> torch.Tensor:
-    """The observed update's size in the units of ``loss``: its squared L2 norm (``l2``) or its L1 norm (``l1``),
-    by which a normalised distance is divided (never zero)."""
-    flat = _flat(observed)
-    size = (flat * flat).sum() if loss == "l2" else flat.abs().sum()
-    return size + _SQRT_EPS
-
-
 def _norm(v: torch.Tensor) -> torch.Tensor:
     return torch.sqrt((v * v).sum() + _SQRT_EPS)
 

@@ -234,12 +234,6 @@ class OptimizationOptions(AttackOptions):
         gt=0,
         description="l2/l1 distance divided by (matched entries * noise_sigma^2): the noise energy is its unit",
     )
-    normalize_distance: bool = Field(
-        False,
-        description="l2/l1 distance divided by the observed update's squared L2 (l1: L1) norm: the same minimiser at "
-        "a scale that does not shrink with the model's confidence (on a trained model a raw l2 of ~1e-8 stalls "
-        "L-BFGS' first step and stopping tests)",
-    )
     log_every: int = Field(0, ge=0, description="keep a trajectory point every N iterations (0 = none)")
     time_limit: float | None = Field(
         None, gt=0, description="seconds per attack job; past it the best reconstruction so far is scored, marked `cut`"

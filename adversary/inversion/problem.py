@@ -19,7 +19,7 @@ from torch.func import grad_and_value, vmap
 
 from adversary.inversion.labels import recover_labels
 from adversary.inversion.model import AttackerModel, batchnorm_names, victim_batch_statistics
-from adversary.inversion.objective import gradient_distance, observed_size, soft_cross_entropy
+from adversary.inversion.objective import gradient_distance, soft_cross_entropy
 from adversary.inversion.options import OptimizationOptions
 from adversary.inversion.regularizers import REGULARIZERS, Regularizer, RegularizerContext
 from adversary.inversion.spec import AttackSpec
@@ -270,8 +270,6 @@ class BatchedProblem:
         if masks:
             update = [u * m for u, m in zip(update, masks, strict=True)]
         value = gradient_distance(update, observed, str(self.options.loss), self.match.scale_free)
-        if self.options.normalize_distance and self.options.loss in ("l2", "l1"):
-            value = value / observed_size(observed, str(self.options.loss))
         sigma = self.options.noise_sigma
         if sigma is not None and self.options.loss in ("l2", "l1"):
             entries = sum(m.sum() for m in masks) if masks else float(sum(o.numel() for o in observed))
