@@ -1,31 +1,37 @@
 """Defenses at equal utility, on a model trained to its plateau: the strongest attack per defense and strength.
 
-Runs ``configs/defense-evaluation.yaml`` as one sweep (``fedsim sweep``: resumable, ``--parallel``) over every
-defense at four strengths (``STRENGTHS``) x seeds. The protocol is paper 001's: a defense is judged by the
-strongest attack against it at a given utility loss, so each defense is run at several strengths and, for an
-accuracy budget (a drop of at most 1, 3 or 10 points), the strength that leaks least within it is what counts
-(``fedsim.reporting.equal_utility``).
+The protocol is paper 001's: a defense is judged by the strongest attack against it at a given utility loss, so
+each defense is run at several strengths (``STRENGTHS``) and, for an accuracy budget (a drop of at most 1, 3 or 10
+points), the strength that leaks least within it is what counts (``fedsim.reporting.equal_utility``). As in paper
+001, utility and leakage are measured on two models of the same training: utility at the plateau, leakage early.
+Each phase is one resumable sweep (``fedsim sweep``) over every defense and strength x seeds:
 
-Data and model: MNIST's 10,000 arrays (``mnist_test.npz``) are split once, by a fixed seed, into a public
-set (``PUBLIC_IMAGES``), the clients' training images and a held-out test set (``TEST_IMAGES``). The model
-(``lenet-fc``: DLG's tanh LeNet with a fully connected representation layer before the classifier, the kind
-of model Soteria defends) is pre-trained centrally on the public set (``model.checkpoint``: the threat model
-allows it, the initial model is public and so is the data it saw), then the federation fine-tunes it until test
-accuracy stops improving (``federation.plateau``). A man-in-the-middle attacks client 0 in an early round, a
-middle one and one at the undefended model's plateau (the run never stops before it) with ``attacks:
-strongest``.
+* **Utility phase** (``configs/defense-evaluation.yaml``, ``OUT/sweep``). MNIST's 10,000 arrays
+  (``mnist_test.npz``) are split once, by a fixed seed, into a public set (``PUBLIC_IMAGES``), the clients'
+  training images and a held-out test set (``TEST_IMAGES``). ``lenet-fc`` (DLG's tanh LeNet with a fully
+  connected representation layer before the classifier, the kind of model Soteria defends) is pre-trained
+  centrally on the public set (``model.checkpoint``: the threat model allows it, the initial model is public and
+  so is the data it saw); the federation fine-tunes it until test accuracy stops improving
+  (``federation.plateau``). Utility is the test accuracy at the plateau (the mean of the evaluations that no
+  longer improved) and its drop against the undefended run of the same seed. A man-in-the-middle also attacks
+  client 0 in rounds 1, 10 and 20 of this trained model (the "trained model" column).
+* **Leakage phase** (``OUT/leakage``). The same federation from ``lenet-fc``'s own initialisation (no
+  checkpoint: the early model), one round, clients 0 and 1 attacked with ``attacks: strongest`` (every attack
+  that applies, the adaptive ones tuned on public images of the setting, then the saturation step:
+  ``LEAKAGE_ADVERSARY``), each defense at the utility phase's strength; DP-SGD at the noise multiplier its
+  epsilon sets over the utility phase's rounds (``dpsgd_at_utility_noise``), not over one round.
 
-Per run: utility is the test accuracy at the plateau (the mean of the evaluations that no longer improved; the
-final one if the criterion never held) and its drop against the undefended run of the same seed; leakage is, on
-each attacked round, the strongest attack there (``Run.strongest(per="round")``: the best SSIM against the ground
-truth, an oracle over the attacks), with the SSIM floor of that result (what a guess from public data reaches) and
-its verdict (``leaks`` above the floor); the example-level epsilon (DP-SGD) and, for Gradient Dropout, the share of
-the update's entries its adaptive attack matched (``matched_fraction``).
+Per defense and strength: leakage is, per attacked client, the strongest attack there (``Run.strongest``: the best
+SSIM against the ground truth, an oracle over the attacks), with the SSIM floor of that result (what a guess
+from public data reaches) and its verdict (``leaks`` above the floor); the example-level epsilon (DP-SGD) of the
+utility phase and, for Gradient Dropout, the share of the update's entries its adaptive attack matched
+(``matched_fraction``).
 
 Prints one line per defense and strength, then the equal-utility table; last line: JSON. ``--docs`` writes
 both into ``docs/results/defenses.md``.
 
-    .venv/bin/python -m bench.defenses [--data-dir DIR] [--out DIR] [--parallel 2] [--seeds 2] [--docs]
+    .venv/bin/python -m bench.defenses [--data-dir DIR] [--out DIR] [--parallel 2] [--seeds 2]
+                                       [--phase both|utility|leakage] [--table-only] [--docs]
 """
 
 from __future__ import annotations
