@@ -101,14 +101,9 @@ DEFENSES: dict[str, list[dict]] = {
     "none": [],
     **{f"{defense} {label}": settings for defense, levels in STRENGTHS.items() for label, settings in levels.items()},
 }
-#: the other settings of papers 000, 001 and 004 (configs/papers/), run into the same sweep by bench.paper_results
-PAPER_EXTRAS: dict[str, list[dict]] = {
-    "dpsgd-eps1": [{"name": "dpsgd", "target_epsilon": 1, "max_grad_norm": 1.0}],
-    "pdpsgd-sigma1": [{"name": "pdpsgd", "sigma": 1.0}],
-    "noise-0.1": [{"name": "noise", "sigma": 0.1}],
-    "gradient_dropout-p0.8": [{"name": "gradient_dropout", "p": 0.8, "sigma": 0.005}],
-    "gradient_dropout-p0.4": [{"name": "gradient_dropout", "p": 0.4, "sigma": 0.005}],
-}
+#: the settings of papers 000, 001 and 004 (configs/papers/) that DEFENSES lacks, run into the same sweeps by
+#: bench.paper_results
+PAPER_EXTRAS: dict[str, list[dict]] = {"clip-0.5": [{"name": "clip", "max_norm": 0.5}]}
 
 
 def settings_key(defenses: list) -> str:
