@@ -64,10 +64,14 @@ from bench.common import (
 )
 from fedsim.config import parse_config
 from fedsim.models import build_model
+from fedsim.reporting import summaries
+from fedsim.reporting.defense_curves import UNDEFENDED, DefensePoint, curves
 from fedsim.reporting.equal_utility import BUDGETS, StrengthPoint, equal_utility, equal_utility_markdown
+from fedsim.reporting.figures import defense_curves_figure
 
 CONFIG = CONFIGS / "defense-evaluation.yaml"
 MARKER = "defense-table"
+FIGURE = REPO / "docs" / "images" / "defense-curves.png"  # the frontier per defense, drawn by --docs
 EQUAL_UTILITY_MARKER = "equal-utility-table"
 PUBLIC_IMAGES = 6000  # pre-training set: what the server may know before the federation starts
 TEST_IMAGES = 2000  # held out for test accuracy; the clients hold the rest
@@ -307,6 +311,7 @@ def summarize_label(rows: list[dict], leaks: list[dict], baseline: dict[int, flo
         "leakage_seeds": len(leaks),
         **(leakage_cells(leaks) if leaks else {}),
         "ssim_value": float(np.mean([v for r in leaks for v in r["ssim"] if v is not None])) if leaks else np.nan,
+        "ssim_estimate": summaries.mean([r["ssim"] for r in leaks]) if leaks else None,
         "floor": float(np.mean(floors)) if floors else None,
         "verdict": target_verdict(v for r in leaks for v in r["verdicts"]) if leaks else UNKNOWN,
         "trained_ssim": trained.get("ssim", "-"),
@@ -365,6 +370,30 @@ def equal_utility_points(table: dict[str, dict]) -> list[StrengthPoint]:
                 leakage=row["ssim_value"],
                 leakage_text=row["ssim"],
                 floor=row["floor"],
+                verdict=row["verdict"],
+            )
+        )
+    return points
+
+
+def curve_points(table: dict[str, dict]) -> list[DefensePoint]:
+    """Each strength with both phases measured, as points of ``fedsim.reporting.defense_curves`` (one curve per
+    defense; the undefended point at no drop): the drop over the seeds, the leakage over the images of every
+    seed, both with their 95 % bootstrap intervals."""
+    points = []
+    for label, row in table.items():
+        defense, strength = defense_of(label)
+        undefended = label == "none"
+        if not row["leakage_seeds"] or (row["drop"] is None and not undefended):
+            continue
+        points.append(
+            DefensePoint(
+                curve=UNDEFENDED if undefended else defense,
+                setting=UNDEFENDED if undefended else strength,
+                runs=(),
+                drop=summaries.Estimate(0.0, np.nan, np.nan) if undefended else row["drop"],
+                leakage=row["ssim_estimate"],
+                floor=np.nan if row["floor"] is None else row["floor"],
                 verdict=row["verdict"],
             )
         )
@@ -452,6 +481,9 @@ def main(argv: list[str] | None = None) -> None:
         )
         write_between_markers(DOCS_PAGES[MARKER], MARKER, [note, "", *lines])
         write_between_markers(DOCS_PAGES[MARKER], EQUAL_UTILITY_MARKER, budget_table)
+        points = curve_points(table)
+        defense_curves_figure(curves(points), [p for p in points if p.undefended], FIGURE)
+        print(f"wrote {FIGURE}")
     print(json.dumps({label: {k: getattr(v, "value", v) for k, v in row.items()} for label, row in table.items()}))
 
 
