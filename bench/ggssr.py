@@ -67,7 +67,8 @@ TUNING = range(0, 4)
 TUNED = {"guidance_rate": 0.4, "steps": 50, "ig_iterations": 300, "dlg_iterations": 100}
 # ig-noise's pick (`--tune ig-noise`, TV weight in units of the noise energy x iterations): TV 1e-3 with 1000
 # iterations (33.3 / 15.3 dB; 300 iterations 33.7 / 13.3; TV 1e-4 34.5 / 12.5; 1e-2 and above fall to a flat
-# image at scale 10, 8 dB; its default TV 1.0, tuned on CIFAR-10 at sigma 0.01, is flat at both).
+# image at scale 10, 8 dB; its default TV 1.0, tuned on CIFAR-10 at sigma 0.01, gave a flat image at both on
+# tuning image 0).
 TUNED_IG_NOISE = {"ig_noise_tv": 1e-3, "ig_noise_iterations": 1000}
 TUNE_IG_NOISE = {"tv": (1e-4, 1e-3, 1e-2, 1e-1), "iterations": (300, 1000)}
 
