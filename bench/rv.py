@@ -5,7 +5,7 @@ convnet, which pool twice), RV from random orthogonal projections over training 
 Gradients' median PSNR on single training images (one SGD step, lr 1, no noise; ``fedsim.reporting.summaries``,
 95 % bootstrap interval on stderr). No correlation of RV with PSNR is computed or claimed: of five or six
 models, one or two are at another input size and the 8 px ones are all recovered essentially exactly (above
-70 dB, where float precision, not the model, orders them), and over five models a two-sided permutation test of
+65 dB, where float precision, not the model, orders them), and over five models a two-sided permutation test of
 a rank correlation reaches p < 0.05 only when the two rankings agree exactly.
 
     python -m bench.rv --quick    # five models (convnet's attacks take too long on two cores), a few minutes
