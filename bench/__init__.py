@@ -38,7 +38,8 @@ Benchmarks, and what each prints:
   drop, epsilon); ``--docs`` writes it into ``docs/results/defenses.md``.
 - ``paper_results``: papers 000, 001 and 004's settings from the same sweep, one table; ``--docs`` writes it
   into ``docs/results/papers.md``.
-- ``ggssr``: GGSS-R against Inverting Gradients, DLG and unguided prior samples under gradient noise (PSNR).
+- ``ggssr``: GGSS-R against Inverting Gradients, its noise-aware ``ig-noise``, DLG and unguided prior samples under
+  gradient noise (PSNR).
 - ``dip``: ``ig-dip`` against plain Inverting Gradients, clean and noisy, single images and a batch (PSNR).
 - ``rv``: reconstruction vulnerability of fedsim's models beside Inverting Gradients' PSNR on each.
 - ``audit``: the one-run privacy audit's lower bound on epsilon beside the accountant's, for DP-SGD and central

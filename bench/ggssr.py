@@ -1,4 +1,5 @@
-"""GGSS-R (paper 002) against Inverting Gradients, DLG and the prior's unguided samples under gradient noise.
+"""GGSS-R (paper 002) against Inverting Gradients, its noise-aware ``ig-noise``, DLG and the prior's unguided samples
+under gradient noise.
 
 Victims: digits TRAINING images (what clients hold), indices 100 on; the prior is trained by `fedsim prior
 train` on the digits TEST split (recorded in its fedsim_prior.json and checked here), so it never saw a
@@ -6,18 +7,25 @@ victim. It knows the digits distribution, unlike paper 002's FFHQ prior: an uppe
 another distribution. Model: fedsim's `cnn` at 8 px (a fresh initialisation per seed), one SGD step with lr 1
 on the victim images (the update is the gradient); noise is added to the update with per-entry std
 ``scale * RMS(clean update)`` (Gaussian, or Laplace with the same std). Every attack gets one restart.
+``ig-noise`` is told the noise as a client defense would publish it: its distribution and its std, which the
+attacker estimates from what it sees (the observed update's RMS and the public ``scale``, never the clean
+update); without noise it has nothing to adapt to and does not run ("-").
 
-Attack settings: ``--tune`` runs the small grid that chose them, on training images 0-3 (never reported) at
-noise scales 1 and 10; the constants below are its pick (see TUNED).
+Each seed initialises its own model and attacks its own victim images (images nested in seeds), so the 95 %
+intervals resample both: the seeds, then the images within each drawn seed (``summaries.nested_median``).
+
+Attack settings: ``--tune [ATTACK ...]`` runs the small grid that chose them (every attack's, or the named
+ones': ggssr, ig, ig-noise, dlg), on training images 0-3 (never reported) at noise scales 1 and 10; the
+constants below are its pick (see TUNED).
 
     python -m bench.ggssr --quick     # trains the CPU prior if absent (~5 min alone), then ~10 min on two cores
     python -m bench.ggssr             # Gaussian and Laplace noise, single images and batches of 4 (long)
-    python -m bench.ggssr --tune      # the tuning grid (~10 min)
+    python -m bench.ggssr --tune      # the tuning grid (~20 min)
 
-The last line is JSON: {"noise": [...], "ggssr_psnr": [...], "ig_psnr": [...], "dlg_psnr": [...],
-"unguided_psnr": [...]} for Gaussian noise on single images (medians over images and seeds; the table above it
-has 95 % bootstrap intervals, ``fedsim.reporting.summaries``); the full mode adds "settings" with every
-distribution and batch size.
+The last line is JSON: {"noise": [...], "ggssr_psnr": [...], "ig_psnr": [...], "ig_noise_psnr": [...],
+"dlg_psnr": [...], "unguided_psnr": [...]} for Gaussian noise on single images (medians over images and seeds,
+null where an attack did not run), each with its "<attack>_interval" (95 % two-stage bootstrap); the full mode
+adds "settings" with every distribution and batch size.
 """
 
 from __future__ import annotations
@@ -36,6 +44,8 @@ import torch
 
 from adversary.attacks.ggssr import guided_sample
 from adversary.inversion import AttackOptions, run_attack
+from adversary.inversion.adaptive import AdaptiveOptions
+from adversary.inversion.requirements import AttackSetting, DefenseInForce
 from adversary.priors import PRIORS
 from adversary.scoring import PSNR_CAP_DB
 from adversary.view import AttackerView, LocalTraining
@@ -55,6 +65,12 @@ TUNING = range(0, 4)
 # steps (26.6 / 19.7 dB; paper 002's 0.2: 22.7 / 19.7), IG 300 iterations (150 and 600 within 0.5 dB),
 # DLG 100 L-BFGS iterations (30: 2 dB lower at scale 1).
 TUNED = {"guidance_rate": 0.4, "steps": 50, "ig_iterations": 300, "dlg_iterations": 100}
+# ig-noise's pick (`--tune ig-noise`, TV weight in units of the noise energy x iterations): TV 1e-3 with 1000
+# iterations (33.3 / 15.3 dB; 300 iterations 33.7 / 13.3; TV 1e-4 34.5 / 12.5; 1e-2 and above fall to a flat
+# image at scale 10, 8 dB; its default TV 1.0, tuned on CIFAR-10 at sigma 0.01, gave a flat image at both on
+# tuning image 0).
+TUNED_IG_NOISE = {"ig_noise_tv": 1e-3, "ig_noise_iterations": 1000}
+TUNE_IG_NOISE = {"tv": (1e-4, 1e-3, 1e-2, 1e-1), "iterations": (300, 1000)}
 
 
 def noisy_view(model, x, y, scale: float, distribution: str, seed: int) -> AttackerView:
@@ -87,6 +103,33 @@ def noisy_view(model, x, y, scale: float, distribution: str, seed: int) -> Attac
         num_samples=len(x),
         local_training=LocalTraining(lr=1.0, local_steps=1, batch_size=len(x)),
         input_bounds=(torch.zeros(x.shape[1]), torch.ones(x.shape[1])),
+    )
+
+
+def estimated_noise_std(view: AttackerView, scale: float) -> float:
+    """The noise's per-entry std as the attacker estimates it: the observed update's mean square is the clean
+    one's plus the noise's, and the noise's std is ``scale`` times the clean RMS, so
+    std = RMS(observed) * scale / sqrt(1 + scale^2). Only what the attacker sees and the public scale."""
+    observed = torch.cat([delta.reshape(-1) for delta in view.parameter_delta().values()])
+    return float(observed.pow(2).mean().sqrt()) * scale / math.sqrt(1.0 + scale**2)
+
+
+def noise_in_force(view: AttackerView, scale: float, distribution: str) -> AttackSetting:
+    """The run as an adaptive attack sees it: the ``noise`` defense with the estimated std (Laplace noise is
+    published by its scale b = std / sqrt(2), as the ``noise`` defense takes it); none without noise."""
+    defenses = ()
+    if scale > 0:
+        std = estimated_noise_std(view, scale)
+        options = (
+            {"sigma": std} if distribution == "gaussian" else {"sigma": std / math.sqrt(2), "distribution": "laplace"}
+        )
+        defenses = (DefenseInForce("noise", options),)
+    return AttackSetting(
+        model=view.model,
+        model_name="cnn",
+        input_shape=view.input_shape,
+        num_classes=view.num_classes,
+        defenses=defenses,
     )
 
 
@@ -142,70 +185,151 @@ def prior_quality(folder: Path, data) -> str:
     )
 
 
-def attacks_for(prior: dict, guidance_rate: float, steps: int, ig_iterations: int, dlg_iterations: int) -> dict:
+def ig_noise(tv: float, iterations: int) -> AttackOptions:
+    return AttackOptions(name="ig-noise", iterations=iterations, regularizers=[{"name": "tv", "weight": tv}])
+
+
+def attacks_for(
+    prior: dict,
+    guidance_rate: float,
+    steps: int,
+    ig_iterations: int,
+    dlg_iterations: int,
+    ig_noise_tv: float,
+    ig_noise_iterations: int,
+) -> dict:
     return {
         "ggssr": AttackOptions(name="ggssr", steps=steps, guidance_rate=guidance_rate, prior=prior),
         "unguided": AttackOptions(name="ggssr", steps=steps, guidance_rate=0.0, prior=prior),
         "ig": AttackOptions(name="ig", iterations=ig_iterations),
+        "ig_noise": ig_noise(ig_noise_tv, ig_noise_iterations),
         "dlg": AttackOptions(name="dlg", iterations=dlg_iterations),
     }
 
 
+def nested_victims(first: int, batch: int, images: int, seeds: int) -> list[list[int]]:
+    """First training index of each victim batch, per seed: seed s attacks images no other seed attacks."""
+    return [[first + batch * (seed * images + i) for i in range(images)] for seed in range(seeds)]
+
+
 def measure(
-    data, attacks: dict, scales, distribution: str, batch: int, indices, seeds: int
+    data, attacks: dict, scales, distribution: str, batch: int, victims: list[list[int]]
 ) -> dict[str, list[list[list[float]]]]:
-    """PSNR per attack, per scale, per seed, per victim image (dB; inf: exact); victims are consecutive training
-    images. Summarise a scale's seeds with :func:`median_psnr`."""
-    out = {name: [[[] for _ in range(seeds)] for _ in scales] for name in attacks}
+    """PSNR per attack, per scale, per seed, per victim image (dB; inf: exact); ``victims[seed]`` lists the first
+    training index of each of that seed's batches (consecutive images). An adaptive attack is adapted to the
+    noise in force and left out where it refuses (no noise). Summarise a scale's seeds with :func:`median_psnr`."""
+    out = {name: [[[] for _ in victims] for _ in scales] for name in attacks}
     for s, scale in enumerate(scales):
-        for seed in range(seeds):
+        for seed, indices in enumerate(victims):
             model = build_model(ModelConfig(name="cnn"), 1, 10, 8, seed)
             for first in indices:
                 x = torch.from_numpy(data.x_train[first : first + batch])
                 y = torch.from_numpy(data.y_train[first : first + batch])
                 view = noisy_view(model, x, y, scale, distribution, seed * 1000 + first)
                 for name, options in attacks.items():
+                    if isinstance(options, AdaptiveOptions):
+                        setting = noise_in_force(view, scale, distribution)
+                        if options.refusal(setting) is not None:
+                            continue
+                        options = options.adapted(setting)
                     rec = run_attack(options, [view], seed=seed, device=CPU)[0]
                     out[name][s][seed].extend(paired_psnrs(rec.images, x))
     return out
 
 
 def median_psnr(per_seed: list[list[float]]) -> Estimate:
-    """Median PSNR over every image of every seed, images resampled within seeds (``fedsim.reporting.summaries``)."""
-    return summaries.median(per_seed, cap=PSNR_CAP_DB)
+    """Median PSNR over every image of every seed; its interval resamples the seeds and the images within each
+    drawn seed (``fedsim.reporting.summaries.nested_median``): images are nested in seeds."""
+    return summaries.nested_median(per_seed, cap=PSNR_CAP_DB)
 
 
-def tune(data, prior: dict) -> None:
-    """The grid that chose TUNED, on training images 0-3 (not reported), noise scales 1 and 10, two seeds."""
-    for scale in (1.0, 10.0):
-        for rate in (0.1, 0.2, 0.4):
-            for steps in (50, 100):
-                options = {"ggssr": AttackOptions(name="ggssr", steps=steps, guidance_rate=rate, prior=prior)}
-                median = median_psnr(measure(data, options, [scale], "gaussian", 1, TUNING, 2)["ggssr"][0])
+TUNING_SCALES = (1.0, 10.0)
+
+
+def tuning_grid(prior: dict) -> dict[str, dict[str, AttackOptions]]:
+    """Per attack, the settings ``--tune`` tries, by label."""
+    return {
+        "ggssr": {
+            f"rate {rate} steps {steps}": AttackOptions(name="ggssr", steps=steps, guidance_rate=rate, prior=prior)
+            for rate in (0.1, 0.2, 0.4)
+            for steps in (50, 100)
+        },
+        "ig": {f"iterations {n}": AttackOptions(name="ig", iterations=n) for n in (150, 300, 600)},
+        "ig-noise": {
+            f"tv {tv:g} iterations {n}": ig_noise(tv, n)
+            for tv in TUNE_IG_NOISE["tv"]
+            for n in TUNE_IG_NOISE["iterations"]
+        },
+        "dlg": {f"iterations {n}": AttackOptions(name="dlg", iterations=n) for n in (30, 100)},
+    }
+
+
+def best_setting(scores: dict[str, float]) -> str:
+    """The label with the highest score (mean of the medians over the tuning scales); the first of equals."""
+    return max(scores, key=lambda label: scores[label])
+
+
+def tune(data, prior: dict, attacks: list[str]) -> dict[str, str]:
+    """The grid that chose TUNED, on training images 0-3 (not reported), noise scales 1 and 10, two seeds;
+    per attack, prints every setting's median PSNR and the pick, and returns the picks."""
+    victims = [list(TUNING)] * 2
+    picks = {}
+    for name, candidates in tuning_grid(prior).items():
+        if name not in attacks:
+            continue
+        scores = {}
+        for label, options in candidates.items():
+            medians = []
+            for scale in TUNING_SCALES:
+                per_seed = measure(data, {name: options}, [scale], "gaussian", 1, victims)[name][0]
+                median = median_psnr(per_seed)
+                medians.append(median.value)
                 print(
-                    f"tune noise {scale:4}: ggssr rate {rate} steps {steps:3d}  PSNR median {median.text(2)}",
-                    file=sys.stderr,
+                    f"tune noise {scale:4}: {name} {label}  PSNR median {median.value:.2f}", file=sys.stderr, flush=True
                 )
-        for iterations in (150, 300, 600):
-            options = {"ig": AttackOptions(name="ig", iterations=iterations)}
-            median = median_psnr(measure(data, options, [scale], "gaussian", 1, TUNING, 2)["ig"][0])
-            print(
-                f"tune noise {scale:4}: ig iterations {iterations:3d}    PSNR median {median.text(2)}",
-                file=sys.stderr,
-            )
-        for iterations in (30, 100):
-            options = {"dlg": AttackOptions(name="dlg", iterations=iterations)}
-            median = median_psnr(measure(data, options, [scale], "gaussian", 1, TUNING, 2)["dlg"][0])
-            print(
-                f"tune noise {scale:4}: dlg iterations {iterations:3d}   PSNR median {median.text(2)}",
-                file=sys.stderr,
-            )
+            scores[label] = float(np.mean(medians))
+        picks[name] = best_setting(scores)
+        print(
+            f"tune pick {name}: {picks[name]} (mean of the medians at noise {', '.join(map(str, TUNING_SCALES))}: "
+            f"{scores[picks[name]]:.2f} dB)",
+            file=sys.stderr,
+            flush=True,
+        )
+    return picks
+
+
+def cell(estimate: Estimate) -> str:
+    """``"28.61 [25.02, 31.40]"``, or "-" where the attack did not run."""
+    return estimate.text(2) or "-"
+
+
+COLUMNS = {"ggssr": "GGSS-R", "unguided": "unguided samples", "ig": "IG", "ig_noise": "ig-noise", "dlg": "DLG"}
+
+
+def rounded(value: float) -> float | None:
+    """Two decimals for the JSON line; None (null) for NaN, an attack that did not run."""
+    return None if math.isnan(value) else round(value, 2)
+
+
+def markdown_table(scales, medians: dict[str, list[Estimate]]) -> list[str]:
+    """The results page's table: one row per noise scale, median PSNR [95 % interval] per attack."""
+    lines = ["| noise scale | " + " | ".join(COLUMNS[name] for name in medians) + " |"]
+    lines.append("|" + " --- |" * (len(medians) + 1))
+    for s, scale in enumerate(scales):
+        lines.append(f"| {scale:g} | " + " | ".join(cell(values[s]) for values in medians.values()) + " |")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--tune", action="store_true", help="run the tuning grid on training images 0-3 and stop")
+    parser.add_argument(
+        "--tune",
+        nargs="*",
+        choices=["ggssr", "ig", "ig-noise", "dlg"],
+        default=None,
+        help="run the tuning grid (of every attack, or of those named) on training images 0-3 and stop",
+    )
     parser.add_argument("--prior", type=Path, default=DEFAULT_PRIOR)
     parser.add_argument(
         "--scales", type=float, nargs="+", default=None, help="noise std relative to the RMS of the clean update"
@@ -223,41 +347,38 @@ def main(argv: list[str] | None = None) -> None:
         f"{record.get('threads', '?')} thread(s); nearest training digit (RMS): {prior_quality(args.prior, data)}",
         file=sys.stderr,
     )
-    if args.tune:
-        tune(data, prior)
+    if args.tune is not None:
+        tune(data, prior, args.tune or list(tuning_grid(prior)))
         return
     scales = args.scales or ([0.0, 1.0, 3.0, 10.0, 30.0] if args.quick else [0.0, 1.0, 3.0, 10.0, 30.0, 100.0])
-    images, seeds = (4, 2) if args.quick else (8, 3)
+    # as many attacks per scale as before, spread over more seeds: the intervals resample the seeds
+    images, seeds = (2, 4) if args.quick else (4, 6)
     images, seeds = args.images or images, args.seeds or seeds
     settings = [("gaussian", 1)] if args.quick else [("gaussian", 1), ("laplace", 1), ("gaussian", 4), ("laplace", 4)]
-    attacks = attacks_for(prior, **TUNED)
+    attacks = attacks_for(prior, **TUNED, **TUNED_IG_NOISE)
     summary: dict[str, dict[str, list]] = {}
     start = time.perf_counter()
     for distribution, batch in settings:
-        indices = [REPORTED + batch * i for i in range(images)]
-        values = measure(data, attacks, scales, distribution, batch, indices, seeds)
+        victims = nested_victims(REPORTED, batch, images, seeds)
+        values = measure(data, attacks, scales, distribution, batch, victims)
         key = f"{distribution}-batch{batch}"
         summary[key] = {"noise": scales}
-        for name, per_scale in values.items():
-            medians = [median_psnr(per_seed) for per_seed in per_scale]
-            summary[key][f"{name}_psnr"] = [round(m.value, 2) for m in medians]
-            summary[key][f"{name}_interval"] = [[round(m.low, 2), round(m.high, 2)] for m in medians]
-        for s, scale in enumerate(scales):
-            row = "  ".join(
-                f"{name} {summary[key][f'{name}_psnr'][s]:6.2f} {summary[key][f'{name}_interval'][s]}"
-                for name in attacks
-            )
-            print(
-                f"{distribution:8s} batch {batch} noise {scale:5}: {row}  "
-                f"(median dB [95 % bootstrap interval], n={sum(len(v) for v in values['ggssr'][s])} images)",
-                file=sys.stderr,
-            )
+        medians = {name: [median_psnr(per_seed) for per_seed in per_scale] for name, per_scale in values.items()}
+        for name, estimates in medians.items():
+            summary[key][f"{name}_psnr"] = [rounded(m.value) for m in estimates]
+            summary[key][f"{name}_interval"] = [[rounded(m.low), rounded(m.high)] for m in estimates]
+        print(
+            f"{distribution}, batch {batch}: median PSNR (dB) [95 % two-stage bootstrap interval, seeds then images], "
+            f"{seeds} seeds x {images} images = {seeds * images} per cell",
+            file=sys.stderr,
+        )
+        print("\n".join(markdown_table(scales, medians)), file=sys.stderr, flush=True)
     print(f"{time.perf_counter() - start:.0f} s", file=sys.stderr)
     main_setting = summary["gaussian-batch1"]
-    out = {
-        "noise": scales,
-        **{f"{name}_psnr": main_setting[f"{name}_psnr"] for name in ("ggssr", "ig", "dlg", "unguided")},
-    }
+    out = {"noise": scales}
+    for name in attacks:
+        out[f"{name}_psnr"] = main_setting[f"{name}_psnr"]
+        out[f"{name}_interval"] = main_setting[f"{name}_interval"]
     if not args.quick:
         out["settings"] = summary
     print(json.dumps(out))

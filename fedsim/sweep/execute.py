@@ -108,9 +108,11 @@ def run_is_complete(run_dir: Path, config: ExperimentConfig) -> bool:
     if int(summary.get("rounds_completed", 0)) >= config.federation.rounds:
         return True
     plateau = summary.get("plateau")
-    return config.federation.plateau is not None and plateau is not None and int(
-        summary.get("rounds_completed", 0)
-    ) >= int(plateau["round"])
+    return (
+        config.federation.plateau is not None
+        and plateau is not None
+        and int(summary.get("rounds_completed", 0)) >= int(plateau["round"])
+    )
 
 
 def point_action(point: SweepPoint, run_dir: Path) -> Action:

@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import pytest
 
 from adversary.scoring import PSNR_CAP_DB
@@ -73,3 +74,37 @@ def test_text_shows_value_and_interval():
 def test_a_nan_score_is_refused():
     with pytest.raises(ValueError, match="NaN"):
         summaries.mean([[0.5, math.nan]])
+
+
+def test_nested_intervals_carry_the_seed_to_seed_variation_the_stratified_one_leaves_out():
+    # four seeds that disagree, each with identical images: only resampling the seeds sees the spread
+    per_seed = [[10.0] * 3, [20.0] * 3, [30.0] * 3, [40.0] * 3]
+    within = summaries.median(per_seed)
+    nested = summaries.nested_median(per_seed)
+    assert within.low == within.high == 25.0
+    assert nested.value == 25.0
+    assert nested.low <= 15.0 and nested.high >= 35.0
+    assert 10.0 <= nested.low < nested.high <= 40.0
+
+
+def test_nested_intervals_also_resample_images_within_a_seed():
+    one_seed = summaries.nested_median([[10.0, 20.0, 30.0, 40.0, 50.0]])
+    assert one_seed.value == 30.0
+    assert 10.0 <= one_seed.low < 30.0 < one_seed.high <= 50.0
+    # unequal seeds take the general path, capped values count at the cap
+    unequal = summaries.nested_median([[math.inf, 90.0], [10.0, 20.0, 30.0]], cap=PSNR_CAP_DB)
+    assert unequal.value == 30.0
+    assert 10.0 <= unequal.low < 30.0 < unequal.high <= PSNR_CAP_DB
+
+
+def test_nested_bootstrap_is_reproducible_and_a_single_value_has_no_interval():
+    per_seed = np.random.default_rng(0).random((6, 5)).tolist()
+
+    def mean(values):
+        return values.mean(axis=-1)
+
+    assert summaries.nested_bootstrap(per_seed, mean, seed=2) == summaries.nested_bootstrap(per_seed, mean, seed=2)
+    assert summaries.nested_bootstrap(per_seed, mean, seed=2) != summaries.nested_bootstrap(per_seed, mean, seed=5)
+    single = summaries.nested_median([[7.0]])
+    assert single.value == 7.0 and math.isnan(single.low)
+    assert math.isnan(summaries.nested_median([[], []]).value)
