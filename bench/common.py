@@ -23,9 +23,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 import yaml
 
+from adversary.floor import LEAKS
 from adversary.matching import pair_by_mse
 from adversary.metrics import psnr
 from fedsim.reporting import summaries
@@ -124,6 +126,9 @@ def strongest_images(run: Run, per: str) -> dict[str, Any]:
         "alone": {attack: image_scores(rows, "ssim") for attack, rows in ok.groupby("attack")} if len(ok) else {},
         "winners": Counter(best["attack"]),
         "targets": len(best),
+        # the floor of each target's strongest result and the target's verdict (leaks: some attack above its floor)
+        "floor": [float(v) for v in best["floor_ssim"].dropna()] if "floor_ssim" in best else [],
+        "verdicts": [str(v) for v in best["verdict"].dropna()] if "verdict" in best else [],
         **_attacker_pick(run, per),
     }
 
@@ -148,7 +153,9 @@ def leakage_cells(per_seed: Sequence[dict[str, Any]]) -> dict[str, str]:
     N attacks", ``alone`` each attack's own mean SSIM (strongest first), ``psnr`` the median PSNR (dB),
     ``at_30db`` and ``at_40db`` the fractions of images at or above 30 and 40 dB, ``won`` how many targets each
     attack won; the attacker's own pick (lowest gradient match): ``pick_ssim``, ``pick_psnr`` (median),
-    ``pick_won`` and ``saturated`` (picks whose budget saturated, of all picks)."""
+    ``pick_won`` and ``saturated`` (picks whose budget saturated, of all picks); ``floor`` the mean SSIM floor of
+    the strongest results (what a guess from public data reaches) and ``leaking`` how many targets leak (some
+    attack above its floor), of all."""
     psnr = summaries.summarize_psnr([seed["psnr"] for seed in per_seed])
     alone: dict[str, list[list[float | None]]] = {}
     for seed in per_seed:
@@ -157,6 +164,8 @@ def leakage_cells(per_seed: Sequence[dict[str, Any]]) -> dict[str, str]:
     own = {attack: summaries.mean(values).value for attack, values in alone.items()}
     compared = sorted({n for seed in per_seed for n in seed["compared"]})
     winners = sum((Counter(seed["winners"]) for seed in per_seed), Counter())
+    floors = [value for seed in per_seed for value in seed.get("floor", [])]
+    verdicts = [value for seed in per_seed for value in seed.get("verdicts", [])]
     picks = [seed for seed in per_seed if seed.get("pick_ssim")]
     saturated = [flag for seed in picks for flag in seed["pick_saturated"]]
     pick_winners = sum((Counter(seed["pick_winners"]) for seed in picks), Counter())
@@ -173,6 +182,8 @@ def leakage_cells(per_seed: Sequence[dict[str, Any]]) -> dict[str, str]:
         "at_30db": psnr.at_least[30.0].text(2),
         "at_40db": psnr.at_least[40.0].text(2),
         "won": ", ".join(f"`{a}` {n}" for a, n in winners.most_common()),
+        "floor": f"{np.mean(floors):.3f}" if floors else "-",
+        "leaking": f"{sum(v == LEAKS for v in verdicts)}/{len(verdicts)}" if verdicts else "-",
     }
 
 

@@ -173,9 +173,9 @@ def compare(args: argparse.Namespace, data: Path) -> None:
                 results.setdefault((variant, run.config.federation.num_clients), []).append({**found, "kind": kind})
     lines = [
         "| variant | clients | target | attacker's pick: SSIM | PSNR median (dB) | picked (targets) | saturated | "
-        "SSIM, ground-truth selection over N attacks | N | each attack alone: SSIM | "
+        "SSIM, ground-truth selection over N attacks | N | floor (SSIM) | targets leaking | each attack alone: SSIM | "
         "PSNR median (dB) | at >= 30 dB | at >= 40 dB | won by (targets) | seeds |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for (variant, clients), rows in sorted(
         results.items(), key=lambda item: (args.variants.index(item[0][0]), item[0][1])
@@ -184,7 +184,7 @@ def compare(args: argparse.Namespace, data: Path) -> None:
         lines.append(
             f"| {VARIANT_NAMES[variant]} | {clients} | {rows[0]['kind']} | {cells['pick_ssim']} | "
             f"{cells['pick_psnr']} | {cells['pick_won']} | {cells['saturated']} | {cells['ssim']} | "
-            f"{cells['compared']} | "
+            f"{cells['compared']} | {cells['floor']} | {cells['leaking']} | "
             f"{cells['alone']} | {cells['psnr']} | {cells['at_30db']} | {cells['at_40db']} | {cells['won']} | "
             f"{len(rows)} |"
         )
@@ -212,9 +212,11 @@ def compare(args: argparse.Namespace, data: Path) -> None:
                 "ground truth); 'saturated' counts the picks whose budget saturated. "
                 "On each target the attack with the best SSIM against the ground truth "
                 "(ground-truth selection over N attacks: an oracle, an upper bound on what an attacker would pick), "
-                "beside each attack's own mean SSIM over the same images; over the images of all seeds, the mean "
-                "SSIM, the median PSNR and the fractions of images at or above 30 and 40 dB, with [95 % bootstrap "
-                "intervals] (`fedsim.reporting.summaries`: images resampled within each seed):",
+                "its SSIM floor (what a guess from public images reaches on the same images) and how many targets "
+                "leak (some attack above its floor), beside each attack's own mean SSIM over the same images; over "
+                "the images of all seeds, the mean SSIM, the median PSNR and the fractions of images at or above 30 "
+                "and 40 dB, with [95 % bootstrap intervals] (`fedsim.reporting.summaries`: images resampled within "
+                "each seed):",
                 "",
                 *lines,
             ],
