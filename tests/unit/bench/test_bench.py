@@ -85,6 +85,17 @@ def test_leakage_cells_summarise_images_over_seeds_and_name_the_selection():
     assert cells["psnr"].startswith("40.0 [")  # median of 20, 35, 45 and an exact pair (at the cap)
     assert cells["at_30db"].startswith("0.75 [") and cells["at_40db"].startswith("0.50 [")
     assert cells["won"] == "`ig` 4"
+    assert cells["floor"] == "-" and cells["leaking"] == "-"  # rows from before the floor
+
+
+def test_leakage_cells_give_the_mean_floor_and_how_many_targets_leak():
+    seed = {"compared": [3], "winners": {"ig": 1}, "targets": 1, "psnr": [20.0], "ssim": [0.5], "alone": {}}
+    per_seed = [
+        {**seed, "floor": [0.3], "verdicts": ["leaks"]},
+        {**seed, "floor": [0.5], "verdicts": ["at floor"]},
+    ]
+    cells = common.leakage_cells(per_seed)
+    assert cells["floor"] == "0.400" and cells["leaking"] == "1/2"
 
 
 def test_data_file_without_folder_names_the_flag_the_variable_and_the_file(monkeypatch):
