@@ -174,9 +174,16 @@ def pretrain(public: Path, federated: Path, model: dict, out: Path) -> Path:
     return path
 
 
-def run_sweep(data: Path, out: Path, seeds: int, parallel: int, settings: dict[str, list[dict]] = DEFENSES) -> Path:
-    """Run (or continue) the sweep of ``settings`` x seeds under ``out/sweep``; finished points are skipped, so
-    a larger ``settings`` later adds only its new points."""
+def run_sweep(
+    data: Path,
+    out: Path,
+    seeds: int,
+    parallel: int,
+    settings: dict[str, list[dict]] = DEFENSES,
+    folder: str = "sweep",
+) -> Path:
+    """Run (or continue) the sweep of ``settings`` x seeds under ``out/folder``; finished points are skipped.
+    Point folders are numbered in grid order, so other ``settings`` belong in another ``folder``."""
     raw = yaml.safe_load(CONFIG.read_text())
     federated, public = split_data(data, out)
     checkpoint = pretrain(public, federated, {k: v for k, v in raw["model"].items() if k != "checkpoint"}, out)
@@ -184,7 +191,7 @@ def run_sweep(data: Path, out: Path, seeds: int, parallel: int, settings: dict[s
     raw["model"] = {**raw["model"], "checkpoint": str(checkpoint)}
     # seeds outermost: a sweep stopped early has every setting at the first seeds rather than a few at all seeds
     raw["sweep"] = {"grid": {"seed": list(range(seeds)), "client.defenses": settings}}
-    return fedsim_sweep(raw, out / f"config-{len(settings)}.yaml", out / "sweep", parallel)
+    return fedsim_sweep(raw, out / f"{folder}-config.yaml", out / folder, parallel)
 
 
 #: the leakage phase (paper 001's protocol: leakage measured on an early model, utility on the trained one): the
@@ -230,9 +237,14 @@ def leakage_defenses(federated: Path, settings: dict[str, list[dict]] = DEFENSES
 
 
 def run_leakage_sweep(
-    data: Path, out: Path, seeds: int, parallel: int, settings: dict[str, list[dict]] = DEFENSES
+    data: Path,
+    out: Path,
+    seeds: int,
+    parallel: int,
+    settings: dict[str, list[dict]] = DEFENSES,
+    folder: str = "leakage",
 ) -> Path:
-    """The leakage phase of ``settings`` x seeds under ``out/leakage`` (resumable, as :func:`run_sweep`)."""
+    """The leakage phase of ``settings`` x seeds under ``out/folder`` (resumable, as :func:`run_sweep`)."""
     raw = yaml.safe_load(CONFIG.read_text())
     federated, _ = split_data(data, out)
     raw["data"] = {**raw["data"], "dataset": "npz", "path": str(federated)}
@@ -240,7 +252,7 @@ def run_leakage_sweep(
     raw["federation"] = {**raw["federation"], "rounds": LEAKAGE_ROUNDS, "plateau": None, "target_accuracy": None}
     raw["adversary"] = {**raw["adversary"], **LEAKAGE_ADVERSARY}
     raw["sweep"] = {"grid": {"seed": list(range(seeds)), "client.defenses": leakage_defenses(federated, settings)}}
-    return fedsim_sweep(raw, out / f"leakage-config-{len(settings)}.yaml", out / "leakage", parallel)
+    return fedsim_sweep(raw, out / f"{folder}-config.yaml", out / folder, parallel)
 
 
 def leakage_run(run: fedsim.rundir.reader.Run) -> dict:

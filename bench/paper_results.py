@@ -57,6 +57,9 @@ PAPERS = {"000": "000-dp-vs-pdp.yaml", "001": "001-defense-frontier.yaml", "004"
 MARKER = "paper-results"
 COMMAND = ".venv/bin/python -m bench.paper_results --data-dir DIR --parallel 2 --docs"
 SETTINGS = {**DEFENSES, **PAPER_EXTRAS}
+#: sweep folders of PAPER_EXTRAS under --out (a sweep's points are numbered in grid order: extras in the defense
+#: sweeps would renumber, and so rerun, every later point)
+EXTRAS_UTILITY, EXTRAS_LEAKAGE = "paper-extras", "paper-extras-leakage"
 
 
 def on_lenet_fc(defenses: list[dict]) -> list[dict]:
@@ -98,10 +101,20 @@ def main(argv: list[str] | None = None) -> None:
     out = args.out.resolve()
     if not args.table_only:
         data = data_file(args.data_dir, MNIST)
-        run_leakage_sweep(data, out, args.seeds, args.parallel, SETTINGS)
-        run_sweep(data, out, args.seeds, args.parallel, SETTINGS)
-    utility = collect(out / "sweep", SETTINGS, per_run)
-    leakage = collect(out / "leakage", leakage_defenses(out / "federated.npz", SETTINGS), leakage_run)
+        # the defense sweeps first (their finished points are skipped), then the papers' other settings apart
+        run_leakage_sweep(data, out, args.seeds, args.parallel)
+        run_sweep(data, out, args.seeds, args.parallel)
+        run_leakage_sweep(data, out, args.seeds, args.parallel, PAPER_EXTRAS, EXTRAS_LEAKAGE)
+        run_sweep(data, out, args.seeds, args.parallel, PAPER_EXTRAS, EXTRAS_UTILITY)
+    leakage_settings = leakage_defenses(out / "federated.npz", SETTINGS)
+    utility, leakage = {}, {}
+    for folder, extras_folder, found, settings, read in (
+        ("sweep", EXTRAS_UTILITY, utility, SETTINGS, per_run),
+        ("leakage", EXTRAS_LEAKAGE, leakage, leakage_settings, leakage_run),
+    ):
+        for key in (folder, extras_folder):
+            for label, rows in collect(out / key, settings, read).items():
+                found.setdefault(label, []).extend(rows)
     baseline = {r["seed"]: r["accuracy"] for r in utility["none"]}
     table = {
         settings_key(SETTINGS[label]): summarize_label(utility[label], leakage[label], baseline)
@@ -110,7 +123,7 @@ def main(argv: list[str] | None = None) -> None:
     }
     runs = [
         run
-        for folder in (out / "sweep", out / "leakage")
+        for folder in (out / name for name in ("sweep", "leakage", EXTRAS_UTILITY, EXTRAS_LEAKAGE))
         if (folder / "sweep.json").is_file()
         for run in fedsim.load_sweep(folder).runs.values()
         if run.summary
