@@ -494,7 +494,12 @@ def main(argv: list[str] | None = None) -> None:
         write_between_markers(DOCS_PAGES[MARKER], MARKER, [note, "", *lines])
         write_between_markers(DOCS_PAGES[MARKER], EQUAL_UTILITY_MARKER, budget_table)
         points = curve_points(table)
-        defense_curves_figure(curves(points), [p for p in points if p.undefended], FIGURE)
+        defense_curves_figure(
+            curves(points),
+            [p for p in points if p.undefended],
+            FIGURE,
+            drop_label="accuracy drop at the plateau (points; utility phase)",
+        )
         print(f"wrote {FIGURE}")
     print(json.dumps({label: {k: getattr(v, "value", v) for k, v in row.items()} for label, row in table.items()}))
 

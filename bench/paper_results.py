@@ -130,8 +130,9 @@ def main(argv: list[str] | None = None) -> None:
     ]
     seconds = sum(float(run.summary.get("wall_seconds_last_session", 0.0)) for run in runs)
     lines = [
-        f"Regenerate with `{COMMAND}`, DIR holding `{MNIST}` (it reuses `bench.defenses`' runs and adds "
-        f"{len(PAPER_EXTRAS)} settings). Machine: {os.cpu_count()} CPU cores ({platform.machine()}), no GPU; "
+        f"Regenerate with `{COMMAND}`, DIR holding `{MNIST}` (it reuses `bench.defenses`' runs and adds the "
+        f"papers' settings they lack: {', '.join(PAPER_EXTRAS)}). Machine: {os.cpu_count()} CPU cores "
+        f"({platform.machine()}), no GPU; "
         f"{len(runs)} runs, {seconds / 60:.0f} min of run time; generated {time.strftime('%Y-%m-%d')}.",
         "",
         "| paper | setting | early model: SSIM, ground-truth selection over N attacks | N | floor (SSIM) | verdict | "

@@ -246,7 +246,12 @@ def frontier_key(frontier: pd.DataFrame, names: Mapping[str, str]) -> str:
     return ", ".join(f"{position + 1} = {names[run]}" for position, run in enumerate(frontier["run"]))
 
 
-def defense_curves_figure(curves: Mapping[str, list[DefensePoint]], undefended: list[DefensePoint], path: Path) -> None:
+def defense_curves_figure(
+    curves: Mapping[str, list[DefensePoint]],
+    undefended: list[DefensePoint],
+    path: Path,
+    drop_label: str = "accuracy drop vs undefended (points, last round)",
+) -> None:
     """One line per defense through its strengths (``fedsim.reporting.defense_curves``): the strongest attack's
     SSIM against the accuracy drop, each point with its 95 % intervals on both axes; a filled marker where the
     attacks leaked (above the floor), a hollow one where they stayed at the floor or no floor was recorded. The
@@ -283,13 +288,15 @@ def defense_curves_figure(curves: Mapping[str, list[DefensePoint]], undefended: 
     floors = [p.floor for points in curves.values() for p in points if not math.isnan(p.floor)]
     if floors:
         axis.axhline(sum(floors) / len(floors), color="tab:gray", linestyle="--", linewidth=1, label="floor (mean)")
+    # linear within a point of no drop, logarithmic beyond: one costly strength must not squeeze the rest
+    axis.set_xscale("symlog", linthresh=1.0)
     axis.set(
-        xlabel="accuracy drop vs undefended (points, last round)",
+        xlabel=drop_label + ", symlog",
         ylabel="strongest attack's SSIM",
         title="Each defense over its strengths (filled: leaks; hollow: at floor or no floor)",
     )
     axis.grid(alpha=0.3)
-    axis.legend(fontsize=7)
+    axis.legend(fontsize=7, loc="best")
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
