@@ -3,18 +3,15 @@ update and the aggregate, the scoring side learns who trained, and nothing the s
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterable
-
 import pytest
 import torch
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg
+from in_process_grid import InProcessGrid
 
 from fedsim.core.errors import ConfigError
-from fedsim.core.messaging import collect_replies
 from fedsim.engine.app_audit.grid import AppGrid
 
 FIRST_NODE = 500
@@ -40,46 +37,6 @@ def evaluate(message: Message, context: Context) -> Message:
     return Message(RecordDict({"metrics": metrics}), reply_to=message)
 
 
-class InProcessGrid(Grid):
-    """Two nodes whose ClientApp answers each message as it is pushed."""
-
-    def __init__(self) -> None:
-        self.contexts = {
-            FIRST_NODE + p: Context(
-                run_id=1, node_id=FIRST_NODE + p, node_config={"partition-id": p}, state=RecordDict(), run_config={}
-            )
-            for p in EXAMPLES
-        }
-        self._replies: dict[str, Message] = {}
-
-    def set_run(self, run) -> None:  # type: ignore[no-untyped-def]
-        pass
-
-    @property
-    def run(self):  # type: ignore[no-untyped-def,override]
-        return None
-
-    def create_message(self, *args, **kwargs) -> Message:  # type: ignore[no-untyped-def,override]
-        raise NotImplementedError
-
-    def get_node_ids(self) -> Iterable[int]:
-        return list(self.contexts)
-
-    def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
-        ids = []
-        for message in messages:
-            message.metadata.__dict__["_message_id"] = message_id = str(uuid.uuid4())
-            self._replies[message_id] = client(message, self.contexts[message.metadata.dst_node_id])
-            ids.append(message_id)
-        return ids
-
-    def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
-        return [self._replies.pop(i) for i in list(message_ids) if i in self._replies]
-
-    def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None) -> Iterable[Message]:
-        return collect_replies(self, messages, timeout)
-
-
 class Recorder:
     def __init__(self) -> None:
         self.updates: list = []
@@ -89,7 +46,7 @@ class Recorder:
 
 def audited_grid(tap: str, recorder: Recorder, wants=lambda server_round: True, layout=LAYOUT) -> AppGrid:
     return AppGrid(
-        InProcessGrid(),
+        InProcessGrid(client, EXAMPLES, FIRST_NODE),
         recorder.updates.append,
         tap=tap,
         wants=wants,
@@ -123,7 +80,7 @@ def _identity(task_identity):
 
 def test_the_strategy_gets_the_same_model_through_the_audited_grid_as_without_it():
     recorder = Recorder()
-    audited, plain = play(audited_grid("mitm", recorder)), play(InProcessGrid())
+    audited, plain = play(audited_grid("mitm", recorder)), play(InProcessGrid(client, EXAMPLES, FIRST_NODE))
     for name in GLOBAL:
         torch.testing.assert_close(audited[name], plain[name], rtol=0, atol=0)
         torch.testing.assert_close(audited[name], fedavg(GLOBAL, 2)[name])

@@ -3,26 +3,19 @@ in-process: the server position attacks the clear aggregate, the wire sees maske
 
 from __future__ import annotations
 
-import threading
-import uuid
-from collections.abc import Iterable
-from types import SimpleNamespace
-
 import numpy as np
 import pytest
 import torch
-from flwr.app import Context, Error, Message, RecordDict
+from flwr.app import Context, RecordDict
 from flwr.client import NumPyClient
 from flwr.client.mod import secaggplus_mod
 from flwr.clientapp import ClientApp
 from flwr.common import ndarrays_to_parameters
-from flwr.common.serde import message_from_proto, message_to_proto
 from flwr.server import LegacyContext, ServerConfig
 from flwr.server.strategy import FedAvg
 from flwr.server.workflow import DefaultWorkflow, SecAggPlusWorkflow
-from flwr.serverapp import Grid
+from in_process_grid import InProcessGrid
 
-from fedsim.core.messaging import collect_replies
 from fedsim.engine.app_audit.grid import AppGrid
 
 pytestmark = pytest.mark.usefixtures("task_identity")
@@ -57,64 +50,10 @@ client_app = ClientApp(
 )
 
 
-class InProcessGrid(Grid):
-    """Hands each message, serialised as on the wire, to the ClientApp in a thread, and collects the replies."""
-
-    def __init__(self) -> None:
-        self.contexts = {
-            FIRST_NODE + p: Context(
-                run_id=1, node_id=FIRST_NODE + p, node_config={"partition-id": p}, state=RecordDict(), run_config={}
-            )
-            for p in range(CLIENTS)
-        }
-        self._replies: dict[str, Message] = {}
-        self._lock = threading.Lock()
-
-    def set_run(self, run) -> None:  # type: ignore[no-untyped-def]
-        pass
-
-    @property
-    def run(self):  # type: ignore[no-untyped-def,override]
-        return SimpleNamespace(run_id=1)  # the legacy workflow's client proxies name the run
-
-    def create_message(self, *args, **kwargs) -> Message:  # type: ignore[no-untyped-def,override]
-        raise NotImplementedError
-
-    def get_node_ids(self) -> Iterable[int]:
-        return list(self.contexts)
-
-    def _deliver(self, message_id: str, wire: bytes) -> None:
-        from flwr.proto.message_pb2 import Message as ProtoMessage  # type: ignore[attr-defined]
-
-        received = message_from_proto(ProtoMessage.FromString(wire))
-        try:
-            reply = client_app(received, self.contexts[received.metadata.dst_node_id])
-        except Exception as error:
-            reply = Message(Error(code=0, reason=repr(error)), reply_to=received)
-        with self._lock:
-            self._replies[message_id] = message_from_proto(message_to_proto(reply))
-
-    def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
-        ids = []
-        for message in messages:
-            message.metadata.__dict__["_message_id"] = message_id = str(uuid.uuid4())
-            wire = message_to_proto(message).SerializeToString()
-            threading.Thread(target=self._deliver, args=(message_id, wire), daemon=True).start()
-            ids.append(message_id)
-        return ids
-
-    def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
-        with self._lock:
-            return [self._replies.pop(i) for i in list(message_ids) if i in self._replies]
-
-    def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None) -> Iterable[Message]:
-        return collect_replies(self, messages, timeout)
-
-
 def play(tap: str, rounds: int = 1):
     updates, trained, done = [], [], []
     grid = AppGrid(
-        InProcessGrid(),
+        InProcessGrid(client_app, range(CLIENTS), FIRST_NODE),
         updates.append,
         tap=tap,
         wants=lambda server_round: True,

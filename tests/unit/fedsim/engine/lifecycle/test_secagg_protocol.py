@@ -9,26 +9,21 @@ thing in Flower's Ray simulation with fedsim's real training.
 
 from __future__ import annotations
 
-import threading
-import uuid
-from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from flwr.app import Context, Error, Message, RecordDict
+from flwr.app import Context, RecordDict
 from flwr.client import NumPyClient
 from flwr.clientapp import ClientApp
 from flwr.common.secure_aggregation.secaggplus_constants import RECORD_KEY_CONFIGS, Key, Stage
-from flwr.common.serde import message_from_proto, message_to_proto
-from flwr.serverapp import Grid
+from in_process_grid import InProcessGrid
 from secagg_rounds import rows, secagg_config
 
 from adversary.secagg_taps import LegacyStrategyTap, MaskedWireTap
 from adversary.taps import AGGREGATE
 from clients.legacy_client import secagg_client_mods
-from fedsim.core.messaging import collect_replies
 from fedsim.engine.lifecycle.assembly import client_spec_of, strategy_of
 from fedsim.engine.lifecycle.progress import LogProgress
 from fedsim.engine.lifecycle.rounds import ServerSpec, run_rounds
@@ -44,64 +39,6 @@ FIRST_NODE = 100
 
 
 # ----------------------------------------------------------------------------------------- harness
-
-
-class InProcessGrid(Grid):
-    """Delivers every message to a ClientApp in a thread, as a serialised copy, and collects the replies."""
-
-    def __init__(self, app: ClientApp, num_clients: int) -> None:
-        self.app = app
-        self.contexts = {
-            FIRST_NODE + p: Context(
-                run_id=1, node_id=FIRST_NODE + p, node_config={"partition-id": p}, state=RecordDict(), run_config={}
-            )
-            for p in range(num_clients)
-        }
-        self.sent: list[Message] = []
-        self._replies: dict[str, Message] = {}
-        self._lock = threading.Lock()
-
-    def set_run(self, run) -> None:  # type: ignore[no-untyped-def]
-        pass
-
-    @property
-    def run(self):  # type: ignore[no-untyped-def,override]
-        return None
-
-    def create_message(self, *args, **kwargs) -> Message:  # type: ignore[no-untyped-def,override]
-        raise NotImplementedError
-
-    def get_node_ids(self) -> Iterable[int]:
-        return list(self.contexts)
-
-    def _deliver(self, message_id: str, wire: bytes) -> None:
-        from flwr.proto.message_pb2 import Message as ProtoMessage  # type: ignore[attr-defined]
-
-        received = message_from_proto(ProtoMessage.FromString(wire))
-        try:
-            reply = self.app(received, self.contexts[received.metadata.dst_node_id])
-        except Exception as error:  # what Flower's simulation does with a ClientApp that raises
-            reply = Message(Error(code=0, reason=repr(error)), reply_to=received)
-        reply = message_from_proto(message_to_proto(reply))
-        with self._lock:
-            self._replies[message_id] = reply
-
-    def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
-        ids = []
-        for message in messages:
-            message.metadata.__dict__["_message_id"] = message_id = str(uuid.uuid4())
-            self.sent.append(message_from_proto(message_to_proto(message)))
-            wire = message_to_proto(message).SerializeToString()  # serialised now, as the SuperLink would
-            threading.Thread(target=self._deliver, args=(message_id, wire), daemon=True).start()
-            ids.append(message_id)
-        return ids
-
-    def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
-        with self._lock:
-            return [self._replies.pop(i) for i in list(message_ids) if i in self._replies]
-
-    def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None) -> Iterable[Message]:
-        return collect_replies(self, messages, timeout)
 
 
 def update_of(partition: int) -> dict[str, torch.Tensor]:
@@ -150,7 +87,7 @@ def run_protocol(config, tmp_path: Path, *, server_sink=None, wire_sink=None, st
         client_fn=lambda context: FixedUpdateClient(config, int(context.node_config["partition-id"])).to_client(),
         mods=secagg_client_mods(spec),
     )
-    grid = InProcessGrid(app, num_clients)
+    grid = InProcessGrid(app, range(num_clients), FIRST_NODE)
     store = RunStore.create(config, "cpu", tmp_path / "run")
     strategy = strategy_of(config)
     if server_sink is not None:
