@@ -68,17 +68,19 @@ from fedsim.reporting import summaries
 from fedsim.reporting.defense_curves import UNDEFENDED, DefensePoint, curves
 from fedsim.reporting.equal_utility import BUDGETS, StrengthPoint, equal_utility, equal_utility_markdown
 from fedsim.reporting.figures import defense_curves_figure
+from fedsim.rundir.layout import CHECKPOINT_DIR, checkpoint_file
 
 CONFIG = CONFIGS / "defense-evaluation.yaml"
 MARKER = "defense-table"
 FIGURE = REPO / "docs" / "images" / "defense-curves.png"  # the frontier per defense, drawn by --docs
 EQUAL_UTILITY_MARKER = "equal-utility-table"
-PUBLIC_IMAGES = 6000  # pre-training set: what the server may know before the federation starts
+PUBLIC_IMAGES = 2000  # pre-training set: what the server may know before the federation starts
 TEST_IMAGES = 2000  # held out for test accuracy; the clients hold the rest
 SPLIT_SEED = 0
 #: central SGD on the public set, the step size cut by 0.3 at half and three quarters of the steps, each batch
-#: shifted by up to ``PRETRAIN_SHIFT`` pixels (97.9 % on the test set where 96 % without the shifts)
-PRETRAIN = {"steps": 3000, "batch_size": 64, "lr": 0.3}
+#: shifted by up to ``PRETRAIN_SHIFT`` pixels: 95.8 % on the test set, so that the federation still has to learn
+#: (the undefended one gains about 1.5 points to its plateau)
+PRETRAIN = {"steps": 1000, "batch_size": 64, "lr": 0.3}
 PRETRAIN_SHIFT = 2
 SOTERIA_LAYER = "representation"  # lenet-fc's fully connected representation layer, not its classifier
 
@@ -194,18 +196,42 @@ def run_sweep(
     return fedsim_sweep(raw, out / f"{folder}-config.yaml", out / folder, parallel)
 
 
-#: the leakage phase (paper 001's protocol: leakage measured on an early model, utility on the trained one): the
-#: same federation from lenet-fc's own initialisation (no checkpoint), attacked in round 1 on clients 0 and 1,
-#: each defense at the same strength as in the utility phase
+#: the leakage phases (paper 001's protocol: utility measured on the trained model, leakage on the early one; here
+#: on the trained one as well): the utility phase's federation in which every client sends the gradient of 2
+#: images (the attacker's best case: the fewest images per update), clients 0 and 1 attacked in round 1 with every
+#: attack that applies, each defense at the same strength as in the utility phase
 LEAKAGE_ROUNDS = 1
+LEAKAGE_CLIENT = {"batch_size": 2}
 LEAKAGE_ADVERSARY = {
+    "tap": "mitm",
+    "targets": "per-client",
     "rounds": [1],
     "clients": [0, 1],
+    "knows": {"local_training": True, "num_samples": True, "labels": "inferred"},
+    "attacks": "strongest",
+    # ggssr joins only with a trained prior; ig-dip is left out at CPU scale (3-4x ig's cost per iteration and
+    # weaker than ig on noise-free updates: python -m bench.dip), and so are the papers' presets (thousands of
+    # iterations, several restarts each)
+    "portfolio_exclude": [
+        "ig-dip",
+        "dlg@paper-003",
+        "dlg@paper-003-aggregate",
+        "ig@geiping-2020",
+        "ig-clip@paper-001",
+        "ig-dropout@paper-004",
+        "ig-noise@paper-001",
+        "ig-pdpsgd@paper-000",
+        "ig-prune@paper-001",
+        "ig-soteria@paper-001",
+    ],
     "portfolio_options": {},  # each attack at its own defaults (dlg 300 L-BFGS iterations, ig 1,000 Adam steps)
     "budget": {"leaders": 1, "max_iterations": 2000, "max_restarts": 2, "max_seconds": 60},
     # the adaptive attacks tuned on public images of this setting (cached per setting, so once per strength)
     "tuning": {"select": "adaptive", "trials": 6, "max_iterations": 300},
+    "save_images": True,
 }
+#: the trained model the second leakage phase starts from, per seed: the undefended utility run's last round
+TRAINED_FOLDER = "trained-leakage"
 
 
 def dpsgd_at_utility_noise(defenses: list[dict], sample_rate: float, steps: int) -> list[dict]:
@@ -232,8 +258,23 @@ def leakage_defenses(federated: Path, settings: dict[str, list[dict]] = DEFENSES
     raw = yaml.safe_load(CONFIG.read_text())
     clients, batch = raw["federation"]["num_clients"], raw["client"]["batch_size"]
     sample_rate = batch / (len(np.load(federated)["y_train"]) // clients)  # an iid partition's Poisson rate
-    steps = raw["client"]["local_steps"] * raw["federation"]["rounds"]
+    steps = raw["client"]["local_steps"] * raw["federation"]["rounds"]  # the most the utility phase plans
     return {label: dpsgd_at_utility_noise(defenses, sample_rate, steps) for label, defenses in settings.items()}
+
+
+def leakage_config(federated: Path, settings: dict[str, list[dict]], checkpoint: Path | None) -> dict:
+    """The leakage phase's config: the utility phase's with 2-image client updates, one round attacked by
+    ``LEAKAGE_ADVERSARY``, from ``checkpoint`` (None: lenet-fc's own initialisation), a sweep over ``settings``."""
+    raw = yaml.safe_load(CONFIG.read_text())
+    raw["data"] = {**raw["data"], "dataset": "npz", "path": str(federated)}
+    raw["model"] = {key: value for key, value in raw["model"].items() if key != "checkpoint"}
+    if checkpoint is not None:
+        raw["model"]["checkpoint"] = str(checkpoint)
+    raw["federation"] = {**raw["federation"], "rounds": LEAKAGE_ROUNDS, "plateau": None, "target_accuracy": None}
+    raw["client"] = {**raw["client"], **LEAKAGE_CLIENT}
+    raw["adversary"] = dict(LEAKAGE_ADVERSARY)
+    raw["sweep"] = {"grid": {"client.defenses": leakage_defenses(federated, settings)}}
+    return raw
 
 
 def run_leakage_sweep(
@@ -244,15 +285,49 @@ def run_leakage_sweep(
     settings: dict[str, list[dict]] = DEFENSES,
     folder: str = "leakage",
 ) -> Path:
-    """The leakage phase of ``settings`` x seeds under ``out/folder`` (resumable, as :func:`run_sweep`)."""
-    raw = yaml.safe_load(CONFIG.read_text())
+    """The leakage phase on the early model: ``settings`` x seeds under ``out/folder`` (resumable, as
+    :func:`run_sweep`)."""
     federated, _ = split_data(data, out)
-    raw["data"] = {**raw["data"], "dataset": "npz", "path": str(federated)}
-    raw["model"] = {key: value for key, value in raw["model"].items() if key != "checkpoint"}
-    raw["federation"] = {**raw["federation"], "rounds": LEAKAGE_ROUNDS, "plateau": None, "target_accuracy": None}
-    raw["adversary"] = {**raw["adversary"], **LEAKAGE_ADVERSARY}
-    raw["sweep"] = {"grid": {"seed": list(range(seeds)), "client.defenses": leakage_defenses(federated, settings)}}
+    raw = leakage_config(federated, settings, checkpoint=None)
+    raw["sweep"]["grid"] = {"seed": list(range(seeds)), **raw["sweep"]["grid"]}
     return fedsim_sweep(raw, out / f"{folder}-config.yaml", out / folder, parallel)
+
+
+def trained_checkpoint(out: Path, seed: int, utility_folder: str = "sweep") -> Path | None:
+    """The model the undefended utility run of ``seed`` ended with (at its plateau), or None before it finished."""
+    sweep_dir = out / utility_folder
+    if not (sweep_dir / "sweep.json").is_file():
+        return None
+    undefended = settings_key(DEFENSES["none"])
+    for run in fedsim.load_sweep(sweep_dir).runs.values():
+        same = settings_key([d.model_dump() for d in run.config.client.defenses]) == undefended
+        if same and run.config.seed == seed and run.summary:
+            path = run.path / CHECKPOINT_DIR / checkpoint_file(int(run.summary["rounds_completed"]))
+            return path if path.is_file() else None
+    return None
+
+
+def run_trained_leakage_sweep(
+    out: Path,
+    seeds: int,
+    parallel: int,
+    settings: dict[str, list[dict]] = DEFENSES,
+    folder: str = TRAINED_FOLDER,
+) -> list[Path]:
+    """The leakage phase on the trained model: per seed, ``settings`` from the model its undefended utility run
+    ended with, under ``out/folder-seed-S`` (one sweep per seed, as each seed has its own model); seeds whose
+    undefended run has not finished are skipped."""
+    done = []
+    for seed in range(seeds):
+        checkpoint = trained_checkpoint(out, seed)
+        if checkpoint is None:
+            print(f"trained-model leakage, seed {seed}: the undefended utility run has not finished; skipped")
+            continue
+        raw = leakage_config(out / "federated.npz", settings, checkpoint)
+        raw["seed"] = seed
+        sweep = out / f"{folder}-seed-{seed}"
+        done.append(fedsim_sweep(raw, out / f"{folder}-seed-{seed}-config.yaml", sweep, parallel))
+    return done
 
 
 def leakage_run(run: fedsim.rundir.reader.Run) -> dict:
@@ -278,22 +353,14 @@ def plateau_accuracy(run: fedsim.rundir.reader.Run) -> tuple[float, bool]:
 
 
 def per_run(run: fedsim.rundir.reader.Run) -> dict:
-    """One run's leakage image by image (``strongest_images`` per attacked round and client), the floor and
-    verdict of each strongest result, and its utility."""
-    best = run.strongest("ssim_mean", per="round")
-    attacks = run.events("attack")
-    matched = attacks["matched_fraction"].dropna().tolist() if "matched_fraction" in attacks else []
+    """One utility-phase run: its accuracy at the plateau, when it got there, and its privacy accounting."""
     accuracy, reached = plateau_accuracy(run)
     summary = run.summary or {}
     return {
-        **strongest_images(run, per="round"),
         "accuracy": accuracy,
         "plateau_reached": reached,
         "plateau_round": (summary.get("plateau") or {}).get("round"),
         "rounds_to_target": summary.get("rounds_to_target"),
-        "floor": [float(v) for v in best["floor_ssim"].dropna()] if "floor_ssim" in best else [],
-        "verdicts": [str(v) for v in best["verdict"].fillna(UNKNOWN)] if "verdict" in best else [],
-        "matched_fraction": matched,
         "epsilon": summary.get("epsilon_example"),
         "epsilon_client": summary.get("epsilon_client"),
     }
@@ -308,16 +375,16 @@ def defense_of(label: str) -> tuple[str, str]:
     return label, "-"
 
 
-def summarize_label(rows: list[dict], leaks: list[dict], baseline: dict[int, float]) -> dict:
-    """Cells of one defense at one strength over its seeds: utility (and the plateau model's leakage) from the
-    utility phase's ``rows``, leakage from the leakage phase's ``leaks``."""
+def summarize_label(rows: list[dict], leaks: list[dict], trained: list[dict], baseline: dict[int, float]) -> dict:
+    """Cells of one defense at one strength over its seeds: utility from the utility phase's ``rows``, leakage
+    on the early model from the leakage phase's ``leaks``, on the trained model from ``trained``."""
     drops = [100 * (baseline[r["seed"]] - r["accuracy"]) for r in rows if r["seed"] in baseline]
     epsilons = [r["epsilon"] for r in rows if r["epsilon"] is not None]
     floors = [value for r in leaks for value in r["floor"]]
     matched = [value for r in leaks for value in r["matched_fraction"]]
     plateaus = [r["plateau_round"] for r in rows if r["plateau_reached"]]
     to_target = [r["rounds_to_target"] for r in rows if r["rounds_to_target"] is not None]
-    trained = leakage_cells(rows) if rows else {}
+    trained_cells = leakage_cells(trained) if trained else {}
     return {
         "seeds": len(rows),
         "leakage_seeds": len(leaks),
@@ -326,8 +393,9 @@ def summarize_label(rows: list[dict], leaks: list[dict], baseline: dict[int, flo
         "ssim_estimate": summaries.mean([r["ssim"] for r in leaks]) if leaks else None,
         "floor": float(np.mean(floors)) if floors else None,
         "verdict": target_verdict(v for r in leaks for v in r["verdicts"]) if leaks else UNKNOWN,
-        "trained_ssim": trained.get("ssim", "-"),
-        "trained_verdict": target_verdict(v for r in rows for v in r["verdicts"]) if rows else UNKNOWN,
+        "trained_ssim": trained_cells.get("ssim", "-"),
+        "trained_verdict": target_verdict(v for r in trained for v in r["verdicts"]) if trained else UNKNOWN,
+        "trained_seeds": len(trained),
         "accuracy": interval([100 * r["accuracy"] for r in rows]) if rows else None,
         "drop": interval(drops) if drops else None,
         "plateau": f"{min(plateaus)}-{max(plateaus)}" if plateaus else "-",
@@ -345,7 +413,7 @@ def strength_lines(table: dict[str, dict]) -> list[str]:
         "| defense | strength | early model: SSIM, ground-truth selection over N attacks | N | floor (SSIM) | "
         "verdict | PSNR median (dB) | at >= 40 dB | won by (targets) | entries the adaptive attack matched | "
         "accuracy at plateau (%) | drop (points) | plateau round | rounds to 97 % | epsilon_example | "
-        "trained model: SSIM (verdict) | seeds (utility, leakage) |",
+        "trained model: SSIM (verdict) | seeds (utility, early, trained) |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for label, row in table.items():
@@ -362,7 +430,8 @@ def strength_lines(table: dict[str, dict]) -> list[str]:
             f"{fmt(row['accuracy'], 2) if row['accuracy'] else '-'} | "
             f"{fmt(row['drop'], 2) if row['drop'] else '-'} | {plateau} | {to_target} | "
             f"{'-' if row['epsilon'] is None else format(row['epsilon'], '.2f')} | "
-            f"{row['trained_ssim']} ({row['trained_verdict']}) | {row['seeds']}, {row['leakage_seeds']} |"
+            f"{row['trained_ssim']} ({row['trained_verdict']}) | {row['seeds']}, {row['leakage_seeds']}, "
+            f"{row['trained_seeds']} |"
         )
     return lines
 
@@ -426,6 +495,15 @@ def collect(sweep_dir: Path, settings: dict[str, list[dict]], read) -> dict[str,
     return results
 
 
+def collect_trained(out: Path, seeds: int, settings: dict[str, list[dict]], folder: str = TRAINED_FOLDER) -> dict:
+    """:func:`collect` of :func:`leakage_run` over the trained-model leakage sweeps of every seed."""
+    results: dict[str, list[dict]] = {label: [] for label in settings}
+    for seed in range(seeds):
+        for label, rows in collect(out / f"{folder}-seed-{seed}", settings, leakage_run).items():
+            results[label].extend(rows)
+    return results
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_data_dir(parser)
@@ -434,9 +512,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--parallel", type=int, default=2)
     parser.add_argument(
         "--phase",
-        choices=["both", "utility", "leakage"],
-        default="both",
-        help="run the utility phase (trained to its plateau), the leakage phase (the early model) or both",
+        choices=["all", "utility", "leakage", "trained"],
+        default="all",
+        help="run the utility phase (trained to its plateau), the leakage phase on the early model, the leakage "
+        "phase on the trained model (after the utility phase: it starts from the undefended run's last model) or all",
     )
     parser.add_argument("--table-only", action="store_true", help="run nothing; tabulate the runs there are")
     add_docs_flag(parser, MARKER)
@@ -444,26 +523,34 @@ def main(argv: list[str] | None = None) -> None:
     out = args.out.resolve()
     if not args.table_only:
         data = data_file(args.data_dir, MNIST)
-        if args.phase in ("both", "leakage"):  # the cheaper phase first: its table has meaning sooner
+        if args.phase in ("all", "leakage"):  # the cheaper phase first: its table has meaning sooner
             run_leakage_sweep(data, out, args.seeds, args.parallel)
-        if args.phase in ("both", "utility"):
+        if args.phase in ("all", "utility"):
             run_sweep(data, out, args.seeds, args.parallel)
+        if args.phase in ("all", "trained"):
+            run_trained_leakage_sweep(out, args.seeds, args.parallel)
+    leakage_settings = leakage_defenses(out / "federated.npz")
     utility = collect(out / "sweep", DEFENSES, per_run)
-    leakage = collect(out / "leakage", leakage_defenses(out / "federated.npz"), leakage_run)
+    leakage = collect(out / "leakage", leakage_settings, leakage_run)
+    trained = collect_trained(out, args.seeds, leakage_settings)
     baseline = {r["seed"]: r["accuracy"] for r in utility["none"]}
     table = {
-        label: summarize_label(utility[label], leakage[label], baseline)
+        label: summarize_label(utility[label], leakage[label], trained[label], baseline)
         for label in DEFENSES
-        if utility[label] or leakage[label]
+        if utility[label] or leakage[label] or trained[label]
     }
     done = {
-        phase: sum(len(rows) for rows in runs.values()) for phase, runs in (("utility", utility), ("leakage", leakage))
+        phase: sum(len(rows) for rows in runs.values())
+        for phase, runs in (("utility", utility), ("early", leakage), ("trained", trained))
     }
     planned = len(DEFENSES) * args.seeds
+    finished = (
+        f"{done['utility']} of {planned} utility runs, {done['early']} and {done['trained']} of {planned} leakage runs "
+        "on the early and the trained model"
+    )
     print(
-        f"{CONFIG.name}: {done['utility']} of {planned} utility runs and {done['leakage']} of {planned} leakage runs "
-        f"finished under {out}; the strongest attack per attacked client by SSIM against the ground truth; "
-        "[95 % bootstrap interval]"
+        f"{CONFIG.name}: {finished} finished under {out}; the strongest attack per attacked client by SSIM against "
+        "the ground truth; [95 % bootstrap interval]"
     )
     lines = strength_lines(table)
     budget_table = equal_utility_markdown(equal_utility(equal_utility_points(table)), BUDGETS)
@@ -479,14 +566,18 @@ def main(argv: list[str] | None = None) -> None:
     if args.docs:
         runs = [
             run
-            for folder in (out / "sweep", out / "leakage")
+            for folder in (
+                out / "sweep",
+                out / "leakage",
+                *(out / f"{TRAINED_FOLDER}-seed-{seed}" for seed in range(args.seeds)),
+            )
             if (folder / "sweep.json").is_file()
             for run in fedsim.load_sweep(folder).runs.values()
         ]
         seconds = sum(float((run.summary or {}).get("wall_seconds_last_session", 0.0)) for run in runs)
         note = (
             f"Regenerate with `.venv/bin/python -m bench.defenses --data-dir DIR --docs`, DIR holding `{MNIST}` "
-            f"({done['utility']} of {planned} utility runs and {done['leakage']} of {planned} leakage runs finished, "
+            f"({finished} finished, "
             f"{seconds / 60:.0f} min of run time on {os.cpu_count()} CPU cores; `--parallel 2` runs two at once). "
             f"Seeds 0-{args.seeds - 1}; [95 % bootstrap intervals] (`fedsim.reporting.summaries`: images resampled "
             "within each seed; accuracy and drop over the seeds)."
