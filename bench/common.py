@@ -46,6 +46,7 @@ CIFAR = "cifar10_subset.npz"  # CIFAR-10 arrays x_train, y_train, x_test, y_test
 DOCS_PAGES: dict[str, Path] = {
     "defense-table": REPO / "docs" / "results" / "defenses.md",
     "paper-results": REPO / "docs" / "results" / "papers.md",
+    "gradient-dropout-table": REPO / "docs" / "results" / "papers.md",
     "compare-table": REPO / "docs" / "results" / "aggregation.md",
     "malicious-table": REPO / "docs" / "results" / "aggregation.md",
     "closed-form-table": REPO / "docs" / "results" / "aggregation.md",

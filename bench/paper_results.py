@@ -1,8 +1,9 @@
 """The papers' results under fedsim's evaluation protocol, one table (``--docs``: into docs/results/papers.md).
 
 Papers 000, 001 and 004 (``configs/papers/``) compare defense settings; here each setting is measured under
-``bench.defenses``' protocol (its two phases: utility at the plateau of the pre-trained ``lenet-fc`` on MNIST,
-leakage on the early model with the strongest attack, the adaptive ones tuned; seeds 0-1). Their settings
+``bench.defenses``' protocol (utility at the plateau of the federation that fine-tunes the pre-trained
+``lenet-fc`` on MNIST, one defended gradient per client and round; leakage of 2-image gradients on the early model
+with the strongest attack, the adaptive ones tuned; seeds 0-1). Their settings
 overlap with the defense sweep's, so every setting runs once, in ``bench.defenses``' sweeps (``--out``, default
 ``runs/bench-defenses``; finished points are skipped, so a killed invocation resumes and the defense table's runs
 are reused; ``PAPER_EXTRAS`` adds the papers' settings it lacks), and each paper's table is read from them: per
@@ -117,7 +118,7 @@ def main(argv: list[str] | None = None) -> None:
                 found.setdefault(label, []).extend(rows)
     baseline = {r["seed"]: r["accuracy"] for r in utility["none"]}
     table = {
-        settings_key(SETTINGS[label]): summarize_label(utility[label], leakage[label], baseline)
+        settings_key(SETTINGS[label]): summarize_label(utility[label], leakage[label], [], baseline)
         for label in SETTINGS
         if utility[label] or leakage[label]
     }
@@ -146,8 +147,9 @@ def main(argv: list[str] | None = None) -> None:
         "clients 0 and 1, 2 images each), the attack with the best SSIM against the ground truth (ground-truth "
         "selection over N attacks: an oracle), its images' mean SSIM and median PSNR over all seeds, the SSIM floor "
         "(what a guess from public digits reaches) and the verdict; each attack alone: its own mean SSIM; won by: how "
-        "many attacked clients each attack won. Utility: the test accuracy at the plateau of the pre-trained model's "
-        "federation; drop against the undefended run of the same seed.",
+        "many attacked clients each attack won. Utility: the test accuracy at the plateau of the federation that "
+        "fine-tunes the pre-trained model (10 clients, each sending one defended gradient of 64 images per round); "
+        "drop against the undefended run of the same seed.",
     ]
     if args.docs:
         write_between_markers(DOCS_PAGES[MARKER], MARKER, lines)
