@@ -34,8 +34,12 @@ Benchmarks, and what each prints:
   ``configs/defense-comparison.yaml`` and which attack won.
 - ``adaptive_tuning``: plain Inverting Gradients against each defense's adaptive variant at its own settings
   and tuned with Optuna (``adversary.inversion.tuning``), on images never reported.
-- ``defenses``: the defense table of ``configs/defense-evaluation.yaml`` over seeds (leakage, accuracy, its
-  drop, epsilon); ``--docs`` writes it into ``docs/results/defenses.md``.
+- ``defenses``: the defense table of ``configs/defense-evaluation.yaml`` over seeds: accuracy at the plateau and
+  its drop, epsilon, the strongest attack's leakage on the early and the trained model, and the equal-utility
+  table; ``--docs`` writes them into ``docs/results/defenses.md``.
+- ``gradient_dropout``: Gradient Dropout on paper 004's sigmoid ResNet-18 (CIFAR-10, one image per update),
+  Inverting Gradients and ``ig-dropout`` with the share of entries it matched; ``--docs`` writes it into
+  ``docs/results/papers.md``.
 - ``paper_results``: papers 000, 001 and 004's settings from the same sweep, one table; ``--docs`` writes it
   into ``docs/results/papers.md``.
 - ``ggssr``: GGSS-R against Inverting Gradients, its noise-aware ``ig-noise``, DLG and unguided prior samples under

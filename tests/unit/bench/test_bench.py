@@ -147,7 +147,15 @@ def test_write_between_markers_without_markers_stops(tmp_path):
 
 
 def test_docs_pages_sit_under_docs():
-    tables = {"defense-table", "paper-results", "compare-table", "malicious-table", "closed-form-table", "audit-table"}
+    tables = {
+        "defense-table",
+        "paper-results",
+        "gradient-dropout-table",
+        "compare-table",
+        "malicious-table",
+        "closed-form-table",
+        "audit-table",
+    }
     assert set(common.DOCS_PAGES) == tables
     assert all(page.is_relative_to(common.REPO / "docs") for page in common.DOCS_PAGES.values())
 
