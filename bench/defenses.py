@@ -96,7 +96,8 @@ STRENGTHS: dict[str, dict[str, list[dict]]] = {
         f"p {p:g}, sigma {s:g}": [{"name": "gradient_dropout", "p": p, "sigma": s}]
         for p, s in ((0.8, 5e-3), (0.6, 5e-3), (0.4, 5e-3), (0.6, 5e-2))
     },
-    "pdpsgd": {f"sigma {s:g}": [{"name": "pdpsgd", "sigma": s}] for s in (0.1, 1.0, 3.0, 10.0)},
+    # kappa = (lr sigma)^2: at the utility phase's lr of 0.5, sigma 1 already leaves the model at chance
+    "pdpsgd": {f"sigma {s:g}": [{"name": "pdpsgd", "sigma": s}] for s in (0.003, 0.01, 0.03, 0.1)},
     "soteria": {
         f"ratio {r:g} of `{SOTERIA_LAYER}`": [{"name": "soteria", "ratio": r, "layer": SOTERIA_LAYER}]
         for r in (0.2, 0.5, 0.8, 0.95)
@@ -109,7 +110,10 @@ DEFENSES: dict[str, list[dict]] = {
 }
 #: the settings of papers 000, 001 and 004 (configs/papers/) that DEFENSES lacks, run into the same sweeps by
 #: bench.paper_results
-PAPER_EXTRAS: dict[str, list[dict]] = {"clip-0.5": [{"name": "clip", "max_norm": 0.5}]}
+PAPER_EXTRAS: dict[str, list[dict]] = {
+    "clip-0.5": [{"name": "clip", "max_norm": 0.5}],
+    "pdpsgd-1": [{"name": "pdpsgd", "sigma": 1.0}],
+}
 
 
 def settings_key(defenses: list) -> str:
