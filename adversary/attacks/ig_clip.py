@@ -22,6 +22,7 @@ from adversary.registry import ATTACKS
 class IgClipOptions(AdaptiveOptions):
     name: Literal["ig-clip"] = Field("ig-clip", description="Inverting Gradients matching a clipped update up to scale")
     adapts_to: ClassVar[tuple[str, ...]] = ("clip",)
+    adapted_fields: ClassVar[frozenset[str]] = frozenset({"loss"})
     presets: ClassVar[dict[str, Preset]] = {
         "paper-001": Preset(
             dict(iterations=10000),

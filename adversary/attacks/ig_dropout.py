@@ -28,6 +28,7 @@ class IgDropoutOptions(AdaptiveOptions):
         "ig-dropout", description="Inverting Gradients on Gradient Dropout's kept entries"
     )
     adapts_to: ClassVar[tuple[str, ...]] = ("gradient_dropout",)
+    adapted_fields: ClassVar[frozenset[str]] = frozenset({"observed_scale", "match_entries", "match_threshold"})
     presets: ClassVar[dict[str, Preset]] = {
         "paper-004": Preset(
             dict(iterations=4000),

@@ -25,6 +25,7 @@ from adversary.registry import ATTACKS
 class IgNoiseOptions(AdaptiveOptions):
     name: Literal["ig-noise"] = Field("ig-noise", description="Inverting Gradients with the update noise's likelihood")
     adapts_to: ClassVar[tuple[str, ...]] = ("noise",)
+    adapted_fields: ClassVar[frozenset[str]] = frozenset({"noise_sigma"})
     presets: ClassVar[dict[str, Preset]] = {
         "paper-001": Preset(
             dict(iterations=10000),

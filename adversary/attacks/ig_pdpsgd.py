@@ -22,6 +22,7 @@ from adversary.registry import ATTACKS
 class IgPdpsgdOptions(AdaptiveOptions):
     name: Literal["ig-pdpsgd"] = Field("ig-pdpsgd", description="Inverting Gradients simulating PDP-SGD's penalty")
     adapts_to: ClassVar[tuple[str, ...]] = ("pdpsgd",)
+    adapted_fields: ClassVar[frozenset[str]] = frozenset({"pdp_kappa"})
     presets: ClassVar[dict[str, Preset]] = {
         "paper-000": Preset(
             dict(optimizer="lbfgs", lr=1.0, iterations=200),

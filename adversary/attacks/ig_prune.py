@@ -26,6 +26,7 @@ class IgPruneOptions(AdaptiveOptions):
         "ig-prune", description="Inverting Gradients on a pruned update's surviving entries"
     )
     adapts_to: ClassVar[tuple[str, ...]] = ("prune",)
+    adapted_fields: ClassVar[frozenset[str]] = frozenset({"match_entries"})
     presets: ClassVar[dict[str, Preset]] = {
         "paper-001": Preset(
             dict(iterations=10000),

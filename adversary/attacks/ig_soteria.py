@@ -25,6 +25,7 @@ class IgSoteriaOptions(AdaptiveOptions):
         "ig-soteria", description="Inverting Gradients without Soteria's defended layer"
     )
     adapts_to: ClassVar[tuple[str, ...]] = ("soteria",)
+    adapted_fields: ClassVar[frozenset[str]] = frozenset({"exclude_layers"})
     presets: ClassVar[dict[str, Preset]] = {
         "paper-001": Preset(
             dict(iterations=10000),

@@ -58,6 +58,9 @@ class AttackOptions(PluginSection):
     #: defenses whose public mechanism this attack models (an adaptive variant): `adversary.attacks: strongest`
     #: runs it only where one of them is in force, and `fedsim list` shows it
     adapts_to: ClassVar[tuple[str, ...]] = ()
+    #: the options ``adapted`` fills in from the defenses in force, where the config leaves them unset (a run
+    #: records its attacks adapted, so a sweep compares a point with its run without them)
+    adapted_fields: ClassVar[frozenset[str]] = frozenset()
     #: the server that produces this attack's input: "honest" (honest-but-curious server or a wire tap) or
     #: "malicious" (needs adversary.server: malicious)
     threat_model: ClassVar[str] = "honest"

@@ -131,16 +131,36 @@ def point_action(point: SweepPoint, run_dir: Path) -> Action:
 
 def _check_same_config(point: SweepPoint, run_dir: Path) -> None:
     try:
-        existing = _comparable(load_config(run_dir / CONFIG_FILE))
+        recorded = load_config(run_dir / CONFIG_FILE)
     except ConfigError as error:  # e.g. written by another version of fedsim
         raise ConfigError(f"sweep: '{run_dir / CONFIG_FILE}' no longer loads ({error}); remove that run") from None
-    wanted = _comparable(point.config)
+    existing, wanted = _comparable(recorded), _comparable(point.config)
+    if "adversary.attacks" in wanted and len(recorded.adversary.attacks) == len(point.config.adversary.attacks):
+        existing["adversary.attacks"], wanted["adversary.attacks"] = _attacks_as_given(
+            recorded.adversary.attacks, point.config.adversary.attacks
+        )
     if existing != wanted:
         key = next(k for k in sorted(set(existing) | set(wanted)) if existing.get(k) != wanted.get(k))
         raise ConfigError(
             f"sweep: '{run_dir}' holds a run with {key} = {existing.get(key)!r}, but point {point.name} sets "
             f"{wanted.get(key)!r}; sweep into another --out, or remove that run"
         )
+
+
+def _attacks_as_given(recorded: list[Any], wanted: list[Any]) -> tuple[list[dict], list[dict]]:
+    """Both attack lists without what adaptation filled in: a run records its adaptive attacks adapted to its
+    defenses (``adapted_fields``); where the point leaves such an option unset, the same model and defenses
+    (compared with the rest of the config) fill it in alike, so it is left out on both sides."""
+    pairs = []
+    for given, asked in zip(recorded, wanted, strict=True):
+        filled = getattr(type(asked), "adapted_fields", frozenset()) - asked.model_fields_set
+        pairs.append(
+            tuple(
+                {key: value for key, value in options.model_dump(mode="json").items() if key not in filled}
+                for options in (given, asked)
+            )
+        )
+    return [old for old, _ in pairs], [new for _, new in pairs]
 
 
 def _comparable(config: ExperimentConfig) -> dict[str, Any]:

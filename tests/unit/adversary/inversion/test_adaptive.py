@@ -92,6 +92,26 @@ def test_an_adaptive_attack_matches_the_defended_update_exactly_at_the_true_imag
     assert objective_at_truth("ig", view, setting, images) > 1e-4  # the defense does hide the images from plain IG
 
 
+@pytest.mark.parametrize(
+    "defense, adaptive",
+    [
+        ({"name": "prune", "ratio": 0.9}, "ig-prune"),
+        ({"name": "gradient_dropout", "p": 0.6, "sigma": 0.005}, "ig-dropout"),
+        ({"name": "soteria", "ratio": 0.8}, "ig-soteria"),
+        ({"name": "clip", "max_norm": 0.01, "scope": "per-tensor"}, "ig-clip"),
+        ({"name": "noise", "sigma": 0.01}, "ig-noise"),
+        ({"name": "pdpsgd", "sigma": 0.1}, "ig-pdpsgd"),
+    ],
+)
+def test_an_adaptive_attack_declares_every_option_its_defense_fills_in(defense, adaptive):
+    # a sweep compares a point with its run without these (fedsim.sweep.execute): one left undeclared would
+    # make every finished point of such a sweep look like another experiment
+    options = AttackOptions(name=adaptive)
+    adapted = options.adapted(replace(setting_for(tiny_model(), defense), lr=LR))
+    changed = {key for key in type(options).model_fields if getattr(adapted, key) != getattr(options, key)}
+    assert changed and changed <= type(options).adapted_fields
+
+
 def test_gradient_dropout_noise_is_left_out_above_a_few_sigma(batch):
     images, labels = batch
     defense = {"name": "gradient_dropout", "p": 0.6, "sigma": 1e-4}

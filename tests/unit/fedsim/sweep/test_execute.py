@@ -72,6 +72,27 @@ def test_a_run_directory_of_another_config_is_refused_before_anything_runs(tmp_p
     assert not (tmp_path / "s" / "sweep.json").exists()
 
 
+def test_a_run_that_recorded_its_adaptive_attack_adapted_is_the_same_point_and_a_changed_option_is_not(tmp_path):
+    dropout = [{"name": "gradient_dropout", "p": 0.6, "sigma": 0.005}]
+    raw = {**BASE, "client": {**BASE.get("client", {}), "defenses": dropout}}
+    raw["adversary"] = {"attacks": [{"name": "ig", "iterations": 5}, {"name": "ig-dropout", "iterations": 5}]}
+    plan = plan_sweep(write(tmp_path, raw), grid=["seed=0,1"], out=tmp_path / "s")
+    for point, iterations in zip(plan.points, (5, 6), strict=True):
+        # what the run records: ig-dropout with what it took from the defense filled in
+        attacks = point.config.adversary.attacks
+        adapted = attacks[1].model_copy(
+            update={"observed_scale": 0.6, "match_entries": "above-threshold", "match_threshold": 0.02}
+        )
+        recorded = [attacks[0], adapted.model_copy(update={"iterations": iterations})]
+        config = point.config.model_copy(
+            update={"adversary": point.config.adversary.model_copy(update={"attacks": recorded})}
+        )
+        _fake_run(tmp_path / "s" / point.name, config, committed=True, summary_rounds=2)
+    assert point_action(plan.points[0], tmp_path / "s" / plan.points[0].name) == "skip"
+    with pytest.raises(ConfigError, match=r"holds a run with adversary.attacks = .*'iterations': 6"):
+        point_action(plan.points[1], tmp_path / "s" / plan.points[1].name)
+
+
 def test_a_point_directory_symlinked_outside_the_sweep_is_refused_before_anything_runs(tmp_path):
     plan = plan_sweep(write(tmp_path, BASE), grid=["seed=0,1"], out=tmp_path / "s")
     elsewhere = tmp_path / "elsewhere"
