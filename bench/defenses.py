@@ -401,6 +401,7 @@ def summarize_label(rows: list[dict], leaks: list[dict], trained: list[dict], ba
     epsilons = [r["epsilon"] for r in rows if r["epsilon"] is not None]
     floors = [value for r in leaks for value in r["floor"]]
     matched = [value for r in leaks for value in r["matched_fraction"]]
+    trained_matched = [value for r in trained for value in r["matched_fraction"]]
     plateaus = [r["plateau_round"] for r in rows if r["plateau_reached"]]
     to_target = [r["rounds_to_target"] for r in rows if r["rounds_to_target"] is not None]
     trained_cells = leakage_cells(trained) if trained else {}
@@ -423,14 +424,21 @@ def summarize_label(rows: list[dict], leaks: list[dict], trained: list[dict], ba
         "reached_target": len(to_target),
         "epsilon": max(epsilons) if epsilons else None,
         "matched": float(np.mean(matched)) if matched else None,
+        "trained_matched": float(np.mean(trained_matched)) if trained_matched else None,
     }
+
+
+def share(fraction: float | None) -> str:
+    """A share of an update's entries as a percentage with enough digits for Gradient Dropout's few (- for none)."""
+    return "-" if fraction is None else f"{100 * fraction:.2g} %"
 
 
 def strength_lines(table: dict[str, dict]) -> list[str]:
     fmt = format_interval
     lines = [
         "| defense | strength | early model: SSIM, ground-truth selection over N attacks | N | floor (SSIM) | "
-        "verdict | PSNR median (dB) | at >= 40 dB | won by (targets) | entries the adaptive attack matched | "
+        "verdict | PSNR median (dB) | at >= 40 dB | won by (targets) | "
+        "entries the adaptive attack matched (early, trained) | "
         "accuracy at plateau (%) | drop (points) | plateau round | rounds to 97 % | epsilon_example | "
         "trained model: SSIM (verdict) | seeds (utility, early, trained) |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
@@ -445,7 +453,7 @@ def strength_lines(table: dict[str, dict]) -> list[str]:
         lines.append(
             f"| {defense} | {strength} | {row.get('ssim', '-')} | {row.get('compared', '-')} | {floor} | "
             f"{row['verdict']} | {row.get('psnr', '-')} | {row.get('at_40db', '-')} | {row.get('won', '-')} | "
-            f"{'-' if row['matched'] is None else format(row['matched'], '.2f')} | "
+            f"{share(row['matched'])}, {share(row['trained_matched'])} | "
             f"{fmt(row['accuracy'], 2) if row['accuracy'] else '-'} | "
             f"{fmt(row['drop'], 2) if row['drop'] else '-'} | {plateau} | {to_target} | "
             f"{'-' if row['epsilon'] is None else format(row['epsilon'], '.2f')} | "
