@@ -3,23 +3,26 @@
 The protocol is paper 001's: a defense is judged by the strongest attack against it at a given utility loss, so
 each defense is run at several strengths (``STRENGTHS``) and, for an accuracy budget (a drop of at most 1, 3 or 10
 points), the strength that leaks least within it is what counts (``fedsim.reporting.equal_utility``). As in paper
-001, utility and leakage are measured on two models of the same training: utility at the plateau, leakage early.
-Each phase is one resumable sweep (``fedsim sweep``) over every defense and strength x seeds:
+001, every defense perturbs the gradient of each training step (FedSGD: one local step per round), and utility and
+leakage are measured on models of the same training. Each phase is a resumable sweep (``fedsim sweep``) over every
+defense and strength x seeds:
 
 * **Utility phase** (``configs/defense-evaluation.yaml``, ``OUT/sweep``). MNIST's 10,000 arrays
   (``mnist_test.npz``) are split once, by a fixed seed, into a public set (``PUBLIC_IMAGES``), the clients'
   training images and a held-out test set (``TEST_IMAGES``). ``lenet-fc`` (DLG's tanh LeNet with a fully
   connected representation layer before the classifier, the kind of model Soteria defends) is pre-trained
   centrally on the public set (``model.checkpoint``: the threat model allows it, the initial model is public and
-  so is the data it saw); the federation fine-tunes it until test accuracy stops improving
-  (``federation.plateau``). Utility is the test accuracy at the plateau (the mean of the evaluations that no
-  longer improved) and its drop against the undefended run of the same seed. A man-in-the-middle also attacks
-  client 0 in rounds 1, 10 and 20 of this trained model (the "trained model" column).
-* **Leakage phase** (``OUT/leakage``). The same federation from ``lenet-fc``'s own initialisation (no
-  checkpoint: the early model), one round, clients 0 and 1 attacked with ``attacks: strongest`` (every attack
-  that applies, the adaptive ones tuned on public images of the setting, then the saturation step:
-  ``LEAKAGE_ADVERSARY``), each defense at the utility phase's strength; DP-SGD at the noise multiplier its
-  epsilon sets over the utility phase's rounds (``dpsgd_at_utility_noise``), not over one round.
+  so is the data it saw) to 95.8 %; ten clients of 600 images then train it, each sending one defended gradient
+  of 64 images per round, until test accuracy stops improving (``federation.plateau``). Utility is the test
+  accuracy at the plateau (the mean of the evaluations that no longer improved) and its drop against the
+  undefended run of the same seed. Defenses in ``UTILITY_SKIPPED`` are left out, with the reason.
+* **Leakage phase, early model** (``OUT/leakage``). The same federation from ``lenet-fc``'s own initialisation
+  (no checkpoint), every client sending the gradient of 2 images (``LEAKAGE_CLIENT``), one round, clients 0 and 1
+  attacked with ``attacks: strongest`` (every attack that applies, the adaptive ones tuned on public images of
+  the setting, then the saturation step: ``LEAKAGE_ADVERSARY``); each defense at the utility phase's strength,
+  DP-SGD at the noise multiplier its epsilon sets over the utility phase's rounds (``dpsgd_at_utility_noise``).
+* **Leakage phase, trained model** (``OUT/trained-leakage-seed-S``). The same attack from the model the
+  undefended utility run of seed S ended with (``trained_checkpoint``): it needs the utility phase first.
 
 Per defense and strength: leakage is, per attacked client, the strongest attack there (``Run.strongest``: the best
 SSIM against the ground truth, an oracle over the attacks), with the SSIM floor of that result (what a guess
@@ -28,10 +31,10 @@ utility phase and, for Gradient Dropout, the share of the update's entries its a
 (``matched_fraction``).
 
 Prints one line per defense and strength, then the equal-utility table; last line: JSON. ``--docs`` writes
-both into ``docs/results/defenses.md``.
+both into ``docs/results/defenses.md`` and draws the frontier per defense.
 
     .venv/bin/python -m bench.defenses [--data-dir DIR] [--out DIR] [--parallel 2] [--seeds 2]
-                                       [--phase both|utility|leakage] [--table-only] [--docs]
+                                       [--phase all|utility|leakage|trained] [--table-only] [--docs]
 """
 
 from __future__ import annotations
