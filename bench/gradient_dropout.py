@@ -7,7 +7,7 @@ SSIM floor (what a guess from public CIFAR-10 images reaches), the verdict and, 
 the update's entries it matched (those above 4 sigma, which only kept entries reach). One image per seed, so
 the seeds are listed rather than summarised. ``--docs`` writes the table into ``docs/results/papers.md``.
 
-    .venv/bin/python -m bench.gradient_dropout [--data-dir DIR] [--out DIR] [--seeds 1] [--parallel 1]
+    .venv/bin/python -m bench.gradient_dropout [--data-dir DIR] [--out DIR] [--seeds 2] [--parallel 1]
                                                [--table-only] [--docs]
 """
 
@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_data_dir(parser)
     parser.add_argument("--out", type=Path, default=REPO / "runs" / "bench-gradient-dropout")
-    parser.add_argument("--seeds", type=int, default=1)
+    parser.add_argument("--seeds", type=int, default=2)
     parser.add_argument("--parallel", type=int, default=1)
     parser.add_argument("--table-only", action="store_true", help="run nothing; tabulate the runs there are")
     add_docs_flag(parser, MARKER)
