@@ -153,7 +153,7 @@ def _attacks_as_given(recorded: list[Any], wanted: list[Any]) -> tuple[list[dict
     (compared with the rest of the config) fill it in alike, so it is left out on both sides."""
     pairs = []
     for given, asked in zip(recorded, wanted, strict=True):
-        filled = getattr(type(asked), "adapted_fields", frozenset()) - asked.model_fields_set
+        filled = asked.adapted_fields - asked.model_fields_set
         pairs.append(
             tuple(
                 {key: value for key, value in options.model_dump(mode="json").items() if key not in filled}
