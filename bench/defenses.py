@@ -118,13 +118,7 @@ UTILITY_SKIPPED: dict[str, str] = {
 }
 #: the utility phase's settings: DEFENSES without UTILITY_SKIPPED
 UTILITY_DEFENSES: dict[str, list[dict]] = {
-    "none": [],
-    **{
-        f"{defense} {label}": settings
-        for defense, levels in STRENGTHS.items()
-        if defense not in UTILITY_SKIPPED
-        for label, settings in levels.items()
-    },
+    label: settings for label, settings in DEFENSES.items() if not any(d["name"] in UTILITY_SKIPPED for d in settings)
 }
 #: the settings of papers 000, 001 and 004 (configs/papers/) that DEFENSES lacks, run into the same sweeps by
 #: bench.paper_results
@@ -317,16 +311,16 @@ def run_leakage_sweep(
 
 def trained_checkpoint(out: Path, seed: int, utility_folder: str = "sweep") -> Path | None:
     """The model the undefended utility run of ``seed`` ended with (at its plateau), or None before it finished."""
-    sweep_dir = out / utility_folder
-    if not (sweep_dir / "sweep.json").is_file():
-        return None
-    undefended = settings_key(DEFENSES["none"])
-    for run in fedsim.load_sweep(sweep_dir).runs.values():
-        same = settings_key([d.model_dump() for d in run.config.client.defenses]) == undefended
-        if same and run.config.seed == seed and run.summary:
-            path = run.path / CHECKPOINT_DIR / checkpoint_file(int(run.summary["rounds_completed"]))
-            return path if path.is_file() else None
+    undefended = {"none": DEFENSES["none"]}
+    for row in collect(out / utility_folder, undefended, lambda run: {"path": last_checkpoint(run)})["none"]:
+        if row["seed"] == seed:
+            return row["path"] if row["path"].is_file() else None
     return None
+
+
+def last_checkpoint(run: fedsim.rundir.reader.Run) -> Path:
+    """Where a finished run keeps the model of its last round."""
+    return run.path / CHECKPOINT_DIR / checkpoint_file(int(run.summary["rounds_completed"]))
 
 
 def run_trained_leakage_sweep(
