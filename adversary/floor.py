@@ -1,36 +1,42 @@
-"""The floor under a leakage score: what a guess made from public data alone reaches on the same images.
+"""The null under a leakage score: what guesses made without the update score on the same images, as a test.
 
-A failed attack does not score zero. A flat image, the data set's average image or any other digit already
-earns PSNR and SSIM against a handwritten digit (on MNIST an all-black image scores SSIM ~0.26), so a score
-means leakage only above what an attacker could produce *without* the update. Two such guesses are scored
-against every attacked target, exactly as a reconstruction is (same [0, 1] image space, same Hungarian
-pairing on MSE, same metrics, as many images as the reconstruction has):
+A failed attack does not score zero. A flat image, the data set's average image or any other digit already earns
+PSNR and SSIM against a handwritten digit, and the mean public image of a digit's own class, which an attacker gets
+from the labels alone (iDLG reads them off a gradient), earns more. So a score means leakage only where no guess
+made *without* the update could have reached it: a one-sided test whose null is the attacker guessing.
 
-- ``public-mean``: the mean image of the public split, repeated; its label is the public split's majority
-  label. It is the best fixed guess under MSE and has no randomness: it is scored once (one "draw").
-- ``random-public``: that many images drawn at random from the public split (without replacement while the
-  split has enough), with their own labels, paired with the truth by the same matching. It is scored over
-  ``FLOOR_DRAWS`` (32) independent draws from a generator seeded by the caller (from the run seed), so a floor
-  is reproducible.
+Four guess families, each scored against every attacked target exactly as a reconstruction is (same [0, 1] image
+space, same Hungarian pairing on MSE, same metrics, as many images as the reconstruction holds):
 
-The public split is the data set's test split: no client trains on it, so an attacker may hold it.
+- ``public-mean``: the mean image of the public split, repeated (fixed: one score);
+- ``label-mean``: per image, the mean public image of that image's class (fixed: one score);
+- ``random-public``: that many images drawn at random from the public split;
+- ``label-public``: per image, a random public image of that image's class.
 
-The floor of a metric is the higher of the two baselines' one-sided 95 % bounds: for each baseline the
-95th percentile (``FLOOR_QUANTILE``, linear interpolation) of its per-draw mean, which for the mean image is
-its one score. ``floor_ssim`` is therefore a score that a guess without the update reaches at least one time in
-twenty (random draws) or always (the mean image) on these very images; the spread over draws is the floor's
-uncertainty, and it shrinks as the target holds more images.
+The label-informed families read the target's true labels: a null at least as strong as any label recovery an
+attacker runs (stronger nulls make fewer false ``leaks``, never more). The public split is the data set's test
+split: no client trains on it, so an attacker may hold it. Random families are scored over ``draws`` independent
+draws (``adversary.floor.draws``, 256 by default) from a generator seeded by the caller, so a floor is reproducible.
 
-Verdict, on SSIM (the metric every leakage table leads with): a reconstruction ``leaks`` when its mean SSIM is
-strictly above ``floor_ssim``, and is ``at floor`` otherwise: a one-sided test at the 5 % level against an
-attacker guessing public images, and strictly better than the public mean image on the same images. ``at floor``
-says the attack failed on that target; it is not evidence that a defense protects it, since a stronger attack
-may still succeed. PSNR and label accuracy get floors by the same rule, reported beside their scores.
+**p-value.** A score ``s`` of a reconstruction *the attacker picked without the truth* is compared with one guess:
+per random family the Monte-Carlo p-value ``(1 + #{draws >= s}) / (1 + draws)``, per fixed family 1 when the guess
+scores at least ``s`` and 0 otherwise; the row's p-value is the largest over families (the test rejects only when
+it rejects against every kind of guess, which keeps its level against the union of the nulls). Where the score is
+the best of ``N`` candidates picked *with* the truth (the ground-truth oracle over ``N`` attacks), the null is the
+best of ``N`` guesses: per family ``1 - (1 - p)^N``, the chance that one of ``N`` independent guesses reaches ``s``.
+
+**Verdict**: ``leaks`` when the p-value is at most the level (``adversary.floor.level``, 5 % by default), ``at
+floor`` otherwise. The floor shown beside a score (``floor_ssim``) is the critical value of that test: the score
+above which the p-value reaches the level, per number of candidates selected over (``floor_ssim_best_of``).
+``at floor`` says the attack failed on that target; it is not evidence that a defense protects it, since a
+stronger attack may still succeed. PSNR and label accuracy get the same critical values, reported beside their
+scores; the verdict is read on SSIM, the metric every leakage table leads with.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -41,14 +47,21 @@ from adversary.matching import mse_cost_matrix, pair_by_cost
 from adversary.metrics import label_accuracy, psnr, ssim
 from adversary.scoring import capped_psnr_mean
 
-FLOOR_DRAWS = 32  # random-public draws per target: enough for a stable 95th percentile at a few ms per image
-FLOOR_QUANTILE = 0.95  # one-sided: a guess without the update reaches the floor one time in twenty
+FLOOR_DRAWS = 256  # random draws per family: p-values down to 1/257, a best-of-13 selection still testable at 5 %
+FLOOR_LEVEL = 0.05  # the test's false-positive rate: a guess without the update is called `leaks` this often
+MAX_SELECTED_OVER = 16  # critical values recorded per row for selections over 1..16 candidates
 PUBLIC_MEAN = "public-mean"
+LABEL_MEAN = "label-mean"
 RANDOM_PUBLIC = "random-public"
+LABEL_PUBLIC = "label-public"
+FAMILIES = (PUBLIC_MEAN, LABEL_MEAN, RANDOM_PUBLIC, LABEL_PUBLIC)
 LEAKS = "leaks"
 AT_FLOOR = "at floor"
 UNKNOWN = "unknown"  # a row without a floor: written by an older fedsim, or no public split to draw from
 METRICS = ("ssim", "psnr", "label_accuracy")
+TIE = 1e-9  # scores this close are equal: the same image scored along two summation orders differs in the last bits
+#: post-processing an attack applied to its output, applied to every guess of its null too
+TransformGuess = Callable[[torch.Tensor], torch.Tensor]
 
 
 @dataclass(frozen=True)
@@ -66,6 +79,10 @@ class PublicSplit:
             )
 
     @cached_property
+    def flat_labels(self) -> torch.Tensor:
+        return self.labels.detach().cpu().reshape(-1).long()
+
+    @cached_property
     def mean_image(self) -> torch.Tensor:
         """The pixel-wise mean image, (1, C, H, W) float32: the best fixed guess under MSE."""
         return self.images.double().mean(dim=0, keepdim=True).float()
@@ -73,56 +90,115 @@ class PublicSplit:
     @cached_property
     def majority_label(self) -> int:
         """The most frequent public label (the smallest one on a tie)."""
-        return int(torch.bincount(self.labels.reshape(-1).long()).argmax())
+        return int(torch.bincount(self.flat_labels).argmax())
+
+    def class_mean(self, label: int) -> torch.Tensor:
+        """The mean public image of class ``label``, (C, H, W); the public mean where the class has no image."""
+        return self._class_means.get(int(label), self.mean_image[0])
+
+    def class_indices(self, label: int) -> torch.Tensor:
+        """The public images of class ``label`` (every public image where the class has none)."""
+        return self._class_indices.get(int(label), torch.arange(len(self.flat_labels)))
+
+    @cached_property
+    def _class_indices(self) -> dict[int, torch.Tensor]:
+        return {int(c): torch.nonzero(self.flat_labels == c).reshape(-1) for c in torch.unique(self.flat_labels)}
+
+    @cached_property
+    def _class_means(self) -> dict[int, torch.Tensor]:
+        images = self.images.detach().cpu().double()
+        return {c: images[index].mean(dim=0).float() for c, index in self._class_indices.items()}
 
 
 @dataclass(frozen=True)
 class BaselineScores:
-    """One baseline's mean score per draw (arrays of one value for the deterministic mean image)."""
+    """One guess family's mean score per draw (one value for a fixed guess)."""
 
     name: str
     ssim: np.ndarray
     psnr: np.ndarray
     label_accuracy: np.ndarray
 
-    def bound(self, metric: str) -> float:
-        """The baseline's one-sided 95 % bound on ``metric``: the 95th percentile of its draws."""
-        return float(np.quantile(getattr(self, metric), FLOOR_QUANTILE))
+    @property
+    def fixed(self) -> bool:
+        return len(self.ssim) == 1
+
+    def p_value(self, score: float, metric: str = "ssim", selected_over: int = 1) -> float:
+        """The chance that a guess of this family (the best of ``selected_over`` of them) scores at least ``score``."""
+        values = getattr(self, metric)
+        reached = int(np.count_nonzero(values >= score - TIE))
+        single = float(reached > 0) if self.fixed else (1 + reached) / (1 + len(values))
+        return single if selected_over == 1 else 1.0 - (1.0 - single) ** selected_over
+
+    def critical(self, metric: str = "ssim", selected_over: int = 1, level: float = FLOOR_LEVEL) -> float:
+        """The score above which ``p_value`` is at most ``level`` (inf: no score can be, too few draws)."""
+        values = np.sort(getattr(self, metric))[::-1]
+        if self.fixed:
+            return float(values[0]) + TIE
+        single_level = 1.0 - (1.0 - level) ** (1.0 / selected_over)
+        allowed = math.floor(single_level * (1 + len(values)) - 1 + 1e-9)  # draws that may reach a leaking score
+        return float(values[allowed]) + TIE if allowed >= 0 else math.inf
 
     def expected(self, metric: str) -> float:
-        """The baseline's mean over its draws: what it scores on average."""
+        """The family's mean over its draws: what it scores on average."""
         return float(np.mean(getattr(self, metric)))
 
 
 @dataclass(frozen=True)
 class Floor:
-    """The public-data baselines of one target and the floor they set per metric."""
+    """The guess families of one target and the test they define."""
 
-    public_mean: BaselineScores
-    random_public: BaselineScores
+    families: tuple[BaselineScores, ...]
+    level: float = FLOOR_LEVEL
 
-    def value(self, metric: str) -> float:
-        """The floor of ``metric``: the higher of the two baselines' one-sided 95 % bounds."""
-        return max(self.public_mean.bound(metric), self.random_public.bound(metric))
+    def family(self, name: str) -> BaselineScores:
+        return next(family for family in self.families if family.name == name)
+
+    def p_values(self, score: float, metric: str = "ssim") -> dict[str, float]:
+        """Per family, the single-guess p-value of ``score``."""
+        return {family.name: family.p_value(score, metric) for family in self.families}
+
+    def p_value(self, score: float, metric: str = "ssim", selected_over: int = 1) -> float:
+        """The test's p-value: the largest over the families, for a pick among ``selected_over`` candidates."""
+        return max(family.p_value(score, metric, selected_over) for family in self.families)
+
+    def value(self, metric: str = "ssim", selected_over: int = 1) -> float:
+        """The floor of ``metric``: the test's critical value, the highest over the families."""
+        return max(family.critical(metric, selected_over, self.level) for family in self.families)
 
     def source(self, metric: str = "ssim") -> str:
-        """Which baseline sets the floor of ``metric`` (the mean image on a tie: it needs no luck)."""
-        return max((self.random_public, self.public_mean), key=lambda b: (b.bound(metric), b is self.public_mean)).name
+        """Which family sets the floor of ``metric`` (a fixed guess on a tie: it needs no luck)."""
+        ranked = sorted(self.families, key=lambda f: (f.critical(metric, 1, self.level), f.fixed), reverse=True)
+        return ranked[0].name
 
-    def verdict(self, ssim_mean: float) -> str:
-        """``leaks`` when the reconstruction's mean SSIM is strictly above the SSIM floor, else ``at floor``."""
-        return LEAKS if ssim_mean > self.value("ssim") else AT_FLOOR
+    def verdict(self, score: float, selected_over: int = 1) -> str:
+        """``leaks`` when the SSIM ``score``'s p-value is at most the level, else ``at floor``."""
+        return LEAKS if significant(self.p_value(score, "ssim", selected_over), self.level) else AT_FLOOR
 
     def to_row(self, ssim_mean: float) -> dict[str, object]:
-        """The floor's fields of an attack row, with the verdict for a reconstruction of mean SSIM ``ssim_mean``."""
-        row: dict[str, object] = {f"floor_{metric}": self.value(metric) for metric in METRICS}
+        """The floor's fields of an attack row for a reconstruction of mean SSIM ``ssim_mean`` that the attack picked
+        without the truth: p-values, critical values (``floor_ssim_best_of[n - 1]``: for a pick over n), verdict."""
+        row: dict[str, object] = {f"floor_{metric}": _finite(self.value(metric)) for metric in METRICS}
+        row["floor_ssim_best_of"] = [_finite(self.value("ssim", n)) for n in range(1, MAX_SELECTED_OVER + 1)]
         row["floor_source"] = self.source("ssim")
-        row["floor_draws"] = len(self.random_public.ssim)
-        for baseline in (self.public_mean, self.random_public):
-            prefix = f"floor_{baseline.name.replace('-', '_')}"
-            row.update({f"{prefix}_{metric}": baseline.expected(metric) for metric in METRICS})
+        row["floor_draws"] = max(len(family.ssim) for family in self.families)
+        row["floor_level"] = self.level
+        for family in self.families:
+            prefix = f"floor_{family.name.replace('-', '_')}"
+            row.update({f"{prefix}_{metric}": family.expected(metric) for metric in METRICS})
+        row["p_values"] = self.p_values(ssim_mean)
+        row["p_value"] = self.p_value(ssim_mean)
         row["verdict"] = self.verdict(ssim_mean)
         return row
+
+
+def significant(p_value: float, level: float) -> bool:
+    """Whether ``p_value`` is at most ``level``, up to the rounding of ``1 - (1 - p)^N`` (a relative 1e-9)."""
+    return p_value <= level * (1 + 1e-9)
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
 
 
 def _score_guesses(
@@ -148,6 +224,29 @@ def _score_guesses(
     return np.asarray(ssim_means), np.asarray(psnr_means), np.asarray(accuracies)
 
 
+def _fixed_family(name: str, guess: torch.Tensor, labels: torch.Tensor, truth, truth_labels) -> BaselineScores:
+    return BaselineScores(
+        name, *_score_guesses([guess], [mse_cost_matrix(guess, truth)], [labels], truth, truth_labels)
+    )
+
+
+def _random_family(
+    name: str, picks: list[torch.Tensor], public_images: torch.Tensor, public_labels, truth, truth_labels
+) -> BaselineScores:
+    # every drawn image's costs once: the draws overlap when they hold more images than the split has
+    drawn, position = torch.unique(torch.cat(picks), return_inverse=True)
+    drawn_cost = mse_cost_matrix(public_images[drawn], truth)
+    costs = [drawn_cost[rows] for rows in position.split([len(p) for p in picks])]
+    guesses = [public_images[p] for p in picks]
+    return BaselineScores(name, *_score_guesses(guesses, costs, [public_labels[p] for p in picks], truth, truth_labels))
+
+
+def guess_labels(truth_labels: torch.Tensor, count: int) -> torch.Tensor:
+    """The labels a label-informed guess of ``count`` images uses: the target's, repeated or cut to ``count``."""
+    labels = truth_labels.reshape(-1).long()
+    return labels.repeat(math.ceil(count / len(labels)))[:count]
+
+
 def public_floor(
     truth_images: torch.Tensor,
     truth_labels: torch.Tensor,
@@ -155,37 +254,46 @@ def public_floor(
     count: int,
     seed: int,
     draws: int = FLOOR_DRAWS,
+    level: float = FLOOR_LEVEL,
+    transform: TransformGuess | None = None,
 ) -> Floor:
-    """Score the public-mean and random-public baselines against one target's [0, 1] truth.
+    """Score the four guess families against one target's [0, 1] truth.
 
-    ``count``: how many images each guess holds, the reconstruction's number (so that the Hungarian matching
-    gives a guess the same choice of pairs it gave the reconstruction); ``seed``: the random draws' seed.
+    ``count``: how many images each guess holds, the reconstruction's number (so that the Hungarian matching gives
+    a guess the same choice of pairs it gave the reconstruction); ``seed``: the random draws' seed; ``transform``:
+    the post-processing the attack applied to its own output, applied to every guess too (the null goes through
+    the same procedure as the score).
     """
     if count < 1 or draws < 1:
         raise ValueError(f"a floor needs at least one image per guess and one draw, got {count} and {draws}")
+    if not 0 < level < 1:
+        raise ValueError(f"a floor's level must be in (0, 1), got {level}")
     truth = truth_images.detach().cpu().float()
     truth_labels = truth_labels.detach().cpu().reshape(-1).long()
-    images, labels = public.images.detach().cpu().float(), public.labels.detach().cpu().reshape(-1).long()
+    images, labels = public.images.detach().cpu().float(), public.flat_labels
+    clean = transform or (lambda x: x)
+    if transform is not None:
+        images = clean(images)
+    informed = guess_labels(truth_labels, count)
 
-    mean_guess = public.mean_image.expand(count, *truth.shape[1:])
-    mean_labels = torch.full((count,), public.majority_label, dtype=torch.long)
-    mean_cost = mse_cost_matrix(mean_guess[:1], truth).expand(count, -1)
-    public_mean = BaselineScores(
-        PUBLIC_MEAN, *_score_guesses([mean_guess], [mean_cost], [mean_labels], truth, truth_labels)
-    )
+    mean_guess = clean(public.mean_image.expand(count, *truth.shape[1:]).contiguous())
+    majority = torch.full((count,), public.majority_label, dtype=torch.long)
+    label_mean_guess = clean(torch.stack([public.class_mean(int(c)) for c in informed]))
 
     generator = np.random.default_rng(seed)
     replace = count > len(images)  # a public split smaller than the guess: draw with replacement
-    picks = [torch.as_tensor(generator.choice(len(images), size=count, replace=replace)) for _ in range(draws)]
-    # every drawn image's costs once: the draws overlap when they hold more images than the split has
-    drawn, position = torch.unique(torch.cat(picks), return_inverse=True)
-    drawn_cost = mse_cost_matrix(images[drawn], truth)
-    costs = [drawn_cost[rows] for rows in position.split(count)]
-    random_public = BaselineScores(
-        RANDOM_PUBLIC,
-        *_score_guesses([images[p] for p in picks], costs, [labels[p] for p in picks], truth, truth_labels),
+    random_picks = [torch.as_tensor(generator.choice(len(images), size=count, replace=replace)) for _ in range(draws)]
+    per_class = [public.class_indices(int(c)) for c in informed]
+    label_picks = [
+        torch.stack([pool[int(generator.integers(len(pool)))] for pool in per_class]).long() for _ in range(draws)
+    ]
+    families = (
+        _fixed_family(PUBLIC_MEAN, mean_guess, majority, truth, truth_labels),
+        _fixed_family(LABEL_MEAN, label_mean_guess, informed, truth, truth_labels),
+        _random_family(RANDOM_PUBLIC, random_picks, images, labels, truth, truth_labels),
+        _random_family(LABEL_PUBLIC, label_picks, images, labels, truth, truth_labels),
     )
-    return Floor(public_mean, random_public)
+    return Floor(families, level)
 
 
 def verdict_of(row: dict[str, object]) -> str:
@@ -194,10 +302,20 @@ def verdict_of(row: dict[str, object]) -> str:
     return verdict if verdict in (LEAKS, AT_FLOOR) else UNKNOWN
 
 
-def target_verdict(verdicts: Iterable[str]) -> str:
-    """One target's verdict from its attack results' verdicts: ``leaks`` when any attack on it scored above its
-    floor, ``at floor`` when every one is known to be at or below it, otherwise ``unknown``."""
-    known = set(verdicts)
-    if LEAKS in known:
-        return LEAKS
-    return AT_FLOOR if known == {AT_FLOOR} else UNKNOWN
+def oracle_p_value(row: dict[str, object], selected_over: int) -> float | None:
+    """The p-value of a row picked as the best of ``selected_over`` by the ground truth: per family
+    ``1 - (1 - p)^N`` from the row's single-guess p-values, the largest over families (None: an older row)."""
+    singles = row.get("p_values")
+    if not isinstance(singles, dict) or not singles:
+        return None
+    return max(float(p) if selected_over == 1 else 1.0 - (1.0 - float(p)) ** selected_over for p in singles.values())
+
+
+def oracle_floor(row: dict[str, object], selected_over: int) -> float | None:
+    """The SSIM critical value for a pick among ``selected_over`` by the ground truth (None: not recorded, or too
+    many candidates for the draws to test)."""
+    critical = row.get("floor_ssim_best_of")
+    if not isinstance(critical, Sequence) or not 1 <= selected_over <= len(critical):
+        return None
+    value = critical[selected_over - 1]
+    return None if value is None else float(value)

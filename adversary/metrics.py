@@ -25,7 +25,6 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from skimage.metrics import structural_similarity
 
 DATA_RANGE = 1.0  # images are scored in [0, 1]
 ALEXNET_CHECKPOINT = "alexnet-owt-7be5be79.pth"  # torchvision's AlexNet_Weights.IMAGENET1K_V1 file name
@@ -91,15 +90,36 @@ def ssim_window(height: int, width: int) -> int:
 
 
 def ssim(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Structural similarity per image, (N,) float64, via skimage (uniform window, data range 1)."""
+    """Structural similarity per image, (N,) float64: scikit-image's ``structural_similarity`` (uniform window,
+    sample covariance, K1 0.01, K2 0.03, data range 1, the mean over channels), computed for all images at once.
+
+    The null of every verdict scores thousands of guesses per target; skimage's per-image call would spend its time
+    on per-call overhead. The window's valid positions are exactly skimage's after it crops the filtered border,
+    and the tests check agreement with skimage itself.
+    """
     _check_pair(a, b)
     window = ssim_window(a.shape[2], a.shape[3])
-    a_np = a.detach().cpu().double().numpy()
-    b_np = b.detach().cpu().double().numpy()
-    values = [
-        structural_similarity(x, y, data_range=DATA_RANGE, channel_axis=0, win_size=window) for x, y in zip(a_np, b_np)
-    ]
-    return torch.tensor(values, dtype=torch.float64)
+    x = a.detach().cpu().double()
+    y = b.detach().cpu().double()
+    count, channels = x.shape[:2]
+    x, y = x.reshape(count * channels, 1, *x.shape[2:]), y.reshape(count * channels, 1, *y.shape[2:])
+
+    def local_mean(z: torch.Tensor) -> torch.Tensor:  # the mean over every window inside the image
+        # from an integral image: four reads per window whatever its size, and no per-call kernel overhead
+        total = F.pad(z, (1, 0, 1, 0)).cumsum(2).cumsum(3)
+        box = total[..., window:, window:] - total[..., :-window, window:] - total[..., window:, :-window]
+        return (box + total[..., :-window, :-window]) / window**2
+
+    covariance_norm = window**2 / (window**2 - 1)  # skimage's sample covariance
+    mean_x, mean_y = local_mean(x), local_mean(y)
+    var_x = covariance_norm * (local_mean(x * x) - mean_x * mean_x)
+    var_y = covariance_norm * (local_mean(y * y) - mean_y * mean_y)
+    cov_xy = covariance_norm * (local_mean(x * y) - mean_x * mean_y)
+    c1, c2 = (0.01 * DATA_RANGE) ** 2, (0.03 * DATA_RANGE) ** 2
+    numerator = (2 * mean_x * mean_y + c1) * (2 * cov_xy + c2)
+    denominator = (mean_x * mean_x + mean_y * mean_y + c1) * (var_x + var_y + c2)
+    per_channel = (numerator / denominator).flatten(1).mean(dim=1)
+    return per_channel.reshape(count, channels).mean(dim=1)
 
 
 def label_accuracy(pred: torch.Tensor, true: torch.Tensor) -> float:

@@ -82,5 +82,8 @@ class Reconstruction:
     # the fraction of the observed update's entries the attack matched where it matches only some of them
     # (``match_entries``: e.g. Gradient Dropout's kept entries above its noise); None: it matched them all
     matched_fraction: float | None = None
+    # the cleaning the attacker applied to its output, chosen by gradient match (``adversary.postprocessing``); None:
+    # the attack's output as it came
+    postprocess: str | None = None
     # the tuning behind the options this ran with (``adversary.inversion.tuning.Tuning.to_row``); None: untuned
     tuning: dict | None = None

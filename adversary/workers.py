@@ -279,9 +279,10 @@ def run_tuned(options: Any, task: Any, views: list[AttackerView], seed: int, dev
     reconstruction records the tuning behind it."""
     from adversary.inversion import run_attack
     from adversary.inversion.tuning import tuned
+    from adversary.postprocessing import finish
 
     chosen, tuning = tuned(options, task, device)
-    reconstructions = run_attack(chosen, views, seed, device)
+    reconstructions = finish(views, run_attack(chosen, views, seed, device), device)
     if tuning is None:
         return reconstructions
     return [replace(rec, tuning=tuning.to_row()) for rec in reconstructions]
@@ -312,10 +313,14 @@ def run_portfolio_job(payload: bytes) -> bytes:
         chosen, tuning = tuned(options, job.tuning.get(index), device)
         record = tuning.to_row() if tuning is not None else None
         entries.append((chosen, _recording(chosen, record, job.views, seed, device)))
+    from adversary.postprocessing import finish
+
     outcomes = run_portfolio(entries, job.views, job.budget, device)
     return _dump(
         [
-            RuntimeError(f"{type(outcome).__name__}: {outcome}") if isinstance(outcome, BaseException) else outcome
+            RuntimeError(f"{type(outcome).__name__}: {outcome}")
+            if isinstance(outcome, BaseException)
+            else finish(job.views, outcome, device)
             for outcome in outcomes
         ]
     )

@@ -272,6 +272,23 @@ class AttackBudget(Section):
     )
 
 
+class VerdictTest(Section):
+    """The test behind every verdict (adversary.floor): guesses made without the update, scored as reconstructions."""
+
+    level: float = Field(
+        0.05,
+        gt=0,
+        lt=0.5,
+        description="false-positive rate of a `leaks` verdict: how often a guess without the update is called `leaks`",
+    )
+    draws: int = Field(
+        256,
+        ge=19,
+        le=100_000,
+        description="random guesses per guess family and target (the p-value's resolution is 1/(draws+1))",
+    )
+
+
 class AttackTuning(Section):
     """Attack hyper-parameters (regularizer weights, step size, init scale) tuned on public images in the run's
     setting, before the attacks run (adversary.inversion.tuning)."""
@@ -355,6 +372,10 @@ class AdversaryConfig(Section):
         "auto",
         description="LPIPS (ImageNet AlexNet at $FEDSIM_LPIPS_WEIGHTS or the torch hub cache): auto = download where "
         "possible, else null with one warning; required = refuse to start without it; off = never",
+    )
+    floor: VerdictTest = Field(
+        default_factory=VerdictTest,
+        description="the verdict's test: its level and the random guesses per family it compares each score with",
     )
     audit: AuditConfig | None = Field(
         None,

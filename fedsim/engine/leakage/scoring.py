@@ -3,9 +3,11 @@
 This is the one place that reads both the adversary's output and the ground truth. The adversary is
 handed ``on_result``/``on_failure`` callbacks and (only when the threat model grants labels) a
 label grant; it is never given the store itself (``fedsim.engine.leakage.wiring`` hands them over).
-Every scored row also carries its floor (``adversary.floor``): what the public-mean image and random
-public images, paired the same way, score on the same truth, and the reconstruction's verdict against it
-(``leaks`` / ``at floor``). The public split is the data set's test split, which no client trains on.
+Every scored row also carries its test (``adversary.floor``): what guesses made without the update (the public mean
+image, random public images, and the same informed by the target's labels), paired the same way and put through
+the same post-processing, score on the same truth; the reconstruction's p-value against them and its verdict
+(``leaks`` / ``at floor``) at the configured level. The public split is the data set's test split, which no
+client trains on.
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from adversary.floor import UNKNOWN, Floor, PublicSplit, public_floor
+from adversary.floor import FLOOR_DRAWS, FLOOR_LEVEL, UNKNOWN, Floor, PublicSplit, public_floor
 from adversary.images import plot_trajectory, save_grid
 from adversary.metrics import Lpips
+from adversary.postprocessing import POSTPROCESSING
 from adversary.scoring import image_space, score_reconstruction, score_trajectory
 from adversary.taps import AGGREGATE
 from adversary.view import AttackerView, Reconstruction
@@ -48,10 +51,19 @@ class LeakageScorer:
     """Scores every finished attack against the ground truth and records it (rows, grids, trajectories)."""
 
     def __init__(
-        self, store: RunStore, federation: Federation, save_images: bool, lpips: Lpips | None = None, *, seed: int
+        self,
+        store: RunStore,
+        federation: Federation,
+        save_images: bool,
+        lpips: Lpips | None = None,
+        *,
+        seed: int,
+        level: float = FLOOR_LEVEL,
+        draws: int = FLOOR_DRAWS,
     ) -> None:
         self.store = store
         self.seed = seed  # the run's seed: each target's random-public floor draws derive from it
+        self.level, self.draws = level, draws  # the verdict's test (adversary.floor)
         self.federation = federation
         self.truth_store = GroundTruthStore(store.run_dir)
         self.save_images = save_images
@@ -60,7 +72,8 @@ class LeakageScorer:
         self._lock = threading.Lock()  # attack workers report concurrently
         self.extra_fields: dict[str, Any] = {"threat_model": "honest"}  # who produced the attacked update
         self._public: PublicSplit | None = None
-        self._floors: dict[tuple[int, str, int], Floor] = {}  # (round, target, images per guess) -> floor
+        # (round, target, images per guess, post-processing) -> floor
+        self._floors: dict[tuple[int, str, int, str | None], Floor] = {}
         self.defended = False  # a client defense is in force
         self.lower_bound = False  # no attack adapted to a defense in force runs (portfolio.verdict_warning)
 
@@ -92,20 +105,24 @@ class LeakageScorer:
             self._public = PublicSplit(torch.from_numpy(dataset.x_test), torch.from_numpy(dataset.y_test))
         return self._public
 
-    def floor_for(self, view: AttackerView, truth: Truth, count: int) -> Floor | None:
-        """The floor of a target for guesses of ``count`` images, once per (round, target, count).
+    def floor_for(self, view: AttackerView, truth: Truth, count: int, postprocess: str | None = None) -> Floor | None:
+        """The floor of a target for guesses of ``count`` images put through ``postprocess`` (the attack's own
+        cleaning of its output, ``adversary.postprocessing``), once per (round, target, count, postprocess).
 
         Its draws are seeded from the run seed, the round and the target, not the attack: every attack on a
-        target is read against the same floor. None when the data set has no public split to draw from.
+        target is read against the same guesses. None when the data set has no public split to draw from.
         """
-        key = (view.round, view.target, count)
+        key = (view.round, view.target, count, postprocess)
         with self._lock:
             known = self._floors.get(key)
         public = self.public_split()
         if known is not None or public is None:
             return known
         seed = derive_seed(self.seed, f"floor {view.target}", view.round)
-        floor = public_floor(truth.images, truth.labels, public, count, seed)
+        # the guesses are [0, 1] images; the attack cleaned its output in its own input space, and the filters
+        # are per-channel order statistics, which the per-channel affine normalisation leaves unchanged
+        transform = POSTPROCESSING[postprocess] if postprocess is not None else None
+        floor = public_floor(truth.images, truth.labels, public, count, seed, self.draws, self.level, transform)
         with self._lock:
             return self._floors.setdefault(key, floor)
 
@@ -132,7 +149,7 @@ class LeakageScorer:
                 )
             return
         score = score_reconstruction(reconstruction, truth.images, truth.labels, truth.to_image_space, self.lpips)
-        floor = self.floor_for(view, truth, score.num_reconstructed)
+        floor = self.floor_for(view, truth, score.num_reconstructed, reconstruction.postprocess)
         row: dict[str, Any] = {
             "round": view.round,
             "event": "attack",
@@ -147,6 +164,8 @@ class LeakageScorer:
             "saturation": reconstruction.saturation,
             "saturated": reconstruction.saturation == "saturated",
             "gradient_match": _finite_or_none(reconstruction.gradient_match),
+            # the attacker's own cleaning of its output, chosen by gradient match; the floor's guesses went through it
+            "postprocess": reconstruction.postprocess,
             # an attack matching only some entries (ig-dropout: those above the noise): which share it matched
             **(
                 {"matched_fraction": reconstruction.matched_fraction}
@@ -176,7 +195,9 @@ class LeakageScorer:
             options.label,
             f"{score.psnr_mean:.2f}" if score.psnr_mean is not None else "inf",
             score.ssim_mean,
-            row["verdict"] if floor is None else f"{row['verdict']}, floor {row['floor_ssim']:.3f}",
+            row["verdict"]
+            if floor is None
+            else f"{row['verdict']}, p {row['p_value']:.3f}, floor {_text(row['floor_ssim'])}",
             100 * score.label_accuracy,
             len(truth.labels),
             reconstruction.seconds,
@@ -211,6 +232,10 @@ class LeakageScorer:
                 trajectory,
                 title,
             )
+
+
+def _text(value: float | None) -> str:
+    return "untestable" if value is None else f"{value:.3f}"
 
 
 def _finite_or_none(value: float | None) -> float | None:

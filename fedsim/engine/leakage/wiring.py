@@ -72,7 +72,13 @@ def attach_adversary(
         client.lr, client.batch_size, client.local_steps, client.local_epochs, client.momentum, client.weight_decay
     )
     scorer = LeakageScorer(
-        store, federation, config.adversary.save_images, lpips or Lpips(config.adversary.lpips), seed=config.seed
+        store,
+        federation,
+        config.adversary.save_images,
+        lpips or Lpips(config.adversary.lpips),
+        seed=config.seed,
+        level=config.adversary.floor.level,
+        draws=config.adversary.floor.draws,
     )
     # under a client defense, leakage from attacks that ignore it (or that did not saturate) is a lower bound
     scorer.defended = bool(config.client.defenses)
