@@ -1,5 +1,6 @@
 """The null under a leakage score: guesses without the update scored like reconstructions, and the test they make."""
 
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -97,7 +98,7 @@ def test_the_row_carries_every_family_its_p_values_and_the_floor_they_set(defens
     assert row["floor_label_mean_label_accuracy"] >= row["floor_public_mean_label_accuracy"]  # informed labels
     best_of = row["floor_ssim_best_of"]
     assert best_of[0] == row["floor_ssim"]
-    assert all(a <= b for a, b in zip(best_of, best_of[1:]) if b is not None)  # more picks, a higher floor
+    assert all(a <= b for a, b in pairwise(best_of) if b is not None)  # more picks, a higher floor
 
 
 def test_the_random_draws_are_reproducible_from_the_seed(defense_model_digits):
