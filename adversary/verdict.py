@@ -77,7 +77,7 @@ class TargetVerdict:
 
 def _level(row: Row) -> float:
     level = row.get("floor_level")
-    return float(level) if isinstance(level, (int, float)) else FLOOR_LEVEL
+    return float(level) if _finite(level) else FLOOR_LEVEL
 
 
 def _verdict(p_value: float | None, level: float) -> str:
@@ -90,21 +90,22 @@ def _finite(value: Any) -> bool:
     return isinstance(value, (int, float)) and math.isfinite(value)
 
 
-def scored(rows: Iterable[Row]) -> list[Row]:
-    """The rows of scored results: attack rows with status ``ok`` and an SSIM."""
+def scored(rows: Iterable[Row], score: str = "ssim_mean") -> list[Row]:
+    """The rows of scored results: attack rows with status ``ok`` and a finite ``score``."""
     return [
         row
         for row in rows
-        if row.get("event", "attack") == "attack" and row.get("status", "ok") == "ok" and _finite(row.get("ssim_mean"))
+        if row.get("event", "attack") == "attack" and row.get("status", "ok") == "ok" and _finite(row.get(score))
     ]
 
 
-def judge_target(rows: Iterable[Row]) -> TargetVerdict | None:
+def judge_target(rows: Iterable[Row], score: str = "ssim_mean") -> TargetVerdict | None:
     """The verdict of one target from the scored results on it (rows of one round and target; None: none scored).
+    ``score``: the column holding each result's mean SSIM (``ssim`` in the report's tables).
 
     Rows recorded before calibrated verdicts (no ``p_value``) give ``unknown``: their floor was no test.
     """
-    results = scored(rows)
+    results = [{**row, "ssim_mean": row[score]} for row in scored(rows, score)]
     if not results:
         return None
     count = len(results)
@@ -143,9 +144,9 @@ def _p_or_one(row: Row) -> float:
     return float(value) if _finite(value) else 1.0
 
 
-def target_verdict(rows: Iterable[Row]) -> str:
+def target_verdict(rows: Iterable[Row], score: str = "ssim_mean") -> str:
     """The verdict of one target from its scored results (``unknown`` where none is scored or tested)."""
-    judged = judge_target(rows)
+    judged = judge_target(rows, score)
     return UNKNOWN if judged is None else judged.verdict
 
 

@@ -127,10 +127,18 @@ def strongest_images(run: Run, per: str) -> dict[str, Any]:
         "alone": {attack: image_scores(rows, "ssim") for attack, rows in ok.groupby("attack")} if len(ok) else {},
         "winners": Counter(best["attack"]),
         "targets": len(best),
-        # the floor of each target's strongest result and the target's verdict (leaks: some attack above its floor)
-        "floor": [float(v) for v in best["floor_ssim"].dropna()] if "floor_ssim" in best else [],
-        "verdicts": [str(v) for v in best["verdict"].dropna()] if "verdict" in best else [],
+        **picked_verdicts(run),
         **_attacker_pick(run, per),
+    }
+
+
+def picked_verdicts(run: Run) -> dict[str, list]:
+    """Each attacked update's verdict and floor, read from the attacker's pick (``Run.verdicts``): the numbers a
+    cell's count and binomial test (``adversary.verdict.judge_cell``) are made of."""
+    verdicts = run.verdicts()
+    return {
+        "floor": [float(v) for v in verdicts["floor_ssim"].dropna()],
+        "verdicts": [str(v) for v in verdicts["verdict"]],
     }
 
 

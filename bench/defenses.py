@@ -49,7 +49,7 @@ import torch
 import yaml
 
 import fedsim
-from adversary.floor import UNKNOWN, target_verdict
+from adversary.verdict import judge_cell
 from bench.common import (
     CONFIGS,
     DOCS_PAGES,
@@ -62,6 +62,7 @@ from bench.common import (
     format_interval,
     interval,
     leakage_cells,
+    picked_verdicts,
     strongest_images,
     write_between_markers,
 )
@@ -348,14 +349,12 @@ def run_trained_leakage_sweep(
 
 def leakage_run(run: fedsim.rundir.reader.Run) -> dict:
     """One leakage-phase run: the strongest attack per attacked client (``strongest_images``), the floor and
-    verdict of each strongest result, and the share of entries Gradient Dropout's adaptive attack matched."""
-    best = run.strongest("ssim_mean", per="round")
+    verdict of each attacker's pick, and the share of entries Gradient Dropout's adaptive attack matched."""
     attacks = run.events("attack")
     return {
         "matched_fraction": attacks["matched_fraction"].dropna().tolist() if "matched_fraction" in attacks else [],
         **strongest_images(run, per="round"),
-        "floor": [float(v) for v in best["floor_ssim"].dropna()] if "floor_ssim" in best else [],
-        "verdicts": [str(v) for v in best["verdict"].fillna(UNKNOWN)] if "verdict" in best else [],
+        **picked_verdicts(run),
     }
 
 
@@ -409,9 +408,10 @@ def summarize_label(rows: list[dict], leaks: list[dict], trained: list[dict], ba
         "ssim_value": float(np.mean([v for r in leaks for v in r["ssim"] if v is not None])) if leaks else np.nan,
         "ssim_estimate": summaries.mean([r["ssim"] for r in leaks]) if leaks else None,
         "floor": float(np.mean(floors)) if floors else None,
-        "verdict": target_verdict(v for r in leaks for v in r["verdicts"]) if leaks else UNKNOWN,
+        # every attacked update of every seed as one cell: leaking targets counted and tested (adversary.verdict)
+        "verdict": judge_cell([v for r in leaks for v in r["verdicts"]]).text(),
         "trained_ssim": trained_cells.get("ssim", "-"),
-        "trained_verdict": target_verdict(v for r in trained for v in r["verdicts"]) if trained else UNKNOWN,
+        "trained_verdict": judge_cell([v for r in trained for v in r["verdicts"]]).text(),
         "trained_seeds": len(trained),
         "accuracy": interval([100 * r["accuracy"] for r in rows]) if rows else None,
         "drop": interval(drops) if drops else None,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from adversary.floor import AT_FLOOR, LEAKS, target_verdict
+from adversary.floor import AT_FLOOR
 from adversary.scoring import PSNR_CAP_DB
 from fedsim.core.atomic import inside
 from fedsim.reporting import defense_curves, figures, gallery, tables
@@ -173,27 +173,26 @@ def _short_name(run: Run) -> str:
 
 
 def _strongest_text(rows: pd.DataFrame) -> str:
-    """The strongest result (highest SSIM) among ``rows``: its PSNR and SSIM, attack, target and round, and
-    that it was picked against the ground truth over the attacks that ran on that target and round; and whether any
-    result leaks (scored above its floor) or all are at floor."""
+    """A run's leakage in one line: its attacked targets counted by the attacker's pick's verdict and tested as one
+    cell (``adversary.verdict``); then the strongest result against the ground truth (highest SSIM: an oracle, an
+    upper bound) with its PSNR and SSIM, attack, target and round, over how many attacks it was picked."""
     rows = rows.dropna(subset=["ssim"])
     if rows.empty:
         return "not attacked"
+    cell = tables.run_cell(rows)
     best = rows.loc[rows["ssim"].idxmax()]
     psnr = "exact" if best["psnr"] >= PSNR_CAP_DB else f"{best['psnr']:.1f} dB"
     compared = rows[(rows["round"] == best["round"]) & (rows["target"] == best["target"])]["attack"].nunique()
     # no attack adapted to the defense in force ran, or the portfolio did not saturate (portfolio.verdict_warning)
     bound = ", a lower bound" if "lower_bound" in rows and rows["lower_bound"].astype(bool).any() else ""
-    text = (
-        f"{psnr}, SSIM {best['ssim']:.2f} ({best['attack']}, {best['target']}, round {int(best['round'])}; "
-        f"{ground_truth_selection(compared)}){bound}"
+    oracle = (
+        f"oracle (upper bound): {psnr}, SSIM {best['ssim']:.2f} ({best['attack']}, {best['target']}, round "
+        f"{int(best['round'])}; {ground_truth_selection(compared)})"
     )
-    verdict = target_verdict(rows["verdict"])
-    if verdict == LEAKS:
-        return f"{text}; leaks: {int((rows['verdict'] == LEAKS).sum())} of {len(rows)} results above their floor"
-    if verdict == AT_FLOOR:
-        return f"{text}; at floor (SSIM {best['floor_ssim']:.2f}): the attacks failed, no evidence of protection"
-    return f"{text}; no floor recorded"
+    if cell.targets == 0:
+        return f"no test recorded (older fedsim); {oracle}{bound}"
+    failed = "; at floor: the attacks failed, no evidence of protection" if cell.verdict == AT_FLOOR else ""
+    return f"attacker's pick: {cell.text()}{failed}; {oracle}{bound}"
 
 
 def _threat_model(run: Run) -> str:

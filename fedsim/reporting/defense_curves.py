@@ -22,12 +22,11 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from adversary.floor import UNKNOWN, target_verdict
 from fedsim.reporting import summaries
 from fedsim.reporting.equal_utility import StrengthPoint
 from fedsim.reporting.frontier import UTILITY_LOSS
 from fedsim.reporting.summaries import Estimate
-from fedsim.reporting.tables import defense_settings, parameter_text
+from fedsim.reporting.tables import defense_settings, parameter_text, run_cell
 from fedsim.rundir.reader import Run
 
 UNDEFENDED = "none"
@@ -84,6 +83,12 @@ def _strongest_floor(attacks: pd.DataFrame) -> float:
     return float(scored.loc[scored["ssim"].idxmax(), "floor_ssim"])
 
 
+def _points_verdict(attacks: pd.DataFrame, names: list[str]) -> str:
+    """A point's verdict: the targets of all its runs (seeds) as one cell (``adversary.verdict.judge_cell``)."""
+    own = attacks[attacks["run"].isin(names)] if "run" in attacks else attacks.iloc[0:0]
+    return run_cell(own).verdict
+
+
 def defense_points(runs: Mapping[str, Run], frontier: pd.DataFrame, attacks: pd.DataFrame) -> list[DefensePoint]:
     """The points of every curve, undefended ones included, in the order their first run appears in ``runs``.
 
@@ -123,7 +128,7 @@ def defense_points(runs: Mapping[str, Run], frontier: pd.DataFrame, attacks: pd.
                 drop=summaries.mean([[100 * float(v) for v in own[UTILITY_LOSS]]]),
                 leakage=summaries.mean([[float(v) for v in own["best_ssim"]]]),
                 floor=sum(known) / len(known) if known else math.nan,
-                verdict=target_verdict(own["verdict"]) if "verdict" in own else UNKNOWN,
+                verdict=_points_verdict(attacks, names),
             )
         )
     return points

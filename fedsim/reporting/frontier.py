@@ -24,9 +24,9 @@ from typing import Any, Literal
 
 import pandas as pd
 
-from adversary.floor import UNKNOWN, target_verdict
 from fedsim.config import ExperimentConfig
 from fedsim.reporting.chance import ChanceLevel
+from fedsim.reporting.tables import run_cell
 
 Sense = Literal["min", "max"]
 
@@ -118,8 +118,8 @@ def frontier_table(
         ref = reference.get(run)
         own = attacks[attacks["run"] == run] if "run" in attacks else attacks.iloc[0:0]
         row: dict[str, Any] = {"run": run, "baseline": ref, "attack_results": len(own), **strongest_attack(own)}
-        # at floor: no result above what a guess from public data reaches; the attacks failed, nothing more
-        row["verdict"] = target_verdict(own["verdict"]) if "verdict" in own and len(own) else UNKNOWN
+        # the run as one cell: its targets' verdicts (the attacker's picks) counted and tested (adversary.verdict)
+        row["verdict"] = run_cell(own).verdict
         row["final_accuracy"] = by_run.at[run, "final_accuracy"]
         level = chance.get(run)
         row["chance_accuracy"] = level.majority_rate if level is not None else math.nan

@@ -1,10 +1,12 @@
 """The report's gallery: every attacked target of every attacked round, originals over reconstructions, each with
-its score, floor and verdict.
+its score, floor, p-value and verdict.
 
-A card shows one target of one round (a client's update, or the aggregate): the grid the run saved for the strongest
-attack on it (highest SSIM against the ground truth, an oracle; the other attacks' SSIM and verdict are listed on the
-card), its median PSNR and mean SSIM over the images, LPIPS where it was measured, the SSIM floor (what a guess from
-public data alone reaches on the same images, ``adversary.floor``) and the target's verdict. The cards carry the
+A card shows one target of one round (a client's update, or the aggregate): the grid the run saved for the result
+the attacker itself would report (``adversary.verdict``: the lowest gradient match over the attacks on it), its
+median PSNR and mean SSIM over the images, LPIPS where it was measured, the SSIM floor (the score above which it
+beats guesses made without the update at the test's level, ``adversary.floor``), its p-value and the target's
+verdict; then the oracle (the best SSIM against the ground truth, which no attacker has) with its best-of-N floor,
+labelled an upper bound, and the other attacks' SSIM. The cards carry the
 titles, as text at one size: the title band the run drew into each grid is cropped off where the grid's geometry
 shows one (``adversary.images.grid_shape``), so that no title is scaled with its image.
 """
@@ -17,9 +19,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from adversary.floor import AT_FLOOR, LEAKS, UNKNOWN, target_verdict
+from adversary.floor import AT_FLOOR, LEAKS, UNKNOWN
 from adversary.scoring import PSNR_CAP_DB
+from adversary.verdict import TargetVerdict
 from fedsim.reporting.render import Card, Gallery
+from fedsim.reporting.tables import judged
 from fedsim.rundir.layout import RECONSTRUCTIONS_DIR, grid_file
 from fedsim.rundir.reader import Run
 
@@ -67,17 +71,28 @@ def psnr_text(psnr: float) -> str:
     return "exact" if psnr >= PSNR_CAP_DB else f"{psnr:.1f} dB"
 
 
-def score_lines(best: pd.Series, others: pd.DataFrame, verdict: str) -> tuple[str, ...]:
-    """A card's text under its title: the score of the strongest attack, its floor and the target's verdict, and
-    each other attack on the target."""
-    score = f"PSNR {psnr_text(best['psnr'])}, SSIM {best['ssim']:.3f}"
-    if not math.isnan(best["lpips"]):  # LPIPS only where its network's weights were there to measure it
-        score += f", LPIPS {best['lpips']:.3f}"
-    floor = best["floor_ssim"]
-    lines = [f"floor SSIM {floor:.3f}: {verdict}" if not math.isnan(floor) else "no floor recorded (older fedsim)"]
-    lines.insert(0, score)
+def _ssim(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3f}"
+
+
+def score_lines(pick: pd.Series, others: pd.DataFrame, verdict: TargetVerdict) -> tuple[str, ...]:
+    """A card's text under its title: the attacker's pick's score, floor, p-value and the target's verdict; the
+    oracle with its own floor where several attacks ran; and each other attack on the target."""
+    score = f"PSNR {psnr_text(pick['psnr'])}, SSIM {pick['ssim']:.3f}"
+    if not math.isnan(pick["lpips"]):  # LPIPS only where its network's weights were there to measure it
+        score += f", LPIPS {pick['lpips']:.3f}"
+    if verdict.p_value is None:
+        lines = [score, "no test recorded (older fedsim)"]
+    else:
+        lines = [score, f"floor SSIM {_ssim(verdict.floor)}, p {verdict.p_value:.3f}: {verdict.verdict}"]
+    if verdict.candidates > 1:
+        oracle_p = "—" if verdict.oracle_p_value is None else f"{verdict.oracle_p_value:.3f}"
+        lines.append(
+            f"oracle (upper bound, best of {verdict.candidates} by the truth): {verdict.oracle.get('attack')} "
+            f"SSIM {verdict.oracle_ssim:.3f}, floor {_ssim(verdict.oracle_floor)}, p {oracle_p}"
+        )
     for _, other in others.iterrows():
-        lines.append(f"also {other['attack']}: SSIM {other['ssim']:.3f}, {other['verdict']}")
+        lines.append(f"also {other['attack']}: SSIM {other['ssim']:.3f}")
     return tuple(lines)
 
 
@@ -101,22 +116,24 @@ def title_band(image: Path, images: float) -> int:
 
 
 def card(run: Run, rows: pd.DataFrame, *, with_round: bool = False) -> Card | None:
-    """One target's card from its attack results in one round (``tables.attack_results`` rows); None when its
-    strongest result has no saved grid (``adversary.save_images: false``)."""
-    ranked = rows.sort_values("ssim", ascending=False, kind="stable")
-    best = ranked.iloc[0]
-    server_round, target, attack = int(best["round"]), str(best["target"]), str(best["attack"])
+    """One target's card from its attack results in one round (``tables.attack_results`` rows); None when the
+    attacker's pick has no saved grid (``adversary.save_images: false``)."""
+    verdict = judged(rows)
+    if verdict is None:
+        return None
+    pick = rows[rows["attack"] == verdict.pick.get("attack")].iloc[0]
+    server_round, target, attack = int(pick["round"]), str(pick["target"]), str(pick["attack"])
     path = run.path / RECONSTRUCTIONS_DIR / grid_file(server_round, target, attack)
     if not path.is_file():
         return None
-    verdict = target_verdict(rows["verdict"])
     title = f"{target_title(target)}, {attack}" + (f", round {server_round}" if with_round else "")
+    others = rows[rows["attack"] != attack].sort_values("ssim", ascending=False, kind="stable")
     return Card(
         image=path,
         title=title,
-        lines=score_lines(best, ranked.iloc[1:], verdict),
-        crop_top=title_band(path, best.get("images", math.nan)),
-        tags={"target": target, "round": str(server_round), "verdict": verdict},
+        lines=score_lines(pick, others, verdict),
+        crop_top=title_band(path, pick.get("images", math.nan)),
+        tags={"target": target, "round": str(server_round), "verdict": verdict.verdict},
     )
 
 
@@ -126,10 +143,15 @@ def round_galleries(run: Run, attacks: pd.DataFrame) -> list[RoundGallery]:
     galleries = []
     for server_round, in_round in own.groupby("round", sort=True):
         targets = sorted(in_round["target"].unique(), key=target_order)
-        verdicts = {target: target_verdict(in_round[in_round["target"] == target]["verdict"]) for target in targets}
+        verdicts = {target: _verdict(in_round[in_round["target"] == target]) for target in targets}
         cards = [card(run, in_round[in_round["target"] == target]) for target in targets]
         galleries.append(RoundGallery(run.name, int(server_round), tuple(c for c in cards if c is not None), verdicts))
     return galleries
+
+
+def _verdict(rows: pd.DataFrame) -> str:
+    found = judged(rows)
+    return UNKNOWN if found is None else found.verdict
 
 
 def strongest_cards(run: Run, attacks: pd.DataFrame) -> list[Card]:

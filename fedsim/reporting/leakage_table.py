@@ -1,17 +1,16 @@
 """The short table a run prints at its end: accuracy and, where attacked, leakage per target, per round.
 
-For each attacked round and target the strongest attack's result is shown (highest SSIM over the attacks
-run on it, a result above its floor before any other), as ``PSNR/SSIM`` (PSNR in dB; an exact
-reconstruction shows ``exact``); below it, its floor, the SSIM a guess from public data alone reaches on the
-same images (``adversary.floor``), and the target's verdict: ``leaks`` when some attack on it scored above
-its floor, ``at floor`` when none did (the attacks failed there, which is no evidence of protection), and
-``—`` for rows written before floors existed.
+For each attacked round and target the cell shows the result the attacker itself would report (the lowest
+gradient match over the attacks run on it, ``adversary.verdict``), as ``PSNR/SSIM`` (PSNR in dB; an exact
+reconstruction shows ``exact``); below it, its floor (the SSIM above which a score beats the guesses made without
+the update at the test's level, ``adversary.floor``), its p-value, and the target's verdict: ``leaks`` when the
+p-value is at most the level, ``at floor`` otherwise (the attacks failed there, which is no evidence of
+protection), and ``—`` for rows written before calibrated verdicts. Where more than one attack ran, an ``oracle``
+line gives the best SSIM against the ground truth, which no attacker has, beside its own best-of-N floor: an
+upper bound that decides no verdict.
 A DP run adds the privacy spent by the end of each shown round, one column per guarantee
 (``epsilon_example``: DP-SGD, add/remove one sample of a client; ``epsilon_client``: ``strategy.dp``,
 add/remove one client), their deltas under the table.
-That pick compares the attacks against the ground truth, which no attacker has: where more than one attack
-ran, the title says "ground-truth selection over N attacks", and a line under the table gives each attack's
-own figure.
 
 Where the leakage cannot carry a verdict on a defense, the title says so: rows marked ``lower_bound`` (a client
 defense in force that no running attack adapts to, or a leading attack that hit its budget cap under a defense)
@@ -23,7 +22,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from adversary.floor import LEAKS, UNKNOWN, target_verdict, verdict_of
+from adversary.floor import UNKNOWN
+from adversary.verdict import TargetVerdict, judge_target
 from fedsim.rundir.privacy import (
     ADJACENCY,
     DELTA_CLIENT,
@@ -34,7 +34,6 @@ from fedsim.rundir.privacy import (
     privacy_by_round,
     privacy_spent,
 )
-from fedsim.rundir.reader import ground_truth_selection
 from fedsim.rundir.writer import RunStore
 
 
@@ -44,44 +43,51 @@ def _target_order(target: str) -> tuple[int, int]:
 
 def leakage_rows(run_dir: Path) -> tuple[list[str], list[dict[str, Any]]]:
     """(target columns, one row per evaluated round) with ``round``, ``accuracy``, each epsilon spent by then
-    (``epsilon_example``, ``epsilon_client``; None without that mechanism) and each target's best attack
-    (``PSNR/SSIM``), and under ``floor`` and ``verdict`` each attacked target's SSIM floor and verdict."""
+    (``epsilon_example``, ``epsilon_client``; None without that mechanism) and each target's pick (``PSNR/SSIM``),
+    and under ``floor``, ``p``, ``verdict`` and ``oracle`` each attacked target's SSIM floor, p-value, verdict and,
+    where several attacks ran, the oracle's ``SSIM/floor``."""
     rows = RunStore(run_dir).rows()
     spent = privacy_by_round(rows)
-    best: dict[tuple[int, str], dict[str, Any]] = {}
-    verdicts: dict[tuple[int, str], set[str]] = {}
-
-    def strength(row: dict[str, Any]) -> tuple[bool, float]:
-        # a leaking result first: attacks with more candidates than images (rtf) are read against a higher floor
-        return verdict_of(row) == LEAKS, row["ssim_mean"]
-
+    results: dict[tuple[int, str], list[dict[str, Any]]] = {}
     for row in rows:
-        if row["event"] != "attack" or row.get("status") != "ok":
-            continue
-        key = (row["round"], row["target"])
-        verdicts.setdefault(key, set()).add(verdict_of(row))
-        if key not in best or strength(row) > strength(best[key]):
-            best[key] = row
-    targets = sorted({target for _, target in best}, key=_target_order)
-    attacked = {server_round for server_round, _ in best}
+        if row["event"] == "attack" and row.get("status") == "ok":
+            results.setdefault((row["round"], row["target"]), []).append(row)
+    judged = {key: verdict for key, found in results.items() if (verdict := judge_target(found)) is not None}
+    targets = sorted({target for _, target in judged}, key=_target_order)
+    attacked = {server_round for server_round, _ in judged}
     evals = [row for row in rows if row["event"] == "eval"]
     last = max((row["round"] for row in evals), default=0)
     table = []
     for row in evals:
         if row["round"] not in attacked and row["round"] not in (0, last):
             continue
-        line: dict[str, Any] = {"round": row["round"], "accuracy": row.get("accuracy"), "floor": {}, "verdict": {}}
+        line: dict[str, Any] = {"round": row["round"], "accuracy": row.get("accuracy")}
+        line.update({column: {} for column in CELL_LINES})
         for epsilon in EPSILONS:
             line[epsilon] = spent.get(row["round"], {}).get(epsilon)
         for target in targets:
-            hit = best.get((row["round"], target))
-            line[target] = None if hit is None else _score(hit)
-            if hit is not None:
-                floor = hit.get("floor_ssim")
-                line["floor"][target] = "—" if floor is None else f"{floor:.2f}"
-                line["verdict"][target] = target_verdict(verdicts[(row["round"], target)])
+            verdict = judged.get((row["round"], target))
+            line[target] = None if verdict is None else _score(verdict.pick)
+            if verdict is not None:
+                line["floor"][target] = _ssim_text(verdict.floor)
+                line["p"][target] = "—" if verdict.p_value is None else f"{verdict.p_value:.3f}"
+                line["verdict"][target] = verdict.verdict
+                if verdict.candidates > 1:
+                    line["oracle"][target] = _oracle_text(verdict)
         table.append(line)
     return targets, table
+
+
+#: the lines under each attacked round's scores, in the order printed
+CELL_LINES = ("floor", "p", "verdict", "oracle")
+
+
+def _ssim_text(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}"
+
+
+def _oracle_text(verdict: TargetVerdict) -> str:
+    return f"{verdict.oracle_ssim:.2f}/{_ssim_text(verdict.oracle_floor)}"
 
 
 TITLE = "leakage per target: PSNR (dB)/SSIM"
@@ -102,9 +108,9 @@ def privacy_lines(run_dir: Path) -> list[str]:
 
 
 def selection_lines(run_dir: Path) -> tuple[str, str]:
-    """The table's title and the line under it: how each cell was picked ("ground-truth selection over N
-    attacks by SSIM", or the one attack that ran) and each attack's own mean SSIM over the targets it attacked
-    (empty where one attack ran)."""
+    """The table's title and the line under it: how each cell was picked (the attacker's pick over N attacks, or
+    the one attack that ran) and each attack's own mean SSIM over the targets it attacked (empty where one attack
+    ran), with what the oracle line is."""
     attacked: dict[tuple[int, str], set[str]] = {}
     own: dict[str, list[float]] = {}
     for row in RunStore(run_dir).rows():
@@ -116,9 +122,13 @@ def selection_lines(run_dir: Path) -> tuple[str, str]:
     if not own:
         return TITLE, ""
     counts = sorted({len(attacks) for attacks in attacked.values()})
-    selection = ground_truth_selection(counts[0] if len(counts) == 1 else f"{counts[0]}-{counts[-1]}")
+    over = str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
     alone = ", ".join(f"{attack} {sum(values) / len(values):.2f}" for attack, values in sorted(own.items()))
-    return f"{TITLE}, {selection} by SSIM", f"each attack alone, mean SSIM over its targets: {alone}"
+    return (
+        f"{TITLE} of the attacker's pick over {over} attacks (lowest gradient match)",
+        f"each attack alone, mean SSIM over its targets: {alone}. oracle: the best SSIM against the truth over the "
+        "attacks / its best-of-N floor, an upper bound that decides no verdict",
+    )
 
 
 def bound_note(run_dir: Path) -> str:
@@ -132,6 +142,16 @@ def bound_note(run_dir: Path) -> str:
     if any(row.get("lower_bound") for row in rows) and not capped:
         reasons.append("a client defense that no running attack adapts to")
     return f"a lower bound: {'; '.join(reasons)}" if reasons else ""
+
+
+def _level(run_dir: Path) -> float:
+    """The verdicts' level as the run's rows recorded it (the default where none did)."""
+    from adversary.floor import FLOOR_LEVEL
+
+    for row in RunStore(run_dir).rows():
+        if row["event"] == "attack" and isinstance(row.get("floor_level"), (int, float)):
+            return float(row["floor_level"])
+    return FLOOR_LEVEL
 
 
 def _score(row: dict[str, Any]) -> str:
@@ -148,7 +168,10 @@ def print_leakage_table(run_dir: Path, console: Any) -> None:
     targets, table = leakage_rows(run_dir)
     title, alone = selection_lines(run_dir)
     note = bound_note(run_dir)
-    heading = f"{title}; SSIM floor, verdict" + (f" ({note.upper()[:1]}{note[1:]})" if note else "")
+    level = _level(run_dir)
+    heading = f"{title}; SSIM floor, p-value, verdict at {level:.0%}" + (
+        f" ({note.upper()[:1]}{note[1:]})" if note else ""
+    )
     # a run without DP keeps the table as narrow as before: no empty epsilon columns
     epsilons = [epsilon for epsilon in EPSILONS if any(line[epsilon] is not None for line in table)]
     view = Table(title=heading, caption=alone or None, box=SIMPLE)
@@ -165,9 +188,11 @@ def print_leakage_table(run_dir: Path, console: Any) -> None:
         view.add_row(*cells, *(line[target] or "" for target in targets))
         if line["verdict"]:
             blank = [""] * len(epsilons)
-            view.add_row("", "floor", *blank, *(line["floor"].get(target, "") for target in targets))
-            verdicts = (line["verdict"].get(target, "") for target in targets)
-            view.add_row("", "verdict", *blank, *("—" if verdict == UNKNOWN else verdict for verdict in verdicts))
+            for name in CELL_LINES:
+                if not line[name]:
+                    continue
+                cells = (line[name].get(target, "") for target in targets)
+                view.add_row("", name, *blank, *("—" if cell == UNKNOWN else cell for cell in cells))
     console.print(view)
     for line in privacy_lines(run_dir):  # whole lines: the table's width would wrap them mid-phrase
         console.print(line, soft_wrap=True)

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from adversary.floor import AT_FLOOR, LEAKS, UNKNOWN, target_verdict, verdict_of
+from adversary.floor import AT_FLOOR, LEAKS, UNKNOWN, verdict_of
 from adversary.scoring import PSNR_CAP_DB
+from adversary.verdict import CellVerdict, TargetVerdict, judge_cell, judge_target
 from fedsim.reporting import summaries
 from fedsim.rundir.privacy import DELTA_CLIENT, DELTA_EXAMPLE, EPSILON_CLIENT, EPSILON_EXAMPLE, PRIVACY_COLUMNS
 from fedsim.rundir.reader import SELECTED_OVER, Run, Sweep
@@ -89,7 +90,13 @@ def attack_results(sweep: Sweep) -> pd.DataFrame:
         "floor_ssim",
         "floor_label_accuracy",
         "floor_source",
+        "p_value",
         "verdict",
+        # what the target's verdict needs beside: the attacker-side yardstick and the test per selection size
+        "gradient_match",
+        "p_values",
+        "floor_ssim_best_of",
+        "floor_level",
     ]
     columns.append("lower_bound")  # the report marks such leakage (portfolio.verdict_warning)
     frames = []
@@ -120,7 +127,12 @@ def attack_results(sweep: Sweep) -> pd.DataFrame:
                     "floor_ssim": numeric(ok, "floor_ssim"),
                     "floor_label_accuracy": numeric(ok, "floor_label_accuracy"),
                     "floor_source": ok.get("floor_source"),
+                    "p_value": numeric(ok, "p_value"),
                     "verdict": [verdict_of(row) for row in ok.to_dict("records")],
+                    "gradient_match": numeric(ok, "gradient_match"),
+                    "p_values": ok.get("p_values"),
+                    "floor_ssim_best_of": ok.get("floor_ssim_best_of"),
+                    "floor_level": numeric(ok, "floor_level"),
                     # the run's leakage under a defense no running attack adapts to, or unsaturated: a lower bound
                     "lower_bound": ok["lower_bound"].fillna(False).astype(bool) if "lower_bound" in ok else False,
                 }
@@ -139,12 +151,33 @@ def _image_count(row: dict) -> float:
 VERDICT_COUNTS = {"leaking": LEAKS, "at_floor": AT_FLOOR, "no_floor": UNKNOWN}
 
 
+def judged(rows: pd.DataFrame) -> TargetVerdict | None:
+    """One target's verdict (``adversary.verdict.judge_target``) from its rows of ``attack_results``."""
+    return judge_target(rows.to_dict("records"), score="ssim")
+
+
 def target_verdicts(attacks: pd.DataFrame) -> pd.Series:
-    """Each attacked target's verdict (``adversary.floor.target_verdict`` over its attack results), indexed by
-    run, round, kind and target."""
+    """Each attacked target's verdict (the attacker's pick's, ``adversary.verdict``), indexed by run, round, kind
+    and target."""
     if attacks.empty:
         return pd.Series(dtype=object)
-    return attacks.groupby(["run", "round", "kind", "target"], sort=False)["verdict"].agg(target_verdict)
+    groups = attacks.groupby(["run", "round", "kind", "target"], sort=False)
+    return (
+        pd.Series(
+            {key: (verdict.verdict if (verdict := judged(rows)) is not None else UNKNOWN) for key, rows in groups},
+            dtype=object,
+        )
+        .rename_axis(["run", "round", "kind", "target"])
+        .sort_index()
+    )
+
+
+def run_cell(attacks: pd.DataFrame) -> CellVerdict:
+    """One run's attacked targets (every round and target of ``attack_results`` rows) as one cell: how many leak by
+    the attacker's pick, and whether that many beats the level (``adversary.verdict.judge_cell``)."""
+    if attacks.empty or "target" not in attacks:
+        return judge_cell([])
+    return judge_cell(list(target_verdicts(attacks)))
 
 
 def verdict_counts(verdicts: pd.Series, run: str, server_round: int, kind: str) -> dict[str, int]:
@@ -153,7 +186,12 @@ def verdict_counts(verdicts: pd.Series, run: str, server_round: int, kind: str) 
         mine = verdicts.loc[(run, server_round, kind)]
     except KeyError:
         mine = pd.Series(dtype=object)
-    return {column: int((mine == verdict).sum()) for column, verdict in VERDICT_COUNTS.items()}
+    counts: dict[str, object] = {column: int((mine == verdict).sum()) for column, verdict in VERDICT_COUNTS.items()}
+    # the cell: more leaking targets than guesses would give at the targets' level? (adversary.verdict.judge_cell)
+    cell = judge_cell(list(mine))
+    counts.update(leaking_low=cell.share_low, leaking_high=cell.share_high, cell_p_value=cell.p_value)
+    counts["verdict"] = cell.verdict
+    return counts
 
 
 def leakage_rounds(sweep: Sweep, attacks: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -167,9 +205,11 @@ def leakage_rounds(sweep: Sweep, attacks: pd.DataFrame | None = None) -> pd.Data
     bootstrap interval over the images (``ssim_low``, ``ssim_high``), ``lpips`` the targets' mean LPIPS. A row
     of an older version without per-image scores counts its target's mean as one image.
 
-    ``leaking``, ``at_floor``, ``no_floor``: how many of those targets some attack reconstructed above its floor
-    (``adversary.floor``), on how many every attack stayed at or below it, and how many were scored by an older
-    fedsim without a floor; read from ``attacks`` (``attack_results(sweep)``, computed when not given).
+    ``leaking``, ``at_floor``, ``no_floor``: how many of those targets leak by the attacker's pick's test
+    (``adversary.verdict``), how many stayed at floor, and how many were scored by an older fedsim without a test;
+    read from ``attacks`` (``attack_results(sweep)``, computed when not given). ``leaking_low``/``leaking_high``:
+    a 95 % interval on the share leaking; ``cell_p_value`` and ``verdict``: the binomial test of that count against
+    the level, ``leaks`` when significant (``adversary.verdict.judge_cell``).
     """
     columns = [
         "run",
@@ -185,6 +225,10 @@ def leakage_rounds(sweep: Sweep, attacks: pd.DataFrame | None = None) -> pd.Data
         "ssim_high",
         "lpips",
         *VERDICT_COUNTS,
+        "leaking_low",
+        "leaking_high",
+        "cell_p_value",
+        "verdict",
     ]
     verdicts = target_verdicts(attack_results(sweep) if attacks is None else attacks)
     rows = []

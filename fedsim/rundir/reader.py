@@ -5,7 +5,7 @@
     run = fedsim.load_run("runs/quickstart-20261122-101500")
     run.config.client.lr                        # the resolved ExperimentConfig
     run.metrics.query("event == 'eval'")        # one row per metrics.jsonl line, columns as recorded
-    run.verdicts()                              # each attack result: SSIM, its floor, leaks / at floor
+    run.verdicts()                              # each target: the attacker's pick, p-value, verdict; the oracle
     run.images()                                # one row per reconstructed image: round, client, psnr, ssim, ...
     run.privacy()                               # epsilon_example and epsilon_client spent by each round
 
@@ -134,23 +134,58 @@ class Run:
         return best[first + [c for c in best.columns if c not in first]].sort_values(groups[per]).reset_index(drop=True)
 
     def verdicts(self) -> pd.DataFrame:
-        """Every scored attack result beside its floor: ``round``, ``target``, ``attack``, ``ssim_mean``,
-        ``floor_ssim`` (what a guess from public data alone reaches on the same images, ``adversary.floor``),
-        ``floor_source`` and ``verdict``, ``leaks`` or ``at floor``. Rows written before floors were recorded read
-        as ``unknown`` with no floor: an old run's score says nothing about whether it is above a guess."""
+        """One row per attacked round and target: the verdict of the result the attacker itself would report, and
+        the oracle beside it (``adversary.verdict``).
+
+        ``attack``, ``ssim_mean``, ``floor_ssim`` (the SSIM above which a score beats guesses made without the
+        update at the test's level, ``adversary.floor``), ``floor_source`` (the guess family setting it),
+        ``p_value`` and ``verdict`` (``leaks`` when the p-value is at most the level, else ``at floor``) are the
+        attacker's pick's: the lowest gradient match over ``selected_over`` results (``selection`` says how it was
+        picked). ``oracle_attack``, ``oracle_ssim``, ``oracle_floor_ssim``, ``oracle_p_value`` and
+        ``oracle_verdict`` are the best result by SSIM against the ground truth, tested against the best of as many
+        guesses: an upper bound, which decides no verdict. Rows written before calibrated verdicts read as
+        ``unknown``: their floor was no test.
+
+        >>> run = fedsim.load_run("runs/demo-20261125-171437")  # doctest: +SKIP
+        >>> run.verdicts().groupby("round")["verdict"].value_counts()  # doctest: +SKIP
+        """
         import pandas as pd
 
-        from adversary.floor import AT_FLOOR, LEAKS, UNKNOWN
+        from adversary.floor import UNKNOWN
+        from adversary.verdict import judge_target
 
-        columns = ["round", "target", "attack", "ssim_mean", "floor_ssim", "floor_source", "verdict"]
+        columns = [
+            "round",
+            "target",
+            "attack",
+            "ssim_mean",
+            "floor_ssim",
+            "floor_source",
+            "p_value",
+            "verdict",
+            "selection",
+            "selected_over",
+            "oracle_attack",
+            "oracle_ssim",
+            "oracle_floor_ssim",
+            "oracle_p_value",
+            "oracle_verdict",
+        ]
         attacks = self.events("attack")
-        if attacks.empty:
+        if attacks.empty or "target" not in attacks:
             return pd.DataFrame(columns=columns)
-        if "status" in attacks:
-            attacks = attacks[attacks["status"] == "ok"]
-        table = attacks.reindex(columns=columns).reset_index(drop=True)
-        table["verdict"] = table["verdict"].where(table["verdict"].isin([LEAKS, AT_FLOOR]), UNKNOWN)
-        return table
+        rows = []
+        for (server_round, target), group in attacks.groupby(["round", "target"], sort=True):
+            records = group.to_dict("records")
+            judged = judge_target(records)
+            if judged is not None:
+                fields = judged.to_row()
+                fields["floor_source"] = judged.pick.get("floor_source")
+                rows.append({"round": server_round, "target": target, **fields})
+            elif ok := [row for row in records if row.get("status", "ok") in ("ok", None) or pd.isna(row["status"])]:
+                # an older row without the scores a verdict reads: listed, with no number and an unknown verdict
+                rows.append({"round": server_round, "target": target, "attack": ok[0]["attack"], "verdict": UNKNOWN})
+        return pd.DataFrame(rows, columns=columns)
 
     def images(self) -> pd.DataFrame:
         """One row per reconstructed image of every scored attack result: ``round``, ``target``, ``client``

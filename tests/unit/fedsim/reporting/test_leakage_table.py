@@ -1,4 +1,4 @@
-"""The leakage table a run prints: each target's strongest attack and verdict next to the accuracy of the round."""
+"""The leakage table a run prints: each target's attacker's pick, its test and verdict, and the oracle beside."""
 
 from tiny_configs import tiny_config
 
@@ -6,7 +6,7 @@ from fedsim.reporting.leakage_table import leakage_rows, print_leakage_table
 from fedsim.rundir.writer import RunStore
 
 
-def test_the_table_shows_each_targets_strongest_attack_next_to_accuracy(tmp_path):
+def test_the_table_shows_each_targets_pick_next_to_accuracy(tmp_path):
     store = RunStore.create(tiny_config(output={"dir": str(tmp_path), "run_name": "r"}), "cpu")
     for server_round, accuracy in ((0, 0.1), (1, 0.2), (2, 0.3), (3, 0.4)):
         store.append({"round": server_round, "event": "eval", "accuracy": accuracy})
@@ -18,7 +18,7 @@ def test_the_table_shows_each_targets_strongest_attack_next_to_accuracy(tmp_path
     targets, table = leakage_rows(store.run_dir)
     assert targets == ["client:1", "aggregate"]
     assert [line["round"] for line in table] == [0, 2, 3]  # the start, the attacked rounds, the last
-    # rows without floor fields (an older fedsim): no floor, verdict unknown
+    # rows without a test (an older fedsim): no floor, no p-value, verdict unknown
     assert table[1] == {
         "round": 2,
         "accuracy": 0.3,
@@ -27,46 +27,69 @@ def test_the_table_shows_each_targets_strongest_attack_next_to_accuracy(tmp_path
         "client:1": "20.0/0.60",
         "aggregate": "exact/1.00",
         "floor": {"client:1": "—", "aggregate": "—"},
+        "p": {"client:1": "—", "aggregate": "—"},
         "verdict": {"client:1": "unknown", "aggregate": "unknown"},
+        "oracle": {"client:1": "0.60/—"},  # two attacks on client:1: the oracle beside, without a floor
     }
 
 
-def test_each_target_shows_its_floor_and_leaks_when_any_attack_scored_above_it(tmp_path):
+def test_the_verdict_is_the_attackers_pick_and_the_oracle_only_stands_beside_it(tmp_path):
     store = RunStore.create(tiny_config(output={"dir": str(tmp_path), "run_name": "r"}), "cpu")
     store.append({"round": 1, "event": "eval", "accuracy": 0.2})
-    attack = {"event": "attack", "status": "ok", "round": 1}
-    at_floor = {**attack, "verdict": "at floor", "floor_ssim": 0.31}
-    store.append({**at_floor, "target": "client:0", "attack": "dlg", "psnr_mean": 9.0, "ssim_mean": 0.2})
-    store.append({**at_floor, "target": "client:0", "attack": "ig", "psnr_mean": 10.0, "ssim_mean": 0.3})
-    # guesses as large as rtf's candidates set another floor: below ig's SSIM, rtf may still leak, and is shown
+    attack = {"event": "attack", "status": "ok", "round": 1, "floor_ssim": 0.31, "floor_level": 0.05}
+    best_of = {"floor_ssim_best_of": [0.31, 0.36]}
+    # client:0: dlg matches the update best (the attacker's pick) and stays at its floor; ig scores higher against
+    # the truth, which the attacker cannot know: the oracle, read against the best of two guesses
     store.append(
-        {**at_floor, "target": "client:1", "attack": "ig", "psnr_mean": 9.5, "ssim_mean": 0.5, "floor_ssim": 0.55}
+        {
+            **attack,
+            **best_of,
+            "target": "client:0",
+            "attack": "dlg",
+            "psnr_mean": 9.0,
+            "ssim_mean": 0.2,
+            "gradient_match": 0.01,
+            "p_value": 0.4,
+            "p_values": {"random-public": 0.4},
+            "verdict": "at floor",
+        }
+    )
+    store.append(
+        {
+            **attack,
+            **best_of,
+            "target": "client:0",
+            "attack": "ig",
+            "psnr_mean": 10.0,
+            "ssim_mean": 0.5,
+            "gradient_match": 0.3,
+            "p_value": 0.01,
+            "p_values": {"random-public": 0.01},
+            "verdict": "leaks",
+        }
     )
     store.append(
         {
             **attack,
             "target": "client:1",
-            "attack": "rtf",
-            "psnr_mean": 9.0,
-            "ssim_mean": 0.45,
+            "attack": "ig",
+            "psnr_mean": 19.5,
+            "ssim_mean": 0.8,
+            "gradient_match": 0.001,
+            "p_value": 0.004,
             "verdict": "leaks",
-            "floor_ssim": 0.4,
         }
     )
     _, table = leakage_rows(store.run_dir)
-    assert (table[0]["client:0"], table[0]["floor"]["client:0"], table[0]["verdict"]["client:0"]) == (
-        "10.0/0.30",
-        "0.31",
-        "at floor",
-    )
-    assert (table[0]["client:1"], table[0]["floor"]["client:1"], table[0]["verdict"]["client:1"]) == (
-        "9.0/0.45",
-        "0.40",
-        "leaks",
-    )
+    cells = {
+        target: (table[0][target], *(table[0][line].get(target) for line in ("floor", "p", "verdict", "oracle")))
+        for target in ("client:0", "client:1")
+    }
+    assert cells["client:0"] == ("9.0/0.20", "0.31", "0.400", "at floor", "0.50/0.36")
+    assert cells["client:1"] == ("19.5/0.80", "0.31", "0.004", "leaks", None)
 
 
-def test_the_printed_table_fits_80_columns_with_a_floor_and_a_verdict_line_per_attacked_round(tmp_path):
+def test_the_printed_table_fits_80_columns_with_a_floor_a_p_value_and_a_verdict_line_per_attacked_round(tmp_path):
     from rich.console import Console
 
     from fedsim.reporting.leakage_table import print_leakage_table
@@ -75,13 +98,14 @@ def test_the_printed_table_fits_80_columns_with_a_floor_and_a_verdict_line_per_a
     store.append({"round": 1, "event": "eval", "accuracy": 0.2})
     attack = {"event": "attack", "status": "ok", "round": 1, "attack": "dlg", "psnr_mean": 12.5, "ssim_mean": 0.5}
     for target in ("client:0", "client:1", "client:2", "client:3", "aggregate"):
-        store.append({**attack, "target": target, "floor_ssim": 0.61, "verdict": "at floor"})
+        store.append({**attack, "target": target, "floor_ssim": 0.61, "p_value": 0.2, "verdict": "at floor"})
     console = Console(width=80, record=True)
     print_leakage_table(store.run_dir, console)
     lines = console.export_text().splitlines()
     assert max(len(line) for line in lines) <= 80
-    floor_line, verdict_line = (line.split() for line in lines if line.split()[:1] in (["floor"], ["verdict"]))
-    assert floor_line == ["floor", *["0.61"] * 5] and verdict_line == ["verdict", *["at", "floor"] * 5]
+    found = {line.split()[0]: line.split() for line in lines if line.split()[:1] in (["floor"], ["p"], ["verdict"])}
+    assert found["floor"] == ["floor", *["0.61"] * 5] and found["p"] == ["p", *["0.200"] * 5]
+    assert found["verdict"] == ["verdict", *["at", "floor"] * 5]
 
 
 def test_a_table_of_unsaturated_or_unadapted_leakage_says_it_is_a_lower_bound(tmp_path):

@@ -90,24 +90,40 @@ def _attack(target, ssim, **floor):
 def test_attack_results_carry_the_floor_and_each_round_counts_the_targets_that_leak(tmp_path):
     run_dir = _synthetic_run(tmp_path, "none")  # its attack rows carry no floor, as an older fedsim wrote them
     store = RunStore(run_dir)
-    store.append(_attack("client:0", 0.9, floor_ssim=0.3, floor_source="random-public", verdict="leaks"))
-    store.append(_attack("client:1", 0.2, floor_ssim=0.3, floor_source="public-mean", verdict="at floor"))
+    tested = {"gradient_match": 0.1, "floor_level": 0.05}
+    store.append(
+        _attack("client:0", 0.9, floor_ssim=0.3, floor_source="random-public", verdict="leaks", p_value=0.01, **tested)
+    )
+    store.append(
+        _attack("client:1", 0.2, floor_ssim=0.3, floor_source="public-mean", verdict="at floor", p_value=0.6, **tested)
+    )
     attacks = attack_results(fedsim.load_sweep(tmp_path))
     floors = attacks[attacks["floor_ssim"].notna()].set_index("target")
     assert floors.loc["client:0", ["floor_source", "verdict"]].tolist() == ["random-public", "leaks"]
     assert set(attacks[attacks["floor_ssim"].isna()]["verdict"]) == {"unknown"}
     leakage = leakage_rounds(fedsim.load_sweep(tmp_path), attacks)
     per_client = leakage.set_index(["round", "kind"]).loc[(1, "per-client")]
-    # client:0 leaks through ig; client:1 is at floor for ig but dlg's older row has no floor: unknown
-    assert per_client[["targets", "leaking", "at_floor", "no_floor"]].tolist() == [2, 1, 0, 1]
+    # each target's verdict is its attacker's pick: ig, the one result with a gradient match (dlg's older rows have
+    # none): client:0 leaks, client:1 is at floor; one leaking target of two is no evidence at 5 % for the cell
+    assert per_client[["targets", "leaking", "at_floor", "no_floor"]].tolist() == [2, 1, 1, 0]
+    assert per_client["verdict"] == "at floor" and per_client["cell_p_value"] == pytest.approx(1 - 0.95**2)
 
 
 def test_load_run_shows_each_results_floor_and_reads_older_rows_as_unknown(tmp_path):
     run_dir = _synthetic_run(tmp_path, "none")
-    RunStore(run_dir).append(_attack("client:0", 0.2, floor_ssim=0.3, floor_source="public-mean", verdict="at floor"))
-    verdicts = fedsim.load_run(run_dir).verdicts()
-    assert list(verdicts.columns) == ["round", "target", "attack", "ssim_mean", "floor_ssim", "floor_source", "verdict"]
-    assert verdicts["verdict"].tolist()[-1] == "at floor" and verdicts["floor_ssim"].tolist()[-1] == 0.3
+    RunStore(run_dir).append(
+        _attack("client:0", 0.2, floor_ssim=0.3, floor_source="public-mean", verdict="at floor", p_value=0.4)
+        | {"round": 2}
+    )
+    verdicts = fedsim.load_run(run_dir).verdicts().set_index(["round", "target"])
+    assert verdicts.loc[(2, "client:0"), ["attack", "floor_ssim", "floor_source", "p_value", "verdict"]].tolist() == [
+        "ig",
+        0.3,
+        "public-mean",
+        0.4,
+        "at floor",
+    ]
+    assert set(verdicts.loc[1, "verdict"]) == {"unknown"}  # the older rows: no test recorded
     older = verdicts.iloc[:-1]
     assert len(older) and set(older["verdict"]) == {"unknown"} and older["floor_ssim"].isna().all()
 
