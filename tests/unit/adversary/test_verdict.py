@@ -1,0 +1,61 @@
+"""A target's verdict comes from the attacker's own pick; the oracle stands beside it; cells count and test targets."""
+
+import pytest
+
+from adversary.floor import AT_FLOOR, LEAKS, UNKNOWN
+from adversary.verdict import ATTACKER_PICK, CORRECTED_PICK, MIN_TARGETS, ONLY_ATTACK, judge_cell, judge_target
+
+
+def _row(attack, ssim, p_value, match=None, **extra):
+    return {
+        "event": "attack",
+        "status": "ok",
+        "attack": attack,
+        "ssim_mean": ssim,
+        "gradient_match": match,
+        "p_value": p_value,
+        "p_values": {"random-public": p_value},
+        "floor_ssim": 0.3,
+        "floor_ssim_best_of": [0.3, 0.34, 0.37],
+        "floor_level": 0.05,
+        **extra,
+    }
+
+
+def test_the_attackers_pick_decides_even_where_another_attack_scored_higher_against_the_truth():
+    judged = judge_target([_row("dlg", 0.2, 0.6, match=0.01), _row("ig", 0.9, 0.004, match=0.2)])
+    assert (judged.selection, judged.pick["attack"], judged.verdict) == (ATTACKER_PICK, "dlg", AT_FLOOR)
+    # the oracle: ig, read against the best of two guesses; an upper bound that decides nothing
+    assert judged.oracle["attack"] == "ig" and judged.oracle_floor == 0.34
+    assert judged.oracle_p_value == pytest.approx(1 - 0.996**2) and judged.oracle_verdict == LEAKS
+
+
+def test_one_attack_is_its_own_pick():
+    judged = judge_target([_row("dlg", 0.8, 0.01)])
+    assert (judged.selection, judged.verdict, judged.candidates, judged.floor) == (ONLY_ATTACK, LEAKS, 1, 0.3)
+
+
+def test_without_a_yardstick_the_best_p_value_is_corrected_for_the_selection():
+    # two results at p 0.03: one alone would leak; the better of two guesses reaches it 1 - 0.97^2 = 5.9 % of the time
+    judged = judge_target([_row("a", 0.5, 0.03), _row("b", 0.4, 0.2)])
+    assert judged.selection == CORRECTED_PICK and judged.pick["attack"] == "a"
+    assert judged.p_value == pytest.approx(1 - 0.97**2) and judged.verdict == AT_FLOOR
+    assert judged.floor == 0.34  # the best-of-2 critical value
+
+
+def test_failed_results_and_rows_without_a_test_do_not_count():
+    failed = {"event": "attack", "status": "failed", "attack": "ig"}
+    assert judge_target([failed]) is None
+    older = {"event": "attack", "status": "ok", "attack": "dlg", "ssim_mean": 0.9}  # no p-value: no test
+    assert judge_target([older, failed]).verdict == UNKNOWN
+
+
+def test_a_cell_leaks_only_when_its_count_beats_what_guesses_reach_at_the_level():
+    one_of_two = judge_cell([LEAKS, AT_FLOOR])
+    assert one_of_two.verdict == AT_FLOOR and one_of_two.p_value == pytest.approx(1 - 0.95**2)
+    three_of_thirty = judge_cell([LEAKS] * 3 + [AT_FLOOR] * 27)
+    assert three_of_thirty.verdict == AT_FLOOR and three_of_thirty.powered  # 10 %: within what guesses reach
+    six_of_thirty = judge_cell([LEAKS] * 6 + [AT_FLOOR] * 24)
+    assert six_of_thirty.verdict == LEAKS and 0.07 < six_of_thirty.share_low < 0.2 < six_of_thirty.share_high
+    assert not judge_cell([LEAKS] * 4).powered and "underpowered" in judge_cell([LEAKS] * 4).text()
+    assert judge_cell([UNKNOWN]).verdict == UNKNOWN and MIN_TARGETS == 30
