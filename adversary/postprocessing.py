@@ -36,41 +36,33 @@ def median_filter(images: torch.Tensor, size: int = 3) -> torch.Tensor:
 POSTPROCESSING: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {"median3": median_filter}
 
 
-def _matches(views: Sequence[AttackerView], images: Sequence[torch.Tensor], device: torch.device) -> list[float | None]:
-    """Per view, the gradient match of ``images`` (None where the yardstick cannot simulate the view)."""
+def _matches(views: Sequence[AttackerView], recs: Sequence[Reconstruction], device: torch.device) -> list[float | None]:
+    """Per view, the gradient match of its reconstruction (None where the yardstick cannot simulate the view)."""
     from adversary.inversion.problem import group_views
     from adversary.inversion.saturation import gradient_match
 
     found: list[float | None] = [None] * len(views)
     for group in group_views(views):
         with contextlib.suppress(Exception):  # e.g. more candidates than samples: the yardstick does not apply
-            recs = [_as_reconstruction(images[i]) for i in group]
-            for index, match in zip(group, gradient_match([views[i] for i in group], recs, device), strict=True):
+            matched = gradient_match([views[i] for i in group], [recs[i] for i in group], device)
+            for index, match in zip(group, matched, strict=True):
                 found[index] = match if math.isfinite(match) else None
     return found
 
 
-def _as_reconstruction(images: torch.Tensor) -> Reconstruction:
-    return Reconstruction(images, torch.zeros(len(images), dtype=torch.long), math.nan, (), 0, 0.0)
-
-
 def finish(views: Sequence[AttackerView], recs: Sequence[Reconstruction], device: torch.device) -> list[Reconstruction]:
-    """Each reconstruction with its gradient match (kept where already measured) and, where a filter of
-    ``POSTPROCESSING`` lowers that match, the filtered images, named in ``postprocess``."""
-    missing = [i for i, rec in enumerate(recs) if rec.gradient_match is None]
-    measured = _matches([views[i] for i in missing], [recs[i].images for i in missing], device) if missing else []
-    out = list(recs)
-    for index, match in zip(missing, measured, strict=True):
-        out[index] = dataclasses.replace(out[index], gradient_match=match)
-    raw = list(out)
+    """Each reconstruction with its gradient match, measured the same way for every attack (it replaces what a
+    portfolio's ranking recorded), and, where a filter of ``POSTPROCESSING`` lowers that match, the filtered images,
+    named in ``postprocess``."""
+    measured = _matches(views, recs, device)
+    raw = [dataclasses.replace(rec, gradient_match=match) for rec, match in zip(recs, measured, strict=True)]
+    out = list(raw)
     for name, clean in POSTPROCESSING.items():  # each filter on the raw output; the lowest match is kept
         candidates = [i for i, rec in enumerate(raw) if rec.gradient_match is not None and rec.images.ndim == 4]
-        cleaned = {i: clean(raw[i].images) for i in candidates}
+        cleaned = {i: dataclasses.replace(raw[i], images=clean(raw[i].images)) for i in candidates}
         matches = _matches([views[i] for i in candidates], [cleaned[i] for i in candidates], device)
         for index, match in zip(candidates, matches, strict=True):
             best = out[index].gradient_match
             if match is not None and best is not None and match < best:
-                out[index] = dataclasses.replace(
-                    raw[index], images=cleaned[index], gradient_match=match, postprocess=name
-                )
+                out[index] = dataclasses.replace(cleaned[index], gradient_match=match, postprocess=name)
     return out

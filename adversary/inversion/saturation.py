@@ -174,10 +174,14 @@ def input_range(view: AttackerView) -> torch.Tensor | None:
 
 def gradient_match(views: Sequence[AttackerView], recs: Sequence[Reconstruction], device: torch.device) -> list[float]:
     """Per target, 1 - cosine between the update its reconstruction simulates and the observed update, over every
-    entry of every parameter, with the labels recovered from the update (float64; the views' own threat model)."""
+    entry of every parameter (float64; the views' own threat model), with the labels the reconstruction carries:
+    an attack that found its labels jointly (DLG) returns its images in its own order, which labels recovered from
+    the update (sorted by class) would not follow."""
     yardstick = OptimizationOptions.model_construct(
         name="gradient-match", loss="cosine", regularizers=[], restarts=1, init="zeros"
     )
+    if all(len(rec.labels.reshape(-1)) == view.num_samples for view, rec in zip(views, recs, strict=True)):
+        views = [dataclasses.replace(view, labels=rec.labels.reshape(-1)) for view, rec in zip(views, recs)]
     problem = BatchedProblem.build(AttackSpec(name="gradient-match"), yardstick, views, [0], device, torch.float64)
     with torch.no_grad():
         return [
