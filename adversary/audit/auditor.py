@@ -18,6 +18,7 @@ import torch
 from adversary.audit.bound import EPSILON_DELTA, GAUSSIAN_FDP, AuditResult, audit_guesses
 from adversary.audit.canaries import CanaryClients, CanaryExamples, DiracCanaries, ExampleCanaries
 from adversary.audit.config import CLIENT, EXAMPLE, AuditConfig
+from adversary.audit.one_shot import OneShotEstimate, one_shot_estimate
 from adversary.audit.scores import flat_change, loss_scores
 from adversary.taps import AGGREGATE, TappedUpdate
 
@@ -111,9 +112,16 @@ class RunAuditor:
         return self.clients.cosines(flat_change(final, initial, self.names))
 
     def result(self, initial: Mapping[str, torch.Tensor], final: Mapping[str, torch.Tensor]) -> AuditResult:
-        return audit_guesses(
-            self.scores(initial, final), self.included, delta=self.delta, confidence=self.config.confidence
-        )
+        return self.outcome(initial, final)[0]
+
+    def outcome(
+        self, initial: Mapping[str, torch.Tensor], final: Mapping[str, torch.Tensor]
+    ) -> tuple[AuditResult, OneShotEstimate | None]:
+        """The bounds, and at client level Andrew et al.'s one-shot estimate from the same cosines (scored once)."""
+        scores = self.scores(initial, final)
+        result = audit_guesses(scores, self.included, delta=self.delta, confidence=self.config.confidence)
+        estimate = one_shot_estimate(scores, self.included, self.delta) if self.level == CLIENT else None
+        return result, estimate
 
 
 def accountant_key(level: str) -> str:
@@ -121,10 +129,26 @@ def accountant_key(level: str) -> str:
     return "epsilon_example" if level == EXAMPLE else "epsilon_client"
 
 
-def audit_fields(result: AuditResult, level: str, threat_model: str, claimed: float | None) -> dict[str, Any]:
+def audit_fields(
+    result: AuditResult,
+    level: str,
+    threat_model: str,
+    claimed: float | None,
+    estimate: OneShotEstimate | None = None,
+) -> dict[str, Any]:
     """The audit's row and summary fields: both bounds (epsilon-delta and f-DP) and the stronger one as the
-    result, with confidence, delta and adjacency, beside the accountant's epsilon (None where none is claimed)."""
+    result, with confidence, delta and adjacency, beside the accountant's epsilon (None where none is claimed);
+    at client level also Andrew et al.'s one-shot estimate (an estimate: no confidence, never a bound)."""
+    one_shot = (
+        {}
+        if estimate is None
+        else {
+            "audit_one_shot_epsilon_estimate": estimate.epsilon,
+            "audit_one_shot_mu_estimate": estimate.mu,
+        }
+    )
     return {
+        **one_shot,
         "audit_epsilon_result": result.epsilon_result,
         "audit_result_analysis": result.analysis,
         "audit_epsilon_lower": result.epsilon_lower,  # the epsilon-delta bound
@@ -156,6 +180,16 @@ def audit_result_text(fields: Mapping[str, Any]) -> str:
         f"epsilon >= {fields['audit_epsilon_result']:.2f} {head}, by the {fields['audit_result_analysis']} analysis; "
         f"{GAUSSIAN_FDP}: {fields['audit_fdp_epsilon_lower']:.2f}, not mu-GDP below mu = "
         f"{fields['audit_gdp_mu_lower']:.2f}; {EPSILON_DELTA}: {fields['audit_epsilon_lower']:.2f})"
+    )
+
+
+def one_shot_text(fields: Mapping[str, Any]) -> str | None:
+    """Andrew et al.'s estimate as one phrase (None where the run has none: example level, or older rows)."""
+    if "audit_one_shot_epsilon_estimate" not in fields:
+        return None
+    return (
+        f"one-shot estimate (Andrew et al. 2024; an estimate, not a bound): epsilon ~ "
+        f"{fields['audit_one_shot_epsilon_estimate']:.2f} (mu ~ {fields['audit_one_shot_mu_estimate']:.2f})"
     )
 
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from adversary.audit.auditor import audit_result_text, audit_warning
+from adversary.audit.auditor import audit_result_text, audit_warning, one_shot_text
 from fedsim.core.atomic import inside
 from fedsim.reporting.render import markdown_table
 from fedsim.reporting.tables import CENTRAL_DP, defense_settings, parameter_text, round_privacy
@@ -91,6 +91,8 @@ def audit_lines(summary: dict[str, Any] | None) -> list[str]:
         f"- accountant's epsilon: {'none claimed' if claimed is None else f'{claimed:.2f}'}",
         f"- the audited model is the released one ({audit['audit_model']})",
     ]
+    estimate = one_shot_text(audit)
+    lines += [f"- {estimate}"] if estimate else []
     warning = audit_warning(audit)
     return lines + ([f"- **{warning}**"] if warning else [])
 

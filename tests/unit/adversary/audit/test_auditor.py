@@ -73,6 +73,17 @@ def test_canary_clients_are_found_without_noise_and_hidden_by_it():
     assert hidden.result(final, final).epsilon_lower < 0.5
 
 
+def test_client_level_carries_andrew_et_al_s_estimate_beside_the_bounds():
+    auditor, _ = audited_rounds(noise_multiplier=1.0)
+    final = {"w": torch.zeros(DIMENSION)}
+    result, estimate = auditor.outcome(final, final)
+    assert estimate is not None and estimate.epsilon > 0 and estimate.mu > 0
+    fields = audit_fields(result, CLIENT, "white-box", 8.0, estimate)
+    assert fields["audit_one_shot_epsilon_estimate"] == estimate.epsilon
+    assert fields["audit_epsilon_result"] == max(result.epsilon_lower, result.fdp_epsilon_lower)
+    assert "audit_one_shot_epsilon_estimate" not in audit_fields(result, "example", "white-box", 8.0)
+
+
 def test_the_row_names_the_accountant_epsilon_by_adjacency_and_warns_only_above_it():
     result = AuditResult(4.6, 0.95, 1e-5, 1000, 503, 500, 500)
     fields = audit_fields(result, "example", "white-box", 4.0)

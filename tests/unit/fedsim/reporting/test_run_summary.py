@@ -48,3 +48,8 @@ def test_both_analyses_are_stated_with_the_stronger_as_the_result():
     assert "assumes its trade-off curve is Gaussian" in lines[1]
     assert "(f-DP's best count: 180 of 200)" in lines[2]
     assert not any("exceeds" in line for line in lines)  # both below the accountant's 4.00
+    assert not any("one-shot" in line for line in lines)  # example level: no canary clients' estimate
+    client = {**both, "audit_one_shot_epsilon_estimate": 2.5, "audit_one_shot_mu_estimate": 0.61}
+    assert "- one-shot estimate (Andrew et al. 2024; an estimate, not a bound): epsilon ~ 2.50 (mu ~ 0.61)" in (
+        audit_lines({"audit": client})
+    )
