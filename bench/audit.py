@@ -148,6 +148,7 @@ class Outcome:
     epsilon: float | None = None
     accuracy: float = math.nan
     accuracy_without: float = math.nan
+    white_scores: tuple[np.ndarray, np.ndarray] | None = None  # (scores, included) of the white-box canaries
 
 
 def summary(result: Any, scores: np.ndarray, included: np.ndarray) -> dict[str, float]:
@@ -219,6 +220,7 @@ def example_level(data: Data, seed: int, defense: dict[str, Any] | None, canarie
     outcome.accuracy = accuracy(model, data.test_x[held_out], data.test_y[held_out])
     if canaries:
         outcome.white = audited(scores.scores, dirac.included)
+        outcome.white_scores = (scores.scores, dirac.included)
         outcome.black = audited(loss_scores(model, examples.x, examples.y), examples.included)
     return outcome
 
@@ -407,44 +409,59 @@ def ideal_lines(seeds: int) -> list[str]:
 
 
 def dpsgd_lines(path: Path, out: Path, seeds: int, epsilon: float = 4.0) -> list[str]:
-    """DP-SGD at ``epsilon`` (the table's example-level set-up, with canaries only), white-box, both analyses,
-    beside what the idealised mechanism at that epsilon gives with the same canary design."""
+    """DP-SGD at ``epsilon`` (the table's example-level set-up, with canaries only), white-box, both analyses, with
+    the bench's guess counts and with few guesses (two designs fixed before the run, each at 95 %), beside the
+    idealised mechanism at that epsilon and Gaussian scores that separate as DP-SGD's did, with the same design."""
     out.mkdir(parents=True, exist_ok=True)
     log = out / f"dpsgd-{epsilon:g}.jsonl"
     rows = [json.loads(line) for line in log.read_text().splitlines()] if log.is_file() else []
     dpsgd = {"name": "dpsgd", "target_epsilon": epsilon, "max_grad_norm": CLIP}
+    designs = (DESIGNS[0], next(design for design in DESIGNS if design.label == "few guesses"))
     for seed in range(len(rows), seeds):
         outcome = example_level(mnist(path, seed), seed, dpsgd, True)
-        rows.append({"seed": seed, "epsilon": outcome.epsilon, **outcome.white})
-        print(json.dumps(rows[-1]), flush=True)
+        assert outcome.white_scores is not None
+        row = {"seed": seed, "epsilon": outcome.epsilon, "separation_mu": outcome.white["separation_mu"]}
+        for design in designs:
+            result = audit_guesses(*outcome.white_scores, delta=DELTA, fractions=design.fractions)
+            row[design.label] = {"bound": result.epsilon_lower, "fdp": result.fdp_epsilon_lower}
+        rows.append(row)
+        print(json.dumps(row), flush=True)
         with log.open("a") as handle:
-            handle.write(json.dumps(rows[-1]) + "\n")
+            handle.write(json.dumps(row) + "\n")
     claimed = float(np.mean([row["epsilon"] for row in rows]))
-    cells = {key: interval([row[key] for row in rows]) for key in ("bound", "fdp", "separation_mu")}
-    ideal = audit_design(DESIGNS[0], claimed, DELTA, seeds)
-    ideals = {key: interval([run[key] for run in ideal["runs"]]) for key in ("epsilon_delta", "fdp")}
-    # Gaussian scores that separate as DP-SGD's did: what the same design can show from such scores
-    separated = audit_design(DESIGNS[0], claimed, DELTA, seeds, mu=cells["separation_mu"].value)
-    like = {key: interval([run[key] for run in separated["runs"]]) for key in ("epsilon_delta", "fdp")}
-    return [
+    separation = interval([row["separation_mu"] for row in rows])
+    lines = [
         f"DP-SGD at accountant epsilon {claimed:.2f} (`--dpsgd`, white-box, {len(rows)} seeds, {DIRAC:,} Dirac "
-        f"canaries of norm C) against the idealised Gaussian mechanism of the same epsilon and canary design:",
+        f"canaries of norm C; score separation {format_interval(separation, 2)}, against {gdp_mu(claimed, DELTA):.2f} "
+        "for a Gaussian mechanism of that epsilon) beside the idealised mechanism and Gaussian scores separated as "
+        "DP-SGD's, each with the same canary design. Ratio: bound / accountant epsilon.",
         "",
-        "| | epsilon-delta bound | ratio | f-DP bound | ratio | score separation (mu) |",
+        "| guesses per side (fraction of m) | scores | epsilon-delta bound | ratio | f-DP bound | ratio |",
         "| --- | --- | --- | --- | --- | --- |",
-        f"| DP-SGD | {format_interval(cells['bound'], 2)} | {cells['bound'].value / claimed:.2f} | "
-        f"{format_interval(cells['fdp'], 2)} | {cells['fdp'].value / claimed:.2f} | "
-        f"{format_interval(cells['separation_mu'], 2)} |",
-        f"| idealised mechanism | {format_interval(ideals['epsilon_delta'], 2)} | "
-        f"{ideals['epsilon_delta'].value / claimed:.2f} | {format_interval(ideals['fdp'], 2)} | "
-        f"{ideals['fdp'].value / claimed:.2f} | {gdp_mu(claimed, DELTA):.2f} |",
-        f"| Gaussian scores separated as DP-SGD's (true epsilon {separated['true_epsilon']:.2f}) | "
-        f"{format_interval(like['epsilon_delta'], 2)} | {like['epsilon_delta'].value / claimed:.2f} | "
-        f"{format_interval(like['fdp'], 2)} | {like['fdp'].value / claimed:.2f} | "
-        f"{cells['separation_mu'].value:.2f} |",
-        f"| ceiling of the design (every guess right) | {ideal['ceiling_epsilon_delta']:.2f} | | "
-        f"{ideal['ceiling_fdp']:.2f} | | |",
     ]
+    for design in designs:
+        fractions = ", ".join(f"{f:g}" for f in design.fractions)
+        ideal = audit_design(design, claimed, DELTA, seeds)
+        separated = audit_design(design, claimed, DELTA, seeds, mu=separation.value)
+        measured = [
+            ("DP-SGD", [row[design.label]["bound"] for row in rows], [row[design.label]["fdp"] for row in rows]),
+            ("idealised mechanism", *([run[key] for run in ideal["runs"]] for key in ("epsilon_delta", "fdp"))),
+            (
+                f"Gaussian, separated as DP-SGD's (true epsilon {separated['true_epsilon']:.2f})",
+                *([run[key] for run in separated["runs"]] for key in ("epsilon_delta", "fdp")),
+            ),
+        ]
+        for label, bounds, fdps in measured:
+            low, high = interval(bounds), interval(fdps)
+            lines.append(
+                f"| {fractions} | {label} | {format_interval(low, 2)} | {low.value / claimed:.2f} | "
+                f"{format_interval(high, 2)} | {high.value / claimed:.2f} |"
+            )
+        lines.append(
+            f"| {fractions} | ceiling (every guess right) | {ideal['ceiling_epsilon_delta']:.2f} | | "
+            f"{ideal['ceiling_fdp']:.2f} | |"
+        )
+    return lines
 
 
 def main(argv: list[str] | None = None) -> None:
