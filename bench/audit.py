@@ -68,7 +68,7 @@ from adversary.audit.bound import audit_guesses, ceiling
 from adversary.audit.canaries import CanaryClients, CanaryExamples, DiracCanaries
 from adversary.audit.one_shot import one_shot_estimate
 from adversary.audit.scores import ClientCanaryScores, DiracScores, loss_scores
-from bench.audit_design import DESIGNS, audit_design, gdp_mu, separation_mu
+from bench.audit_design import DESIGNS, audit_design, gdp_mu, ideal_lines, separation_mu
 from bench.common import (
     DOCS_PAGES,
     MNIST,
@@ -348,7 +348,8 @@ def table(grouped: dict[str, list[dict[str, Any]]]) -> list[str]:
         "`nice -n 10 .venv/bin/python -m bench.audit --data-dir DIR --docs` (in process, MNIST, an MLP of 50,890 "
         "weights; set-up: the docstring of bench/audit.py). One-run lower bounds on epsilon at 95 % confidence, "
         "delta 1e-5, by two analyses of the same guesses: epsilon-delta (Steinke et al. 2023; assumes nothing) and "
-        "f-DP (Mahloujifar et al. 2024; not mu-GDP, read as epsilon at delta, assumes a Gaussian trade-off curve). "
+        "f-DP (Mahloujifar et al. 2024; not mu-GDP, read as epsilon at delta, assumes a Gaussian trade-off curve: "
+        "the defenses have none, read their epsilon-delta columns). "
         "5,000 Dirac canaries (white-box, example level), 500 canary examples (black-box), 1,000 canary clients "
         "(client level; black-box column: the final model's change). Mean over the seeds [95 % bootstrap interval "
         "over them]; ratio = white-box bound / accountant epsilon (epsilon-delta / f-DP); ceiling: what the design "
@@ -382,29 +383,6 @@ def table(grouped: dict[str, list[dict[str, Any]]]) -> list[str]:
             f"{format_interval(interval([row['accuracy'] for row in rows]), 3)} | "
             f"{format_interval(interval([row['accuracy_without'] for row in rows]), 3)} |"
         )
-    return lines
-
-
-def ideal_lines(seeds: int) -> list[str]:
-    """Every design of ``bench.audit_design`` at each accountant epsilon of the table, on the idealised mechanism."""
-    lines = [
-        f"Idealised Gaussian mechanism (`--ideal`, {seeds} seeds, delta {DELTA:g}, 95 % confidence): mean [95 % "
-        "bootstrap interval]; ceiling: the bound when every guess is right (epsilon-delta / f-DP).",
-        "",
-        "| design | canaries | guesses per side (fraction of m) | canary norm / sensitivity | true epsilon | "
-        "epsilon-delta bound | f-DP bound | ceiling |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    for design in DESIGNS:
-        for epsilon in EPSILONS:
-            row = audit_design(design, epsilon, DELTA, seeds)
-            bounds = {key: interval([run[key] for run in row["runs"]]) for key in ("epsilon_delta", "fdp")}
-            lines.append(
-                f"| {design.label} | {design.canaries:,} | {', '.join(f'{f:g}' for f in design.fractions)} | "
-                f"{design.norm:g} | {epsilon:g} | {format_interval(bounds['epsilon_delta'], 2)} | "
-                f"{format_interval(bounds['fdp'], 2)} | {row['ceiling_epsilon_delta']:.2f} / {row['ceiling_fdp']:.2f} |"
-            )
-            print(lines[-1], flush=True)
     return lines
 
 
@@ -470,7 +448,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=REPO / "runs" / "bench-audit", help="results folder (resumed)")
     add_docs_flag(parser, MARKER)
     mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--ideal", action="store_true", help="only the canary designs on the idealised mechanism")
+    mode.add_argument("--ideal", action="store_true", help="only the canary designs (python -m bench.audit_design)")
     mode.add_argument("--dpsgd", action="store_true", help="only DP-SGD at epsilon 4 against the idealised mechanism")
     parser.add_argument("--seeds", type=int, default=5, help="seeds of --ideal and --dpsgd")
     args = parser.parse_args(argv)

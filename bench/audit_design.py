@@ -7,6 +7,8 @@ true epsilon at delta is mu-GDP's (``adversary.audit.fdp.gdp_epsilon``). Each de
 norm) is audited as a run is (``adversary.audit.bound.audit_guesses``: both analyses, Bonferroni over the guess
 counts), over seeds, beside its ceiling: what the design reports when every guess is right.
 
+    nice -n 15 .venv/bin/python -m bench.audit_design [--seeds 5]      (the same as bench.audit --ideal)
+
 ``separation_mu``: the score separation of a run's canaries, (mean of the included - mean of the others) / the
 pooled standard deviation, the mu that Gaussian scores of that separation would have: a white-box audit cannot
 show more than its scores separate.
@@ -14,6 +16,7 @@ show more than its scores separate.
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -22,6 +25,9 @@ from scipy import optimize
 
 from adversary.audit.bound import GUESS_FRACTIONS, audit_guesses, ceiling
 from adversary.audit.fdp import gdp_epsilon
+from bench.common import format_interval, interval
+
+EPSILONS, DELTA = (1.0, 4.0, 8.0), 1e-5  # as bench.audit's table
 
 
 @dataclass(frozen=True)
@@ -91,3 +97,37 @@ def audit_design(
         "ceiling_epsilon_delta": epsilon_delta_ceiling,
         "ceiling_fdp": fdp_ceiling,
     }
+
+
+def ideal_lines(seeds: int, epsilons: Sequence[float] = EPSILONS, delta: float = DELTA) -> list[str]:
+    """Every design at each of ``epsilons``, on the idealised mechanism, as a markdown table (rows printed as done)."""
+    lines = [
+        f"Idealised Gaussian mechanism (`--ideal`, {seeds} seeds, delta {delta:g}, 95 % confidence): mean [95 % "
+        "bootstrap interval]; ceiling: the bound when every guess is right (epsilon-delta / f-DP).",
+        "",
+        "| design | canaries | guesses per side (fraction of m) | canary norm / sensitivity | true epsilon | "
+        "epsilon-delta bound | f-DP bound | ceiling |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for design in DESIGNS:
+        for epsilon in epsilons:
+            row = audit_design(design, epsilon, delta, seeds)
+            bounds = {key: interval([run[key] for run in row["runs"]]) for key in ("epsilon_delta", "fdp")}
+            lines.append(
+                f"| {design.label} | {design.canaries:,} | {', '.join(f'{f:g}' for f in design.fractions)} | "
+                f"{design.norm:g} | {epsilon:g} | {format_interval(bounds['epsilon_delta'], 2)} | "
+                f"{format_interval(bounds['fdp'], 2)} | {row['ceiling_epsilon_delta']:.2f} / {row['ceiling_fdp']:.2f} |"
+            )
+            print(lines[-1], flush=True)
+    return lines
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=5, help="runs of the mechanism per design and epsilon")
+    args = parser.parse_args(argv)
+    print("\n".join(ideal_lines(args.seeds)))
+
+
+if __name__ == "__main__":
+    main()

@@ -10,7 +10,7 @@ Meta's PrivacyGuard):
 * start from ``r_c = tau c / m`` (right guesses) and ``h_c = tau (k - c) / m`` (wrong ones), k = ``guesses``;
 * step down: ``h_i = max(h_{i+1}, g(r_{i+1}))`` with ``g`` the inverse blow-up of the trade-off function (the
   least probability the neighbouring input gives an event of probability x), and
-  ``r_i = r_{i+1} + i / (k - i) (h_i - h_{i+1})``;
+  ``r_i = min(r_{i+1} + i / (k - i) (h_i - h_{i+1}), 1)``;
 * f-DP forces ``r_0 + h_0 <= k / m``. If it fails at ``tau = beta``, seeing ``correct`` right guesses has
   probability below ``beta`` under f-DP: the mechanism is not f-DP, at confidence ``1 - beta``.
 
