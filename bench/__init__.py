@@ -46,9 +46,12 @@ Benchmarks, and what each prints:
   gradient noise (PSNR).
 - ``dip``: ``ig-dip`` against plain Inverting Gradients, clean and noisy, single images and a batch (PSNR).
 - ``rv``: reconstruction vulnerability of fedsim's models beside Inverting Gradients' PSNR on each.
-- ``audit``: the one-run privacy audit's lower bound on epsilon beside the accountant's, for DP-SGD and central
-  DP at epsilon 1, 4 and 8 and for the defenses without epsilon, and the canaries' cost in accuracy; ``--docs``
-  writes it into ``docs/results/audit.md`` and the README.
+- ``audit``: the one-run privacy audit's lower bounds on epsilon (epsilon-delta and f-DP) beside the
+  accountant's, for DP-SGD and central DP at epsilon 1, 4 and 8 (with Andrew et al.'s estimate at client level)
+  and for the defenses without epsilon, and the canaries' cost in accuracy; ``--docs`` writes it into
+  ``docs/results/audit.md`` and the README; ``--dpsgd``, DP-SGD at epsilon 4 beside the idealised mechanism.
+- ``audit_design``: canary designs (count, guess counts, norm) audited on the idealised Gaussian mechanism,
+  whose epsilon is known, each beside its ceiling (also ``audit --ideal``).
 - ``floor``: what an all-black image, the public mean image and random public images score on MNIST and
   CIFAR-10 training batches, the floor they set and how often the black image is ``at floor``.
 

@@ -32,11 +32,21 @@ tried): about 6.6 with 5,000 Dirac canaries, 5.3 with 1,000 canary clients and 4
 epsilon 8 cannot be reached by this audit size. Seeds 0-4 for dpsgd and the defenses, 0-2 for central DP; intervals
 are 95 % bootstrap intervals over the seeds (``bench.common.interval``).
 
+Every audit is read by two analyses of the same guesses: the epsilon-delta bound (Steinke et al. 2023) and the
+f-DP bound for Gaussian DP (Mahloujifar et al. 2024, ``adversary.audit.fdp``); the central-DP rows also get Andrew
+et al.'s one-shot estimate (``adversary.audit.one_shot``), an estimate and not a bound.
+
 Results are appended per (case, seed) to ``OUT/audit.jsonl``; a rerun skips what is there (resume).
 
     nice -n 10 .venv/bin/python -m bench.audit [--data-dir DIR] [--out DIR] [--docs]
+    nice -n 15 .venv/bin/python -m bench.audit --ideal [--seeds 5]
+    nice -n 15 .venv/bin/python -m bench.audit --dpsgd [--seeds 5] [--data-dir DIR] [--out DIR]
 
-``--docs`` writes the table into ``docs/results/audit.md`` and the README.
+``--docs`` writes the table into ``docs/results/audit.md`` and the README. ``--ideal`` audits the canary designs
+of ``bench.audit_design`` on the idealised Gaussian mechanism (true epsilon known exactly; numpy only, minutes).
+``--dpsgd`` runs the DP-SGD row at epsilon 4 alone (white-box, with canaries only; ``OUT/dpsgd-4.jsonl``) and sets
+it beside the idealised mechanism with the same canary design, and beside Gaussian scores that separate as
+DP-SGD's did.
 """
 
 from __future__ import annotations
@@ -54,9 +64,11 @@ import numpy as np
 import torch
 from opacus.accountants.utils import get_noise_multiplier
 
-from adversary.audit.bound import audit_guesses
+from adversary.audit.bound import audit_guesses, ceiling
 from adversary.audit.canaries import CanaryClients, CanaryExamples, DiracCanaries
+from adversary.audit.one_shot import one_shot_estimate
 from adversary.audit.scores import ClientCanaryScores, DiracScores, loss_scores
+from bench.audit_design import DESIGNS, audit_design, gdp_mu, ideal_lines, separation_mu
 from bench.common import (
     DOCS_PAGES,
     MNIST,
@@ -136,10 +148,25 @@ class Outcome:
     epsilon: float | None = None
     accuracy: float = math.nan
     accuracy_without: float = math.nan
+    white_scores: tuple[np.ndarray, np.ndarray] | None = None  # (scores, included) of the white-box canaries
 
 
-def summary(result: Any) -> dict[str, float]:
-    return {"bound": result.epsilon_lower, "guesses": result.guesses, "correct": result.correct}
+def summary(result: Any, scores: np.ndarray, included: np.ndarray) -> dict[str, float]:
+    """Both analyses' bounds, the epsilon-delta one's guesses, and how far the canary scores separate."""
+    return {
+        "bound": result.epsilon_lower,
+        "guesses": result.guesses,
+        "correct": result.correct,
+        "fdp": result.fdp_epsilon_lower,
+        "mu": result.gdp_mu_lower,
+        "separation_mu": separation_mu(scores, included),
+        # Andrew et al.'s estimate: the table shows it for the canary clients' cosines only
+        "one_shot": one_shot_estimate(scores, included, DELTA).epsilon,
+    }
+
+
+def audited(scores: np.ndarray, included: np.ndarray) -> dict[str, float]:
+    return summary(audit_guesses(scores, included, delta=DELTA, confidence=CONFIDENCE), scores, included)
 
 
 def example_level(data: Data, seed: int, defense: dict[str, Any] | None, canaries: bool) -> Outcome:
@@ -192,9 +219,9 @@ def example_level(data: Data, seed: int, defense: dict[str, Any] | None, canarie
             outcome.epsilon = result.defense_records["defense.dpsgd.epsilon"]
     outcome.accuracy = accuracy(model, data.test_x[held_out], data.test_y[held_out])
     if canaries:
-        outcome.white = summary(audit_guesses(scores.scores, dirac.included, delta=DELTA, confidence=CONFIDENCE))
-        black = loss_scores(model, examples.x, examples.y)
-        outcome.black = summary(audit_guesses(black, examples.included, delta=DELTA, confidence=CONFIDENCE))
+        outcome.white = audited(scores.scores, dirac.included)
+        outcome.white_scores = (scores.scores, dirac.included)
+        outcome.black = audited(loss_scores(model, examples.x, examples.y), examples.included)
     return outcome
 
 
@@ -265,10 +292,10 @@ def client_level(data: Data, seed: int, target_epsilon: float, canaries: bool) -
     outcome.epsilon = ledger.epsilon()
     outcome.accuracy = accuracy(model, data.test_x, data.test_y)
     if canaries:
-        outcome.white = summary(audit_guesses(white.scores, plan.included, delta=DELTA, confidence=CONFIDENCE))
+        outcome.white = audited(white.scores, plan.included)
         final = ClientCanaryScores(plan, names)
         final.observe(initial, trainable(model))
-        outcome.black = summary(audit_guesses(final.scores, plan.included, delta=DELTA, confidence=CONFIDENCE))
+        outcome.black = audited(final.scores, plan.included)
     return outcome
 
 
@@ -316,31 +343,101 @@ def run_all(path: Path, out: Path) -> dict[str, list[dict[str, Any]]]:
 
 
 def table(grouped: dict[str, list[dict[str, Any]]]) -> list[str]:
+    dirac, clients = ceiling(DIRAC, DELTA), ceiling(CANARY_CLIENTS, DELTA)
     lines = [
         "`nice -n 10 .venv/bin/python -m bench.audit --data-dir DIR --docs` (in process, MNIST, an MLP of 50,890 "
-        "weights; set-up: the docstring of bench/audit.py). One-run lower bound on epsilon (Steinke et al. 2023) "
-        "at 95 % confidence, delta 1e-5 (5,000 Dirac canaries, 500 canary examples, 1,000 canary clients), beside the "
-        "accountant's epsilon; mean over the seeds [95 % bootstrap interval over them]; ratio = white-box bound / "
-        "accountant epsilon. Accuracy: final test accuracy of the audited model (with canaries) and of the same "
-        "seed's run without them.",
+        "weights; set-up: the docstring of bench/audit.py). One-run lower bounds on epsilon at 95 % confidence, "
+        "delta 1e-5, by two analyses of the same guesses: epsilon-delta (Steinke et al. 2023; assumes nothing) and "
+        "f-DP (Mahloujifar et al. 2024; not mu-GDP, read as epsilon at delta, assumes a Gaussian trade-off curve: "
+        "the defenses have none, read their epsilon-delta columns). "
+        "5,000 Dirac canaries (white-box, example level), 500 canary examples (black-box), 1,000 canary clients "
+        "(client level; black-box column: the final model's change). Mean over the seeds [95 % bootstrap interval "
+        "over them]; ratio = white-box bound / accountant epsilon (epsilon-delta / f-DP); ceiling: what the design "
+        f"reports when every guess is right ({dirac[0]:.2f} / {dirac[1]:.2f} with the Dirac canaries, "
+        f"{clients[0]:.2f} / {clients[1]:.2f} with the canary clients). One-shot: Andrew et al.'s estimate from the "
+        "canary clients' white-box cosines, an estimate and not a bound. Accuracy: final test accuracy of the "
+        "audited model (with canaries) and of the same seed's run without them.",
         "",
-        "| mechanism | adjacency | seeds | accountant epsilon | white-box lower bound | ratio | "
-        "black-box lower bound | accuracy with canaries | without |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| mechanism | adjacency | seeds | white-box canary norm | accountant epsilon | white-box bound: "
+        "epsilon-delta | f-DP | ratio | black-box bound: epsilon-delta | f-DP | one-shot estimate | "
+        "accuracy with canaries | without |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for label, _, _ in cases():
         rows = grouped.get(label)
         if not rows:
             continue
         claimed = rows[0]["epsilon"]
-        white = interval([row["white"]["bound"] for row in rows])
-        ratio = f"{white.value / claimed:.2f}" if claimed else "-"
+        white, black = (
+            {key: interval([row[side][key] for row in rows]) for key in ("bound", "fdp")} for side in ("white", "black")
+        )
+        ratio = f"{white['bound'].value / claimed:.2f} / {white['fdp'].value / claimed:.2f}" if claimed else "-"
+        client = label.startswith("central")
+        norm = CLIP if client or label.startswith("dpsgd") else UNCLIPPED_CANARY_NORM
+        one_shot = format_interval(interval([row["white"]["one_shot"] for row in rows]), 2) if client else "-"
         lines.append(
-            f"| {label.split(' ')[0]} | {'client' if label.startswith('central') else 'example'} | {len(rows)} | "
-            f"{f'{claimed:.2f}' if claimed is not None else 'none'} | {format_interval(white, 2)} | {ratio} | "
-            f"{format_interval(interval([row['black']['bound'] for row in rows]), 2)} | "
+            f"| {label.split(' ')[0]} | {'client' if client else 'example'} | {len(rows)} | {norm:g} | "
+            f"{f'{claimed:.2f}' if claimed is not None else 'none'} | {format_interval(white['bound'], 2)} | "
+            f"{format_interval(white['fdp'], 2)} | {ratio} | {format_interval(black['bound'], 2)} | "
+            f"{format_interval(black['fdp'], 2)} | {one_shot} | "
             f"{format_interval(interval([row['accuracy'] for row in rows]), 3)} | "
             f"{format_interval(interval([row['accuracy_without'] for row in rows]), 3)} |"
+        )
+    return lines
+
+
+def dpsgd_lines(path: Path, out: Path, seeds: int, epsilon: float = 4.0) -> list[str]:
+    """DP-SGD at ``epsilon`` (the table's example-level set-up, with canaries only), white-box, both analyses, with
+    the bench's guess counts and with few guesses (two designs fixed before the run, each at 95 %), beside the
+    idealised mechanism at that epsilon and Gaussian scores that separate as DP-SGD's did, with the same design."""
+    out.mkdir(parents=True, exist_ok=True)
+    log = out / f"dpsgd-{epsilon:g}.jsonl"
+    rows = [json.loads(line) for line in log.read_text().splitlines()] if log.is_file() else []
+    dpsgd = {"name": "dpsgd", "target_epsilon": epsilon, "max_grad_norm": CLIP}
+    designs = (DESIGNS[0], next(design for design in DESIGNS if design.label == "few guesses"))
+    for seed in range(len(rows), seeds):
+        outcome = example_level(mnist(path, seed), seed, dpsgd, True)
+        assert outcome.white_scores is not None
+        row = {"seed": seed, "epsilon": outcome.epsilon, "separation_mu": outcome.white["separation_mu"]}
+        for design in designs:
+            result = audit_guesses(*outcome.white_scores, delta=DELTA, fractions=design.fractions)
+            row[design.label] = {"bound": result.epsilon_lower, "fdp": result.fdp_epsilon_lower}
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+        with log.open("a") as handle:
+            handle.write(json.dumps(row) + "\n")
+    claimed = float(np.mean([row["epsilon"] for row in rows]))
+    separation = interval([row["separation_mu"] for row in rows])
+    lines = [
+        f"DP-SGD at accountant epsilon {claimed:.2f} (`--dpsgd`, white-box, {len(rows)} seeds, {DIRAC:,} Dirac "
+        f"canaries of norm C; score separation {format_interval(separation, 2)}, against {gdp_mu(claimed, DELTA):.2f} "
+        "for a Gaussian mechanism of that epsilon) beside the idealised mechanism and Gaussian scores separated as "
+        "DP-SGD's, each with the same canary design. Ratio: bound / accountant epsilon.",
+        "",
+        "| guesses per side (fraction of m) | scores | epsilon-delta bound | ratio | f-DP bound | ratio |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for design in designs:
+        fractions = ", ".join(f"{f:g}" for f in design.fractions)
+        ideal = audit_design(design, claimed, DELTA, seeds)
+        separated = audit_design(design, claimed, DELTA, seeds, mu=separation.value)
+        measured = [
+            ("DP-SGD", [row[design.label]["bound"] for row in rows], [row[design.label]["fdp"] for row in rows]),
+            ("idealised mechanism", *([run[key] for run in ideal["runs"]] for key in ("epsilon_delta", "fdp"))),
+            (
+                f"Gaussian, separated as DP-SGD's (true epsilon {separated['true_epsilon']:.2f})",
+                *([run[key] for run in separated["runs"]] for key in ("epsilon_delta", "fdp")),
+            ),
+        ]
+        for label, bounds, fdps in measured:
+            low, high = interval(bounds), interval(fdps)
+            lines.append(
+                f"| {fractions} | {label} | {format_interval(low, 2)} | {low.value / claimed:.2f} | "
+                f"{format_interval(high, 2)} | {high.value / claimed:.2f} |"
+            )
+        lines.append(
+            f"| {fractions} | ceiling (every guess right) | {ideal['ceiling_epsilon_delta']:.2f} | | "
+            f"{ideal['ceiling_fdp']:.2f} | |"
         )
     return lines
 
@@ -350,8 +447,20 @@ def main(argv: list[str] | None = None) -> None:
     add_data_dir(parser)
     parser.add_argument("--out", type=Path, default=REPO / "runs" / "bench-audit", help="results folder (resumed)")
     add_docs_flag(parser, MARKER)
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--ideal", action="store_true", help="only the canary designs (python -m bench.audit_design)")
+    mode.add_argument("--dpsgd", action="store_true", help="only DP-SGD at epsilon 4 against the idealised mechanism")
+    parser.add_argument("--seeds", type=int, default=5, help="seeds of --ideal and --dpsgd")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
+    if args.ideal or args.dpsgd:
+        lines = (
+            ideal_lines(args.seeds)
+            if args.ideal
+            else dpsgd_lines(data_file(args.data_dir, MNIST), args.out, args.seeds)
+        )
+        print("\n".join(lines))
+        return
     grouped = run_all(data_file(args.data_dir, MNIST), args.out)
     lines = table(grouped)
     print("\n".join(lines))

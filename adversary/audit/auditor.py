@@ -15,9 +15,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from adversary.audit.bound import AuditResult, audit_guesses
+from adversary.audit.bound import EPSILON_DELTA, GAUSSIAN_FDP, AuditResult, audit_guesses
 from adversary.audit.canaries import CanaryClients, CanaryExamples, DiracCanaries, ExampleCanaries
 from adversary.audit.config import CLIENT, EXAMPLE, AuditConfig
+from adversary.audit.one_shot import OneShotEstimate, one_shot_estimate
 from adversary.audit.scores import flat_change, loss_scores
 from adversary.taps import AGGREGATE, TappedUpdate
 
@@ -111,9 +112,16 @@ class RunAuditor:
         return self.clients.cosines(flat_change(final, initial, self.names))
 
     def result(self, initial: Mapping[str, torch.Tensor], final: Mapping[str, torch.Tensor]) -> AuditResult:
-        return audit_guesses(
-            self.scores(initial, final), self.included, delta=self.delta, confidence=self.config.confidence
-        )
+        return self.outcome(initial, final)[0]
+
+    def outcome(
+        self, initial: Mapping[str, torch.Tensor], final: Mapping[str, torch.Tensor]
+    ) -> tuple[AuditResult, OneShotEstimate | None]:
+        """The bounds, and at client level Andrew et al.'s one-shot estimate from the same cosines (scored once)."""
+        scores = self.scores(initial, final)
+        result = audit_guesses(scores, self.included, delta=self.delta, confidence=self.config.confidence)
+        estimate = one_shot_estimate(scores, self.included, self.delta) if self.level == CLIENT else None
+        return result, estimate
 
 
 def accountant_key(level: str) -> str:
@@ -121,11 +129,33 @@ def accountant_key(level: str) -> str:
     return "epsilon_example" if level == EXAMPLE else "epsilon_client"
 
 
-def audit_fields(result: AuditResult, level: str, threat_model: str, claimed: float | None) -> dict[str, Any]:
-    """The audit's row and summary fields: the bound with its confidence, delta and adjacency, beside the
-    accountant's epsilon (None where the mechanism claims none)."""
+def audit_fields(
+    result: AuditResult,
+    level: str,
+    threat_model: str,
+    claimed: float | None,
+    estimate: OneShotEstimate | None = None,
+) -> dict[str, Any]:
+    """The audit's row and summary fields: both bounds (epsilon-delta and f-DP) and the stronger one as the
+    result, with confidence, delta and adjacency, beside the accountant's epsilon (None where none is claimed);
+    at client level also Andrew et al.'s one-shot estimate (an estimate: no confidence, never a bound)."""
+    one_shot = (
+        {}
+        if estimate is None
+        else {
+            "audit_one_shot_epsilon_estimate": estimate.epsilon,
+            "audit_one_shot_mu_estimate": estimate.mu,
+        }
+    )
     return {
-        "audit_epsilon_lower": result.epsilon_lower,
+        **one_shot,
+        "audit_epsilon_result": result.epsilon_result,
+        "audit_result_analysis": result.analysis,
+        "audit_epsilon_lower": result.epsilon_lower,  # the epsilon-delta bound
+        "audit_fdp_epsilon_lower": result.fdp_epsilon_lower,
+        "audit_gdp_mu_lower": result.gdp_mu_lower,
+        "audit_fdp_guesses": result.fdp_guesses,
+        "audit_fdp_correct": result.fdp_correct,
         "audit_confidence": result.confidence,
         "audit_delta": result.delta,
         "audit_adjacency": level,
@@ -140,14 +170,46 @@ def audit_fields(result: AuditResult, level: str, threat_model: str, claimed: fl
     }
 
 
-def audit_warning(fields: Mapping[str, Any]) -> str | None:
-    """One line when the measured lower bound exceeds the accountant's epsilon, else None."""
-    claimed = fields.get(accountant_key(fields["audit_adjacency"]))
-    bound = fields["audit_epsilon_lower"]
-    if claimed is None or not math.isfinite(claimed) or bound <= claimed:
+def audit_result_text(fields: Mapping[str, Any]) -> str:
+    """The result with both analyses, e.g. "epsilon >= 1.30 at 95% confidence (delta 1e-05; f-DP (Gaussian):
+    not mu-GDP below mu = 0.35; epsilon-delta: 1.01)". Rows written before the f-DP analysis have only the latter."""
+    head = f"at {fields['audit_confidence']:.0%} confidence (delta {fields['audit_delta']:g}"
+    if "audit_fdp_epsilon_lower" not in fields:
+        return f"epsilon >= {fields['audit_epsilon_lower']:.2f} {head})"
+    return (
+        f"epsilon >= {fields['audit_epsilon_result']:.2f} {head}, by the {fields['audit_result_analysis']} analysis; "
+        f"{GAUSSIAN_FDP}: {fields['audit_fdp_epsilon_lower']:.2f}, not mu-GDP below mu = "
+        f"{fields['audit_gdp_mu_lower']:.2f}; {EPSILON_DELTA}: {fields['audit_epsilon_lower']:.2f})"
+    )
+
+
+def one_shot_text(fields: Mapping[str, Any]) -> str | None:
+    """Andrew et al.'s estimate as one phrase (None where the run has none: example level, or older rows)."""
+    if "audit_one_shot_epsilon_estimate" not in fields:
         return None
     return (
-        f"the measured lower bound on epsilon ({bound:.2f} at {fields['audit_confidence']:.0%} confidence, "
-        f"{fields['audit_adjacency']} level) exceeds the accountant's epsilon ({claimed:.2f}): DP is misconfigured "
-        "or broken"
+        f"one-shot estimate (Andrew et al. 2024; an estimate, not a bound): epsilon ~ "
+        f"{fields['audit_one_shot_epsilon_estimate']:.2f} (mu ~ {fields['audit_one_shot_mu_estimate']:.2f})"
     )
+
+
+def audit_warning(fields: Mapping[str, Any]) -> str | None:
+    """One line when a measured lower bound exceeds the accountant's epsilon, else None. The epsilon-delta bound
+    assumes nothing about the mechanism; the f-DP one assumes a Gaussian trade-off curve, which the line says."""
+    claimed = fields.get(accountant_key(fields["audit_adjacency"]))
+    if claimed is None or not math.isfinite(claimed):
+        return None
+    level = f"{fields['audit_confidence']:.0%} confidence, {fields['audit_adjacency']} level"
+    bound = fields["audit_epsilon_lower"]
+    if bound > claimed:
+        return (
+            f"the measured lower bound on epsilon ({bound:.2f} at {level}) exceeds the accountant's epsilon "
+            f"({claimed:.2f}): DP is misconfigured or broken"
+        )
+    gaussian = fields.get("audit_fdp_epsilon_lower", 0.0)
+    if gaussian > claimed:
+        return (
+            f"the f-DP (Gaussian) lower bound on epsilon ({gaussian:.2f} at {level}) exceeds the accountant's epsilon "
+            f"({claimed:.2f}): DP is misconfigured or broken, or the mechanism's trade-off curve is not Gaussian"
+        )
+    return None

@@ -18,7 +18,8 @@ What is computed (their Theorem 5.2 and the numerical procedure of their appendi
 
 Choosing the guess counts after seeing the scores would void the confidence, so ``audit_guesses`` tries a fixed
 list of counts and splits ``beta`` evenly among them (Bonferroni): the reported maximum holds at the stated
-confidence.
+confidence. On the same counts and split it also runs the f-DP analysis for Gaussian DP (``fdp``); the result
+keeps both bounds and names the stronger.
 """
 
 from __future__ import annotations
@@ -29,6 +30,10 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats
+
+from adversary.audit.fdp import best_gaussian_bound
+
+EPSILON_DELTA, GAUSSIAN_FDP = "epsilon-delta", "f-DP (Gaussian)"
 
 #: guesses per side tried by ``audit_guesses``, as fractions of the canaries (Bonferroni over all of them)
 GUESS_FRACTIONS = (0.5, 0.25, 0.1, 0.05, 0.02)
@@ -78,19 +83,32 @@ def epsilon_lower_bound(canaries: int, guesses: int, correct: int, delta: float,
 
 @dataclass(frozen=True)
 class AuditResult:
-    """The bound and how it was reached."""
+    """Both bounds and how they were reached (each analysis picks its own best guess count)."""
 
-    epsilon_lower: float
+    epsilon_lower: float  # the epsilon-delta bound (Steinke et al.)
     confidence: float
     delta: float
     canaries: int
     included: int  # canaries that were inserted
-    guesses: int  # of the best guess count
+    guesses: int  # of the epsilon-delta bound's best guess count
     correct: int
+    gdp_mu_lower: float = 0.0  # the f-DP analysis: not mu-GDP for any smaller mu
+    fdp_epsilon_lower: float = 0.0  # that mu's epsilon at delta (a Gaussian trade-off curve assumed)
+    fdp_guesses: int = 0
+    fdp_correct: int = 0
 
     @property
     def accuracy(self) -> float:
         return self.correct / self.guesses if self.guesses else math.nan
+
+    @property
+    def analysis(self) -> str:
+        """The analysis whose epsilon is larger: the audit's result (epsilon-delta on a tie)."""
+        return GAUSSIAN_FDP if self.fdp_epsilon_lower > self.epsilon_lower else EPSILON_DELTA
+
+    @property
+    def epsilon_result(self) -> float:
+        return max(self.epsilon_lower, self.fdp_epsilon_lower)
 
 
 def guesses_at(scores: np.ndarray, included: np.ndarray, per_side: int) -> tuple[int, int]:
@@ -109,11 +127,11 @@ def audit_guesses(
     confidence: float = 0.95,
     fractions: Sequence[float] = GUESS_FRACTIONS,
 ) -> AuditResult:
-    """The lower bound from canary ``scores`` (higher: more likely included) and the truth ``included``.
+    """Both lower bounds from canary ``scores`` (higher: more likely included) and the truth ``included``.
 
     Every guess count ``max(1, round(f * m))`` per side for ``f`` in ``fractions`` is tried at ``beta /
-    len(fractions)`` (Bonferroni); the largest bound is returned. Ties in the scores are broken by position
-    (the scores should be continuous).
+    len(fractions)`` (Bonferroni), by each analysis; each keeps its largest bound. Ties in the scores are broken
+    by position (the scores should be continuous).
     """
     scores, included = np.asarray(scores, dtype=np.float64), np.asarray(included, dtype=bool)
     if scores.shape != included.shape or scores.ndim != 1 or len(scores) < 2:
@@ -123,11 +141,28 @@ def audit_guesses(
     if not 0 < confidence < 1:
         raise ValueError(f"confidence = {confidence}: must be in (0, 1)")
     beta = (1 - confidence) / len(fractions)
-    best: AuditResult | None = None
-    for fraction in fractions:
-        guesses, correct = guesses_at(scores, included, max(1, round(fraction * len(scores))))
-        bound = epsilon_lower_bound(len(scores), guesses, correct, delta, beta)
-        if best is None or bound > best.epsilon_lower:
-            best = AuditResult(bound, confidence, delta, len(scores), int(included.sum()), guesses, correct)
-    assert best is not None
-    return best
+    counts = [guesses_at(scores, included, max(1, round(fraction * len(scores)))) for fraction in fractions]
+    bounds = [epsilon_lower_bound(len(scores), guesses, correct, delta, beta) for guesses, correct in counts]
+    best = int(np.argmax(bounds))  # the first of equal bounds, as before
+    mu, fdp_epsilon, fdp_guesses, fdp_correct = best_gaussian_bound(len(scores), counts, delta, beta)
+    return AuditResult(
+        bounds[best],
+        confidence,
+        delta,
+        len(scores),
+        int(included.sum()),
+        *counts[best],
+        gdp_mu_lower=mu,
+        fdp_epsilon_lower=fdp_epsilon,
+        fdp_guesses=fdp_guesses,
+        fdp_correct=fdp_correct,
+    )
+
+
+def ceiling(canaries: int, delta: float, confidence: float = 0.95, fractions: Sequence[float] = GUESS_FRACTIONS):
+    """(epsilon-delta, f-DP epsilon) an audit of ``canaries`` reports when every guess is right: its design's
+    ceiling, what no mechanism, however leaky, can be shown to exceed with this design."""
+    beta = (1 - confidence) / len(fractions)
+    counts = [(2 * min(max(1, round(f * canaries)), canaries // 2),) * 2 for f in fractions]
+    epsilon = max(epsilon_lower_bound(canaries, guesses, correct, delta, beta) for guesses, correct in counts)
+    return epsilon, best_gaussian_bound(canaries, counts, delta, beta)[1]

@@ -24,7 +24,8 @@ class AuditConfig(Section):
     canaries: int = Field(
         1000,
         ge=2,
-        description="canaries, each included with probability 1/2 (more: a tighter bound; at most ~5.3 with 1000)",
+        description="canaries, each included with probability 1/2 (more: a higher ceiling; with 1000 at delta 1e-5 "
+        "the bound cannot exceed 5.3 by epsilon-delta, 9.8 by f-DP)",
     )
     threat_model: Literal["white-box", "final-model", "black-box"] = Field(
         "white-box",

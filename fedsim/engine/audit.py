@@ -5,8 +5,9 @@ its spec) and a wire tap hands the auditor the host's updates as sent. Client le
 clients' updates join the clipped sum inside the DP wrapper (``strategies.dp.FixedDenominatorMean.inserted``),
 before the noise, and a strategy tap hands the auditor every noised aggregate. The per-round scores are saved
 with each committed round (``AUDIT_SCORES_FILE``), so ``--resume`` continues the audit. When the run ends, an
-``audit`` row (and ``summary.json``'s ``audit``) holds the bound beside the accountant's epsilon, and one
-warning line says so when the bound exceeds it.
+``audit`` row (and ``summary.json``'s ``audit``) holds both bounds (epsilon-delta and f-DP) beside the
+accountant's epsilon, at client level with Andrew et al.'s one-shot estimate, and one warning line says so when
+a bound exceeds the accountant's epsilon.
 """
 
 from __future__ import annotations
@@ -57,9 +58,10 @@ class AuditWiring:
         if not last:
             return None
         rows = self.store.rows()
-        result = self.auditor.result(self.initial, self.store.load_checkpoint(last))
+        result, estimate = self.auditor.outcome(self.initial, self.store.load_checkpoint(last))
         config = self.auditor.config
-        fields = audit_fields(result, self.level, config.threat_model, claimed_epsilon(rows, self.level, config.host))
+        claimed = claimed_epsilon(rows, self.level, config.host)
+        fields = audit_fields(result, self.level, config.threat_model, claimed, estimate)
         self.store.append({"round": last, "event": AUDIT_EVENT, **fields})
         warning = audit_warning(fields)
         if warning is not None:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from adversary.audit.auditor import audit_warning
+from adversary.audit.auditor import audit_result_text, audit_warning, one_shot_text
 from fedsim.core.atomic import inside
 from fedsim.reporting.render import markdown_table
 from fedsim.reporting.tables import CENTRAL_DP, defense_settings, parameter_text, round_privacy
@@ -77,13 +77,22 @@ def audit_lines(summary: dict[str, Any] | None) -> list[str]:
     if not audit:
         return []
     claimed = audit.get("epsilon_example", audit.get("epsilon_client"))
-    lines = [
-        f"- lower bound on epsilon: {audit['audit_epsilon_lower']:.2f} at {audit['audit_confidence']:.0%} confidence "
-        f"(delta {audit['audit_delta']:g}, {audit['audit_adjacency']} level, {audit['audit_threat_model']}, "
-        f"{audit['audit_correct']} of {audit['audit_guesses']} guesses right about {audit['audit_canaries']} canaries)",
+    guesses = f"{audit['audit_correct']} of {audit['audit_guesses']} guesses right"
+    lines = [f"- lower bound on epsilon: {audit_result_text(audit)}"]
+    if "audit_fdp_epsilon_lower" in audit:  # runs audited before the f-DP analysis have only epsilon-delta
+        lines.append(
+            "- the epsilon-delta bound assumes nothing about the mechanism; the f-DP one assumes its trade-off curve "
+            "is Gaussian"
+        )
+        guesses += f" (f-DP's best count: {audit['audit_fdp_correct']} of {audit['audit_fdp_guesses']})"
+    lines += [
+        f"- {audit['audit_adjacency']} level, {audit['audit_threat_model']}: {guesses} about "
+        f"{audit['audit_canaries']} canaries",
         f"- accountant's epsilon: {'none claimed' if claimed is None else f'{claimed:.2f}'}",
         f"- the audited model is the released one ({audit['audit_model']})",
     ]
+    estimate = one_shot_text(audit)
+    lines += [f"- {estimate}"] if estimate else []
     warning = audit_warning(audit)
     return lines + ([f"- **{warning}**"] if warning else [])
 

@@ -10,6 +10,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from adversary.audit.auditor import audit_result_text, one_shot_text
 from fedsim.config import ExperimentConfig
 from fedsim.core.plateau import Plateau, first_reaching, plateau_of
 from fedsim.rundir.layout import CLIENT_ERROR_LOG, METRICS_FILE
@@ -172,14 +173,14 @@ def log_summary(summary: dict[str, Any]) -> None:
     if audit:
         claimed = audit.get("epsilon_example", audit.get("epsilon_client"))
         logger.info(
-            "privacy audit (%s level, %s): epsilon >= %.2f at %.0f%% confidence (delta %g); accountant's epsilon %s",
+            "privacy audit (%s level, %s): %s; accountant's epsilon %s",
             audit["audit_adjacency"],
             audit["audit_threat_model"],
-            audit["audit_epsilon_lower"],
-            100 * audit["audit_confidence"],
-            audit["audit_delta"],
+            audit_result_text(audit),
             "none" if claimed is None else f"{claimed:.2f}",
         )
+        if one_shot_text(audit):
+            logger.info("privacy audit: %s", one_shot_text(audit))
     if summary["client_failures"]:
         logger.warning(
             "%d of %d client updates failed; reasons in %s, tracebacks in %s/%s",

@@ -73,6 +73,17 @@ def test_canary_clients_are_found_without_noise_and_hidden_by_it():
     assert hidden.result(final, final).epsilon_lower < 0.5
 
 
+def test_client_level_carries_andrew_et_al_s_estimate_beside_the_bounds():
+    auditor, _ = audited_rounds(noise_multiplier=1.0)
+    final = {"w": torch.zeros(DIMENSION)}
+    result, estimate = auditor.outcome(final, final)
+    assert estimate is not None and estimate.epsilon > 0 and estimate.mu > 0
+    fields = audit_fields(result, CLIENT, "white-box", 8.0, estimate)
+    assert fields["audit_one_shot_epsilon_estimate"] == estimate.epsilon
+    assert fields["audit_epsilon_result"] == max(result.epsilon_lower, result.fdp_epsilon_lower)
+    assert "audit_one_shot_epsilon_estimate" not in audit_fields(result, "example", "white-box", 8.0)
+
+
 def test_the_row_names_the_accountant_epsilon_by_adjacency_and_warns_only_above_it():
     result = AuditResult(4.6, 0.95, 1e-5, 1000, 503, 500, 500)
     fields = audit_fields(result, "example", "white-box", 4.0)
@@ -85,6 +96,18 @@ def test_the_row_names_the_accountant_epsilon_by_adjacency_and_warns_only_above_
     assert "epsilon_client" in audit_fields(result, "client", "white-box", 8.0)
     assert audit_warning(audit_fields(result, "example", "white-box", None)) is None  # nothing claimed
     assert audit_warning(audit_fields(result, "example", "white-box", math.inf)) is None  # no guarantee claimed
+
+
+def test_the_stronger_analysis_is_the_result_and_a_gaussian_excess_warns_with_its_assumption():
+    result = AuditResult(3.5, 0.95, 1e-5, 1000, 503, 500, 480, gdp_mu_lower=1.2, fdp_epsilon_lower=4.8)
+    fields = audit_fields(result, "example", "white-box", 4.0)
+    assert fields["audit_epsilon_result"] == 4.8 and fields["audit_result_analysis"] == "f-DP (Gaussian)"
+    assert fields["audit_epsilon_lower"] == 3.5 and fields["audit_gdp_mu_lower"] == 1.2
+    warning = audit_warning(fields)
+    assert warning.startswith("the f-DP (Gaussian) lower bound on epsilon (4.80")
+    assert warning.endswith("or the mechanism's trade-off curve is not Gaussian")
+    weaker = AuditResult(3.5, 0.95, 1e-5, 1000, 503, 500, 480, gdp_mu_lower=0.5, fdp_epsilon_lower=2.0)
+    assert audit_fields(weaker, "example", "white-box", 4.0)["audit_result_analysis"] == "epsilon-delta"
 
 
 @pytest.mark.parametrize(

@@ -16,6 +16,7 @@ def test_the_bound_stays_below_epsilon_4_over_three_seeds(tmp_path):
         result, epsilon = audited_dpsgd(seed, tmp_path / str(seed))
         assert epsilon == pytest.approx(4.0, abs=0.05)
         assert 0 < result.epsilon_lower < 4.0  # measured, and never above the guarantee
+        assert 0 < result.fdp_epsilon_lower < 4.0  # nor is the f-DP analysis of the same guesses
 
 
 def test_dpsgd_without_its_noise_is_caught(tmp_path, monkeypatch):
@@ -23,3 +24,4 @@ def test_dpsgd_without_its_noise_is_caught(tmp_path, monkeypatch):
     result, epsilon = audited_dpsgd(0, tmp_path)
     assert epsilon == pytest.approx(4.0, abs=0.05)  # the ledger still claims the configured noise
     assert result.epsilon_lower > 4.0
+    assert result.epsilon_result >= result.epsilon_lower

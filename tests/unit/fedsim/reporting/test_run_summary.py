@@ -18,14 +18,38 @@ AUDIT = {
 
 def test_the_audit_section_states_the_bound_the_accountant_and_the_warning():
     lines = audit_lines({"audit": AUDIT})
-    assert lines[0] == (
-        "- lower bound on epsilon: 4.62 at 95% confidence (delta 1e-05, example level, white-box, 500 of 500 guesses "
-        "right about 1000 canaries)"
-    )
-    assert lines[1] == "- accountant's epsilon: 4.00"
+    assert lines[0] == "- lower bound on epsilon: epsilon >= 4.62 at 95% confidence (delta 1e-05)"
+    assert lines[1] == "- example level, white-box: 500 of 500 guesses right about 1000 canaries"
+    assert lines[2] == "- accountant's epsilon: 4.00"
     assert lines[-1].startswith("- **the measured lower bound") and lines[-1].endswith("misconfigured or broken**")
 
 
 def test_a_bound_below_the_claim_has_no_warning_and_a_run_without_audit_no_section():
     assert not any("exceeds" in line for line in audit_lines({"audit": {**AUDIT, "audit_epsilon_lower": 1.2}}))
     assert audit_lines({"final": {}}) == [] and audit_lines(None) == []
+
+
+def test_both_analyses_are_stated_with_the_stronger_as_the_result():
+    both = {
+        **AUDIT,
+        "audit_epsilon_lower": 1.01,
+        "audit_fdp_epsilon_lower": 1.62,
+        "audit_gdp_mu_lower": 0.42,
+        "audit_epsilon_result": 1.62,
+        "audit_result_analysis": "f-DP (Gaussian)",
+        "audit_fdp_guesses": 200,
+        "audit_fdp_correct": 180,
+    }
+    lines = audit_lines({"audit": both})
+    assert lines[0] == (
+        "- lower bound on epsilon: epsilon >= 1.62 at 95% confidence (delta 1e-05, by the f-DP (Gaussian) analysis; "
+        "f-DP (Gaussian): 1.62, not mu-GDP below mu = 0.42; epsilon-delta: 1.01)"
+    )
+    assert "assumes its trade-off curve is Gaussian" in lines[1]
+    assert "(f-DP's best count: 180 of 200)" in lines[2]
+    assert not any("exceeds" in line for line in lines)  # both below the accountant's 4.00
+    assert not any("one-shot" in line for line in lines)  # example level: no canary clients' estimate
+    client = {**both, "audit_one_shot_epsilon_estimate": 2.5, "audit_one_shot_mu_estimate": 0.61}
+    assert "- one-shot estimate (Andrew et al. 2024; an estimate, not a bound): epsilon ~ 2.50 (mu ~ 0.61)" in (
+        audit_lines({"audit": client})
+    )

@@ -43,7 +43,7 @@ def test_an_audited_run_prints_its_bound_beside_the_accountant_epsilon(fedsim_lo
     log_summary({**summary({"accuracy": 0.5}, best=0.5, rounds=3), "audit": audit})
     assert (
         "privacy audit (example level, white-box): epsilon >= 1.20 at 95% confidence (delta 1e-05); "
-        "accountant's epsilon 4.00" in fedsim_log.text
+        "accountant's epsilon 4.00" in fedsim_log.text  # a run audited before the f-DP analysis
     )
 
 
