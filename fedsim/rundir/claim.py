@@ -65,9 +65,8 @@ def claim_named(run_dir: Path, what: str) -> Claim:
     another process writes it (naming it), when it already holds a run, or when it holds files of the user's."""
     run_dir = Path(run_dir)
     created = _make_folder(run_dir, what)
-    if not created and not os.path.lexists(
-        run_dir / METRICS_FILE
-    ):  # a run (or a link planted as one) is told apart below
+    # a folder with a metrics file (or a link planted as one) holds a run: told apart below, once locked
+    if not created and not os.path.lexists(run_dir / METRICS_FILE):
         foreign = sorted(entry.name for entry in run_dir.iterdir() if entry.name != RUN_LOCK_FILE)
         if foreign:
             shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
@@ -125,11 +124,28 @@ def give_back(run_dir: Path, created: bool) -> None:
         elif folder.is_symlink():
             folder.unlink()  # the link only, never what it points to
     for entry in list(run_dir.iterdir()) if run_dir.is_dir() else ():
-        if entry.name in (*FEDSIM_FILES, RUN_LOCK_FILE) or _is_temporary_of(entry.name):
+        if (entry.name in FEDSIM_FILES and entry.name != METRICS_FILE) or _is_temporary_of(entry.name):
             entry.unlink(missing_ok=True)
+    # the metrics file last: a kill -9 half-way leaves a run that never committed (what a kill before round 0
+    # leaves too), never files that look like the user's; the lock file after it, once nothing else is left
+    (run_dir / METRICS_FILE).unlink(missing_ok=True)
+    (run_dir / RUN_LOCK_FILE).unlink(missing_ok=True)
     if created:
         with contextlib.suppress(OSError):  # something fedsim did not write appeared in it: left to the user
             run_dir.rmdir()
+
+
+def remove_stale_temporaries(run_dir: Path) -> None:
+    """Remove what a writer killed mid-write left: the temporary files of fedsim's own files and checkpoints
+    (``.round_0002.pt.<random>.tmp`` after a kill -9 between a round's commit line and its rename). Call with the
+    directory's lock held: no other writer has them open then."""
+    run_dir = Path(run_dir)
+    checkpoints = run_dir / CHECKPOINT_DIR
+    stale = [entry for entry in run_dir.iterdir() if _is_temporary_of(entry.name)]
+    if checkpoints.is_dir() and not checkpoints.is_symlink():
+        stale += [entry for entry in checkpoints.glob(".round_*.pt.*.tmp") if entry.is_file()]
+    for entry in stale:
+        entry.unlink(missing_ok=True)
 
 
 def _is_temporary_of(name: str) -> bool:

@@ -47,7 +47,7 @@ from fedsim.core.atomic import (
 )
 from fedsim.core.errors import ConfigError, first_line
 from fedsim.models.checkpoint import ModelError, load_weights_only
-from fedsim.rundir.claim import claim_named, claim_timestamped, give_back
+from fedsim.rundir.claim import claim_named, claim_timestamped, give_back, remove_stale_temporaries
 from fedsim.rundir.commits import Commit, MetricsDigest, append_commit, keep_commits_through, sha256_of_file
 from fedsim.rundir.fingerprint import fedsim_version, keeps_integrity_record, read_fingerprint, write_fingerprint
 from fedsim.rundir.layout import (
@@ -246,7 +246,8 @@ class RunStore:
             last = store.last_committed_round()
             if last is None:
                 raise FileNotFoundError(
-                    f"--resume {run_dir}: no checkpoint to resume from (the run was killed before it started)"
+                    f"--resume {run_dir}: no checkpoint to resume from (the run was killed before round 0 was "
+                    "committed); start it again under another output.run_name, or remove that folder first"
                 )
             recorded = store._fingerprint_for_resume()
             try:
@@ -255,6 +256,7 @@ class RunStore:
             except ConfigError as error:
                 raise ConfigError(f"--resume {run_dir}: {error}") from None
             config = store._check_fingerprint(config, recorded, rounds)
+            remove_stale_temporaries(run_dir)
             # checkpoints first: a resume killed half-way then finds rows and record agreeing with its last one
             store._discard_checkpoints_after(last)
             store._drop_rows_after(last)

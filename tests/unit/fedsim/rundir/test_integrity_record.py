@@ -87,3 +87,16 @@ def test_fedsim_run_resume_without_the_record_prints_one_line_and_exits_2(capsys
     run.commits_path.unlink()
     line = one_line_error(capsys, "run", "--resume", str(run.run_dir))
     assert line.startswith(f"fedsim: error: --resume {run.run_dir}: '{run.commits_path}' is missing")
+
+
+def test_a_kill_between_a_commit_line_and_its_rename_resumes_from_the_round_before_without_its_temporary(tmp_path):
+    from fedsim.rundir.commits import Commit, append_commit
+
+    run = stopped_run(tmp_path, "run", 2)
+    # what kill -9 leaves there: round 3's line is durable, its checkpoint still a temporary file
+    append_commit(run.commits_path, Commit(3, "0" * 64, run.metrics_path.stat().st_size, "0" * 64), root=run.run_dir)
+    temporary = run.checkpoint_dir / ".round_0003.pt.k1ll3d.tmp"
+    temporary.write_bytes(b"half a checkpoint")
+    resumed, _, last = RunStore.open_for_resume(run.run_dir)
+    resumed.close()
+    assert last == 2 and not temporary.exists()
