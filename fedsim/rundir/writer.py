@@ -131,7 +131,8 @@ class RunStore:
         A named directory (``output.run_name``, or ``run_dir`` from a sweep) is claimed by creating its
         metrics file exclusively; a generated ``<name>-<timestamp>`` one by creating the directory itself,
         with ``-2``, ``-3``... when another run took that second. Either is locked first (refused, naming the
-        holder, while another process writes it) and stays locked until ``close``.
+        holder, while another process writes it) and stays locked until ``close``. A named folder that exists
+        must be empty (``fedsim.rundir.claim``); ``discard`` gives the directory back if the run never commits.
         """
         _check_output_dir(config.output.dir if run_dir is None else Path(run_dir).parent)
         if run_dir is not None or config.output.run_name:
