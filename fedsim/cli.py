@@ -18,7 +18,6 @@ from rich.markup import escape
 from rich.table import Table
 
 from fedsim.core.errors import ConfigError, RunInterrupted, TrainingFailed
-from fedsim.core.failure_log import pointer_to, write_failure_log
 from fedsim.core.notices import warnings_as_log_lines
 from fedsim.core.stopping import exit_status
 
@@ -558,6 +557,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fedsim: {_interrupted(args, interrupt)}", file=sys.stderr)
         return exit_status(getattr(interrupt, "signum", None) or signal.SIGINT)
     except OSError as error:
+        from fedsim.core.failure_log import pointer_to, write_failure_log
         from fedsim.rundir.refused_writes import WRITE_FAILURES, refused_write_line
 
         if error.errno not in WRITE_FAILURES:
