@@ -11,6 +11,7 @@ import pytest
 from tiny_configs import tiny_config
 
 from fedsim.core.errors import ConfigError, RunInterrupted
+from fedsim.core.stopping import StopSignal
 from fedsim.engine.lifecycle.runner import federation_start_line, run_experiment
 from fedsim.rundir.writer import RunStore
 
@@ -129,7 +130,8 @@ def test_a_resumed_run_logs_the_round_it_resumes_at(caplog, monkeypatch):
     monkeypatch.setattr(runner, "RayProcesses", contextlib.nullcontext)
     monkeypatch.setattr(flwr.simulation, "run_simulation", lambda **simulation: None)
     protocol = SimpleNamespace(server_app=lambda *args: None, client_app=lambda *args: None)
-    server = SimpleNamespace(start_round=3, config=tiny_config(federation={"num_clients": 2, "rounds": 5}))
+    config = tiny_config(federation={"num_clients": 2, "rounds": 5})
+    server = SimpleNamespace(start_round=3, config=config, stop=StopSignal())
     with caplog.at_level(logging.INFO, logger="fedsim"):
         runner.SimulationEngine(server.config).play(protocol, server, None, None)
     assert "then round 4 (resumed after round 3)" in caplog.text and "then round 1" not in caplog.text
