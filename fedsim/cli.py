@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import errno
 import gc
 import logging
 import os
@@ -190,7 +189,10 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     failed = [outcome for outcome in outcomes if outcome.status == "failed"]
     for outcome in failed:
         print(f"fedsim: error: sweep point {outcome.name} failed: {outcome.error}", file=sys.stderr)
-    return 1 if failed else 0
+    busy = [outcome for outcome in outcomes if outcome.status == "busy"]
+    for outcome in busy:  # another process runs it: not failed, still to run
+        print(f"fedsim: error: sweep point {outcome.name} not run: {outcome.error}", file=sys.stderr)
+    return 1 if failed or busy else 0
 
 
 def _cmd_config_schema(args: argparse.Namespace) -> int:
@@ -555,9 +557,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fedsim: {_interrupted(args, interrupt)}", file=sys.stderr)
         return exit_status(getattr(interrupt, "signum", None) or signal.SIGINT)
     except OSError as error:
-        if error.errno != errno.ENOSPC:
+        from fedsim.core.failure_log import pointer_to, write_failure_log
+        from fedsim.rundir.refused_writes import WRITE_FAILURES, refused_write_line
+
+        if error.errno not in WRITE_FAILURES:
             raise
-        print(f"fedsim: error: {_disk_full(args, error)}", file=sys.stderr)
+        # the line says what failed and what to do; the traceback behind it goes to a log, not the console
+        log = write_failure_log(error, args.command)
+        line = refused_write_line(error, args.command, getattr(args, "resume", None), getattr(args, "run_dir", None))
+        print(f"fedsim: error: {line}{pointer_to(log)}", file=sys.stderr)
         return 1
 
 
@@ -573,24 +581,6 @@ def _interrupted(args: argparse.Namespace, interrupt: KeyboardInterrupt) -> str:
     if args.engine == "deployment":  # the SuperLink's run may go on: its directory is on that machine
         return "interrupted"
     return "interrupted before the first round; nothing to resume"
-
-
-def _disk_full(args: argparse.Namespace, error: OSError) -> str:
-    """A full disk in one line: the file being written, and how to carry on once there is space."""
-    from fedsim.rundir.layout import CONFIG_FILE, METRICS_FILE, SWEEP_MANIFEST
-
-    written = f" writing {error.filename}" if error.filename else ""
-    folders = Path(error.filename).parents if error.filename else ()
-    if args.func is _cmd_sweep:  # the sweep resumes every unfinished point, the one that filled the disk too
-        sweep_dir = next((folder for folder in folders if (folder / SWEEP_MANIFEST).is_file()), args.resume)
-        if sweep_dir is not None:
-            return f"no space left on device{written}; free space and resume with `fedsim sweep --resume {sweep_dir}`"
-    run_dir = next(
-        (folder for folder in folders if (folder / CONFIG_FILE).is_file() and (folder / METRICS_FILE).is_file()),
-        args.resume if args.func is _cmd_run else None,
-    )
-    how = f"resume with `fedsim run --resume {run_dir}`" if run_dir is not None else "run the command again"
-    return f"no space left on device{written}; free space and {how}"
 
 
 def entry() -> NoReturn:

@@ -156,6 +156,14 @@ def save_torch_atomic(
     root: Path | None = None,
     before_rename: Callable[[Path], None] | None = None,
 ) -> None:
+    """``obj`` as ``torch.save`` writes it. It is serialized in memory first and written as plain bytes: torch's zip
+    writer turns a full disk into ``RuntimeError: [enforce fail at inline_container.cc]``, which says neither
+    which file nor why; a plain write fails with ``OSError(ENOSPC)`` naming the file (``_raise_naming``)."""
+    import io
+
     import torch  # only the callers that save tensors pay for the import
 
-    write_atomic(path, lambda handle: torch.save(obj, handle), durable=durable, root=root, before_rename=before_rename)
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    payload = buffer.getbuffer()
+    write_atomic(path, lambda handle: handle.write(payload), durable=durable, root=root, before_rename=before_rename)

@@ -23,6 +23,7 @@ from fedsim.reporting.equal_utility import BUDGETS, NONE_AT_THIS_COST, cell_text
 from fedsim.reporting.frontier import LEAKAGE_METRICS, UTILITY_LOSS, baselines, frontier_table
 from fedsim.reporting.render import Code, Gallery, Image, ReportSection, Table, Text, render_html, render_markdown
 from fedsim.reporting.run_summary import write_run_summary
+from fedsim.reporting.writable import ReportError, check_writable
 from fedsim.rundir.layout import (
     ATTACKS_TABLE,
     CONFIG_FILE,
@@ -73,10 +74,6 @@ REPORT_FILES = (
     RUN_SUMMARY,
     RUN_ROUNDS_TABLE,
 )
-
-
-class ReportError(ValueError):
-    """The folder cannot be reported on (no run in it, or a run with nothing evaluated yet)."""
 
 
 def load_for_report(path: Path) -> Sweep:
@@ -161,7 +158,7 @@ def report_dir(root: Path) -> Path:
     out = inside(root, root / REPORT_DIR)
     for name in REPORT_FILES:
         inside(root, out / name)
-    out.mkdir(exist_ok=True)
+    check_writable(root, out)  # a read-only run directory: one line, before anything is computed
     return out
 
 

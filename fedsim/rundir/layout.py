@@ -23,6 +23,7 @@
     SWEEP_DIR/                     output.dir/<name>-sweep-<YYYYmmdd-HHMMSS> unless --out names it
       sweep.yaml                   the base config and its grid (``fedsim sweep --resume`` re-reads it)
       sweep.json                   the manifest: every point, its run directory and status
+      sweep.lock                   flock'ed by the one process running the sweep, for its whole life; names it
       <point>/                     one run directory per point
       report/                      as above, over every point
 
@@ -147,3 +148,4 @@ RUN_ROUNDS_TABLE = "rounds.csv"
 # ----------------------------------------------------------------------------------------------- sweep
 SWEEP_CONFIG = "sweep.yaml"
 SWEEP_MANIFEST = "sweep.json"
+SWEEP_LOCK_FILE = "sweep.lock"  # flock'ed by the one process running the sweep (fedsim.rundir.lock), as run.lock

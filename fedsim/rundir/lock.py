@@ -24,6 +24,8 @@ from pathlib import Path
 from fedsim.core.errors import ConfigError
 from fedsim.rundir.layout import RUN_LOCK_FILE
 
+ONE_WRITER = "one process writes a run at a time"
+
 
 class RunDirectoryBusy(FileExistsError):
     """Another process (or another open store in this one) is writing the run directory; one line, naming it."""
@@ -37,9 +39,11 @@ class RunLock:
         self._descriptor: int | None = descriptor
 
     @classmethod
-    def acquire(cls, run_dir: Path, what: str) -> RunLock:
-        """Lock ``run_dir`` for this process or refuse in one line starting with ``what`` (e.g. ``--resume RUN``)."""
-        path = Path(run_dir) / RUN_LOCK_FILE
+    def acquire(cls, run_dir: Path, what: str, *, name: str = RUN_LOCK_FILE, rule: str = ONE_WRITER) -> RunLock:
+        """Lock ``run_dir`` for this process or refuse in one line starting with ``what`` (e.g. ``--resume RUN``).
+
+        ``name``: the lock file (``sweep.lock`` for a sweep directory); ``rule``: what the refusal says is allowed."""
+        path = Path(run_dir) / name
         try:  # O_NOFOLLOW: a symlink planted as run.lock must not make us create or truncate a file elsewhere
             descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
         except OSError as error:
@@ -49,8 +53,8 @@ class RunLock:
         except BlockingIOError:
             os.close(descriptor)
             raise RunDirectoryBusy(
-                f"{what}: '{run_dir}' is being written by {describe_holder(path)}; one process writes a run at a "
-                "time: wait for it to end or stop it, then try again"
+                f"{what}: '{run_dir}' is being written by {describe_holder(path)}; {rule}: wait for it to end or stop "
+                "it, then try again"
             ) from None
         except OSError as error:  # a file system without locks (some network mounts)
             os.close(descriptor)

@@ -7,7 +7,9 @@ naming the file, before anything is rewritten. One fault is repaired rather than
 inside the committed prefix and ending in a torn row (the machine died mid-write) resumes from the newest
 earlier round whose checkpoint and rows do check out, so the torn round runs again instead of losing its row.
 
-Runs written before the record existed have no ``commits.jsonl``: they resume unchecked, with a warning.
+A run whose ``fingerprint.json`` says it was written with the record (``fedsim.rundir.fingerprint``) is refused
+without it: deleting or emptying ``commits.jsonl`` does not switch the checks off. Runs written before the
+record existed have no ``commits.jsonl`` (and no such fingerprint): they resume unchecked, with a warning.
 """
 
 from __future__ import annotations
@@ -23,12 +25,19 @@ from fedsim.rundir.layout import CHECKPOINT_DIR, COMMITS_FILE, METRICS_FILE, che
 logger = logging.getLogger("fedsim")
 
 
-def verified_resume_round(run_dir: Path, checkpoint_rounds: Sequence[int]) -> int:
+def verified_resume_round(run_dir: Path, checkpoint_rounds: Sequence[int], record_kept: bool = False) -> int:
     """The round to resume after, out of the rounds that have a checkpoint; ConfigError (one line) when the run's
-    files disagree with its commit record."""
+    files disagree with its commit record. ``record_kept``: the run's fingerprint says it keeps one."""
     run_dir = Path(run_dir)
     last = max(checkpoint_rounds)
     commits = read_commits(run_dir / COMMITS_FILE)
+    if not commits and record_kept:
+        state = "is missing" if commits is None else "holds no commit"
+        raise ConfigError(
+            f"'{run_dir / COMMITS_FILE}' {state}, but the run's fingerprint.json records that the run keeps it: its "
+            "rows and checkpoints cannot be verified without it; restore it from a copy of the run, or start the run "
+            "again"
+        )
     if commits is None:
         logger.warning(
             "--resume %s: no %s (the run predates it): its rows and checkpoints cannot be verified",
@@ -41,7 +50,7 @@ def verified_resume_round(run_dir: Path, checkpoint_rounds: Sequence[int]) -> in
     checkpoint = run_dir / CHECKPOINT_DIR / checkpoint_file(last)
     commit = commits.get(last)
     if commit is None:
-        if any(recorded < last for recorded in commits):
+        if record_kept or any(recorded < last for recorded in commits):
             raise ConfigError(
                 f"checkpoint '{checkpoint}' has no line in '{run_dir / COMMITS_FILE}': this run never committed "
                 f"round {last} (copied in from elsewhere?); {fallback}"

@@ -15,8 +15,8 @@ rows of the round that was interrupted, which the resumed run recomputes identic
 
 from __future__ import annotations
 
-import hashlib
 import json
+import logging
 import os
 import platform
 import sys
@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import yaml
 
 from fedsim.config import (
     SCHEMA_VERSION,
@@ -48,7 +47,9 @@ from fedsim.core.atomic import (
 )
 from fedsim.core.errors import ConfigError, first_line
 from fedsim.models.checkpoint import ModelError, load_weights_only
+from fedsim.rundir.claim import claim_named, claim_timestamped, give_back, remove_stale_temporaries
 from fedsim.rundir.commits import Commit, MetricsDigest, append_commit, keep_commits_through, sha256_of_file
+from fedsim.rundir.fingerprint import fedsim_version, keeps_integrity_record, read_fingerprint, write_fingerprint
 from fedsim.rundir.layout import (
     CHECKPOINT_DIR,
     CHECKPOINT_GLOB,
@@ -63,6 +64,8 @@ from fedsim.rundir.layout import (
 )
 from fedsim.rundir.lock import RunLock
 from fedsim.rundir.verify import verified_resume_round
+
+logger = logging.getLogger("fedsim")
 
 
 def environment_info(device: str) -> dict[str, Any]:
@@ -93,26 +96,6 @@ def _check_output_dir(folder: Path) -> None:
         raise ConfigError(f"output.dir = '{folder}': '{existing}' is not writable")
 
 
-def claim_new_directory(parent: Path, name: str) -> Path:
-    """Create ``parent/name`` (or ``name-2``, ``name-3``, ...) that no one else holds; mkdir is the lock."""
-    parent.mkdir(parents=True, exist_ok=True)
-    for attempt in range(1, 10_000):
-        candidate = parent / (name if attempt == 1 else f"{name}-{attempt}")
-        try:
-            candidate.mkdir()
-        except FileExistsError:
-            continue
-        return candidate
-    raise FileExistsError(f"output.dir: no free run directory named {name}-N left in '{parent}'")
-
-
-def _fedsim_version() -> str:
-    try:
-        return metadata.version("fedsim")
-    except metadata.PackageNotFoundError:
-        return "unknown"
-
-
 class RunStore:
     """Everything a run persists, in one directory (side effects live here, not in the simulation)."""
 
@@ -125,6 +108,7 @@ class RunStore:
         # the metrics file's running checksum, for the commit record; read from the file when first needed
         self._metrics_digest: MetricsDigest | None = None
         self._run_lock = lock  # held by the store that writes the run (create, open_for_resume); None to read
+        self._created: bool | None = None  # create: whether fedsim made the folder (discard removes it then)
 
     def close(self) -> None:
         """Release the run directory for the next writer (the run ended, or failed); closing twice is harmless."""
@@ -147,46 +131,40 @@ class RunStore:
         A named directory (``output.run_name``, or ``run_dir`` from a sweep) is claimed by creating its
         metrics file exclusively; a generated ``<name>-<timestamp>`` one by creating the directory itself,
         with ``-2``, ``-3``... when another run took that second. Either is locked first (refused, naming the
-        holder, while another process writes it) and stays locked until ``close``.
+        holder, while another process writes it) and stays locked until ``close``. A named folder that exists
+        must be empty (``fedsim.rundir.claim``); ``discard`` gives the directory back if the run never commits.
         """
         _check_output_dir(config.output.dir if run_dir is None else Path(run_dir).parent)
         if run_dir is not None or config.output.run_name:
             run_dir = Path(run_dir) if run_dir is not None else config.output.dir / str(config.output.run_name)
-            run_dir.mkdir(parents=True, exist_ok=True)
             what = (
                 "output.run_name"
                 if config.output.run_name and run_dir.name == config.output.run_name
                 else "the run directory"
             )
-            lock = RunLock.acquire(run_dir, what)  # a run still writing it is named, not told to --resume
-            try:
-                _create_empty(run_dir, METRICS_FILE)
-            except FileExistsError:
-                lock.release()
-                raise FileExistsError(
-                    f"{what}: '{run_dir}' already holds a run; use `fedsim run --resume {run_dir}` or another name"
-                ) from None
-            except BaseException:
-                lock.release()
-                raise
+            claim = claim_named(run_dir, what)
         else:
-            run_dir = claim_new_directory(config.output.dir, timestamped_run_dir(config.name))
-            lock = RunLock.acquire(run_dir, "the run directory")
-            try:
-                _create_empty(run_dir, METRICS_FILE)
-            except BaseException:
-                lock.release()
-                raise
+            claim = claim_timestamped(config.output.dir, timestamped_run_dir(config.name))
+        run_dir, lock = claim.run_dir, claim.lock
         store = cls(run_dir, lock)
+        store._created = claim.created
         store._metrics_digest = MetricsDigest()  # the file was just created empty
         try:
             store._write_config(with_absolute_paths(config))
             environment = {**(engine or {"engine": "simulation"}), **environment_info(device)}
             write_json_atomic(run_dir / ENVIRONMENT_FILE, environment, durable=True, root=run_dir, indent=2)
         except BaseException:
-            store.close()
+            store.discard()
             raise
         return store
+
+    def discard(self) -> None:
+        """Give back a new run's directory that committed no round (stopped or refused at its start): fedsim's
+        own files go, and the folder too when fedsim made it (``fedsim.rundir.claim``); then the lock is freed."""
+        if self._run_lock is None or self._created is None:
+            raise RuntimeError("only the store that created a run directory may discard it")
+        give_back(self.run_dir, self._created)
+        self.close()
 
     def record_resumption(self, device: str, engine: dict[str, Any]) -> None:
         """Add a resumed session's engine and environment to environment.json (`resumed`, oldest first)."""
@@ -195,24 +173,20 @@ class RunStore:
         environment.setdefault("resumed", []).append({**engine, **environment_info(device)})
         write_json_atomic(path, environment, durable=True, root=self.run_dir, indent=2)
 
-    def _write_config(self, config: ExperimentConfig) -> None:
+    def _write_config(self, config: ExperimentConfig, *, with_record: bool = True) -> None:
         text = dump_config(config)
-        fingerprint = {
-            "fedsim": _fedsim_version(),
-            "config_sha256": hashlib.sha256(text.encode()).hexdigest(),
-            "config": text,
-        }
-        write_json_atomic(self.run_dir / FINGERPRINT_FILE, fingerprint, durable=True, root=self.run_dir, indent=1)
+        write_fingerprint(self.run_dir, text, with_record=with_record)
         write_text_atomic(self.run_dir / CONFIG_FILE, text, durable=True, root=self.run_dir)
 
-    def _check_fingerprint(self, config: ExperimentConfig, rounds: int | None) -> ExperimentConfig:
+    def _check_fingerprint(
+        self, config: ExperimentConfig, recorded: dict[str, Any] | None, rounds: int | None
+    ) -> ExperimentConfig:
         """The run's config as it started (refusing an edited one or another fedsim), with ``rounds`` raised."""
-        recorded = self._recorded_fingerprint()
         if recorded is not None:
-            if recorded["fedsim"] != _fedsim_version():
+            if recorded["fedsim"] != fedsim_version():
                 raise ConfigError(
                     f"--resume {self.run_dir}: the run started with fedsim {recorded['fedsim']}, this is "
-                    f"{_fedsim_version()}; resume it with that version"
+                    f"{fedsim_version()}; resume it with that version"
                 )
             changed = config_changes(recorded["config"], dump_config(config))
             if changed:
@@ -229,39 +203,29 @@ class RunStore:
             )
         extended = config.model_copy(deep=True)
         extended.federation.rounds = rounds
-        self._write_config(extended)
+        # a run with no record yet (older than it) gets one only from its next commit on: not claimed before
+        self._write_config(extended, with_record=keeps_integrity_record(recorded) or self.commits_path.is_file())
         return extended
 
-    def _recorded_fingerprint(self) -> dict[str, Any] | None:
-        """fingerprint.json's record (None for runs older than it), or one line naming the file if it is damaged."""
-        path = self.run_dir / FINGERPRINT_FILE
-        if not path.is_file():
-            return None
-
-        def damaged(reason: str) -> ConfigError:
-            return ConfigError(
-                f"--resume {self.run_dir}: '{path}' is damaged ({reason}); it records the config and fedsim version "
-                "the run started with: restore it, or remove it to resume without checking them"
+    def _fingerprint_for_resume(self) -> dict[str, Any] | None:
+        """fingerprint.json's record; refused in one line when it is missing from a run that keeps a commit record
+        (fedsim wrote fingerprints before it kept commit records), and said in a warning for an older run."""
+        recorded = read_fingerprint(self.run_dir, f"--resume {self.run_dir}")
+        if recorded is not None:
+            return recorded
+        if self.commits_path.exists():
+            raise ConfigError(
+                f"--resume {self.run_dir}: '{self.run_dir / FINGERPRINT_FILE}' is missing, but the run keeps "
+                f"{COMMITS_FILE}, so fedsim wrote one: restore it from a copy of the run; without it an edited "
+                f"{CONFIG_FILE} could not be told apart from the config the run started with"
             )
-
-        try:
-            recorded = json.loads(path.read_bytes())
-        except ValueError as error:  # JSONDecodeError, or bytes that are no text at all (UnicodeDecodeError)
-            raise damaged(f"not JSON: {first_line(error)}") from None
-        if not isinstance(recorded, dict):
-            raise damaged(f"not a JSON object but a {type(recorded).__name__}")
-        for key in ("fedsim", "config"):
-            if key not in recorded:
-                raise damaged(f"no '{key}'")
-            if not isinstance(recorded[key], str):
-                raise damaged(f"'{key}' is not a string")
-        try:
-            config = yaml.safe_load(recorded["config"])
-        except yaml.YAMLError:
-            config = None
-        if not isinstance(config, dict):
-            raise damaged("its 'config' is not a YAML mapping")
-        return recorded
+        logger.warning(
+            "--resume %s: no %s (the run predates it): %s cannot be checked against the config the run started with",
+            self.run_dir,
+            FINGERPRINT_FILE,
+            CONFIG_FILE,
+        )
+        return None
 
     @classmethod
     def open_for_resume(cls, run_dir: Path, rounds: int | None = None) -> tuple[RunStore, ExperimentConfig, int]:
@@ -283,14 +247,17 @@ class RunStore:
             last = store.last_committed_round()
             if last is None:
                 raise FileNotFoundError(
-                    f"--resume {run_dir}: no checkpoint to resume from (the run was killed before it started)"
+                    f"--resume {run_dir}: no checkpoint to resume from (the run was killed before round 0 was "
+                    "committed); start it again under another output.run_name, or remove that folder first"
                 )
+            recorded = store._fingerprint_for_resume()
             try:
                 store.load_checkpoint(last)
-                last = verified_resume_round(run_dir, store._committed_rounds())
+                last = verified_resume_round(run_dir, store._committed_rounds(), keeps_integrity_record(recorded))
             except ConfigError as error:
                 raise ConfigError(f"--resume {run_dir}: {error}") from None
-            config = store._check_fingerprint(config, rounds)
+            config = store._check_fingerprint(config, recorded, rounds)
+            remove_stale_temporaries(run_dir)
             # checkpoints first: a resume killed half-way then finds rows and record agreeing with its last one
             store._discard_checkpoints_after(last)
             store._drop_rows_after(last)
@@ -428,13 +395,6 @@ class RunStore:
 
     def read_json(self, name: str) -> dict[str, Any]:
         return json.loads((self.run_dir / name).read_text())
-
-
-def _create_empty(run_dir: Path, name: str) -> None:
-    """Create ``run_dir/name`` empty, exclusively: FileExistsError when it exists (a symlink included: O_EXCL
-    creates nothing through one), OutsideDirectory (one line) when it is a symlink leading outside the run."""
-    path = inside(run_dir, run_dir / name)
-    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644))
 
 
 def _parsed_row(line: bytes) -> dict[str, Any] | None:

@@ -3,6 +3,7 @@
     SWEEP_DIR/
       sweep.yaml      the base config and its grid (``fedsim sweep --resume SWEEP_DIR`` re-reads it)
       sweep.json      every point: run directory, the keys it sets, status, error
+      sweep.lock      held by the one process running the sweep (a second one is refused, naming it)
       <point>/        one ordinary run directory per point (``fedsim report``, ``fedsim.load_run``)
 
 These names, and those of a run directory, are spelled once, in ``fedsim.rundir.layout``.
@@ -16,7 +17,8 @@ from typing import Any
 
 from fedsim.config import SWEEP_SECTION, ConfigError, ExperimentConfig, apply_override, read_yaml
 from fedsim.core.stopping import StopSignal, force_exit, stop_on_signals
-from fedsim.rundir.layout import SWEEP_CONFIG, SWEEP_MANIFEST, timestamped_sweep_dir
+from fedsim.rundir.layout import SWEEP_CONFIG, SWEEP_LOCK_FILE, SWEEP_MANIFEST, timestamped_sweep_dir
+from fedsim.rundir.lock import RunLock
 from fedsim.sweep.execute import PointOutcome, available_cpus, run_points, schedule
 from fedsim.sweep.grid import Axis, SweepPoint, axes_from_spec, expand, merge_axes, parse_grid_arg, parse_spec
 from fedsim.sweep.manifest import Manifest, read_manifest, write_sweep_config
@@ -92,10 +94,17 @@ def run_sweep(
     plan: SweepPlan, *, parallel: int = 1, cpus: int | None = None, quiet: bool = False
 ) -> list[PointOutcome]:
     """Run the points of a plan that are not complete yet (see fedsim.sweep.execute); returns their outcomes."""
-    decided = schedule(plan.sweep_dir, plan.points, parallel, cpus)  # may refuse; nothing written yet
+    schedule(plan.sweep_dir, plan.points, parallel, cpus)  # may refuse; nothing written yet
     plan.sweep_dir.mkdir(parents=True, exist_ok=True)
-    write_sweep_config(plan.sweep_dir, plan.base, plan.axes)
-    manifest = Manifest.for_points(plan.sweep_dir, plan.axes, plan.points)
-    # SIGINT / SIGTERM stop the point(s) running without committing their round in progress, then the sweep
-    with stop_on_signals(StopSignal(), force_exit) as stop:
-        return run_points(plan.sweep_dir, plan.points, manifest, decided, parallel=parallel, quiet=quiet, stop=stop)
+    # one process runs a sweep directory at a time: a second `sweep --resume` is refused in one line naming the
+    # first, rather than running the same points and marking complete ones failed (fedsim.rundir.lock)
+    lock = RunLock.acquire(plan.sweep_dir, "sweep", name=SWEEP_LOCK_FILE, rule="one process runs a sweep at a time")
+    try:
+        decided = schedule(plan.sweep_dir, plan.points, parallel, cpus)  # again, now that no other sweep runs it
+        write_sweep_config(plan.sweep_dir, plan.base, plan.axes)
+        manifest = Manifest.for_points(plan.sweep_dir, plan.axes, plan.points)
+        # SIGINT / SIGTERM stop the point(s) running without committing their round in progress, then the sweep
+        with stop_on_signals(StopSignal(), force_exit) as stop:
+            return run_points(plan.sweep_dir, plan.points, manifest, decided, parallel=parallel, quiet=quiet, stop=stop)
+    finally:
+        lock.release()

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import signal
 import sys
 import threading
@@ -27,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from fedsim.config import ConfigError, ExperimentConfig, load_config
 from fedsim.core.atomic import inside
-from fedsim.core.errors import Interrupted, RunInterrupted
+from fedsim.core.errors import Interrupted, RunInterrupted, first_line
 from fedsim.core.notices import warnings_as_log_lines
 from fedsim.core.stopping import StopSignal
 from fedsim.rundir.layout import CONFIG_FILE, METRICS_FILE, SUMMARY_FILE
@@ -58,7 +57,7 @@ class PointJob:
 @dataclass(frozen=True)
 class PointOutcome:
     name: str
-    status: Literal["complete", "failed", "interrupted"]
+    status: Literal["complete", "failed", "interrupted", "busy"]  # busy: another process writes its run
     seconds: float
     error: str | None = None
     breakdown: PointTime | None = None  # where a complete point's time went
@@ -192,16 +191,18 @@ def execute_point(
     ``stop``: the sweep's stop request; a stopped run is an ``interrupted`` outcome (resumed with the sweep).
     ``services``: the sweep's Ray and attack workers, lent to the run (see fedsim.engine.lifecycle.services)."""
     from fedsim.engine.lifecycle.runner import run_experiment
-    from fedsim.rundir.lock import RunLock
+    from fedsim.rundir.claim import give_back
+    from fedsim.rundir.lock import RunDirectoryBusy, RunLock
 
     _CURRENT_POINT[0] = job.name
     started, since = time.perf_counter(), time.time()
     try:
         if job.action == "restart":  # killed before round 0 was committed: nothing in it to keep
-            # ... unless another process is writing it now: then its lock refuses, and nothing is deleted
+            # ... unless another process is writing it now: then its lock refuses, and nothing is deleted; and only
+            # fedsim's own files go (the folder stays, empty, for the run to claim again)
             lock = RunLock.acquire(job.run_dir, f"sweep point {job.name}")
             try:
-                shutil.rmtree(job.run_dir)
+                give_back(job.run_dir, created=False)
             finally:
                 lock.release()
         if job.action == "resume":
@@ -220,14 +221,26 @@ def execute_point(
             )
     except RunInterrupted as interrupted:
         return PointOutcome(job.name, "interrupted", time.perf_counter() - started, str(interrupted))
+    except RunDirectoryBusy as busy:  # another process runs this point's run: it has not failed, this sweep skips it
+        return PointOutcome(job.name, "busy", time.perf_counter() - started, str(busy))
     except Exception as error:
-        logger.exception("sweep point %s failed", job.name)
-        return PointOutcome(job.name, "failed", time.perf_counter() - started, f"{type(error).__name__}: {error}")
+        return PointOutcome(job.name, "failed", time.perf_counter() - started, failure_line(job, error))
     seconds = time.perf_counter() - started
     if not run_is_complete(job.run_dir, job.config):
         return PointOutcome(job.name, "failed", seconds, "the run stopped before its last round (see its log)")
     started_here = tuple(services.take_started()) if services is not None else ()
     return PointOutcome(job.name, "complete", seconds, breakdown=point_time(job.run_dir, seconds, since, started_here))
+
+
+def failure_line(job: PointJob, error: Exception) -> str:
+    """A point's failure in one line; its traceback goes to a log the line points to, not to the console."""
+    from fedsim.core.failure_log import pointer_to, write_failure_log
+    from fedsim.rundir.refused_writes import WRITE_FAILURES, refused_write_line
+
+    log = write_failure_log(error, "sweep")
+    if isinstance(error, OSError) and error.errno in WRITE_FAILURES:
+        return refused_write_line(error, "sweep", job.run_dir.parent, None) + pointer_to(log)
+    return f"{type(error).__name__}: {first_line(error)}{pointer_to(log)}"
 
 
 def available_cpus() -> int:
@@ -329,7 +342,7 @@ def run_points(
 def _run_here(job: PointJob, manifest: Manifest, stop: StopSignal, services: SharedServices) -> PointOutcome:
     manifest.record(job.name, "running")
     outcome = execute_point(job, stop, services)
-    manifest.record(job.name, outcome.status, outcome.error, outcome.seconds)
+    manifest.record(job.name, recorded_status(outcome), outcome.error, outcome.seconds)
     _log_outcome(outcome)
     return outcome
 
@@ -373,7 +386,7 @@ def _run_in_workers(
                     if outcome is None:  # never started: the point stays pending
                         manifest.record(job.name, "pending")
                         continue
-                    manifest.record(job.name, outcome.status, outcome.error, outcome.seconds)
+                    manifest.record(job.name, recorded_status(outcome), outcome.error, outcome.seconds)
                     _log_outcome(outcome)
                     outcomes.append(outcome)
         except BaseException:
@@ -400,6 +413,12 @@ def _outcome_of(future: Future[PointOutcome | None], job: PointJob) -> PointOutc
     return future.result()
 
 
+def recorded_status(outcome: PointOutcome) -> str:
+    """The point's status in sweep.json: a point another process was running is still to run (``pending``, with the
+    reason), never ``failed``: its run has not failed."""
+    return "pending" if outcome.status == "busy" else outcome.status
+
+
 def _log_outcome(outcome: PointOutcome) -> None:
     if outcome.status == "complete" and outcome.breakdown is not None:
         logger.info("sweep point %s complete (%.0fs: %s)", outcome.name, outcome.seconds, outcome.breakdown.text())
@@ -407,6 +426,8 @@ def _log_outcome(outcome: PointOutcome) -> None:
         logger.info("sweep point %s complete (%.0fs)", outcome.name, outcome.seconds)
     elif outcome.status == "interrupted":
         logger.warning("sweep point %s interrupted (%.0fs)", outcome.name, outcome.seconds)
+    elif outcome.status == "busy":
+        logger.warning("sweep point %s not run: %s", outcome.name, outcome.error)
     else:
         logger.error("sweep point %s failed: %s", outcome.name, outcome.error)
 

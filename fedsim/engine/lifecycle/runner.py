@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import time
 import warnings
-from collections.abc import Callable, Mapping
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 from typing import Protocol as TypingProtocol
@@ -160,10 +159,7 @@ class SimulationEngine:
                     _ray_text(backend_config["init_args"], self.ray_address),
                 )
             self.services.ray(backend_config["init_args"])
-            logger.info(
-                "starting the federation: %d clients in Flower's simulation, then round 1",
-                server.config.federation.num_clients,
-            )
+            logger.info(federation_start_line(server))
             with self.services.keeping_ray():
                 run_simulation(**simulation)
             return
@@ -171,14 +167,20 @@ class SimulationEngine:
             # what takes seconds before round 1 says so as it starts: a silent console looks like a hang
             logger.info("starting Ray (%s)", _ray_text(backend_config["init_args"], self.ray_address))
             start_ray(backend_config["init_args"])
-            logger.info(
-                "starting the federation: %d clients in Flower's simulation, then round 1",
-                server.config.federation.num_clients,
-            )
+            logger.info(federation_start_line(server))
             try:
                 run_simulation(**simulation)
             finally:
                 stop_ray()
+
+
+def federation_start_line(server: ServerSpec) -> str:
+    """What the log says as the federation starts, with the round the run plays first (a resumed run's too)."""
+    resumed = f" (resumed after round {server.start_round})" if server.start_round > 0 else ""
+    return (
+        f"starting the federation: {server.config.federation.num_clients} clients in Flower's simulation, "
+        f"then round {server.start_round + 1}{resumed}"
+    )
 
 
 def _ray_text(init_args: Mapping[str, Any], address: str | None) -> str:
@@ -285,6 +287,8 @@ def _run_experiment(
         raise RunInterrupted(store.run_dir if store else None, stop.signum, last_round + 1)
     if store is None:  # created once data and model are known good: a failed start leaves no orphan directory
         store = held.enter_context(RunStore.create(config, str(device), run_dir, engine.environment()))
+        # innermost, so it runs before the store is closed: a failed start leaves nothing that blocks a retry
+        held.enter_context(_given_back_unless_committed(store))
     else:
         store.record_resumption(str(device), engine.environment())
     store.write_json(PARTITIONS_FILE, partition_record(federation))
@@ -373,12 +377,24 @@ def chained(*wrappers: Callable[[Any], Any] | None) -> Callable[[Any], Any] | No
     return wrap
 
 
+@contextmanager
+def _given_back_unless_committed(store: RunStore) -> Iterator[None]:
+    """A new run that ends (refused by Ray's resources, stopped, crashed) before round 0 is committed has nothing
+    to resume: its directory is given back (fedsim's own files removed, never the user's), so that the same
+    ``output.run_name`` can start again."""
+    try:
+        yield
+    except BaseException:
+        if store.last_committed_round() is None:
+            store.discard()
+        raise
+
+
 def _interrupted(store: RunStore, config: ExperimentConfig, new_run: bool, signum: int | None) -> RunInterrupted:
-    """What a stop leaves: the directory to resume, or none when a new run had not committed its first round."""
+    """What a stop leaves: the directory to resume, or none when a new run had not committed its first round
+    (it is given back as the stop propagates: ``_given_back_unless_committed``)."""
     committed = store.last_committed_round()
-    if committed is None and new_run:  # nothing in it to resume: leave no orphan directory behind
-        store.close()
-        shutil.rmtree(store.run_dir, ignore_errors=True)
+    if committed is None and new_run:
         return RunInterrupted(None, signum)
     in_progress = (committed or 0) + 1
     return RunInterrupted(store.run_dir, signum, in_progress if in_progress <= config.federation.rounds else None)

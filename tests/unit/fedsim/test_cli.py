@@ -4,6 +4,7 @@ import csv
 import errno
 import os
 import signal
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -327,8 +328,30 @@ def _full_disk(*args, **kwargs):
     raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # as the kernel reports it: no file name
 
 
+def _line_and_log(err: str, tmp_path) -> tuple[str, str]:
+    """The one line a failed write prints, without its pointer, and the traceback in the log it points to."""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    line, _, log = lines[0].rpartition(" (traceback in ")
+    log = Path(log.removesuffix(")"))
+    assert log.parent == tmp_path and "Traceback" in log.read_text()
+    return line, log.read_text()
+
+
+@pytest.fixture
+def logs_in_tmp_path(tmp_path, monkeypatch):
+    """Failure logs go to the test's own folder, not the machine's temporary one."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+
+
 @pytest.mark.parametrize("where", ["row", "checkpoint"])
-def test_a_full_disk_during_a_run_is_one_line_naming_the_file_and_the_resume(tmp_path, capsys, monkeypatch, where):
+def test_a_full_disk_during_a_run_is_one_line_naming_the_file_and_the_resume(
+    tmp_path, capsys, monkeypatch, where, logs_in_tmp_path
+):
+    from full_disk import fill_the_disk_for_atomic_writes
+
     import fedsim.core.atomic as atomic
     import fedsim.engine.lifecycle.runner as runner
 
@@ -341,19 +364,19 @@ def test_a_full_disk_during_a_run_is_one_line_naming_the_file_and_the_resume(tmp
             monkeypatch.setattr(atomic.os, "write", _full_disk)
             store.append({"round": 0, "event": "eval", "accuracy": 0.1})
         else:
-            monkeypatch.setattr(torch, "save", _full_disk)
+            fill_the_disk_for_atomic_writes(monkeypatch)
             store.save_checkpoint(0, {"w": torch.zeros(2)})
 
     monkeypatch.setattr(runner, "run_experiment", run_until_the_disk_fills)
     code, _, err = run_cli(capsys, "run", str(config), "--quiet")
-    lines = err.strip().splitlines()
+    line, _ = _line_and_log(err, tmp_path)
     written = run_dir / ("metrics.jsonl" if where == "row" else "checkpoints")
-    assert code == 1 and len(lines) == 1 and "Traceback" not in err, err
-    assert lines[0].startswith(f"fedsim: error: no space left on device writing {written}")
-    assert lines[0].endswith(f"; free space and resume with `fedsim run --resume {run_dir}`")
+    assert code == 1
+    assert line.startswith(f"fedsim: error: no space left on device writing {written}")
+    assert line.endswith(f"; free space and resume with `fedsim run --resume {run_dir}`")
 
 
-def test_a_full_disk_outside_a_run_directory_is_one_line_too(tmp_path, capsys, monkeypatch):
+def test_a_full_disk_outside_a_run_directory_is_one_line_too(tmp_path, capsys, monkeypatch, logs_in_tmp_path):
     import fedsim.reporting
 
     def full(run_dir, *args, **kwargs):
@@ -362,14 +385,13 @@ def test_a_full_disk_outside_a_run_directory_is_one_line_too(tmp_path, capsys, m
     monkeypatch.setattr(fedsim.reporting, "write_report", full)
     (tmp_path / "elsewhere").mkdir()
     code, _, err = run_cli(capsys, "report", str(tmp_path / "elsewhere"))
-    assert code == 1 and "Traceback" not in err
     written = tmp_path / "elsewhere" / "x.png"
-    assert (
-        err.strip() == f"fedsim: error: no space left on device writing {written}; free space and run the command again"
-    )
+    line, _ = _line_and_log(err, tmp_path)
+    assert code == 1
+    assert line == f"fedsim: error: no space left on device writing {written}; free space and run the command again"
 
 
-def test_a_full_disk_during_a_sweep_is_one_line_with_the_sweep_resume(tmp_path, capsys, monkeypatch):
+def test_a_full_disk_during_a_sweep_is_one_line_with_the_sweep_resume(tmp_path, capsys, monkeypatch, logs_in_tmp_path):
     import fedsim.sweep
 
     def full(plan, **kwargs):
@@ -382,7 +404,8 @@ def test_a_full_disk_during_a_sweep_is_one_line_with_the_sweep_resume(tmp_path, 
     config.write_text(yaml.safe_dump(tiny_raw(sweep={"grid": {"seed": [0, 1]}})))
     code, _, err = run_cli(capsys, "sweep", str(config), "--out", str(tmp_path / "s"), "--quiet")
     sweep_dir = tmp_path / "s"
-    assert code == 1 and err.strip() == (
+    line, _ = _line_and_log(err, tmp_path)
+    assert code == 1 and line == (
         f"fedsim: error: no space left on device writing {sweep_dir / 'sweep.json'}; "
         f"free space and resume with `fedsim sweep --resume {sweep_dir}`"
     )

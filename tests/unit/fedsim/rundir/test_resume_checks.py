@@ -5,6 +5,7 @@ fit rows, an attack row of the previous round that its scoring thread appends la
 the commit (its checkpoint), keeping only the last checkpoints as ``output.save_checkpoints: false`` does.
 """
 
+import json
 import logging
 import shutil
 
@@ -161,9 +162,19 @@ def test_a_commit_whose_checkpoint_never_appeared_is_ignored(tmp_path, monkeypat
     assert resumed.commits_path.read_text().count("\n") == 3  # the lines of rounds 0-2, and no torn one
 
 
+def written_before_the_record(run: RunStore) -> None:
+    """Make ``run`` look as fedsim wrote runs before it kept commits.jsonl: no record, no word of it in the
+    fingerprint."""
+    run.commits_path.unlink()
+    fingerprint_path = run.run_dir / "fingerprint.json"
+    fingerprint = json.loads(fingerprint_path.read_text())
+    del fingerprint["integrity_record"]
+    fingerprint_path.write_text(json.dumps(fingerprint))
+
+
 def test_a_run_without_commit_records_still_resumes_with_a_warning(tmp_path, caplog):
     run = stopped_run(tmp_path, "run", 2)
-    run.commits_path.unlink()  # as runs written before the record existed
+    written_before_the_record(run)
     with caplog.at_level(logging.WARNING, logger="fedsim"):
         resumed, _, last = RunStore.open_for_resume(run.run_dir)
     resumed.close()

@@ -112,7 +112,7 @@ def test_a_point_to_restart_that_another_process_still_writes_is_left_alone(tmp_
     writer = RunStore.create(point.config, "cpu", run_dir)  # round 0 not committed yet, and still being written
     assert point_action(point, run_dir) == "restart"
     outcome = execute_point(PointJob(point.name, point.config, run_dir, "restart", None, quiet=True))
-    assert outcome.status == "failed" and f"sweep point {point.name}: '{run_dir}' is being written by" in outcome.error
+    assert outcome.status == "busy" and f"sweep point {point.name}: '{run_dir}' is being written by" in outcome.error
     assert (run_dir / "config.yaml").exists()
     writer.close()
 
