@@ -142,8 +142,17 @@ def start_ray(init_args: Mapping[str, object]) -> bool:
 
 
 def stop_ray() -> None:
-    """Shut down the Ray this process started, when Flower's backend did not (a run that failed early)."""
+    """Shut down the Ray this process started, when Flower's backend did not (a run that failed early), and take
+    SIGINT and SIGTERM back for the run (``reclaim_signals``), whoever shut Ray down.
+
+    Ray's shutdown sets SIGTERM back to the system default below Python (``signal.getsignal`` still names the run's
+    handler): a SIGTERM after it, while the run waits for its attacks, killed the process outright, its attack
+    workers and Ray actors orphaned. Call this from the main thread once the simulation has ended.
+    """
     import ray
+
+    from fedsim.core.stopping import reclaim_signals
 
     if ray.is_initialized():
         ray.shutdown()
+    reclaim_signals()
