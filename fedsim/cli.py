@@ -18,7 +18,7 @@ from rich.logging import RichHandler
 from rich.markup import escape
 from rich.table import Table
 
-from fedsim.core.errors import ConfigError, RunInterrupted, TrainingFailed
+from fedsim.core.errors import ConfigError, ExternalFailure, RunInterrupted, TrainingFailed
 from fedsim.core.notices import warnings_as_log_lines
 from fedsim.core.stopping import exit_status
 
@@ -550,6 +550,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except TrainingFailed as error:  # the run and its rows exist; it could not train
         print(f"fedsim: error: the run could not train: {error}", file=sys.stderr)
+        return 1
+    except ExternalFailure as error:  # Ray's start, an audited app: one line naming the log with the details
+        print(f"fedsim: error: {error}", file=sys.stderr)
         return 1
     except KeyboardInterrupt as interrupt:
         print(f"fedsim: {_interrupted(args, interrupt)}", file=sys.stderr)

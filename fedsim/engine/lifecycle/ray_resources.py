@@ -17,6 +17,7 @@ import sys
 from collections.abc import Mapping
 
 from fedsim.config import ConfigError, ExperimentConfig
+from fedsim.core.errors import ExternalFailure, first_line
 
 logger = logging.getLogger("fedsim")
 
@@ -136,9 +137,31 @@ def start_ray(init_args: Mapping[str, object]) -> bool:
     if os.environ.get("PYTHONPATH"):
         pythonpath = f"{pythonpath}{os.pathsep}{os.environ['PYTHONPATH']}"
     os.environ["PYTHONPATH"] = pythonpath
-    ray.init(runtime_env={"env_vars": {"PYTHONPATH": pythonpath}}, **{"include_dashboard": False, **init_args})
+    try:
+        ray.init(runtime_env={"env_vars": {"PYTHONPATH": pythonpath}}, **{"include_dashboard": False, **init_args})
+    except Exception as error:  # e.g. "the current node timed out during startup" on a loaded machine: 32 lines
+        reclaim_signals()
+        address = init_args.get("address")
+        what = "Ray did not start" if address in (None, "local") else f"Ray at {address} could not be joined"
+        raise ExternalFailure(
+            f"{what}: {first_line(error)}; Ray's logs: {ray_logs(init_args)} "
+            "(on a busy machine, run again once it is less loaded)"
+        ) from error
     reclaim_signals()
     return True
+
+
+def ray_logs(init_args: Mapping[str, object]) -> str:
+    """Where the Ray that ``init_args`` start or join writes its logs (its latest session's)."""
+    address = init_args.get("address")
+    if address not in (None, "local"):
+        return f"session_latest/logs under the Ray temp folder of the cluster's nodes ({address})"
+    temp = init_args.get("_temp_dir")
+    if not isinstance(temp, str):
+        from ray._common.utils import get_default_ray_temp_dir  # Ray's own choice: RAY_TMPDIR, else /tmp/ray
+
+        temp = get_default_ray_temp_dir()
+    return os.path.join(temp, "session_latest", "logs")
 
 
 def stop_ray() -> None:
