@@ -137,6 +137,7 @@ def start_ray(init_args: Mapping[str, object]) -> bool:
     if os.environ.get("PYTHONPATH"):
         pythonpath = f"{pythonpath}{os.pathsep}{os.environ['PYTHONPATH']}"
     os.environ["PYTHONPATH"] = pythonpath
+    keep_sigterm_from_ray()
     try:
         ray.init(runtime_env={"env_vars": {"PYTHONPATH": pythonpath}}, **{"include_dashboard": False, **init_args})
     except Exception as error:  # e.g. "the current node timed out during startup" on a loaded machine: 32 lines
@@ -149,6 +150,16 @@ def start_ray(init_args: Mapping[str, object]) -> bool:
         ) from error
     reclaim_signals()
     return True
+
+
+def keep_sigterm_from_ray() -> None:
+    """Start Ray's driver without its crash handler, which Ray installs for SIGTERM too and, at shutdown, replaces
+    with the system default, below Python and in whichever thread shuts Ray down (Flower's): from then on a SIGTERM
+    (while the run waits for its attacks) killed the process outright, its attack workers and Ray actors
+    orphaned. Ray's own processes keep theirs; set before ``ray.init`` (Ray reads it there)."""
+    from ray._private import ray_constants  # RAY_DISABLE_FAILURE_SIGNAL_HANDLER, read once when Ray is imported
+
+    ray_constants.RAY_DISABLE_FAILURE_SIGNAL_HANDLER = True
 
 
 def ray_logs(init_args: Mapping[str, object]) -> str:
@@ -168,9 +179,10 @@ def stop_ray() -> None:
     """Shut down the Ray this process started, when Flower's backend did not (a run that failed early), and take
     SIGINT and SIGTERM back for the run (``reclaim_signals``), whoever shut Ray down.
 
-    Ray's shutdown sets SIGTERM back to the system default below Python (``signal.getsignal`` still names the run's
-    handler): a SIGTERM after it, while the run waits for its attacks, killed the process outright, its attack
-    workers and Ray actors orphaned. Call this from the main thread once the simulation has ended.
+    Ray's shutdown sets SIGTERM back to the system default below Python when its driver installed a crash handler
+    (``keep_sigterm_from_ray`` starts it without one; this covers a Ray that installs it anyway), and
+    ``signal.getsignal`` still names the run's handler then. Call this from the main thread once the simulation
+    has ended.
     """
     import ray
 

@@ -3,6 +3,7 @@ starts, and SIGTERM is the run's again once Ray is shut down (Flower's simulatio
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import types
@@ -92,3 +93,17 @@ def test_stopping_ray_hands_sigterm_back_to_the_run_although_ray_reset_it(monkey
         assert shut_down and signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, signal.SIG_IGN)
         signal.raise_signal(signal.SIGTERM)
         assert stop.requested
+
+
+def test_ray_is_started_without_the_driver_crash_handler_whose_shutdown_resets_sigterm(monkeypatch):
+    import ray
+    from ray._private import ray_constants
+
+    from fedsim.engine.lifecycle.ray_resources import start_ray
+
+    monkeypatch.setattr(ray_constants, "RAY_DISABLE_FAILURE_SIGNAL_HANDLER", False)  # Ray's default
+    monkeypatch.setenv("PYTHONPATH", os.environ.get("PYTHONPATH", ""))  # start_ray extends it for Ray's workers
+    seen = []
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", lambda **init_args: seen.append(ray_constants.RAY_DISABLE_FAILURE_SIGNAL_HANDLER))
+    assert start_ray({"address": "local", "num_cpus": 1}) and seen == [True]

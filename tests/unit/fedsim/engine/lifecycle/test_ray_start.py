@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import ray
 import yaml
 from tiny_configs import tiny_raw
@@ -22,6 +24,7 @@ def test_a_ray_node_that_times_out_during_startup_is_one_line_naming_rays_logs(t
     monkeypatch.setattr(ray, "is_initialized", lambda: False)
     monkeypatch.setattr(ray, "init", node_timed_out)
     monkeypatch.setenv("RAY_TMPDIR", str(tmp_path / "ray-temp"))
+    monkeypatch.setenv("PYTHONPATH", os.environ.get("PYTHONPATH", ""))  # start_ray extends it for Ray's workers
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump(tiny_raw(output={"dir": str(tmp_path / "runs")})))
