@@ -103,6 +103,11 @@ def stop_on_signals(stop: StopSignal, force: Callable[[int], None]) -> Iterator[
             signal.signal(signum, handler)
 
 
+def handling_signals() -> bool:
+    """Whether a ``stop_on_signals`` handles SIGINT and SIGTERM for this (the main) thread now."""
+    return bool(_installed) and in_main_thread()
+
+
 def reclaim_signals() -> None:
     """Route SIGINT and SIGTERM to the active ``stop_on_signals`` again, after a library took them over.
 

@@ -14,7 +14,8 @@ import logging
 import math
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 
 from fedsim.config import ConfigError, ExperimentConfig
 from fedsim.core.errors import ExternalFailure, first_line
@@ -139,7 +140,8 @@ def start_ray(init_args: Mapping[str, object]) -> bool:
     os.environ["PYTHONPATH"] = pythonpath
     keep_sigterm_from_ray()
     try:
-        ray.init(runtime_env={"env_vars": {"PYTHONPATH": pythonpath}}, **{"include_dashboard": False, **init_args})
+        with sigterm_left_to_the_run():
+            ray.init(runtime_env={"env_vars": {"PYTHONPATH": pythonpath}}, **{"include_dashboard": False, **init_args})
     except Exception as error:  # e.g. "the current node timed out during startup" on a loaded machine: 32 lines
         reclaim_signals()
         address = init_args.get("address")
@@ -150,6 +152,29 @@ def start_ray(init_args: Mapping[str, object]) -> bool:
         ) from error
     reclaim_signals()
     return True
+
+
+@contextmanager
+def sigterm_left_to_the_run() -> Iterator[None]:
+    """While inside, where a run handles SIGTERM (``stop_on_signals``): Ray does not take it over.
+
+    ``ray.init`` sets its own handlers as it starts (``sys.exit(15)``; its node's: kill Ray's processes, exit 1): a
+    SIGTERM in the seconds it takes ended the command with status 15, no line, the run directory left behind.
+    The run's handler only asks for a stop, acted on once ``ray.init`` returns; the run shuts Ray down itself.
+    """
+    from ray._private import utils  # set_sigterm_handler: what ray.init and its node call
+
+    from fedsim.core.stopping import handling_signals
+
+    if not handling_signals():
+        yield
+        return
+    ray_sets = utils.set_sigterm_handler
+    utils.set_sigterm_handler = lambda handler: None
+    try:
+        yield
+    finally:
+        utils.set_sigterm_handler = ray_sets
 
 
 def keep_sigterm_from_ray() -> None:

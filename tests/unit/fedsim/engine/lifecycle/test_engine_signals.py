@@ -107,3 +107,21 @@ def test_ray_is_started_without_the_driver_crash_handler_whose_shutdown_resets_s
     monkeypatch.setattr(ray, "is_initialized", lambda: False)
     monkeypatch.setattr(ray, "init", lambda **init_args: seen.append(ray_constants.RAY_DISABLE_FAILURE_SIGNAL_HANDLER))
     assert start_ray({"address": "local", "num_cpus": 1}) and seen == [True]
+
+
+def test_a_sigterm_while_ray_starts_asks_the_run_to_stop_instead_of_exiting_with_status_15(monkeypatch):
+    import ray
+    from ray._private import utils
+
+    from fedsim.engine.lifecycle.ray_resources import start_ray
+
+    def ray_init(**init_args):  # as ray.init does first: SIGTERM -> sys.exit(15) wherever the main thread is
+        utils.set_sigterm_handler(lambda signum, frame: sys.exit(signum))
+        signal.raise_signal(signal.SIGTERM)  # the seconds Ray takes to start, on a loaded machine
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", ray_init)
+    monkeypatch.setenv("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
+    with stop_on_signals(StopSignal(), lambda signum: None) as stop:
+        start_ray({"address": "local", "num_cpus": 1})
+        assert stop.requested and stop.signum == signal.SIGTERM
