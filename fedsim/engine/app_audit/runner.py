@@ -155,13 +155,12 @@ def audit_app(
 
 
 def _give_back_uncommitted(store: RunStore, made_here: bool) -> Path | None:
-    """After a failed or stopped audit: the run directory when it holds a committed round (its rows stay there to
-    read), else None, the directory removed when this audit made it (an empty one would only be in the way)."""
-    if store.last_committed_round() is not None:
+    """After a failed or stopped audit: None when its directory was removed (this audit made it and committed no
+    round: an empty run would only be in the way of a retry), else the directory that stays."""
+    if store.last_committed_round() is not None or not made_here:
         return store.run_dir
     store.close()
-    if made_here:
-        shutil.rmtree(store.run_dir, ignore_errors=True)
+    shutil.rmtree(store.run_dir, ignore_errors=True)
     return None
 
 
@@ -171,7 +170,7 @@ def app_failure(failure: Exception, run_dir: Path | None) -> ExternalFailure:
     while cause.__cause__ is not None:  # Flower wraps what the ServerApp raised ("An error was encountered")
         cause = cause.__cause__
     log = write_failure_log(failure, "audit")
-    kept = f"; its committed rounds are in {run_dir}" if run_dir is not None else "; no run directory was kept"
+    kept = f"; what it wrote stays in {run_dir}" if run_dir is not None else "; no run directory was kept"
     return ExternalFailure(f"the Flower app failed: {type(cause).__name__}: {first_line(cause)}{kept}{pointer_to(log)}")
 
 
