@@ -29,7 +29,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import CancelledError, Future, ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -189,6 +189,9 @@ def _decoded(inner: Future[bytes]) -> Future[Any]:
     outer: Future[Any] = Future()
 
     def relay(done: Future[bytes]) -> None:
+        if done.cancelled():  # the pool was terminated (a stopped run): exception() would raise, from a callback
+            outer.set_exception(CancelledError("the attack workers were terminated before this job ran"))
+            return
         error = done.exception()
         if error is not None:
             outer.set_exception(error)

@@ -316,7 +316,7 @@ def served_model(spec: ClientSpec, payload: object) -> nn.Module:
     then refuses it unless it is the agreed architecture."""
     from adversary.modifications.served import rebuild
 
-    return rebuild(payload, _local_state(spec).model)
+    return rebuild(payload, _local_state(spec).model, (spec.channels, spec.image_size, spec.image_size))
 
 
 def _positions(partition_ids: np.ndarray, batches: list[list[int]]) -> torch.Tensor:

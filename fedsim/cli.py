@@ -17,7 +17,8 @@ from rich.logging import RichHandler
 from rich.markup import escape
 from rich.table import Table
 
-from fedsim.core.errors import ConfigError, RunInterrupted, TrainingFailed
+from fedsim.core.command_signals import ReportInterrupted, reporting_on, sigterm_interrupts
+from fedsim.core.errors import ConfigError, ExternalFailure, RunInterrupted, TrainingFailed
 from fedsim.core.notices import warnings_as_log_lines
 from fedsim.core.stopping import exit_status
 
@@ -83,7 +84,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     else:
         run_dir = run_experiment(load_config(args.config, args.set), quiet=args.quiet)
     if args.report:
-        _print_report(run_dir)
+        with reporting_on(run_dir):  # the run is complete: a stop now says so, and how to write the report
+            _print_report(run_dir)
     print(run_dir)  # always the last line
     return 0
 
@@ -96,7 +98,8 @@ def _cmd_audit(args: argparse.Namespace) -> int:
         raise ConfigError("audit --engine deployment: not supported yet; audit the app under the simulation engine")
     run_dir = audit_app(args.app_dir, args.config, args.set, args.run_config)
     if args.report:
-        _print_report(run_dir)
+        with reporting_on(run_dir):  # the run is complete: a stop now says so, and how to write the report
+            _print_report(run_dir)
     print(run_dir)  # always the last line
     return 0
 
@@ -553,6 +556,9 @@ def main(argv: list[str] | None = None) -> int:
     except TrainingFailed as error:  # the run and its rows exist; it could not train
         print(f"fedsim: error: the run could not train: {error}", file=sys.stderr)
         return 1
+    except ExternalFailure as error:  # Ray's start, an audited app: one line naming the log with the details
+        print(f"fedsim: error: {error}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt as interrupt:
         print(f"fedsim: {_interrupted(args, interrupt)}", file=sys.stderr)
         return exit_status(getattr(interrupt, "signum", None) or signal.SIGINT)
@@ -571,7 +577,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _interrupted(args: argparse.Namespace, interrupt: KeyboardInterrupt) -> str:
     """What Ctrl-C leaves: the run directory to resume when there is one, never a placeholder."""
-    if isinstance(interrupt, RunInterrupted):  # the run said where it stopped and what is left to resume
+    if isinstance(interrupt, RunInterrupted | ReportInterrupted):  # it said where it stopped and what is left
         return str(interrupt)
     run_dir = getattr(args, "resume", None)
     if args.func is not _cmd_run:
@@ -589,6 +595,7 @@ def entry() -> NoReturn:
     A run leaves a large heap behind (torch, Ray, Flower): walking it on the way out kept the process, with
     nothing left to do, alive for seconds after its last line. Nothing in it needs collecting: every file is
     written and closed, every child process stopped, before ``main`` returns."""
+    sigterm_interrupts()  # SIGTERM where no run handles it: one line and 143, as Ctrl-C, not killed without a word
     status = main()
     gc.freeze()
     sys.exit(status)

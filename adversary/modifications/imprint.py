@@ -38,12 +38,15 @@ from torch import nn
 
 from adversary.modifications.base import ModificationConfig, PublicData
 from adversary.modifications.registry import MODIFICATIONS, SERVED_ARCHITECTURES
+from adversary.modifications.served import described_sizes
+
+MIN_BINS, MAX_BINS = 2, 65536  # the server's config and the description a client rebuilds both keep to these
 
 
 class ImprintConfig(ModificationConfig):
     name: Literal["imprint"] = Field("imprint", description="Robbing the Fed's imprint block (Fowl et al. 2022)")
     bins: int = Field(
-        128, ge=2, le=65536, description="rows of the imprint layer: images alone in a bin come back exactly"
+        128, ge=MIN_BINS, le=MAX_BINS, description="rows of the imprint layer: images alone in a bin come back exactly"
     )
     measurement: Literal["brightness", "random", "fourier"] = Field(
         "brightness", description="what every row measures: mean brightness, a random direction, a low Fourier mode"
@@ -201,5 +204,10 @@ MODIFICATIONS.register(
 
 
 @SERVED_ARCHITECTURES.register(ImprintedModel.architecture, help="the agreed model behind an imprint block")
-def rebuild_imprinted(model: nn.Module, description: Mapping[str, Any]) -> ImprintedModel:
-    return ImprintedModel(model, int(description["input_size"]), int(description["bins"]))
+def rebuild_imprinted(model: nn.Module, description: Mapping[str, Any], input_shape: tuple[int, ...]) -> ImprintedModel:
+    """The block a server described, for this client's images: its input size must be theirs, its bins within the
+    config's bounds (at most ``MAX_BINS`` x the image's values, whatever the server asks)."""
+    size = math.prod(input_shape)
+    allowed = {"input_size": range(size, size + 1), "bins": range(MIN_BINS, MAX_BINS + 1)}
+    sizes = described_sizes(description, ImprintedModel.architecture, allowed)
+    return ImprintedModel(model, sizes["input_size"], sizes["bins"])

@@ -12,6 +12,9 @@ from fedsim.core.registry import Registry
 
 MODIFICATIONS: Registry[Modification] = Registry("model modification")
 
-#: architecture name -> ``rebuild(agreed_model, description) -> nn.Module``: how a client builds, from its own
-#: code, the module a served description names (``adversary.modifications.served``)
-SERVED_ARCHITECTURES: Registry[Callable[[nn.Module, Mapping[str, Any]], nn.Module]] = Registry("served architecture")
+#: architecture name -> ``rebuild(agreed_model, description, input_shape) -> nn.Module``: how a client builds, from
+#: its own code and for its own images' shape, the module a served description names
+#: (``adversary.modifications.served``)
+SERVED_ARCHITECTURES: Registry[Callable[[nn.Module, Mapping[str, Any], tuple[int, ...]], nn.Module]] = Registry(
+    "served architecture"
+)

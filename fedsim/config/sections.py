@@ -494,6 +494,14 @@ class AdversaryConfig(Section):
         first, last = (int(part) for part in self.rounds.split("-"))
         return first <= server_round <= last
 
+    def first_attacked_round(self) -> int:
+        """The first round ``rounds`` selects (1 for `all`); whether a run attacks at all is this <= its rounds."""
+        if self.rounds == "all":
+            return 1
+        if isinstance(self.rounds, list):
+            return min(self.rounds)
+        return int(self.rounds.split("-")[0])
+
     def last_attacked_round(self) -> int:
         """The last round a list or interval of ``rounds`` attacks; 0 for `all` or no attack (every round counts)."""
         if not self.attacks or self.rounds == "all":
@@ -594,7 +602,7 @@ class ExperimentConfig(Section):
                     f"adversary.clients = {adversary.clients}: no client {missing[0]}; partition ids run 0 .. "
                     f"{federation.num_clients - 1} (federation.num_clients = {federation.num_clients})"
                 )
-        if not any(adversary.attacks_round(r) for r in range(1, federation.rounds + 1)):
+        if adversary.first_attacked_round() > federation.rounds:  # not a walk over the rounds: there may be 10**9
             raise ValueError(
                 f"adversary.rounds = {adversary.rounds!r}: selects no round of 1 .. {federation.rounds} "
                 f"(federation.rounds = {federation.rounds})"

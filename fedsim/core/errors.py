@@ -9,6 +9,11 @@ class ConfigError(ValueError):
     """A configuration problem, already phrased as one line for the user."""
 
 
+class ExternalFailure(RuntimeError):
+    """What fedsim starts but does not control failed (Ray's start, an audited app's code): the message is one line,
+    naming the log that holds the details."""
+
+
 class Interrupted(KeyboardInterrupt):
     """Ctrl-C or a stop signal ended the work cleanly; ``signum`` (None: not known) sets the exit status."""
 

@@ -103,10 +103,17 @@ def stop_on_signals(stop: StopSignal, force: Callable[[int], None]) -> Iterator[
             signal.signal(signum, handler)
 
 
+def handling_signals() -> bool:
+    """Whether a ``stop_on_signals`` handles SIGINT and SIGTERM for this (the main) thread now."""
+    return bool(_installed) and in_main_thread()
+
+
 def reclaim_signals() -> None:
     """Route SIGINT and SIGTERM to the active ``stop_on_signals`` again, after a library took them over.
 
-    ``ray.init`` sets its own SIGTERM handler (``sys.exit`` wherever the main thread is); call this after it.
+    ``ray.init`` sets its own SIGTERM handler (``sys.exit`` wherever the main thread is), and ``ray.shutdown``
+    leaves SIGTERM at the system default: call this after either. Python installs the handler again even when
+    ``signal.getsignal`` already names it (Ray changed it below Python).
     """
     if _installed and in_main_thread():
         for signum in STOP_SIGNALS:

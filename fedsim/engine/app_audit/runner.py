@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,7 +25,8 @@ from adversary.metrics import Lpips
 from adversary.taps import ClientReport
 from fedsim.config import ExperimentConfig
 from fedsim.core.devices import resolve_device
-from fedsim.core.errors import RunInterrupted
+from fedsim.core.errors import ConfigError, ExternalFailure, RunInterrupted, first_line
+from fedsim.core.failure_log import pointer_to, write_failure_log
 from fedsim.core.importing import on_path
 from fedsim.core.seeding import derive_seed
 from fedsim.core.stopping import StopSignal, force_exit, stop_on_signals
@@ -77,6 +79,12 @@ def audit_app(
     lpips = Lpips(config.adversary.lpips) if config.adversary.attacks else None
     device = resolve_device(config.device)
     environment = {"engine": ENGINE, "flower_app": str(app.path), "run_config": app.run_config}
+    named = (
+        run_dir
+        if run_dir is not None
+        else (config.output.dir / config.output.run_name if config.output.run_name else None)
+    )
+    made_here = named is None or not named.exists()  # only then may a failed audit remove the folder
     with (
         stop_on_signals(StopSignal(), force_exit) as stop,
         RunStore.create(config, str(device), run_dir, environment) as store,
@@ -117,12 +125,24 @@ def audit_app(
 
         node_partitions: dict[int, int] = {}
         try:
-            run_app(app, server_app, client_app, config, section, wrap_grid=tapped, node_partitions=node_partitions)
+            run_app(
+                app,
+                server_app,
+                client_app,
+                config,
+                section,
+                wrap_grid=tapped,
+                node_partitions=node_partitions,
+                stop=stop,
+            )
         except BaseException as failure:  # a failed or interrupted app: its attacks are dropped at once
             if wiring is not None:
                 wiring.adversary.abandon()
+            kept = _give_back_uncommitted(store, made_here)
             if stop.requested:
-                raise RunInterrupted(store.run_dir, stop.signum) from failure
+                raise RunInterrupted(kept, stop.signum) from failure
+            if isinstance(failure, Exception) and not isinstance(failure, ConfigError | ExternalFailure):
+                raise app_failure(failure, kept) from failure
             raise
         if wiring is not None and not wiring.adversary.finish(stop):
             wiring.adversary.abandon()
@@ -132,6 +152,26 @@ def audit_app(
         store.write_json(SUMMARY_FILE, summary)
         log_summary(summary)
         return store.run_dir
+
+
+def _give_back_uncommitted(store: RunStore, made_here: bool) -> Path | None:
+    """After a failed or stopped audit: None when its directory was removed (this audit made it and committed no
+    round: an empty run would only be in the way of a retry), else the directory that stays."""
+    if store.last_committed_round() is not None or not made_here:
+        return store.run_dir
+    store.close()
+    shutil.rmtree(store.run_dir, ignore_errors=True)
+    return None
+
+
+def app_failure(failure: Exception, run_dir: Path | None) -> ExternalFailure:
+    """The audited app's own error in one line, its traceback in a log file (``fedsim.core.failure_log``)."""
+    cause: BaseException = failure
+    while cause.__cause__ is not None:  # Flower wraps what the ServerApp raised ("An error was encountered")
+        cause = cause.__cause__
+    log = write_failure_log(failure, "audit")
+    kept = f"; what it wrote stays in {run_dir}" if run_dir is not None else "; no run directory was kept"
+    return ExternalFailure(f"the Flower app failed: {type(cause).__name__}: {first_line(cause)}{kept}{pointer_to(log)}")
 
 
 def importable(app_path: Path) -> None:
@@ -181,8 +221,11 @@ def run_app(
     *,
     wrap_grid: Callable[[Any], AppGrid] | None = None,
     node_partitions: dict[int, int] | None = None,
+    stop: StopSignal | None = None,
 ) -> None:
-    """Play the app under Flower's simulation engine, as `flwr run` would, its ServerApp on ``wrap_grid``'s grid."""
+    """Play the app under Flower's simulation engine, as `flwr run` would, its ServerApp on ``wrap_grid``'s grid;
+    ``stop``, requested before the simulation starts, starts neither Ray nor the simulation."""
+    stop = stop if stop is not None else StopSignal()
     from flwr.app import Context, RecordDict
     from flwr.common.constant import RUN_ID_NUM_BYTES, SUPERLINK_NODE_ID, TASK_ID_NUM_BYTES
     from flwr.server.superlink.linkstate.utils import generate_rand_int_from_bytes
@@ -212,9 +255,11 @@ def run_app(
     backend_config = _backend_config(config)
     nodes = config.federation.num_clients
     with RayProcesses(), node_partition_map(node_partitions if node_partitions is not None else {}):
+        stop.check()  # asked for while the audit got ready: Ray is never started
         logger.info("starting the Flower app %s: %d nodes in Flower's simulation", app.name, nodes)
-        start_ray(backend_config["init_args"])
         try:
+            start_ray(backend_config["init_args"])
+            stop.check()  # asked for while Ray started: the app never runs
             _run_simulation(
                 num_supernodes=nodes,
                 exit_event=EventType.PYTHON_API_RUN_SIMULATION_LEAVE,

@@ -14,9 +14,11 @@ import logging
 import math
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 
 from fedsim.config import ConfigError, ExperimentConfig
+from fedsim.core.errors import ExternalFailure, first_line
 
 logger = logging.getLogger("fedsim")
 
@@ -136,14 +138,81 @@ def start_ray(init_args: Mapping[str, object]) -> bool:
     if os.environ.get("PYTHONPATH"):
         pythonpath = f"{pythonpath}{os.pathsep}{os.environ['PYTHONPATH']}"
     os.environ["PYTHONPATH"] = pythonpath
-    ray.init(runtime_env={"env_vars": {"PYTHONPATH": pythonpath}}, **{"include_dashboard": False, **init_args})
+    keep_sigterm_from_ray()
+    try:
+        with sigterm_left_to_the_run():
+            ray.init(runtime_env={"env_vars": {"PYTHONPATH": pythonpath}}, **{"include_dashboard": False, **init_args})
+    except Exception as error:  # e.g. "the current node timed out during startup" on a loaded machine: 32 lines
+        reclaim_signals()
+        address = init_args.get("address")
+        what = "Ray did not start" if address in (None, "local") else f"Ray at {address} could not be joined"
+        raise ExternalFailure(
+            f"{what}: {first_line(error)}; Ray's logs: {ray_logs(init_args)} "
+            "(on a busy machine, run again once it is less loaded)"
+        ) from error
     reclaim_signals()
     return True
 
 
+@contextmanager
+def sigterm_left_to_the_run() -> Iterator[None]:
+    """While inside, where a run handles SIGTERM (``stop_on_signals``): Ray does not take it over.
+
+    ``ray.init`` sets its own handlers as it starts (``sys.exit(15)``; its node's: kill Ray's processes, exit 1): a
+    SIGTERM in the seconds it takes ended the command with status 15, no line, the run directory left behind.
+    The run's handler only asks for a stop, acted on once ``ray.init`` returns; the run shuts Ray down itself.
+    """
+    from ray._private import utils  # set_sigterm_handler: what ray.init and its node call
+
+    from fedsim.core.stopping import handling_signals
+
+    if not handling_signals():
+        yield
+        return
+    ray_sets = utils.set_sigterm_handler
+    utils.set_sigterm_handler = lambda handler: None
+    try:
+        yield
+    finally:
+        utils.set_sigterm_handler = ray_sets
+
+
+def keep_sigterm_from_ray() -> None:
+    """Start Ray's driver without its crash handler, which Ray installs for SIGTERM too and, at shutdown, replaces
+    with the system default, below Python and in whichever thread shuts Ray down (Flower's): from then on a SIGTERM
+    (while the run waits for its attacks) killed the process outright, its attack workers and Ray actors
+    orphaned. Ray's own processes keep theirs; set before ``ray.init`` (Ray reads it there)."""
+    from ray._private import ray_constants  # RAY_DISABLE_FAILURE_SIGNAL_HANDLER, read once when Ray is imported
+
+    ray_constants.RAY_DISABLE_FAILURE_SIGNAL_HANDLER = True
+
+
+def ray_logs(init_args: Mapping[str, object]) -> str:
+    """Where the Ray that ``init_args`` start or join writes its logs (its latest session's)."""
+    address = init_args.get("address")
+    if address not in (None, "local"):
+        return f"session_latest/logs under the Ray temp folder of the cluster's nodes ({address})"
+    temp = init_args.get("_temp_dir")
+    if not isinstance(temp, str):
+        from ray._common.utils import get_default_ray_temp_dir  # Ray's own choice: RAY_TMPDIR, else /tmp/ray
+
+        temp = get_default_ray_temp_dir()
+    return os.path.join(temp, "session_latest", "logs")
+
+
 def stop_ray() -> None:
-    """Shut down the Ray this process started, when Flower's backend did not (a run that failed early)."""
+    """Shut down the Ray this process started, when Flower's backend did not (a run that failed early), and take
+    SIGINT and SIGTERM back for the run (``reclaim_signals``), whoever shut Ray down.
+
+    Ray's shutdown sets SIGTERM back to the system default below Python when its driver installed a crash handler
+    (``keep_sigterm_from_ray`` starts it without one; this covers a Ray that installs it anyway), and
+    ``signal.getsignal`` still names the run's handler then. Call this from the main thread once the simulation
+    has ended.
+    """
     import ray
+
+    from fedsim.core.stopping import reclaim_signals
 
     if ray.is_initialized():
         ray.shutdown()
+    reclaim_signals()

@@ -158,20 +158,24 @@ class SimulationEngine:
                     "starting Ray (%s), kept for the next runs",
                     _ray_text(backend_config["init_args"], self.ray_address),
                 )
+            server.stop.check()  # asked for while the run got ready: Ray is not started for it
             self.services.ray(backend_config["init_args"])
+            server.stop.check()
             logger.info(federation_start_line(server))
             with self.services.keeping_ray():
                 run_simulation(**simulation)
             return
         with RayProcesses():  # none of them outlives the run
+            server.stop.check()  # asked for while the run got ready: Ray is never started
             # what takes seconds before round 1 says so as it starts: a silent console looks like a hang
             logger.info("starting Ray (%s)", _ray_text(backend_config["init_args"], self.ray_address))
-            start_ray(backend_config["init_args"])
-            logger.info(federation_start_line(server))
             try:
+                start_ray(backend_config["init_args"])
+                server.stop.check()  # asked for while Ray started (seconds; more on a loaded machine): no federation
+                logger.info(federation_start_line(server))
                 run_simulation(**simulation)
             finally:
-                stop_ray()
+                stop_ray()  # and SIGTERM taken back from Ray, which leaves it at the default (killed outright)
 
 
 def federation_start_line(server: ServerSpec) -> str:

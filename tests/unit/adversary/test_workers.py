@@ -1,6 +1,7 @@
 """Attack workers are processes of their own: their threads and device, the same reconstructions however many
 run, a time budget that returns the best so far, and CPUs kept out of Flower's Ray pool."""
 
+import logging
 import os
 
 import pytest
@@ -181,3 +182,16 @@ def test_a_worker_whose_server_was_killed_while_it_still_started_exits_too():
     while alive(worker):
         assert time.monotonic() < deadline, f"attack worker {worker} outlived its server by 60 s"
         time.sleep(0.2)
+
+
+def test_a_job_cancelled_by_terminating_the_pool_fails_quietly_instead_of_raising_in_its_callback(caplog):
+    from concurrent.futures import CancelledError, Future
+
+    from adversary.workers import _decoded
+
+    queued = Future()  # a job still queued when a stopped run terminates the workers (cancel_futures=True)
+    job = _decoded(queued)
+    with caplog.at_level(logging.ERROR, logger="concurrent.futures"):
+        queued.cancel()
+    assert caplog.records == []  # was: "exception calling callback ... CancelledError", printed before the stop line
+    assert isinstance(job.exception(timeout=0), CancelledError)

@@ -98,14 +98,14 @@ def test_a_served_description_is_built_by_the_clients_own_code(tmp_path):
     agreed = run_model_of(config, client_spec(config, tmp_path), seed=0, with_weights=True)
     served = ImprintedModel(agreed, input_size=64, bins=8)
     before = torch.random.get_rng_state()
-    rebuilt = rebuild(describe(served), agreed)
+    rebuilt = rebuild(describe(served), agreed, (1, 8, 8))
     assert torch.equal(torch.random.get_rng_state(), before)  # training's random stream is untouched
     assert isinstance(rebuilt, ImprintedModel) and rebuilt.model is not agreed
     assert {k: v.shape for k, v in rebuilt.state_dict().items()} == {k: v.shape for k, v in served.state_dict().items()}
     with pytest.raises(
         RuntimeError, match=r"^the server asked for architecture 'trojan'; this client builds: imprint$"
     ):
-        rebuild('{"architecture": "trojan"}', agreed)
+        rebuild('{"architecture": "trojan"}', agreed, (1, 8, 8))
 
 
 def test_the_ground_truth_leaves_out_the_audit_canary_examples():
@@ -113,3 +113,24 @@ def test_the_ground_truth_leaves_out_the_audit_canary_examples():
 
     batches, labels = _without_canaries([[3, -1, 5], [-2]], [[0, 7, 1], [4]])
     assert batches == [[3, 5], []] and labels == [[0, 1], []]
+
+
+@pytest.mark.parametrize(
+    ("description", "reason"),
+    [
+        (
+            '{"architecture": "imprint", "input_size": 64}',
+            "ServedModelError: the served imprint description has no 'bins'",
+        ),
+        (
+            '{"architecture": "imprint", "input_size": 64, "bins": 1000000000000}',
+            "ServedModelError: the served imprint description: bins = 1000000000000; allowed: a whole number 2 ..",
+        ),
+    ],
+)
+def test_a_served_description_without_bins_or_with_huge_ones_fails_the_reply_in_one_line(tmp_path, description, reason):
+    config = client_config()
+    spec = client_spec(config, tmp_path)
+    message = train_message(config, spec, 1, partition=0)
+    message.content["config"]["served-model"] = description
+    assert_failed(build_client_app(spec)(message, context_of(0)), CLIENT_EXCEPTION, reason)  # was: KeyError: 'bins'

@@ -165,7 +165,7 @@ def test_a_model_without_an_output_bias_is_refused_in_one_line():
 def test_the_served_model_round_trips_and_verification_sees_only_the_block():
     public = public_images()
     served = imprinted(16, public, confident_model())
-    rebuilt = rebuild(describe(served), agreed_model())
+    rebuilt = rebuild(describe(served), agreed_model(), SHAPE)
     rebuilt.load_state_dict(served.state_dict())
     with torch.no_grad():
         assert torch.equal(rebuilt(public[:4]), served(public[:4]))

@@ -70,3 +70,24 @@ def test_a_yaml_alias_bomb_is_bounded_and_one_line(tmp_path, capsys):
     path = tmp_path / "bomb.yaml"
     path.write_text("\n".join(lines) + "\n")
     assert "expands to more than 100,000 values" in one_line_error(capsys, "validate", str(path))
+
+
+@pytest.mark.parametrize(("attacked", "selects"), [([999_999_999], True), ("5-999999999", True), ([10**9 + 1], False)])
+def test_whether_the_adversary_attacks_a_round_is_known_without_walking_the_rounds(monkeypatch, attacked, selects):
+    from fedsim.config.sections import AdversaryConfig
+
+    asked, answer = [], AdversaryConfig.attacks_round
+
+    def walked(self, server_round):  # a billion rounds asked one by one took an hour
+        asked.append(server_round)
+        if len(asked) > 100:
+            raise AssertionError("validation walks the rounds one by one")
+        return answer(self, server_round)
+
+    monkeypatch.setattr(AdversaryConfig, "attacks_round", walked)
+    raw = tiny_raw(federation={"rounds": 10**9}, adversary={"attacks": ["dlg"], "rounds": attacked})
+    if selects:
+        assert parse_config(raw).federation.rounds == 10**9
+    else:
+        with pytest.raises(ConfigError, match=r"selects no round of 1 \.\. 1000000000"):
+            parse_config(raw)
