@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import shutil
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -79,12 +78,6 @@ def audit_app(
     lpips = Lpips(config.adversary.lpips) if config.adversary.attacks else None
     device = resolve_device(config.device)
     environment = {"engine": ENGINE, "flower_app": str(app.path), "run_config": app.run_config}
-    named = (
-        run_dir
-        if run_dir is not None
-        else (config.output.dir / config.output.run_name if config.output.run_name else None)
-    )
-    made_here = named is None or not named.exists()  # only then may a failed audit remove the folder
     with (
         stop_on_signals(StopSignal(), force_exit) as stop,
         RunStore.create(config, str(device), run_dir, environment) as store,
@@ -138,7 +131,7 @@ def audit_app(
         except BaseException as failure:  # a failed or interrupted app: its attacks are dropped at once
             if wiring is not None:
                 wiring.adversary.abandon()
-            kept = _give_back_uncommitted(store, made_here)
+            kept = _give_back_uncommitted(store)
             if stop.requested:
                 raise RunInterrupted(kept, stop.signum) from failure
             if isinstance(failure, Exception) and not isinstance(failure, ConfigError | ExternalFailure):
@@ -154,14 +147,14 @@ def audit_app(
         return store.run_dir
 
 
-def _give_back_uncommitted(store: RunStore, made_here: bool) -> Path | None:
-    """After a failed or stopped audit: None when its directory was removed (this audit made it and committed no
-    round: an empty run would only be in the way of a retry), else the directory that stays."""
-    if store.last_committed_round() is not None or not made_here:
+def _give_back_uncommitted(store: RunStore) -> Path | None:
+    """After a failed or stopped audit that committed no round: fedsim's own files go (an empty run would only be in
+    the way of a retry), and the folder too where this audit made it (``RunStore.discard``). None when the folder
+    is gone, else the directory that stays."""
+    if store.last_committed_round() is not None:
         return store.run_dir
-    store.close()
-    shutil.rmtree(store.run_dir, ignore_errors=True)
-    return None
+    store.discard()
+    return store.run_dir if store.run_dir.exists() else None
 
 
 def app_failure(failure: Exception, run_dir: Path | None) -> ExternalFailure:
