@@ -9,8 +9,11 @@ Four guess families, each scored against every attacked target exactly as a reco
 space, same Hungarian pairing on MSE, same metrics, as many images as the reconstruction holds):
 
 - ``public-mean``: the mean image of the public split, repeated (fixed: one score);
+- ``flat-mean``: a flat image at the public split's mean intensity per channel (fixed: one score); a flat guess
+  can beat the mean image on SSIM, whose structure term punishes the mean image's faint shapes;
 - ``label-mean``: per image, the mean public image of that image's class (fixed: one score);
 - ``random-public``: that many images drawn at random from the public split;
+- ``flat-public``: per image, a flat image at the mean intensity per channel of a random public image;
 - ``label-public``: per image, a random public image of that image's class.
 
 The label-informed families read the target's true labels: a null at least as strong as any label recovery an
@@ -51,10 +54,12 @@ FLOOR_DRAWS = 256  # random draws per family: p-values down to 1/257, a best-of-
 FLOOR_LEVEL = 0.05  # the test's false-positive rate: a guess without the update is called `leaks` this often
 MAX_SELECTED_OVER = 16  # critical values recorded per row for selections over 1..16 candidates
 PUBLIC_MEAN = "public-mean"
+FLAT_MEAN = "flat-mean"
 LABEL_MEAN = "label-mean"
 RANDOM_PUBLIC = "random-public"
+FLAT_PUBLIC = "flat-public"
 LABEL_PUBLIC = "label-public"
-FAMILIES = (PUBLIC_MEAN, LABEL_MEAN, RANDOM_PUBLIC, LABEL_PUBLIC)
+FAMILIES = (PUBLIC_MEAN, FLAT_MEAN, LABEL_MEAN, RANDOM_PUBLIC, FLAT_PUBLIC, LABEL_PUBLIC)
 LEAKS = "leaks"
 AT_FLOOR = "at floor"
 UNKNOWN = "unknown"  # a row without a floor: written by an older fedsim, or no public split to draw from
@@ -257,7 +262,7 @@ def public_floor(
     level: float = FLOOR_LEVEL,
     transform: TransformGuess | None = None,
 ) -> Floor:
-    """Score the four guess families against one target's [0, 1] truth.
+    """Score the guess families (``FAMILIES``) against one target's [0, 1] truth.
 
     ``count``: how many images each guess holds, the reconstruction's number (so that the Hungarian matching gives
     a guess the same choice of pairs it gave the reconstruction); ``seed``: the random draws' seed; ``transform``:
@@ -277,20 +282,27 @@ def public_floor(
     informed = guess_labels(truth_labels, count)
 
     mean_guess = clean(public.mean_image.expand(count, *truth.shape[1:]).contiguous())
+    # flat images: of each public image, or of the public mean, only the mean intensity per channel is kept
+    flats = clean(images.mean(dim=(2, 3), keepdim=True).expand_as(images).contiguous())
+    flat_mean = public.mean_image.mean(dim=(2, 3), keepdim=True).expand(count, *truth.shape[1:]).contiguous()
+    flat_mean_guess = clean(flat_mean)
     majority = torch.full((count,), public.majority_label, dtype=torch.long)
     label_mean_guess = clean(torch.stack([public.class_mean(int(c)) for c in informed]))
 
     generator = np.random.default_rng(seed)
     replace = count > len(images)  # a public split smaller than the guess: draw with replacement
     random_picks = [torch.as_tensor(generator.choice(len(images), size=count, replace=replace)) for _ in range(draws)]
+    flat_picks = [torch.as_tensor(generator.choice(len(images), size=count, replace=replace)) for _ in range(draws)]
     per_class = [public.class_indices(int(c)) for c in informed]
     label_picks = [
         torch.stack([pool[int(generator.integers(len(pool)))] for pool in per_class]).long() for _ in range(draws)
     ]
     families = (
         _fixed_family(PUBLIC_MEAN, mean_guess, majority, truth, truth_labels),
+        _fixed_family(FLAT_MEAN, flat_mean_guess, majority, truth, truth_labels),
         _fixed_family(LABEL_MEAN, label_mean_guess, informed, truth, truth_labels),
         _random_family(RANDOM_PUBLIC, random_picks, images, labels, truth, truth_labels),
+        _random_family(FLAT_PUBLIC, flat_picks, flats, labels, truth, truth_labels),
         _random_family(LABEL_PUBLIC, label_picks, images, labels, truth, truth_labels),
     )
     return Floor(families, level)
