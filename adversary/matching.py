@@ -19,7 +19,7 @@ def mse_cost_matrix(reconstructed: torch.Tensor, truth: torch.Tensor) -> torch.T
 
     Built in blocks of rows, each one (rows, N_true, D) broadcast of at most ``_BLOCK_ELEMENTS`` values,
     rather than in one broadcast, whose memory grows with the product of the batch sizes, or row by row,
-    which spends its time on the overhead of thousands of small operations (the floor pairs 32 random
+    which spends its time on the overhead of thousands of small operations (the floor pairs hundreds of random
     guesses with every target); and in float64 rather than via ``cdist``, whose expanded-square formula
     loses precision exactly for the near-identical pairs that matter most.
     """

@@ -358,10 +358,12 @@ def _leakage_section(leakage, names, out: Path, written: list[Path]) -> ReportSe
     blocks.append(Table(leakage, LEAKAGE_ROUNDS_TABLE, pinned=3))  # run, round, kind
     blocks.append(
         Text(
-            "`leaking`, `at_floor`: how many of those targets some attack reconstructed above its floor (what a "
-            "guess from public data reaches on the same images), and on how many every attack stayed at or below "
-            "it; `no_floor`: targets scored by an older fedsim, without a floor. Every attack result, per target, "
-            f"with its floor and verdict: `{ATTACKS_TABLE}`."
+            "`leaking`, `at_floor`: how many of those targets leak by the test of the result the attacker itself "
+            "would report (the lowest gradient match; p-value at most the level against guesses made without the "
+            "update), and how many stay at floor; `no_floor`: targets scored by an older fedsim, without a test. "
+            "`leaking_low`-`leaking_high`: a 95 % interval on the share leaking; `verdict` and `cell_p_value`: "
+            "whether that many leaking targets is more than guesses reach at the level (binomial test). Every "
+            f"attack result, per target, with its floor, p-value and verdict: `{ATTACKS_TABLE}`."
         )
     )
     return ReportSection("Leakage over rounds", blocks)
@@ -376,8 +378,9 @@ def _frontier_section(frontier, reference, names, out: Path, written: list[Path]
             "against its utility loss relative to the undefended run with otherwise the same config (no "
             "`client.defenses`, no `strategy.dp`): the drop in final test accuracy and the change in final training "
             "loss. A run is on the Pareto front (`pareto_<metric>`) when no other run leaks less at no more "
-            "accuracy drop. `verdict`: `leaks` when some attack result of the run scored above its floor (what a "
-            "guess from public data reaches on the same images), `at floor` when none did; a run at floor is on "
+            "accuracy drop. `verdict`: `leaks` when more of the run's attacked targets leak (by the attacker's "
+            "pick's test) than guesses without the update would at the level (binomial test), else `at floor`; "
+            "a run at floor is on "
             "the front by numbers that mean nothing: its attacks failed, which is no evidence that it protects. "
             "`never_learned`: the run's final accuracy is within the 95 % Wilson interval of the constant "
             "predictor's (the test set's majority-class rate, `chance_accuracy`): its model learned nothing, so "

@@ -8,7 +8,8 @@ where ``federation.plateau`` stopped it, against the undefended run of the same 
 ``fedsim.reporting.frontier``) and its leakage (each run's strongest attack by SSIM, an oracle over the attacks)
 are means over the replicates with 95 % bootstrap intervals (``fedsim.reporting.summaries``: one value per seed,
 the seeds resampled). Its floor is the mean SSIM floor of those strongest results (what a guess from public data
-reaches on the same images), its verdict ``leaks`` when some replicate's attacks scored above their floor.
+reaches on the same images), its verdict ``leaks`` when the targets of all its replicates, each judged by the
+attacker's pick, leak more often than guesses would at the level (``adversary.verdict.judge_cell``).
 
 Runs whose model never learned are kept off the curves and the table (``fedsim.reporting.chance``), as off the
 frontier.
