@@ -5,7 +5,8 @@ run on it, a result above its floor before any other), as ``PSNR/SSIM`` (PSNR in
 reconstruction shows ``exact``); below it, its floor, the SSIM a guess from public data alone reaches on the
 same images (``adversary.floor``), and the target's verdict: ``leaks`` when some attack on it scored above
 its floor, ``at floor`` when none did (the attacks failed there, which is no evidence of protection), and
-``—`` for rows written before floors existed.
+``—`` for rows written before floors existed. A target whose every attack ran out of time before its first
+iteration shows ``no-iterations`` instead of a score, with no floor or verdict, and a line under the table says why.
 A DP run adds the privacy spent by the end of each shown round, one column per guarantee
 (``epsilon_example``: DP-SGD, add/remove one sample of a client; ``epsilon_client``: ``strategy.dp``,
 add/remove one client), their deltas under the table.
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from adversary.floor import LEAKS, UNKNOWN, target_verdict, verdict_of
+from fedsim.engine.leakage.no_iterations import NO_ITERATIONS
 from fedsim.rundir.privacy import (
     ADJACENCY,
     DELTA_CLIENT,
@@ -55,15 +57,18 @@ def leakage_rows(run_dir: Path) -> tuple[list[str], list[dict[str, Any]]]:
         # a leaking result first: attacks with more candidates than images (rtf) are read against a higher floor
         return verdict_of(row) == LEAKS, row["ssim_mean"]
 
+    unrun: set[tuple[int, str]] = set()  # attacked, but no attack ran an iteration there: nothing to score
     for row in rows:
+        if row["event"] == "attack" and row.get("status") == NO_ITERATIONS:
+            unrun.add((row["round"], row["target"]))
         if row["event"] != "attack" or row.get("status") != "ok":
             continue
         key = (row["round"], row["target"])
         verdicts.setdefault(key, set()).add(verdict_of(row))
         if key not in best or strength(row) > strength(best[key]):
             best[key] = row
-    targets = sorted({target for _, target in best}, key=_target_order)
-    attacked = {server_round for server_round, _ in best}
+    targets = sorted({target for _, target in [*best, *unrun]}, key=_target_order)
+    attacked = {server_round for server_round, _ in [*best, *unrun]}
     evals = [row for row in rows if row["event"] == "eval"]
     last = max((row["round"] for row in evals), default=0)
     table = []
@@ -75,7 +80,9 @@ def leakage_rows(run_dir: Path) -> tuple[list[str], list[dict[str, Any]]]:
             line[epsilon] = spent.get(row["round"], {}).get(epsilon)
         for target in targets:
             hit = best.get((row["round"], target))
-            line[target] = None if hit is None else _score(hit)
+            line[target] = (
+                _score(hit) if hit is not None else NO_ITERATIONS if (row["round"], target) in unrun else None
+            )
             if hit is not None:
                 floor = hit.get("floor_ssim")
                 line["floor"][target] = "—" if floor is None else f"{floor:.2f}"
@@ -99,6 +106,16 @@ def privacy_lines(run_dir: Path) -> list[str]:
         for epsilon, delta in ((EPSILON_EXAMPLE, DELTA_EXAMPLE), (EPSILON_CLIENT, DELTA_CLIENT))
         if spent[epsilon] is not None
     ]
+
+
+def no_iteration_lines(run_dir: Path) -> list[str]:
+    """Lines for under the table: each attack whose time limit ran out before its first iteration, where, and why
+    it has no score (none where every attack ran)."""
+    unrun: dict[tuple[str, str], list[str]] = {}  # (attack, why) -> "round N target"
+    for row in RunStore(run_dir).rows():
+        if row["event"] == "attack" and row.get("status") == NO_ITERATIONS:
+            unrun.setdefault((row["attack"], row.get("error", "")), []).append(f"round {row['round']} {row['target']}")
+    return [f"{NO_ITERATIONS}: {', '.join(where)}: {why}" for (_, why), where in unrun.items()]
 
 
 def selection_lines(run_dir: Path) -> tuple[str, str]:
@@ -169,5 +186,5 @@ def print_leakage_table(run_dir: Path, console: Any) -> None:
             verdicts = (line["verdict"].get(target, "") for target in targets)
             view.add_row("", "verdict", *blank, *("—" if verdict == UNKNOWN else verdict for verdict in verdicts))
     console.print(view)
-    for line in privacy_lines(run_dir):  # whole lines: the table's width would wrap them mid-phrase
-        console.print(line, soft_wrap=True)
+    for line in privacy_lines(run_dir) + no_iteration_lines(run_dir):  # whole lines: the table's width would wrap
+        console.print(line, soft_wrap=True)  # them mid-phrase
