@@ -24,7 +24,7 @@ from fedsim.config import AttackOptions, ClientConfig
     [
         AttackOptions(name="dlg"),
         AttackOptions(name="idlg"),
-        AttackOptions(name="ig", iterations=500),
+        AttackOptions(name="ig", iterations=250),
     ],
     ids=lambda o: o.name,
 )
@@ -48,7 +48,7 @@ def test_several_local_steps_are_inverted_by_unrolling_the_clients_sgd(digits):
     truth, labels = x[index], y[index]
     view = client_view(lenet(), truth, labels, lr=0.5, local_steps=2, batch_size=1)
 
-    [rec] = run_attack(AttackOptions(name="idlg", iterations=300, restarts=2), [view], seed=0, device=CPU)
+    [rec] = run_attack(AttackOptions(name="idlg", iterations=200, restarts=2), [view], seed=0, device=CPU)
 
     assert rec.labels.tolist() == [2, 4]
     assert rec.objective == min(rec.restart_objectives) < 1e-3 < max(rec.restart_objectives)
