@@ -241,8 +241,8 @@ class OptimizationOptions(AttackOptions):
     time_limit: float | None = Field(
         None,
         gt=0,
-        description="seconds per attack job; past it the best reconstruction so far is scored, marked `cut` (cut before "
-        "its first iteration: status `no-iterations`, not scored)",
+        description="seconds per attack job; past it the best reconstruction so far is scored, marked `cut` "
+        "(cut before its first iteration: status `no-iterations`, not scored)",
     )
 
     @classmethod
