@@ -30,6 +30,7 @@ from pydantic import Field, model_validator
 from torch import nn
 from torch.func import functional_call, vmap
 
+from adversary.inversion import clock
 from adversary.inversion.optimizers import Budget
 from adversary.inversion.options import OptimizationOptions
 from adversary.inversion.problem import BatchedProblem, group_views, init_seed
@@ -160,7 +161,7 @@ def attack(
     """Reconstruct every view; compatible views and all restarts are one batched problem over generator weights."""
     device = torch.device(device)
     dtype = DTYPES[options.precision]
-    deadline = time.perf_counter() + float(options.time_limit) if options.time_limit else None
+    deadline = clock.deadline_after(options.time_limit)
     restart_ids = options.restart_ids()
     results: dict[int, Reconstruction] = {}
     with _deterministic(options.deterministic):

@@ -15,11 +15,12 @@ concatenation would share one history and one line search across problems).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+
+from adversary.inversion import clock
 
 Evaluate = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 Project = Callable[[torch.Tensor], torch.Tensor]
@@ -29,10 +30,11 @@ Monitor = Callable[[int, torch.Tensor, torch.Tensor], None]
 
 @dataclass
 class Budget:
-    """An optional wall-clock limit for one optimisation; the optimizer records how far it got.
+    """An optional time limit for one optimisation; the optimizer records how far it got.
 
-    Past ``deadline`` (a ``time.perf_counter()`` value) the optimizer stops before its next step and returns
-    the best iterate so far of every problem; ``cut`` says that it did, ``iterations`` how many steps it took.
+    Past ``deadline`` (a ``clock.deadline_after`` value) the optimizer stops before its next step and returns
+    the best iterate so far of every problem; ``cut`` says that it did, ``iterations`` how many steps it took
+    (0: the limit ran out before the first step, and the best so far is the starting point).
     """
 
     deadline: float | None = None
@@ -40,7 +42,7 @@ class Budget:
     cut: bool = False
 
     def exhausted(self) -> bool:
-        return self.deadline is not None and time.perf_counter() >= self.deadline
+        return clock.passed(self.deadline)
 
 
 @dataclass(frozen=True)

@@ -239,7 +239,10 @@ class OptimizationOptions(AttackOptions):
     )
     log_every: int = Field(0, ge=0, description="keep a trajectory point every N iterations (0 = none)")
     time_limit: float | None = Field(
-        None, gt=0, description="seconds per attack job; past it the best reconstruction so far is scored, marked `cut`"
+        None,
+        gt=0,
+        description="seconds per attack job; past it the best reconstruction so far is scored, marked `cut` "
+        "(cut before its first iteration: status `no-iterations`, not scored)",
     )
 
     @classmethod

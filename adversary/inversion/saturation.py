@@ -37,6 +37,7 @@ from typing import Any
 
 import torch
 
+from adversary.inversion import clock
 from adversary.inversion.options import AttackOptions, OptimizationOptions
 from adversary.inversion.problem import BatchedProblem
 from adversary.inversion.spec import AttackSpec
@@ -110,14 +111,14 @@ def saturate(
     ranges = list(input_ranges) if input_ranges is not None else [None] * len(best)
     size = {"iterations": int(options.iterations), "restarts": int(options.restarts)}
     caps = {"iterations": budget.max_iterations, "restarts": budget.max_restarts}
-    deadline = time.perf_counter() + seconds if seconds is not None else None
+    deadline = clock.now() + seconds if seconds is not None else None  # seconds <= 0: no time left
     stalled: set[str] = set()  # dimensions whose last growth changed no target's answer
     phase = "iterations"  # the dimension that helped last is grown again first
     while True:
         grown = {dim: min(value * budget.growth, max(caps[dim], value)) for dim, value in size.items()}
         growable = [dim for dim in (phase, *(d for d in size if d != phase)) if grown[dim] != size[dim]]
         candidates = [dim for dim in growable if dim not in stalled]
-        remaining = deadline - time.perf_counter() if deadline is not None else None
+        remaining = deadline - clock.now() if deadline is not None else None
         if not candidates or (remaining is not None and remaining <= 0):
             status = SATURATED if not candidates and stalled == set(size) else CAPPED
             break
@@ -232,14 +233,14 @@ def run_portfolio(
             for rec, match in zip(outcome, matches[index], strict=True)
         ]
     chosen = sorted(leaders(matches, budget.leaders))
-    started = time.perf_counter()
+    started = clock.now()
     for position, index in enumerate(chosen):
         options, run = entries[index]
         first = outcomes[index]
         assert not isinstance(first, BaseException)
         seconds = None
         if budget.max_seconds is not None:  # what is left is shared by the leaders still to come
-            seconds = (budget.max_seconds - (time.perf_counter() - started)) / (len(chosen) - position)
+            seconds = (budget.max_seconds - (clock.now() - started)) / (len(chosen) - position)
         try:
             ranges = [input_range(view) for view in views]
             saturated = saturate(run, options, first, budget, seconds, ranges)  # type: ignore[arg-type]

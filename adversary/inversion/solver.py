@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
+from adversary.inversion import clock
 from adversary.inversion.optimizers import Budget, FirstOrderSettings, LbfgsSettings, first_order, ig_milestones, lbfgs
 from adversary.inversion.options import OptimizationOptions
 from adversary.inversion.problem import BatchedProblem, group_views
@@ -58,7 +59,7 @@ def invert(
     initial guess.
     """
     time_limit = getattr(options, "time_limit", None)  # an attack's options may not have one
-    deadline = time.perf_counter() + float(time_limit) if time_limit else None
+    deadline = clock.deadline_after(time_limit)
     restart_ids = options.restart_ids() if restart_ids is None else list(restart_ids)
     if not restart_ids:
         raise ValueError("invert: at least one restart is needed")

@@ -55,14 +55,15 @@ def running(process: Process) -> bool:
     return fields is not None and fields[19] == process[1] and fields[0] != "Z"
 
 
-def stop_processes(processes: Iterable[Process], grace: float) -> None:
-    """SIGTERM every one of ``processes`` still running, then SIGKILL those still there after ``grace`` seconds."""
+def stop_processes(processes: Iterable[Process], grace: float, *, clock: Callable[[], float] = time.monotonic) -> None:
+    """SIGTERM every one of ``processes`` still running, then SIGKILL those still there after ``grace`` seconds
+    (read on ``clock``: a test moves its own, so that what it checks does not depend on the machine's load)."""
     pending = [process for process in processes if running(process)]
     for process in pending:
         with contextlib.suppress(ProcessLookupError):  # it ended after all
             os.kill(process[0], signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while (pending := [process for process in pending if running(process)]) and time.monotonic() < deadline:
+    deadline = clock() + grace
+    while (pending := [process for process in pending if running(process)]) and clock() < deadline:
         time.sleep(0.05)
     for process in pending:
         with contextlib.suppress(ProcessLookupError):

@@ -17,6 +17,7 @@ import pandas as pd
 from adversary.floor import AT_FLOOR
 from adversary.scoring import PSNR_CAP_DB
 from fedsim.core.atomic import inside
+from fedsim.engine.leakage.no_iterations import NO_ITERATIONS
 from fedsim.reporting import defense_curves, figures, gallery, tables
 from fedsim.reporting.chance import ChanceLevel, chance_levels
 from fedsim.reporting.equal_utility import BUDGETS, NONE_AT_THIS_COST, cell_text, equal_utility
@@ -113,6 +114,7 @@ def write_full_report(path: Path, sweep: Sweep | None = None) -> list[Path]:
 
     rounds = tables.utility_rounds(sweep)
     attacks = tables.attack_results(sweep)
+    unscored = tables.unscored_attacks(sweep)
     leakage = tables.leakage_rounds(sweep, attacks)
     final = tables.final_utility(sweep, rounds)
     configs = {name: run.config for name, run in sweep.runs.items()}
@@ -133,10 +135,10 @@ def write_full_report(path: Path, sweep: Sweep | None = None) -> list[Path]:
 
     written_figures: list[Path] = []
     # what leaked and what it cost first; how each number was produced after
-    sections = [_summary_section(sweep, attacks, final, chance)]
+    sections = [_summary_section(sweep, attacks, unscored, final, chance)]
     sections += _reconstructions_sections(sweep, attacks)
     sections.append(_utility_section(rounds, names, out, written_figures))
-    sections.append(_leakage_section(leakage, names, out, written_figures))
+    sections.append(_leakage_section(leakage, unscored, names, out, written_figures))
     if len(sweep.runs) > 1:  # a frontier compares runs: one run has its numbers in the summary
         sections.append(_frontier_section(frontier, reference, names, out, written_figures))
         points = defense_curves.defense_points(sweep.runs, frontier, attacks)
@@ -192,6 +194,15 @@ def _strongest_text(rows: pd.DataFrame) -> str:
     return f"attacker's pick: {cell.text()}{failed}; {oracle}{bound}"
 
 
+def _leakage_cell(scored: pd.DataFrame, unrun: pd.DataFrame, kind: str) -> str:
+    """A summary cell: the strongest scored result on the targets of ``kind`` (per-client or aggregate), or, where
+    every attack on them ran out of time before its first iteration, that nothing was scored."""
+    text = _strongest_text(scored[scored["kind"] == kind]) if not scored.empty else "not attacked"
+    if text == "not attacked" and kind in set(unrun["kind"]):
+        return f"{NO_ITERATIONS}: no attack finished an iteration within its time limit, nothing to score"
+    return text
+
+
 def _threat_model(run: Run) -> str:
     adversary = run.config.adversary
     if not adversary.attacks:
@@ -224,11 +235,16 @@ def _accuracy_text(accuracy: float, rounds: int | None, chance: ChanceLevel | No
 
 
 def _summary_section(
-    sweep: Sweep, attacks: pd.DataFrame, final: pd.DataFrame, chance: dict[str, ChanceLevel | None]
+    sweep: Sweep,
+    attacks: pd.DataFrame,
+    unscored: pd.DataFrame,
+    final: pd.DataFrame,
+    chance: dict[str, ChanceLevel | None],
 ) -> ReportSection:
     rows = []
     for name, run in sweep.runs.items():
         own = attacks[attacks["run"] == name] if not attacks.empty else attacks
+        unrun = unscored[(unscored["run"] == name) & (unscored["status"] == NO_ITERATIONS)]
         result = final[final["run"] == name]
         accuracy = float(result["final_accuracy"].iloc[0]) if not result.empty else float("nan")
         spent = result.iloc[0] if not result.empty else pd.Series(dtype=float)
@@ -236,12 +252,8 @@ def _summary_section(
         rows.append(
             {
                 "run": _short_name(run),
-                "strongest leakage, per client": _strongest_text(own[own["kind"] == "per-client"])
-                if not own.empty
-                else "not attacked",
-                "strongest leakage, aggregate": _strongest_text(own[own["kind"] == "aggregate"])
-                if not own.empty
-                else "not attacked",
+                "strongest leakage, per client": _leakage_cell(own, unrun, "per-client"),
+                "strongest leakage, aggregate": _leakage_cell(own, unrun, "aggregate"),
                 "final test accuracy": _accuracy_text(accuracy, rounds, chance.get(name)),
                 EPSILON_EXAMPLE: _epsilon_cell(spent, EPSILON_EXAMPLE, DELTA_EXAMPLE),
                 EPSILON_CLIENT: _epsilon_cell(spent, EPSILON_CLIENT, DELTA_CLIENT),
@@ -324,8 +336,23 @@ def _utility_section(rounds, names, out: Path, written: list[Path]) -> ReportSec
     return ReportSection("Utility over rounds", blocks)
 
 
-def _leakage_section(leakage, names, out: Path, written: list[Path]) -> ReportSection:
+UNSCORED_TEXT = (
+    "Attack results without a score, hence without a floor or verdict: `no-iterations`, the attack's time limit ran "
+    "out before its first iteration finished (what it holds is its starting guess, not a reconstruction); "
+    "`failed`, the attack raised an error; `no-data`, the target trained on no sample that round."
+)
+
+
+def _unscored_blocks(unscored: pd.DataFrame) -> list:
+    return [Text(UNSCORED_TEXT), Table(unscored, pinned=3)] if not unscored.empty else []  # run, round, attack
+
+
+def _leakage_section(leakage, unscored: pd.DataFrame, names, out: Path, written: list[Path]) -> ReportSection:
     if leakage.empty:
+        if not unscored.empty:
+            return ReportSection(
+                "Leakage over rounds", [Text("No attack result was scored."), *_unscored_blocks(unscored)]
+            )
         return ReportSection("Leakage over rounds", [Text("No attack result: no run has an `adversary` with attacks.")])
     blocks: list = []
     drawn: list[str] = [metric for metric in LEAKAGE_METRICS if leakage.filter(like=metric).notna().any().any()]
@@ -366,6 +393,7 @@ def _leakage_section(leakage, names, out: Path, written: list[Path]) -> ReportSe
             f"attack result, per target, with its floor, p-value and verdict: `{ATTACKS_TABLE}`."
         )
     )
+    blocks += _unscored_blocks(unscored)
     return ReportSection("Leakage over rounds", blocks)
 
 

@@ -7,7 +7,9 @@ the update at the test's level, ``adversary.floor``), its p-value, and the targe
 p-value is at most the level, ``at floor`` otherwise (the attacks failed there, which is no evidence of
 protection), and ``—`` for rows written before calibrated verdicts. Where more than one attack ran, an ``oracle``
 line gives the best SSIM against the ground truth, which no attacker has, beside its own best-of-N floor: an
-upper bound that decides no verdict.
+upper bound that decides no verdict. A target whose every attack ran out of time
+before its first iteration shows ``no-iterations`` instead of a score, with no floor or verdict, and a line under
+the table says why.
 A DP run adds the privacy spent by the end of each shown round, one column per guarantee
 (``epsilon_example``: DP-SGD, add/remove one sample of a client; ``epsilon_client``: ``strategy.dp``,
 add/remove one client), their deltas under the table.
@@ -24,6 +26,7 @@ from typing import Any
 
 from adversary.floor import UNKNOWN
 from adversary.verdict import TargetVerdict, judge_target
+from fedsim.engine.leakage.no_iterations import NO_ITERATIONS
 from fedsim.rundir.privacy import (
     ADJACENCY,
     DELTA_CLIENT,
@@ -49,12 +52,15 @@ def leakage_rows(run_dir: Path) -> tuple[list[str], list[dict[str, Any]]]:
     rows = RunStore(run_dir).rows()
     spent = privacy_by_round(rows)
     results: dict[tuple[int, str], list[dict[str, Any]]] = {}
+    unrun: set[tuple[int, str]] = set()  # attacked, but no attack ran an iteration there: nothing to score
     for row in rows:
+        if row["event"] == "attack" and row.get("status") == NO_ITERATIONS:
+            unrun.add((row["round"], row["target"]))
         if row["event"] == "attack" and row.get("status") == "ok":
             results.setdefault((row["round"], row["target"]), []).append(row)
     judged = {key: verdict for key, found in results.items() if (verdict := judge_target(found)) is not None}
-    targets = sorted({target for _, target in judged}, key=_target_order)
-    attacked = {server_round for server_round, _ in judged}
+    targets = sorted({target for _, target in [*judged, *unrun]}, key=_target_order)
+    attacked = {server_round for server_round, _ in [*judged, *unrun]}
     evals = [row for row in rows if row["event"] == "eval"]
     last = max((row["round"] for row in evals), default=0)
     table = []
@@ -67,13 +73,15 @@ def leakage_rows(run_dir: Path) -> tuple[list[str], list[dict[str, Any]]]:
             line[epsilon] = spent.get(row["round"], {}).get(epsilon)
         for target in targets:
             verdict = judged.get((row["round"], target))
-            line[target] = None if verdict is None else _score(verdict.pick)
-            if verdict is not None:
-                line["floor"][target] = _ssim_text(verdict.floor)
-                line["p"][target] = "—" if verdict.p_value is None else f"{verdict.p_value:.3f}"
-                line["verdict"][target] = verdict.verdict
-                if verdict.candidates > 1:
-                    line["oracle"][target] = _oracle_text(verdict)
+            if verdict is None:
+                line[target] = NO_ITERATIONS if (row["round"], target) in unrun else None
+                continue
+            line[target] = _score(verdict.pick)
+            line["floor"][target] = _ssim_text(verdict.floor)
+            line["p"][target] = "—" if verdict.p_value is None else f"{verdict.p_value:.3f}"
+            line["verdict"][target] = verdict.verdict
+            if verdict.candidates > 1:
+                line["oracle"][target] = _oracle_text(verdict)
         table.append(line)
     return targets, table
 
@@ -105,6 +113,16 @@ def privacy_lines(run_dir: Path) -> list[str]:
         for epsilon, delta in ((EPSILON_EXAMPLE, DELTA_EXAMPLE), (EPSILON_CLIENT, DELTA_CLIENT))
         if spent[epsilon] is not None
     ]
+
+
+def no_iteration_lines(run_dir: Path) -> list[str]:
+    """Lines for under the table: each attack whose time limit ran out before its first iteration, where, and why
+    it has no score (none where every attack ran)."""
+    unrun: dict[tuple[str, str], list[str]] = {}  # (attack, why) -> "round N target"
+    for row in RunStore(run_dir).rows():
+        if row["event"] == "attack" and row.get("status") == NO_ITERATIONS:
+            unrun.setdefault((row["attack"], row.get("error", "")), []).append(f"round {row['round']} {row['target']}")
+    return [f"{NO_ITERATIONS}: {', '.join(where)}: {why}" for (_, why), where in unrun.items()]
 
 
 def selection_lines(run_dir: Path) -> tuple[str, str]:
@@ -194,5 +212,5 @@ def print_leakage_table(run_dir: Path, console: Any) -> None:
                 cells = (line[name].get(target, "") for target in targets)
                 view.add_row("", name, *blank, *("—" if cell == UNKNOWN else cell for cell in cells))
     console.print(view)
-    for line in privacy_lines(run_dir):  # whole lines: the table's width would wrap them mid-phrase
-        console.print(line, soft_wrap=True)
+    for line in privacy_lines(run_dir) + no_iteration_lines(run_dir):  # whole lines: the table's width would wrap
+        console.print(line, soft_wrap=True)  # them mid-phrase

@@ -141,6 +141,37 @@ def attack_results(sweep: Sweep) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
 
 
+UNSCORED_COLUMNS = ["run", "round", "attack", "target", "kind", "status", "error"]
+
+
+def unscored_attacks(sweep: Sweep) -> pd.DataFrame:
+    """Every attack result without a score, per run, round, attack and target: its ``status`` and why (``error``):
+    ``no-iterations`` (its time limit ran out before its first iteration), ``failed`` (it raised), ``no-data``
+    (the target trained on no sample that round)."""
+    frames = []
+    for name, run in sweep.runs.items():
+        attacks = run.events("attack")
+        if attacks.empty or "status" not in attacks:
+            continue
+        unscored = attacks[attacks["status"] != "ok"]
+        if unscored.empty:
+            continue
+        frames.append(
+            pd.DataFrame(
+                {
+                    "run": name,
+                    "round": unscored["round"].astype(int),
+                    "attack": unscored["attack"],
+                    "target": unscored["target"],
+                    "kind": ["aggregate" if target == AGGREGATE else "per-client" for target in unscored["target"]],
+                    "status": unscored["status"],
+                    "error": unscored.get("error", pd.Series("", index=unscored.index)).fillna(""),
+                }
+            )
+        )
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=UNSCORED_COLUMNS)
+
+
 def _image_count(row: dict) -> float:
     """How many (original, reconstruction) pairs an attack row scored: the length of its per-image SSIM."""
     images = row.get("ssim")

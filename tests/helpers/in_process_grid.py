@@ -3,9 +3,10 @@ ClientApp in a thread, and the replies are collected, as Flower's SuperLink woul
 
 from __future__ import annotations
 
+import math
 import threading
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from types import SimpleNamespace
 
 from flwr.app import Context, Error, Message, RecordDict
@@ -30,6 +31,7 @@ class InProcessGrid(Grid):
         }
         self.sent: list[Message] = []
         self._replies: dict[str, Message] = {}
+        self._unpulled: dict[str, int] = {}  # message id -> its node, until its reply is pulled
         self._lock = threading.Lock()
 
     def set_run(self, run) -> None:  # type: ignore[no-untyped-def]
@@ -63,13 +65,32 @@ class InProcessGrid(Grid):
             message.metadata.__dict__["_message_id"] = message_id = str(uuid.uuid4())
             self.sent.append(message_from_proto(message_to_proto(message)))
             wire = message_to_proto(message).SerializeToString()  # serialised now, as the SuperLink would
+            with self._lock:
+                self._unpulled[message_id] = message.metadata.dst_node_id
             threading.Thread(target=self._deliver, args=(message_id, wire), daemon=True).start()
             ids.append(message_id)
         return ids
 
     def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
         with self._lock:
-            return [self._replies.pop(i) for i in list(message_ids) if i in self._replies]
+            pulled = [i for i in list(message_ids) if i in self._replies]
+            for i in pulled:
+                self._unpulled.pop(i, None)
+            return [self._replies.pop(i) for i in pulled]
+
+    def clock_past_deadlines_once_only(self, silent: Iterable[int]) -> Callable[[], float]:
+        """A reply clock (``fedsim.core.messaging.now``) that stands still while a message to a node outside
+        ``silent`` waits for its reply to be pulled, and is past every deadline once only ``silent`` nodes' are
+        left: a silent node always misses the deadline and every other node always makes it, however busy the
+        machine is."""
+        silent = set(silent)
+
+        def clock() -> float:
+            with self._lock:
+                waiting = any(node not in silent for node in self._unpulled.values())
+            return 0.0 if waiting else math.inf
+
+        return clock
 
     def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None) -> Iterable[Message]:
         return collect_replies(self, messages, timeout)

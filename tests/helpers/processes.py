@@ -29,10 +29,14 @@ def signal_when(
     return children
 
 
-def still_running(processes: list[Process], after: float, since: float) -> list[Process]:
-    """Which of ``processes`` still run ``after`` seconds past ``since`` (a time.monotonic())."""
-    time.sleep(max(0.0, since + after - time.monotonic()))
-    return [process for process in processes if running(process)]
+def still_running(processes: list[Process], within: float = 60) -> list[Process]:
+    """Which of ``processes`` still run once every one has ended or ``within`` seconds have passed: a bound on
+    liveness (an orphan would run on for minutes), never a measure of how fast they end, which depends on the
+    machine's load."""
+    deadline = time.monotonic() + within
+    while (left := [process for process in processes if running(process)]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return left
 
 
 def alive(pid: int) -> bool:

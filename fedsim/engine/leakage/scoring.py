@@ -32,6 +32,7 @@ from adversary.view import AttackerView, Reconstruction
 from fedsim.config import AttackOptions
 from fedsim.core.atomic import inside
 from fedsim.core.seeding import derive_seed
+from fedsim.engine.leakage.no_iterations import no_iterations_row, ran_no_iteration
 from fedsim.engine.lifecycle.federation import Federation
 from fedsim.rundir.ground_truth import GroundTruthStore
 from fedsim.rundir.layout import RECONSTRUCTIONS_DIR, grid_file, trajectory_file
@@ -132,6 +133,12 @@ class LeakageScorer:
         return torch.from_numpy(self.federation.dataset.y_train[ids])
 
     def on_result(self, view: AttackerView, options: AttackOptions, reconstruction: Reconstruction) -> None:
+        if ran_no_iteration(reconstruction):  # cut before its first step: its "best so far" is its starting guess
+            row = no_iterations_row(view, options, self.extra_fields)
+            with self._lock:
+                self.store.append(row)
+            logger.warning("round %d %s %s: %s", view.round, view.target, options.label, row["error"])
+            return
         truth = self.truth_for(view)
         if len(truth.labels) == 0:  # e.g. DP-SGD's Poisson sampling drew empty batches: nothing to leak
             with self._lock:

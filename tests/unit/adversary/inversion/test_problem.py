@@ -28,7 +28,7 @@ def test_views_of_one_round_share_one_batched_problem(digits):
 
     assert group_views([*views, other_model, two_samples]) == [[0, 1, 2], [3], [4]]
 
-    recs = run_attack(AttackOptions(name="idlg", iterations=200), views, seed=0, device=CPU)
+    recs = run_attack(AttackOptions(name="idlg", iterations=150), views, seed=0, device=CPU)
     assert [psnr(rec.images, x[i : i + 1]) > 25 for i, rec in enumerate(recs)] == [True] * 3
 
 

@@ -55,10 +55,15 @@ def test_a_process_that_ignores_sigterm_is_sigkilled_after_the_grace_period():
     stubborn = subprocess.Popen([sys.executable, "-c", STUBBORN], stdout=subprocess.PIPE)
     stubborn.stdout.readline()  # its handler is in place
     process = next(process for process in descendants(os.getpid()) if process[0] == stubborn.pid)
-    started = time.monotonic()
-    stop_processes([process], grace=0.5)
-    assert stubborn.wait(timeout=5) == -signal.SIGKILL
-    assert 0.5 <= time.monotonic() - started < 5
+    readings = []  # a clock at 0.05 s per reading, whatever the machine's load: the grace of 0.5 s is 10 readings
+
+    def clock() -> float:
+        readings.append(len(readings) * 0.05)
+        return readings[-1]
+
+    stop_processes([process], grace=0.5, clock=clock)
+    assert stubborn.wait(timeout=60) == -signal.SIGKILL
+    assert 0.5 <= readings[-1] <= 0.55  # killed once the grace had passed, not before and not a reading later
 
 
 def test_the_watch_keeps_a_grandchild_that_was_orphaned_since():

@@ -168,3 +168,26 @@ def test_a_run_without_dp_prints_no_epsilon_column(tmp_path):
     console = Console(width=80, record=True)
     print_leakage_table(store.run_dir, console)
     assert "ε" not in console.export_text() and "epsilon" not in console.export_text()
+
+
+def test_a_target_whose_attack_ran_no_iteration_shows_that_status_without_floor_or_verdict_and_why(tmp_path):
+    from rich.console import Console
+
+    store = RunStore.create(tiny_config(output={"dir": str(tmp_path), "run_name": "r"}), "cpu")
+    store.append({"round": 1, "event": "eval", "accuracy": 0.2})
+    scored = {"event": "attack", "status": "ok", "round": 1, "attack": "ig", "psnr_mean": 12.0, "ssim_mean": 0.5}
+    store.append({**scored, "target": "client:0", "floor_ssim": 0.3, "verdict": "leaks"})
+    why = "time_limit = 2 s ran out before ig's first iteration finished: nothing to score"
+    unrun = {"event": "attack", "status": "no-iterations", "round": 1, "attack": "ig", "error": why}
+    store.append({**unrun, "target": "client:1"})
+    store.append({**unrun, "target": "aggregate"})
+    targets, table = leakage_rows(store.run_dir)
+    assert targets == ["client:0", "client:1", "aggregate"]
+    assert (table[0]["client:1"], table[0]["aggregate"]) == ("no-iterations", "no-iterations")
+    assert table[0]["verdict"] == {"client:0": "leaks"} and table[0]["floor"] == {"client:0": "0.30"}
+    console = Console(width=80, record=True)
+    print_leakage_table(store.run_dir, console)
+    text = console.export_text()
+    assert f"no-iterations: round 1 client:1, round 1 aggregate: {why}" in text
+    verdict_line = next(line.split() for line in text.splitlines() if line.split()[:1] == ["verdict"])
+    assert verdict_line == ["verdict", "leaks"]  # none for the targets that ran no iteration

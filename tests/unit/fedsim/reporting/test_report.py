@@ -23,6 +23,29 @@ def test_report_of_a_folder_of_runs_with_dp_and_attacks(capsys, tmp_path):
     assert not (report / "summary.md").exists()  # the single-run outputs only for a run directory
 
 
+def test_the_report_lists_attacks_that_ran_no_iteration_with_their_status_and_scores_none_of_them(tmp_path):
+    from fedsim.rundir.writer import RunStore
+
+    why = "time_limit = 2 s ran out before ig's first iteration finished: nothing to score"
+    unrun = {"event": "attack", "tap": "mitm", "attack": "ig", "status": "no-iterations", "cut": True, "error": why}
+    mixed = RunStore(_synthetic_run(tmp_path, "mixed"))
+    mixed.append({**unrun, "round": 2, "target": "client:1", "iterations": 0})
+    unrun_only = RunStore(_synthetic_run(tmp_path / "alone", "unrun"))
+    unrun_only.run_dir.joinpath("metrics.jsonl").write_text("")  # no scored attack at all
+    for r in (0, 1):
+        unrun_only.append({"round": r, "event": "eval", "loss": 1.0, "accuracy": 0.5})
+    unrun_only.append({**unrun, "round": 1, "target": "aggregate", "iterations": 0})
+    assert main(["report", str(tmp_path / "mixed")]) == 0 and main(["report", str(tmp_path / "alone")]) == 0
+    for rendered in (tmp_path / "mixed/report/report.md", tmp_path / "mixed/report/report.html"):
+        text = rendered.read_text()
+        assert "no-iterations" in text and "time_limit = 2 s ran out before ig" in text
+    attacks = pd.read_csv(tmp_path / "mixed/report/attacks.csv")
+    assert "ig" not in set(attacks["attack"])  # no score, no verdict: not an attack result
+    alone = (tmp_path / "alone/report/report.md").read_text()
+    assert "No attack result was scored." in alone
+    assert "no-iterations: no attack finished an iteration within its time limit, nothing to score" in alone
+
+
 def test_a_folder_without_runs_is_one_line(capsys, tmp_path):
     code = main(["report", str(tmp_path)])
     _, err = capsys.readouterr()

@@ -63,3 +63,18 @@ def test_without_a_public_split_the_verdict_is_unknown(tmp_path):
     scorer, images = _scorer(tmp_path, np.zeros((0, 1, 8, 8), dtype=np.float32))
     row = _result(scorer, "ig", torch.from_numpy(images[SAMPLES]))
     assert row["verdict"] == UNKNOWN and "floor_ssim" not in row
+
+
+def test_an_attack_cut_before_its_first_iteration_gets_its_own_status_and_no_score_or_verdict(tmp_path):
+    scorer, images = _scorer(tmp_path, np.random.default_rng(1).random((40, 1, 8, 8)).astype(np.float32))
+    view = SimpleNamespace(round=1, target="client:0", tap="mitm", contributors=())
+    options = SimpleNamespace(name="ig", label="ig", preset=None, time_limit=2.0)
+    start = torch.from_numpy(images[SAMPLES])  # even a starting guess that happens to match is not scored
+    labels = torch.zeros(4, dtype=torch.long)
+    scorer.on_result(view, options, Reconstruction(start, labels, 0.0, (0.0,), 0, 2.0, cut=True))
+    scorer.on_result(view, options, Reconstruction(start, labels, 0.0, (0.0,), 3, 2.0, cut=True))
+    unrun, cut = scorer.store.rows
+    assert unrun["status"] == "no-iterations" and unrun["cut"] is True and unrun["iterations"] == 0
+    assert "time_limit = 2 s ran out before ig's first iteration finished" in unrun["error"]
+    assert not {"verdict", "ssim_mean", "psnr_mean", "floor_ssim", "batch_size"} & unrun.keys()
+    assert cut["status"] == "ok" and cut["cut"] is True and cut["iterations"] == 3 and cut["verdict"] == LEAKS

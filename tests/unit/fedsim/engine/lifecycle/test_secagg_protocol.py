@@ -24,6 +24,7 @@ from secagg_rounds import rows, secagg_config
 from adversary.secagg_taps import LegacyStrategyTap, MaskedWireTap
 from adversary.taps import AGGREGATE
 from clients.legacy_client import secagg_client_mods
+from fedsim.core import messaging
 from fedsim.engine.lifecycle.assembly import client_spec_of, strategy_of
 from fedsim.engine.lifecycle.progress import LogProgress
 from fedsim.engine.lifecycle.rounds import ServerSpec, run_rounds
@@ -70,9 +71,12 @@ class FixedUpdateClient(NumPyClient):
         return sent, examples_of(self.partition), metrics
 
 
-def run_protocol(config, tmp_path: Path, *, server_sink=None, wire_sink=None, start_round=0, start_state=GLOBAL):
+def run_protocol(
+    config, tmp_path: Path, *, server_sink=None, wire_sink=None, start_round=0, start_state=GLOBAL, silent=None
+):
     """Run the rounds of ``config`` after ``start_round`` through the real protocol in-process; returns
-    (store, grid)."""
+    (store, grid). ``silent``: (monkeypatch, partitions) whose clients fall silent, read on a reply clock that
+    times them out, and only them, whatever the machine's load."""
     num_clients = config.federation.num_clients
     spec = client_spec_of(
         config,
@@ -88,6 +92,9 @@ def run_protocol(config, tmp_path: Path, *, server_sink=None, wire_sink=None, st
         mods=secagg_client_mods(spec),
     )
     grid = InProcessGrid(app, range(num_clients), FIRST_NODE)
+    if silent is not None:
+        monkeypatch, partitions = silent
+        monkeypatch.setattr(messaging, "now", grid.clock_past_deadlines_once_only(FIRST_NODE + p for p in partitions))
     store = RunStore.create(config, "cpu", tmp_path / "run")
     strategy = strategy_of(config)
     if server_sink is not None:
@@ -220,9 +227,9 @@ def test_a_client_dropping_out_in_any_stage_leaves_an_aggregate_with_threshold_3
     assert all(torch.equal(store.load_checkpoint(5)[n], store.load_checkpoint(4)[n]) for n in GLOBAL)
 
 
-def test_a_client_that_stops_answering_is_dropped_after_the_timeout(tmp_path):
+def test_a_client_that_stops_answering_is_dropped_after_the_timeout(tmp_path, monkeypatch):
     failures = [{"round": 1, "client": 3, "stage": "share_keys", "kind": "hang"}]
-    store, _ = run_protocol(secagg_config(failures=failures, timeout=1.0), tmp_path)
+    store, _ = run_protocol(secagg_config(failures=failures, timeout=1.0), tmp_path, silent=(monkeypatch, [3]))
     fit = {r["client"]: r for r in rows(store, "fit", 1)}
     assert fit[3]["status"] == "failed" and fit[3]["dropped_at"] == "share_keys"
     assert fit[3]["error"] == "no reply before federation.round_timeout"
