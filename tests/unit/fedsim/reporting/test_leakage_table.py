@@ -176,7 +176,7 @@ def test_a_target_whose_attack_ran_no_iteration_shows_that_status_without_floor_
     store = RunStore.create(tiny_config(output={"dir": str(tmp_path), "run_name": "r"}), "cpu")
     store.append({"round": 1, "event": "eval", "accuracy": 0.2})
     scored = {"event": "attack", "status": "ok", "round": 1, "attack": "ig", "psnr_mean": 12.0, "ssim_mean": 0.5}
-    store.append({**scored, "target": "client:0", "floor_ssim": 0.3, "verdict": "leaks"})
+    store.append({**scored, "target": "client:0", "floor_ssim": 0.3, "p_value": 0.01, "verdict": "leaks"})
     why = "time_limit = 2 s ran out before ig's first iteration finished: nothing to score"
     unrun = {"event": "attack", "status": "no-iterations", "round": 1, "attack": "ig", "error": why}
     store.append({**unrun, "target": "client:1"})
