@@ -8,7 +8,7 @@ the 100 dB cap (adversary.scoring.PSNR_CAP_DB).
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -112,11 +112,7 @@ def attack_results(sweep: Sweep) -> pd.DataFrame:
         frames.append(
             pd.DataFrame(
                 {
-                    "run": name,
-                    "round": ok["round"].astype(int),
-                    "attack": ok["attack"],
-                    "target": ok["target"],
-                    "kind": ["aggregate" if target == AGGREGATE else "per-client" for target in ok["target"]],
+                    **_attack_keys(name, ok),
                     "batch_size": numeric(ok, "batch_size"),
                     "images": [_image_count(row) for row in ok.to_dict("records")],
                     "psnr": psnr,
@@ -159,17 +155,24 @@ def unscored_attacks(sweep: Sweep) -> pd.DataFrame:
         frames.append(
             pd.DataFrame(
                 {
-                    "run": name,
-                    "round": unscored["round"].astype(int),
-                    "attack": unscored["attack"],
-                    "target": unscored["target"],
-                    "kind": ["aggregate" if target == AGGREGATE else "per-client" for target in unscored["target"]],
+                    **_attack_keys(name, unscored),
                     "status": unscored["status"],
                     "error": unscored.get("error", pd.Series("", index=unscored.index)).fillna(""),
                 }
             )
         )
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=UNSCORED_COLUMNS)
+
+
+def _attack_keys(run: str, attacks: pd.DataFrame) -> dict[str, Any]:
+    """The columns that name an attack row: its run, round, attack, target and the target's kind."""
+    return {
+        "run": run,
+        "round": attacks["round"].astype(int),
+        "attack": attacks["attack"],
+        "target": attacks["target"],
+        "kind": ["aggregate" if target == AGGREGATE else "per-client" for target in attacks["target"]],
+    }
 
 
 def _image_count(row: dict) -> float:
