@@ -52,8 +52,8 @@ Benchmarks, and what each prints:
   ``docs/results/audit.md`` and the README; ``--dpsgd``, DP-SGD at epsilon 4 beside the idealised mechanism.
 - ``audit_design``: canary designs (count, guess counts, norm) audited on the idealised Gaussian mechanism,
   whose epsilon is known, each beside its ceiling (also ``audit --ideal``).
-- ``floor``: what an all-black image, the public mean image and random public images score on MNIST and
-  CIFAR-10 training batches, the floor they set and how often the black image is ``at floor``.
+- ``calibration``: the verdict's false-positive rate (guesses without the update scored as reconstructions) and
+  power (degraded truth) on MNIST and CIFAR-10 targets of 1, 2 and 8 images, with binomial intervals.
 
 Helpers, not benchmarks: ``common`` (data paths, summaries over seeds, per-image PSNR, sweeps, docs tables) and
 ``bare_flower_app`` (the bare Flower client app that ``overhead`` measures against).
