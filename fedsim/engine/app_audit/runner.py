@@ -32,6 +32,7 @@ from fedsim.core.stopping import StopSignal, force_exit, stop_on_signals
 from fedsim.data import ChannelStats
 from fedsim.data.sources import read_app_partitions
 from fedsim.engine.app_audit.app import FlowerApp, load_components, read_app
+from fedsim.engine.app_audit.classes import with_model_classes
 from fedsim.engine.app_audit.config import AppSection, audit_config
 from fedsim.engine.app_audit.grid import AppGrid
 from fedsim.engine.leakage.portfolio import attack_setting, resolve_attacks
@@ -72,6 +73,8 @@ def audit_app(
     dataset = federation.dataset
     model_seed = derive_seed(config.seed, "model")
     architecture = run_model_of(config, dataset, seed=model_seed, with_weights=False)
+    federation = with_model_classes(federation, architecture)
+    dataset = federation.dataset
     if config.adversary.attacks:  # an attack that cannot apply is refused here, before the run directory exists
         shape = (dataset.channels, dataset.image_size, dataset.image_size)
         config = resolve_attacks(config, attack_setting(config, architecture, shape, dataset.num_classes))
