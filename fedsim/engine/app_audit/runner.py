@@ -35,6 +35,7 @@ from fedsim.engine.app_audit.app import FlowerApp, load_components, read_app
 from fedsim.engine.app_audit.classes import with_model_classes
 from fedsim.engine.app_audit.config import AppSection, audit_config
 from fedsim.engine.app_audit.grid import AppGrid
+from fedsim.engine.app_audit.workdir import app_working_directory, with_absolute_paths
 from fedsim.engine.leakage.portfolio import attack_setting, resolve_attacks
 from fedsim.engine.leakage.wiring import attach_adversary
 from fedsim.engine.lifecycle.assembly import run_model_of
@@ -67,6 +68,8 @@ def audit_app(
     _quiet_frameworks()
     app = read_app(app_dir, run_config)
     config, section = audit_config(app, config_path, overrides)
+    config = with_absolute_paths(config)  # the app runs in its own working directory (``app_working_directory``)
+    run_dir = Path(run_dir).resolve() if run_dir is not None else None
     importable(app.path)
     server_app, client_app = load_components(app)
     federation = app_federation(config, section)
@@ -121,16 +124,17 @@ def audit_app(
 
         node_partitions: dict[int, int] = {}
         try:
-            run_app(
-                app,
-                server_app,
-                client_app,
-                config,
-                section,
-                wrap_grid=tapped,
-                node_partitions=node_partitions,
-                stop=stop,
-            )
+            with app_working_directory(store.run_dir):  # what the app writes lands in the run directory
+                run_app(
+                    app,
+                    server_app,
+                    client_app,
+                    config,
+                    section,
+                    wrap_grid=tapped,
+                    node_partitions=node_partitions,
+                    stop=stop,
+                )
         except BaseException as failure:  # a failed or interrupted app: its attacks are dropped at once
             if wiring is not None:
                 wiring.adversary.abandon()
