@@ -35,7 +35,7 @@ from fedsim.engine.app_audit.app import FlowerApp, load_components, read_app
 from fedsim.engine.app_audit.classes import with_model_classes
 from fedsim.engine.app_audit.config import AppSection, audit_config
 from fedsim.engine.app_audit.grid import AppGrid
-from fedsim.engine.app_audit.workdir import app_working_directory, with_absolute_paths
+from fedsim.engine.app_audit.workdir import app_working_directory, relative_paths, with_absolute_paths
 from fedsim.engine.leakage.portfolio import attack_setting, resolve_attacks
 from fedsim.engine.leakage.wiring import attach_adversary
 from fedsim.engine.lifecycle.assembly import run_model_of
@@ -70,6 +70,8 @@ def audit_app(
     config, section = audit_config(app, config_path, overrides)
     config = with_absolute_paths(config)  # the app runs in its own working directory (``app_working_directory``)
     run_dir = Path(run_dir).resolve() if run_dir is not None else None
+    for line in relative_paths(app.run_config):
+        logger.warning(line)
     importable(app.path)
     server_app, client_app = load_components(app)
     federation = app_federation(config, section)

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 from fedsim.config import ExperimentConfig
 
@@ -42,3 +43,14 @@ def with_absolute_paths(config: ExperimentConfig) -> ExperimentConfig:
     }
     output = config.output.model_copy(update={"dir": config.output.dir.expanduser().resolve()})
     return config.model_copy(update={"output": output, "model": config.model.model_copy(update=model_paths)})
+
+
+def relative_paths(run_config: Mapping[str, Any]) -> list[str]:
+    """One line per run config value that names a file or folder relative to here: the app, run from its own working
+    directory, would look for it there (e.g. a data file given as `data-files="cifar10.parquet"`)."""
+    return [
+        f"run config {key} = {value!r} is relative to {Path.cwd()}, but the app runs in RUN_DIR/{APP_FOLDER}; "
+        f"give it as {str(Path(value).resolve())!r}"
+        for key, value in run_config.items()
+        if isinstance(value, str) and value and not Path(value).is_absolute() and Path(value).exists()
+    ]

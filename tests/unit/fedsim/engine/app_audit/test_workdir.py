@@ -9,7 +9,7 @@ from pathlib import Path
 from flower_apps import QUICKSTART_APP, QUICKSTART_AUDIT, write_image_parquet
 
 import fedsim.engine.app_audit.runner as runner
-from fedsim.engine.app_audit.workdir import app_working_directory
+from fedsim.engine.app_audit.workdir import app_working_directory, relative_paths
 
 
 def test_a_file_the_app_writes_lands_in_the_run_directory_and_the_callers_directory_is_back(tmp_path, monkeypatch):
@@ -34,3 +34,13 @@ def test_an_app_that_writes_nothing_leaves_no_empty_folder(tmp_path, monkeypatch
     with app_working_directory(tmp_path) as folder:
         assert Path.cwd() == folder == tmp_path / "app"
     assert os.listdir(tmp_path) == [] and Path.cwd() == tmp_path
+
+
+def test_a_run_config_path_relative_to_the_caller_is_said_with_its_absolute_form(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "cifar10.parquet").write_text("")
+    run_config = {"data-files": "cifar10.parquet", "dataset": "uoft-cs/cifar10", "final-model": "final_model.pt"}
+    assert relative_paths(run_config) == [
+        f"run config data-files = 'cifar10.parquet' is relative to {tmp_path}, but the app runs in RUN_DIR/app; "
+        f"give it as '{tmp_path / 'cifar10.parquet'}'"
+    ]
