@@ -47,7 +47,9 @@ class AppSection(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     rounds: int = Field(..., ge=1, description="the app's number of rounds (e.g. run-config:num-server-rounds)")
-    num_supernodes: int | None = Field(None, ge=1, description="simulated nodes (null = the app's federation's)")
+    num_supernodes: int | None = Field(
+        None, ge=1, description="simulated nodes (null = the app's federation's, else Flower's default)"
+    )
     mean: tuple[float, ...] = Field(..., description="the channel means the app's loaders normalise with")
     std: tuple[float, ...] = Field(..., description="the channel standard deviations they normalise with")
     data: AppData
