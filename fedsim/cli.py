@@ -1,4 +1,4 @@
-"""The `fedsim` command line: run, sweep, validate, config-schema, list, vulnerability, prior, report."""
+"""The `fedsim` command line: run, audit, validate, sweep, config-schema, list, vulnerability, prior, report."""
 
 from __future__ import annotations
 
@@ -91,11 +91,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_audit(args: argparse.Namespace) -> int:
+    from fedsim.engine.app_audit.app import read_app
+
+    read_app(args.app_dir, args.run_config)  # a wrong folder or --run-config: said before the heavy imports
     with _status("importing torch, Flower and Ray", quiet=args.quiet):
         from fedsim.engine.app_audit.runner import audit_app
 
-    if args.engine == "deployment":
-        raise ConfigError("audit --engine deployment: not supported yet; audit the app under the simulation engine")
     run_dir = audit_app(args.app_dir, args.config, args.set, args.run_config)
     if args.report:
         with reporting_on(run_dir):  # the run is complete: a stop now says so, and how to write the report
@@ -424,11 +425,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--report", action="store_true", help="after the audit: write its HTML report and print leakage per round"
     )
     audit.add_argument("--quiet", action="store_true", help="log lines only, no live display")
-    audit.add_argument(
-        "--engine",
-        choices=["simulation", "deployment"],
-        default="simulation",
-        help="simulation: Flower's simulation engine on this machine (deployment: not supported yet)",
+    audit.add_argument(  # the deployment engine is not offered: audits run under Flower's simulation only
+        "--engine", choices=["simulation"], default="simulation", help="Flower's simulation engine on this machine"
     )
     audit.set_defaults(func=_cmd_audit)
 

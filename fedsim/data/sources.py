@@ -642,6 +642,7 @@ def read_app_partitions(cfg: AppDataConfig) -> tuple[ImageDataset, tuple[np.ndar
     function = import_object(cfg.function, cfg.app, "data.function", DataError)
     train_parts: list[tuple[np.ndarray, np.ndarray]] = []
     test_parts: list[tuple[np.ndarray, np.ndarray]] = []
+    named_classes: tuple[str, ...] | None = None  # the data set's own class names, where its loaders show them
     for partition in range(cfg.num_partitions):
         node = {wire.PARTITION_ID: partition, wire.NUM_PARTITIONS: cfg.num_partitions}
         arguments = {
@@ -652,7 +653,9 @@ def read_app_partitions(cfg: AppDataConfig) -> tuple[ImageDataset, tuple[np.ndar
             outputs = function(**arguments)
         except TypeError as error:
             raise DataError(f"data.arguments = {cfg.arguments}: {cfg.function} refused them ({error})") from None
-        train_parts.append(_loader_images(cfg, _output(outputs, cfg.train_output, "train_output"), partition))
+        train_loader = _output(outputs, cfg.train_output, "train_output")
+        named_classes = named_classes or _class_label_names(train_loader, cfg.label_key)
+        train_parts.append(_loader_images(cfg, train_loader, partition))
         if cfg.test_output is not None:
             test_parts.append(_loader_images(cfg, _output(outputs, cfg.test_output, "test_output"), partition))
     sizes = [len(y) for _, y in train_parts]
@@ -664,8 +667,17 @@ def read_app_partitions(cfg: AppDataConfig) -> tuple[ImageDataset, tuple[np.ndar
         x_test, y_test = np.concatenate([x for x, _ in test_parts]), np.concatenate([y for _, y in test_parts])
     else:
         x_test, y_test = _empty_like(x_train), np.empty(0, np.int64)
-    classes = _numbered_classes(y_train, y_test)
+    # a small partition may lack a class: the labels present only count where the data set names none
+    classes = named_classes or _numbered_classes(y_train, y_test)
     return ImageDataset(x_train, y_train, x_test, y_test, len(classes), classes), partitions
+
+
+def _class_label_names(loader: Any, label_key: str | int) -> tuple[str, ...] | None:
+    """The names of the label column's ``ClassLabel`` feature, where the loader reads a Hugging Face data set."""
+    features = getattr(getattr(loader, "dataset", None), "features", None)
+    feature = features.get(label_key) if isinstance(features, dict) else None
+    names = getattr(feature, "names", None)
+    return tuple(str(name) for name in names) if names else None
 
 
 def _output(outputs: Any, index: int | None, field: str) -> Any:

@@ -10,8 +10,11 @@ from typing import Any
 from fedsim.core.errors import ConfigError
 from fedsim.core.importing import import_object, on_path
 
-#: the nodes of a simulation when neither the app's default federation nor the audit config says
-DEFAULT_SUPERNODES = 10
+#: the nodes of a simulation when neither the app's default federation nor the audit config says: Flower's own
+#: (what `flwr run` gets from the local SuperLink of an app without a [tool.flwr.federations] table)
+DEFAULT_SUPERNODES = 2
+FEDERATION_NODES = "its default federation's options.num-supernodes"
+FLOWER_DEFAULT_NODES = "Flower's default for an app without a [tool.flwr.federations] table"
 
 
 @dataclass(frozen=True)
@@ -24,7 +27,8 @@ class FlowerApp:
     client_app: str  # `module:attribute` of its ClientApp
     run_config: dict[str, Any]  # the app's [tool.flwr.app.config] with --run-config applied, flattened
     overrides: dict[str, Any]  # --run-config alone, as Flower's Run carries it
-    num_supernodes: int  # its default federation's options.num-supernodes
+    num_supernodes: int  # its default federation's options.num-supernodes, else Flower's default
+    nodes_from: str = FLOWER_DEFAULT_NODES  # which of the two
 
 
 def read_app(app_dir: Path, run_config: str | None = None) -> FlowerApp:
@@ -59,15 +63,26 @@ def read_app(app_dir: Path, run_config: str | None = None) -> FlowerApp:
         client_app=components["clientapp"],
         run_config=fused,
         overrides=overrides,
-        num_supernodes=_default_supernodes(flwr),
+        **_default_supernodes(flwr),
     )
 
 
-def _default_supernodes(flwr: dict[str, Any]) -> int:
+def _default_supernodes(flwr: dict[str, Any]) -> dict[str, Any]:
     federations = flwr.get("federations", {})
     default = federations.get(federations.get("default", ""), {})
     count = default.get("options", {}).get("num-supernodes") if isinstance(default, dict) else None
-    return int(count) if isinstance(count, int) and count >= 1 else DEFAULT_SUPERNODES
+    if isinstance(count, int) and count >= 1:
+        return {"num_supernodes": count, "nodes_from": FEDERATION_NODES}
+    return {"num_supernodes": flower_default_supernodes(), "nodes_from": FLOWER_DEFAULT_NODES}
+
+
+def flower_default_supernodes() -> int:
+    """The nodes Flower simulates for an app that names none (its local SuperLink's default simulation config)."""
+    try:
+        from flwr.supercore.constant import DEFAULT_SIMULATION_CONFIG
+    except ImportError:  # a Flower without it: the value it had when this was written
+        return DEFAULT_SUPERNODES
+    return int(DEFAULT_SIMULATION_CONFIG.num_supernodes) or DEFAULT_SUPERNODES
 
 
 def load_components(app: FlowerApp) -> tuple[Any, Any]:

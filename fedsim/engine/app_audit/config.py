@@ -10,6 +10,7 @@ directory records, with every reference resolved: reading it back needs neither 
 from __future__ import annotations
 
 import copy
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from fedsim.config import ExperimentConfig, apply_override, parse_config, read_yaml
 from fedsim.core.errors import ConfigError
 from fedsim.engine.app_audit.app import FlowerApp
+
+logger = logging.getLogger("fedsim")
 
 RUN_CONFIG_PREFIX = "run-config:"
 APP_SECTION = "app"
@@ -44,7 +47,9 @@ class AppSection(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     rounds: int = Field(..., ge=1, description="the app's number of rounds (e.g. run-config:num-server-rounds)")
-    num_supernodes: int | None = Field(None, ge=1, description="simulated nodes (null = the app's federation's)")
+    num_supernodes: int | None = Field(
+        None, ge=1, description="simulated nodes (null = the app's federation's, else Flower's default)"
+    )
     mean: tuple[float, ...] = Field(..., description="the channel means the app's loaders normalise with")
     std: tuple[float, ...] = Field(..., description="the channel standard deviations they normalise with")
     data: AppData
@@ -69,6 +74,13 @@ def resolve_run_config(value: Any, run_config: dict[str, Any], where: str = "") 
     return value
 
 
+def nodes_line(app: FlowerApp, section: AppSection) -> str:
+    """How many nodes the app is simulated with and why, in one line (a wrong count fails in the app's own code)."""
+    if section.num_supernodes is not None:
+        return f"simulating {section.num_supernodes} nodes: the audit config's app.num_supernodes"
+    return f"simulating {app.num_supernodes} nodes: {app.nodes_from}; set another count with --set app.num_supernodes=N"
+
+
 def audit_config(
     app: FlowerApp, path: Path | None, overrides: list[str] | None = None
 ) -> tuple[ExperimentConfig, AppSection]:
@@ -90,6 +102,7 @@ def audit_config(
         field = ".".join(str(part) for part in (APP_SECTION, *first["loc"]))
         raise ConfigError(f"{field} = {first.get('input')!r}: {first['msg']}") from None
     nodes = section.num_supernodes or app.num_supernodes
+    logger.info(nodes_line(app, section))
     experiment = copy.deepcopy(raw)
     experiment.setdefault("name", f"audit-{app.name}")
     model = experiment.setdefault("model", {})

@@ -32,8 +32,10 @@ from fedsim.core.stopping import StopSignal, force_exit, stop_on_signals
 from fedsim.data import ChannelStats
 from fedsim.data.sources import read_app_partitions
 from fedsim.engine.app_audit.app import FlowerApp, load_components, read_app
+from fedsim.engine.app_audit.classes import with_model_classes
 from fedsim.engine.app_audit.config import AppSection, audit_config
 from fedsim.engine.app_audit.grid import AppGrid
+from fedsim.engine.app_audit.workdir import app_working_directory, relative_paths, with_absolute_paths
 from fedsim.engine.leakage.portfolio import attack_setting, resolve_attacks
 from fedsim.engine.leakage.wiring import attach_adversary
 from fedsim.engine.lifecycle.assembly import run_model_of
@@ -66,12 +68,18 @@ def audit_app(
     _quiet_frameworks()
     app = read_app(app_dir, run_config)
     config, section = audit_config(app, config_path, overrides)
+    config = with_absolute_paths(config)  # the app runs in its own working directory (``app_working_directory``)
+    run_dir = Path(run_dir).resolve() if run_dir is not None else None
+    for line in relative_paths(app.run_config):
+        logger.warning(line)
     importable(app.path)
     server_app, client_app = load_components(app)
     federation = app_federation(config, section)
     dataset = federation.dataset
     model_seed = derive_seed(config.seed, "model")
     architecture = run_model_of(config, dataset, seed=model_seed, with_weights=False)
+    federation = with_model_classes(federation, architecture)
+    dataset = federation.dataset
     if config.adversary.attacks:  # an attack that cannot apply is refused here, before the run directory exists
         shape = (dataset.channels, dataset.image_size, dataset.image_size)
         config = resolve_attacks(config, attack_setting(config, architecture, shape, dataset.num_classes))
@@ -118,16 +126,17 @@ def audit_app(
 
         node_partitions: dict[int, int] = {}
         try:
-            run_app(
-                app,
-                server_app,
-                client_app,
-                config,
-                section,
-                wrap_grid=tapped,
-                node_partitions=node_partitions,
-                stop=stop,
-            )
+            with app_working_directory(store.run_dir):  # what the app writes lands in the run directory
+                run_app(
+                    app,
+                    server_app,
+                    client_app,
+                    config,
+                    section,
+                    wrap_grid=tapped,
+                    node_partitions=node_partitions,
+                    stop=stop,
+                )
         except BaseException as failure:  # a failed or interrupted app: its attacks are dropped at once
             if wiring is not None:
                 wiring.adversary.abandon()

@@ -414,8 +414,3 @@ def test_a_full_disk_during_a_sweep_is_one_line_with_the_sweep_resume(tmp_path, 
 def test_audit_of_a_folder_that_is_no_flower_app_is_one_line(capsys, tmp_path):
     line = one_line_error(capsys, "audit", str(tmp_path))
     assert line == f"fedsim: error: APP_DIR = '{tmp_path}': no pyproject.toml there; a Flower app's folder has one"
-
-
-def test_audit_on_the_deployment_engine_is_refused_before_anything_runs(capsys, tmp_path):
-    line = one_line_error(capsys, "audit", str(tmp_path), "--engine", "deployment")
-    assert line.startswith("fedsim: error: audit --engine deployment: not supported yet")

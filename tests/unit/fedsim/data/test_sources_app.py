@@ -66,3 +66,32 @@ def test_a_missing_batch_key_or_output_names_the_field(app):
 def test_arguments_the_function_refuses_are_one_line(app):
     with pytest.raises(DataError, match=r"^data.arguments = .*appdata:load_data refused them"):
         read_app_partitions(config(app, arguments={"colour": 1}))
+
+
+HUB_MODULE = """
+import datasets, torch
+from torch.utils.data import DataLoader
+def load_data(partition_id, num_partitions, batch_size):
+    labels = list(range(9))  # a small partition: class 9 never appears
+    features = datasets.Features({"img": datasets.Array3D((3, 4, 4), "float32"),
+                                  "label": datasets.ClassLabel(names=[f"c{c}" for c in range(10)])})
+    table = datasets.Dataset.from_dict({"img": [[[[0.5] * 4] * 4] * 3] * 9, "label": labels}, features=features)
+    return DataLoader(table.with_format("torch"), batch_size=batch_size), None
+"""
+
+
+def test_the_classes_are_the_data_sets_own_names_even_where_a_partition_lacks_one(tmp_path):
+    (tmp_path / "hubdata.py").write_text(HUB_MODULE)
+    arguments = {"partition_id": "node:partition-id", "num_partitions": "node:num-partitions", "batch_size": 4}
+    hub_app = data_config(
+        dataset="flower-app",
+        app=str(tmp_path),
+        function="hubdata:load_data",
+        arguments=arguments,
+        num_partitions=1,
+        mean=[0.0] * 3,
+        std=[1.0] * 3,
+    )
+    dataset, _ = read_app_partitions(hub_app)
+    assert dataset.y_train.max() == 8
+    assert dataset.num_classes == 10 and dataset.class_names == tuple(f"c{c}" for c in range(10))

@@ -44,8 +44,10 @@ def test_a_folder_without_pyproject_or_components_is_refused_in_one_line(tmp_pat
         read_app(tmp_path)
 
 
-def test_without_a_default_federation_the_simulation_has_the_default_nodes(tmp_path):
-    assert read_app(write_app(tmp_path, COMPONENTS)).num_supernodes == DEFAULT_SUPERNODES
+def test_without_a_default_federation_the_simulation_has_flowers_default_nodes(tmp_path):
+    app = read_app(write_app(tmp_path, COMPONENTS))
+    assert app.num_supernodes == DEFAULT_SUPERNODES == 2  # what `flwr run` simulates for such an app
+    assert app.nodes_from == "Flower's default for an app without a [tool.flwr.federations] table"
 
 
 def test_components_that_are_not_flower_apps_are_refused_naming_the_component(tmp_path):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 from flower_apps import QUICKSTART_APP, QUICKSTART_AUDIT
 
@@ -25,6 +27,31 @@ def test_the_example_audit_follows_the_apps_run_config():
 def test_the_nodes_default_to_the_apps_federation():
     config, _ = audit_config(read_app(QUICKSTART_APP), QUICKSTART_AUDIT)
     assert config.federation.num_clients == 10
+
+
+@pytest.fixture()
+def fedsim_log(caplog):
+    logger = logging.getLogger("fedsim")
+    detached = not logger.propagate  # the CLI's logging setup, run by an earlier test, keeps it from caplog's root
+    if detached:
+        logger.addHandler(caplog.handler)
+    caplog.set_level(logging.INFO, "fedsim")
+    yield caplog
+    if detached:
+        logger.removeHandler(caplog.handler)
+
+
+def test_the_node_count_is_said_in_one_line_with_why_and_how_to_change_it(tmp_path, fedsim_log):
+    pyproject = (QUICKSTART_APP / "pyproject.toml").read_text().split("[tool.flwr.federations]")[0]
+    (tmp_path / "pyproject.toml").write_text(pyproject)  # as current Flower apps ship: no federations table
+    audit_config(read_app(tmp_path), QUICKSTART_AUDIT)
+    assert fedsim_log.messages == [
+        "simulating 2 nodes: Flower's default for an app without a [tool.flwr.federations] table; "
+        "set another count with --set app.num_supernodes=N"
+    ]
+    fedsim_log.clear()
+    audit_config(read_app(QUICKSTART_APP), QUICKSTART_AUDIT, ["app.num_supernodes=3"])
+    assert fedsim_log.messages == ["simulating 3 nodes: the audit config's app.num_supernodes"]
 
 
 def test_a_run_config_reference_to_a_missing_key_names_where_it_is_and_what_there_is():
