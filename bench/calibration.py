@@ -79,7 +79,9 @@ def scored_row(
     reconstruction = Reconstruction(images, labels, 0.0, (0.0,), 1, 0.0, gradient_match=match, postprocess=postprocess)
     score = score_reconstruction(reconstruction, truth, labels, _identity, NO_LPIPS)
     floor = floor_of(postprocess)
-    return {"attack": "guess", "status": "ok", **score.to_row(), **floor.to_row(score.ssim_mean)}  # type: ignore[attr-defined]
+    # the fields LeakageScorer.on_result adds beside the scores: the attacker's yardstick and its cleaning
+    attacker = {"gradient_match": match, "postprocess": postprocess}
+    return {"attack": "guess", "status": "ok", **attacker, **score.to_row(), **floor.to_row(score.ssim_mean)}  # type: ignore[attr-defined]
 
 
 def _random_public(public: PublicSplit, count: int, rng: np.random.Generator) -> torch.Tensor:

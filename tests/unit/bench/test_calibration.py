@@ -23,3 +23,19 @@ def test_every_case_gets_a_verdict_and_the_slightly_noisy_truth_leaks_where_the_
     assert verdicts["class means of its labels"] == AT_FLOOR  # a guess in the null never beats itself
     lines = table({("digits", 2): {case: [verdict] for case, verdict in verdicts.items()}})
     assert lines[0] == "| case | digits, 2 |" and any(line.startswith("| black image (null) | 0.0% ") for line in lines)
+
+
+def test_a_guess_row_carries_the_attackers_yardstick_so_its_pick_is_the_attackers():
+    from adversary.floor import public_floor
+    from adversary.verdict import ATTACKER_PICK, judge_target
+    from bench.calibration import scored_row
+
+    public = PublicSplit(torch.rand(12, 1, 8, 8), torch.arange(12) % 3)
+    truth, labels = torch.rand(2, 1, 8, 8), torch.tensor([0, 1])
+    floor = public_floor(truth, labels, public, count=2, seed=0, draws=19)
+    rows = [
+        scored_row(public.images[i : i + 2], truth, labels, lambda _: floor, match=m) for i, m in ((0, 0.2), (2, 0.1))
+    ]
+    assert [row["gradient_match"] for row in rows] == [0.2, 0.1]
+    judged = judge_target(rows)
+    assert judged.selection == ATTACKER_PICK and judged.pick["gradient_match"] == 0.1
