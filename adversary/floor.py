@@ -275,15 +275,14 @@ def public_floor(
         raise ValueError(f"a floor's level must be in (0, 1), got {level}")
     truth = truth_images.detach().cpu().float()
     truth_labels = truth_labels.detach().cpu().reshape(-1).long()
-    images, labels = public.images.detach().cpu().float(), public.flat_labels
+    raw, labels = public.images.detach().cpu().float(), public.flat_labels
     clean = transform or (lambda x: x)
-    if transform is not None:
-        images = clean(images)
+    images = clean(raw)
     informed = guess_labels(truth_labels, count)
 
     mean_guess = clean(public.mean_image.expand(count, *truth.shape[1:]).contiguous())
     # flat images: of each public image, or of the public mean, only the mean intensity per channel is kept
-    flats = clean(images.mean(dim=(2, 3), keepdim=True).expand_as(images).contiguous())
+    flats = clean(raw.mean(dim=(2, 3), keepdim=True).expand_as(raw).contiguous())
     flat_mean = public.mean_image.mean(dim=(2, 3), keepdim=True).expand(count, *truth.shape[1:]).contiguous()
     flat_mean_guess = clean(flat_mean)
     majority = torch.full((count,), public.majority_label, dtype=torch.long)
