@@ -119,6 +119,10 @@ def usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
+#: Ray's setting (read by its raylet from the environment) of the niceness its worker processes start at
+RAY_WORKER_NICENESS = "RAY_worker_niceness"
+
+
 def start_ray(init_args: Mapping[str, object]) -> bool:
     """Start (or join) Ray as Flower's Ray backend would, so that the run, not ``ray.init``, handles SIGTERM.
 
@@ -138,6 +142,9 @@ def start_ray(init_args: Mapping[str, object]) -> bool:
     if os.environ.get("PYTHONPATH"):
         pythonpath = f"{pythonpath}{os.pathsep}{os.environ['PYTHONPATH']}"
     os.environ["PYTHONPATH"] = pythonpath
+    # Ray starts its workers at niceness 15 unless told otherwise: the client actors do the run's training, and on
+    # a machine that other jobs keep busy they would get almost no CPU (a user's own setting is kept)
+    os.environ.setdefault(RAY_WORKER_NICENESS, "0")
     keep_sigterm_from_ray()
     try:
         with sigterm_left_to_the_run():

@@ -35,3 +35,17 @@ def test_a_ray_node_that_times_out_during_startup_is_one_line_naming_rays_logs(t
     assert lines[-1].startswith(f"fedsim: error: Ray did not start: {NODE_TIMEOUT}; Ray's logs: ")
     assert str(tmp_path / "ray-temp" / "ray" / "session_latest" / "logs") in lines[-1]
     assert not any("Traceback" in line for line in lines)
+
+
+def test_rays_workers_start_at_the_runs_own_priority_unless_the_user_set_one(monkeypatch):
+    from fedsim.engine.lifecycle.ray_resources import RAY_WORKER_NICENESS, start_ray
+
+    started = []
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", lambda **kwargs: started.append(os.environ.get(RAY_WORKER_NICENESS)))
+    monkeypatch.setenv("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
+    monkeypatch.delenv(RAY_WORKER_NICENESS, raising=False)
+    start_ray({"num_cpus": 1})
+    monkeypatch.setenv(RAY_WORKER_NICENESS, "5")
+    start_ray({"num_cpus": 1})
+    assert started == ["0", "5"]  # Ray's default, 15, starves the client actors on a busy machine
