@@ -121,9 +121,13 @@ def test_resume_reattacks_the_rounds_whose_attacks_were_lost(tmp_path, monkeypat
     (run_dir / "metrics.jsonl").write_text(
         "".join(json.dumps(row) + "\n" for row in rows if not (row["event"] == "attack" and row["round"] == 1))
     )
-    # rows removed under a commit are refused (fedsim.rundir.verify); a run killed before it scored them has
-    # a record that never held them: this one, edited after the fact, resumes as a run without a record
+    # rows removed under a commit are refused (fedsim.rundir.verify), and a run whose fingerprint says it keeps
+    # a record refuses to resume without it; a run killed before it scored them has a record that never held them:
+    # this one, edited after the fact, resumes as a run written before the record existed
     (run_dir / "commits.jsonl").unlink()
+    fingerprint = json.loads((run_dir / "fingerprint.json").read_text())
+    fingerprint.pop("integrity_record")
+    (run_dir / "fingerprint.json").write_text(json.dumps(fingerprint))
 
     monkeypatch.setattr(AttackBacklog, "discard", keep)
     run_experiment(resume=run_dir, quiet=True)
