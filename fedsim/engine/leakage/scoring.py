@@ -4,8 +4,8 @@ This is the one place that reads both the adversary's output and the ground trut
 handed ``on_result``/``on_failure`` callbacks and (only when the threat model grants labels) a
 label grant; it is never given the store itself (``fedsim.engine.leakage.wiring`` hands them over).
 Every scored row also carries its test (``adversary.floor``): what guesses made without the update (the public mean
-image, random public images, and the same informed by the target's labels), paired the same way and put through
-the same post-processing, score on the same truth; the reconstruction's p-value against them and its verdict
+image, flat images, random public images, and guesses informed by the target's labels), paired the same way and
+put through the same post-processing, score on the same truth; the reconstruction's p-value against them and its verdict
 (``leaks`` / ``at floor``) at the configured level. The public split is the data set's test split, which no
 client trains on.
 """
