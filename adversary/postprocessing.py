@@ -51,11 +51,14 @@ def _matches(views: Sequence[AttackerView], recs: Sequence[Reconstruction], devi
 
 
 def finish(views: Sequence[AttackerView], recs: Sequence[Reconstruction], device: torch.device) -> list[Reconstruction]:
-    """Each reconstruction with its gradient match, measured the same way for every attack (it replaces what a
-    portfolio's ranking recorded), and, where a filter of ``POSTPROCESSING`` lowers that match, the filtered images,
-    named in ``postprocess``."""
-    measured = _matches(views, recs, device)
-    raw = [dataclasses.replace(rec, gradient_match=match) for rec, match in zip(recs, measured, strict=True)]
+    """Each reconstruction with its gradient match (a portfolio's ranking measured it already, the same way, for
+    the results it ranked; the others are measured here), and, where a filter of ``POSTPROCESSING`` lowers that
+    match, the filtered images, named in ``postprocess``."""
+    missing = [i for i, rec in enumerate(recs) if rec.gradient_match is None]
+    measured = _matches([views[i] for i in missing], [recs[i] for i in missing], device) if missing else []
+    raw = list(recs)
+    for index, match in zip(missing, measured, strict=True):
+        raw[index] = dataclasses.replace(raw[index], gradient_match=match)
     out = list(raw)
     for name, clean in POSTPROCESSING.items():  # each filter on the raw output; the lowest match is kept
         candidates = [i for i, rec in enumerate(raw) if rec.gradient_match is not None and rec.images.ndim == 4]
