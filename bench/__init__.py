@@ -34,9 +34,10 @@ Benchmarks, and what each prints:
   ``configs/defense-comparison.yaml`` and which attack won.
 - ``adaptive_tuning``: plain Inverting Gradients against each defense's adaptive variant at its own settings
   and tuned with Optuna (``adversary.inversion.tuning``), on images never reported.
-- ``defenses``: the defense table of ``configs/defense-evaluation.yaml`` over seeds: accuracy at the plateau and
-  its drop, epsilon, the strongest attack's leakage on the early and the trained model, and the equal-utility
-  table; ``--docs`` writes them into ``docs/results/defenses.md``.
+- ``defenses``: the defense table of ``configs/defense-evaluation.yaml`` over seeds: final accuracy, its gain
+  over the public model and its drop, DP-SGD by the epsilon spent, and the attacker's pick, verdict and
+  saturation on the models each defended run sent (rounds 1, 75 and 150), and the equal-utility table;
+  ``--docs`` writes them into ``docs/results/defenses.md``.
 - ``gradient_dropout``: Gradient Dropout on paper 004's sigmoid ResNet-18 (CIFAR-10, one image per update),
   Inverting Gradients and ``ig-dropout`` with the share of entries it matched; ``--docs`` writes it into
   ``docs/results/papers.md``.
@@ -55,6 +56,8 @@ Benchmarks, and what each prints:
 - ``calibration``: the verdict's false-positive rate (guesses without the update scored as reconstructions) and
   power (degraded truth) on MNIST and CIFAR-10 targets of 1, 2 and 8 images, with binomial intervals.
 
-Helpers, not benchmarks: ``common`` (data paths, summaries over seeds, per-image PSNR, sweeps, docs tables) and
-``bare_flower_app`` (the bare Flower client app that ``overhead`` measures against).
+Helpers, not benchmarks: ``common`` (data paths, summaries over seeds, per-image PSNR, sweeps, docs tables),
+``defense_setup`` (the defense table's data split, public model and settings), ``dpsgd_tuning`` (DP-SGD's
+clipping norm and learning rate tuned per epsilon on public images) and ``bare_flower_app`` (the bare Flower
+client app that ``overhead`` measures against).
 """
