@@ -123,8 +123,8 @@ def test_the_stronger_analysis_is_the_result_and_a_gaussian_excess_warns_with_it
         ),
         ({"adversary": {"audit": {"confidence": 1.0}}}, "adversary.audit.confidence = 1.0"),
         (
-            {"strategy": {"name": "secagg+"}, "adversary": {"audit": {}}},
-            "adversary.audit with strategy.name = secagg+: the audit is wired for Message-API strategies",
+            {"strategy": {"name": "secagg+"}, "adversary": {"audit": {"threat_model": "black-box"}}},
+            "under strategy.dp or secagg+ (client level) use white-box or final-model",
         ),
         (
             {"adversary": {"audit": {}, "tap": "server", "server": "malicious"}},
@@ -132,7 +132,7 @@ def test_the_stronger_analysis_is_the_result_and_a_gaussian_excess_warns_with_it
         ),
         (
             {"strategy": {"dp": {}}, "adversary": {"audit": {"threat_model": "black-box"}}},
-            "canary examples audit example-level DP; under strategy.dp (client level) use white-box or final-model",
+            "canary examples audit example-level DP; under strategy.dp or secagg+ (client level) use white-box",
         ),
         (
             {"adversary": {"audit": {"threat_model": "black-box"}, "attacks": ["dlg"]}},
