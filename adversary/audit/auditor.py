@@ -139,12 +139,14 @@ def audit_fields(
     *,
     canary_norm: float | None = None,
     canary_weight: float | None = None,
+    gaussian: bool = True,
 ) -> dict[str, Any]:
     """The audit's row and summary fields: both bounds (epsilon-delta and f-DP) and the stronger one as the
     result, with confidence, delta, adjacency and the canaries' norm (bounds with different norms measure
     different canaries), beside the accountant's epsilon (None where none is claimed); at client level also
     Andrew et al.'s one-shot estimate (an estimate: no confidence, never a bound); under SecAgg+ the canary
-    clients' weight (examples)."""
+    clients' weight (examples). ``gaussian``: whether the mechanism claims Gaussian noise; where it does not
+    (defenses without DP, SecAgg+), the result is the epsilon-delta bound, which assumes nothing about it."""
     one_shot = (
         {}
         if estimate is None
@@ -155,8 +157,8 @@ def audit_fields(
     )
     return {
         **one_shot,
-        "audit_epsilon_result": result.epsilon_result,
-        "audit_result_analysis": result.analysis,
+        "audit_epsilon_result": result.epsilon_result if gaussian else result.epsilon_lower,
+        "audit_result_analysis": result.analysis if gaussian else EPSILON_DELTA,
         "audit_epsilon_lower": result.epsilon_lower,  # the epsilon-delta bound
         "audit_fdp_epsilon_lower": result.fdp_epsilon_lower,
         "audit_gdp_mu_lower": result.gdp_mu_lower,

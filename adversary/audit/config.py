@@ -1,9 +1,9 @@
 """``adversary.audit``: a one-run privacy audit of the run's DP mechanism, in the run that trains and attacks.
 
-Its level follows the mechanism: with ``strategy.dp`` or under SecAgg+ (where the server sees only the
-aggregate) the audit is client level (canary clients, adjacency add/remove one client); otherwise example level (Dirac gradient canaries in the ``host`` client's training,
-adjacency add/remove one example of that client), which is what ``dpsgd`` claims, and measures the defenses
-that claim nothing.
+Its level follows the mechanism: with ``strategy.dp``, or under SecAgg+ (where the server sees only the
+aggregate), the audit is client level (canary clients, adjacency add/remove one client); otherwise example
+level (Dirac gradient canaries in the ``host`` client's training, adjacency add/remove one example of that
+client), which is what ``dpsgd`` claims, and measures the defenses that claim nothing.
 """
 
 from __future__ import annotations
@@ -64,6 +64,12 @@ def canary_norm(audit: AuditConfig, dp: Any | None, defenses: Sequence[Any], lev
         return float(dp.clipping_norm)
     dpsgd = _dpsgd(defenses) if level == EXAMPLE else None
     return float(dpsgd.max_grad_norm) if dpsgd is not None else 1.0
+
+
+def gaussian_mechanism(dp: Any | None, defenses: Sequence[Any], level: str) -> bool:
+    """Whether the audited mechanism claims Gaussian noise (``strategy.dp`` at client level, ``dpsgd`` at example
+    level): only then is the f-DP (Gaussian) bound read as a bound on epsilon."""
+    return dp is not None if level == CLIENT else _dpsgd(defenses) is not None
 
 
 def audit_delta(dp: Any | None, defenses: Sequence[Any], level: str = EXAMPLE) -> float:

@@ -26,7 +26,7 @@ from flwr.serverapp import Grid
 
 from adversary.audit.auditor import RunAuditor, audit_fields, audit_warning
 from adversary.audit.canaries import ExampleCanaries
-from adversary.audit.config import CLIENT, EXAMPLE, audit_delta, audit_level, canary_norm
+from adversary.audit.config import CLIENT, EXAMPLE, audit_delta, audit_level, canary_norm, gaussian_mechanism
 from adversary.taps import every_round
 from fedsim.config import ExperimentConfig
 from fedsim.core.seeding import derive_seed
@@ -51,6 +51,7 @@ class AuditWiring:
     wrap_grid: Callable[[Grid], Grid] | None
     wrap_strategy: Callable[[Any], Any]
     initial: dict[str, Any]
+    gaussian: bool  # the mechanism claims Gaussian noise: the f-DP bound may be the result
 
     def round_finished(self, server_round: int) -> None:
         """Save the scores with the round (a round hook: runs just before the round's commit)."""
@@ -73,6 +74,7 @@ class AuditWiring:
             estimate,
             canary_norm=self.auditor.norm,
             canary_weight=self.auditor.canary_weight,
+            gaussian=self.gaussian,
         )
         self.store.append({"round": last, "event": AUDIT_EVENT, **fields})
         warning = audit_warning(fields)
@@ -130,9 +132,10 @@ def attach_audit(
     layout = {name: tuple(value.shape) for name, value in model.state_dict().items()}
     initial = {name: value.detach().clone() for name, value in model.state_dict().items()}
     white_box = audit.threat_model == "white-box"  # the others read the final model only: no tap
+    gaussian = gaussian_mechanism(dp, defenses, level)
     if level == EXAMPLE:
         tap = (lambda grid: protocol.wire_tap(grid, auditor.observe, every_round, layout)) if white_box else None
-        return AuditWiring(auditor, store, level, tap, lambda strategy: strategy, initial)
+        return AuditWiring(auditor, store, level, tap, lambda strategy: strategy, initial, gaussian)
 
     def with_canary_clients(strategy: Any) -> Any:
         if isinstance(strategy, SecAggPlusFedAvg):  # the sampled clients carry the canary clients
@@ -146,4 +149,4 @@ def attach_audit(
             inner.inserted = auditor.inserted_updates(initial)
         return protocol.strategy_tap(strategy, auditor.observe, every_round, layout) if white_box else strategy
 
-    return AuditWiring(auditor, store, level, None, with_canary_clients, initial)
+    return AuditWiring(auditor, store, level, None, with_canary_clients, initial, gaussian)
