@@ -23,7 +23,7 @@ from flwr.clientapp import ClientApp
 from torch import nn
 
 import fedsim.core.wire as wire
-from adversary.audit.canaries import ExampleCanaries
+from adversary.audit.canaries import CarriedCanaries, ExampleCanaries
 from clients.defenses import DefenseContext
 from clients.defenses.base import TrainingContext
 from clients.defenses.pipeline import apply_update_defenses, pseudo_gradient, update_level, weights_to_send
@@ -72,6 +72,7 @@ class ClientSpec:
     dp: DpConfig | None  # strategy.dp: its client-side clipping runs in the client
     ground_truth: bool  # output.ground_truth: record what each client trained on
     audit: ExampleCanaries | None = None  # adversary.audit at example level: the host's canaries
+    canary_clients: CarriedCanaries | None = None  # adversary.audit at client level under SecAgg+
 
     @property
     def cache_key(self) -> str:

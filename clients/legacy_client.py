@@ -13,6 +13,10 @@ exactly what a FedAvg client would have sent. The mods around ``secaggplus_mod``
 * numpy's global generator, which Flower's stochastic quantisation draws from, is seeded from
   (seed, round, client) for the stage that quantises, so that a SecAgg+ run repeats (and resumes)
   exactly: the random masks cancel in the sum, the rounding does not.
+
+Under a client-level privacy audit the server hands each sampled client a slot of the canary clients,
+which it adds to what it masks (``adversary.audit.canaries.CarriedCanaries``): the canaries reach the
+server only inside the unmasked sum, quantised and masked with the client's own update.
 """
 
 from __future__ import annotations
@@ -53,8 +57,26 @@ class SecAggClient(NumPyClient):
         # which rebinds a 0-d array instead of changing it, so a scalar (BatchNorm's num_batches_tracked)
         # would come back un-averaged. The server restores the shapes
         # (fedsim.engine.lifecycle.secagg_protocol.to_state).
-        weights = [np.atleast_1d(fit.weights[name].detach().cpu().numpy()) for name in names]
-        return weights, int(fit.metrics[wire.NUM_EXAMPLES]), dict(fit.metrics)
+        num_examples = int(fit.metrics[wire.NUM_EXAMPLES])
+        sent = self._with_canary_clients(fit.weights, config, served, num_examples)
+        weights = [np.atleast_1d(sent[name].detach().cpu().numpy()) for name in names]
+        return weights, num_examples, dict(fit.metrics)
+
+    def _with_canary_clients(
+        self, weights: dict[str, torch.Tensor], config: dict[str, Scalar], served: torch.nn.Module | None, own: int
+    ) -> dict[str, torch.Tensor]:
+        """``weights`` with the slot of canary clients the server asked this client to carry (as they are without)."""
+        carried = self.spec.canary_clients
+        if carried is None or wire.CANARY_SLOT not in config:
+            return weights
+        model = served if served is not None else _local_state(self.spec).model
+        added = carried.carried(
+            model, int(config[wire.CANARY_SLOT]), int(config[wire.CANARY_SLOTS]), float(config[wire.CANARY_WEIGHT]), own
+        )
+        return {
+            name: (value + added[name].to(value.device, value.dtype) if name in added else value)
+            for name, value in weights.items()
+        }
 
 
 def roll_call_mod(message: Message, context: Context, call_next: ClientAppCallable) -> Message:

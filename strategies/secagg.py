@@ -10,8 +10,10 @@ weighted sum. The round itself (workflow, drop-outs, rows) is played by
 
 ``SecAggPlusFedAvg`` is the legacy strategy: the same reproducible sampling by partition as
 fedsim's FedAvg, and an ``aggregate_fit`` that releases the unmasked aggregate (Flower gives every
-``FitRes`` the same aggregate, so averaging them again would only add rounding). ``SecAggConfig`` is
-its `strategy.secagg` section.
+``FitRes`` the same aggregate, so averaging them again would only add rounding). Under a client-level
+privacy audit (``canary_weight`` set) it hands each sampled client a slot of the canary clients to carry
+inside its masked vector (``adversary.audit.canaries.CarriedCanaries``). ``SecAggConfig`` is its
+`strategy.secagg` section.
 """
 
 from __future__ import annotations
@@ -131,6 +133,7 @@ class SecAggPlusFedAvg(LegacyFedAvg):
         self.seed = seed
         self.node_of_partition: dict[int, int] = {}
         self.summed: dict[int, int] = {}  # round -> masked vectors in its unmasked sum (absent: the protocol halted)
+        self.canary_weight: float | None = None  # a client-level audit's canary clients' weight (examples)
 
     def bind(self, node_of_partition: Mapping[int, int]) -> None:
         """Tell the strategy which node holds which partition (from the server's roll call)."""
@@ -155,8 +158,21 @@ class SecAggPlusFedAvg(LegacyFedAvg):
         self, server_round: int, parameters: Parameters, client_manager: ClientManager
     ) -> list[tuple[ClientProxy, FitIns]]:
         proxies = client_manager.all()
-        instructions = FitIns(parameters, {wire.SERVER_ROUND: server_round})
-        return [(proxies[str(self.node_of_partition[p])], instructions) for p in self.sample_partitions(server_round)]
+        sampled = self.sample_partitions(server_round)
+        return [
+            (
+                proxies[str(self.node_of_partition[partition])],
+                FitIns(parameters, self._fit_config(server_round, slot, len(sampled))),
+            )
+            for slot, partition in enumerate(sampled)
+        ]
+
+    def _fit_config(self, server_round: int, slot: int, slots: int) -> dict[str, Scalar]:
+        """The round number, and under an audit the slot of the canary clients the client carries."""
+        config: dict[str, Scalar] = {wire.SERVER_ROUND: server_round}
+        if self.canary_weight is not None:
+            config |= {wire.CANARY_SLOT: slot, wire.CANARY_SLOTS: slots, wire.CANARY_WEIGHT: self.canary_weight}
+        return config
 
     def aggregate_fit(
         self,

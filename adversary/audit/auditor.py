@@ -44,7 +44,8 @@ class RunAuditor:
         examples: CanaryExamples | None = None,
     ) -> None:
         """``examples``: the canary examples as the host holds them (black-box only)."""
-        self.config, self.level, self.delta, self.lr = config, level, delta, lr
+        self.config, self.level, self.delta, self.lr, self.norm = config, level, delta, lr, norm
+        self.canary_weight: float | None = None  # under SecAgg+: each canary client's weight (examples)
         self.model, self.examples = model, examples
         self.names = trainable_names(model)
         dimension = sum(p.numel() for p in model.parameters() if p.requires_grad)
@@ -135,10 +136,17 @@ def audit_fields(
     threat_model: str,
     claimed: float | None,
     estimate: OneShotEstimate | None = None,
+    *,
+    canary_norm: float | None = None,
+    canary_weight: float | None = None,
+    gaussian: bool = True,
 ) -> dict[str, Any]:
     """The audit's row and summary fields: both bounds (epsilon-delta and f-DP) and the stronger one as the
-    result, with confidence, delta and adjacency, beside the accountant's epsilon (None where none is claimed);
-    at client level also Andrew et al.'s one-shot estimate (an estimate: no confidence, never a bound)."""
+    result, with confidence, delta, adjacency and the canaries' norm (bounds with different norms measure
+    different canaries), beside the accountant's epsilon (None where none is claimed); at client level also
+    Andrew et al.'s one-shot estimate (an estimate: no confidence, never a bound); under SecAgg+ the canary
+    clients' weight (examples). ``gaussian``: whether the mechanism claims Gaussian noise; where it does not
+    (defenses without DP, SecAgg+), the result is the epsilon-delta bound, which assumes nothing about it."""
     one_shot = (
         {}
         if estimate is None
@@ -149,8 +157,8 @@ def audit_fields(
     )
     return {
         **one_shot,
-        "audit_epsilon_result": result.epsilon_result,
-        "audit_result_analysis": result.analysis,
+        "audit_epsilon_result": result.epsilon_result if gaussian else result.epsilon_lower,
+        "audit_result_analysis": result.analysis if gaussian else EPSILON_DELTA,
         "audit_epsilon_lower": result.epsilon_lower,  # the epsilon-delta bound
         "audit_fdp_epsilon_lower": result.fdp_epsilon_lower,
         "audit_gdp_mu_lower": result.gdp_mu_lower,
@@ -161,6 +169,8 @@ def audit_fields(
         "audit_adjacency": level,
         "audit_threat_model": threat_model,
         "audit_canaries": result.canaries,
+        **({} if canary_norm is None else {"audit_canary_norm": canary_norm}),
+        **({} if canary_weight is None else {"audit_canary_weight": canary_weight}),
         "audit_included": result.included,
         "audit_guesses": result.guesses,
         "audit_correct": result.correct,
@@ -181,6 +191,20 @@ def audit_result_text(fields: Mapping[str, Any]) -> str:
         f"{GAUSSIAN_FDP}: {fields['audit_fdp_epsilon_lower']:.2f}, not mu-GDP below mu = "
         f"{fields['audit_gdp_mu_lower']:.2f}; {EPSILON_DELTA}: {fields['audit_epsilon_lower']:.2f})"
     )
+
+
+def canary_text(fields: Mapping[str, Any]) -> str:
+    """The canaries as one phrase, e.g. "1000 canaries of norm 1 (canary clients of 500 examples' weight, carried
+    in the SecAgg+ masked vectors)"; rows written before the norm was recorded give the count alone."""
+    text = f"{fields['audit_canaries']} canaries"
+    if "audit_canary_norm" in fields:
+        text += f" of norm {fields['audit_canary_norm']:g}"
+    if "audit_canary_weight" in fields:
+        text += (
+            f" (canary clients of {fields['audit_canary_weight']:g} examples' weight, carried in the SecAgg+ "
+            "masked vectors)"
+        )
+    return text
 
 
 def one_shot_text(fields: Mapping[str, Any]) -> str | None:

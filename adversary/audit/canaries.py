@@ -9,7 +9,9 @@
 * ``CanaryExamples`` (example level, black-box): mislabelled images (test-split images, which no client holds,
   with a wrong label drawn at random); the included ones are added to the host client's training data.
 * ``CanaryClients`` (client level; Andrew et al., ICLR 2024): canary client j sends ``norm * u_j``, a fixed
-  random unit direction, every round; with ``norm`` the clipping bound it passes clipping unchanged.
+  random unit direction, every round; with ``norm`` the clipping bound it passes clipping unchanged. Under
+  ``strategy.dp`` the server adds them to the clipped sum; under SecAgg+ the sampled clients carry them inside
+  the vectors they mask (``CarriedCanaries``), since the server sees only the unmasked sum.
 
 A plan is drawn from the run's seed alone, so every process that needs it (the host client, the auditor)
 draws the same one; which canaries were included is ground truth, used only to check the auditor's guesses.
@@ -17,6 +19,7 @@ draws the same one; which canaries were included is ground truth, used only to c
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -154,21 +157,32 @@ class CanaryClients:
     def draw(cls, canaries: int, dimension: int, norm: float, seed: int) -> CanaryClients:
         return cls(dimension, inclusion(canaries, seed), norm, derive_seed(seed, "audit-directions"))
 
+    def direction(self, j: int) -> torch.Tensor:
+        """``u_j``: canary j's unit direction, drawn from its own seed."""
+        generator = torch.Generator().manual_seed(derive_seed(self.seed, "direction", j))
+        row = torch.randn(self.dimension, generator=generator, dtype=torch.float64)
+        return row / row.norm()
+
     def directions(self, chunk: int = 64) -> Iterator[tuple[int, torch.Tensor]]:
         """(first index, unit directions as rows) for consecutive chunks of the canaries."""
         for start in range(0, len(self.included), chunk):
-            rows = []
-            for j in range(start, min(start + chunk, len(self.included))):
-                generator = torch.Generator().manual_seed(derive_seed(self.seed, "direction", j))
-                rows.append(torch.randn(self.dimension, generator=generator, dtype=torch.float64))
-            block = torch.stack(rows)
-            yield start, block / block.norm(dim=1, keepdim=True)
+            yield start, torch.stack([self.direction(j) for j in range(start, min(start + chunk, len(self.included)))])
 
     def inserted_sum(self) -> torch.Tensor:
         """The sum of what the included canary clients send in a round: ``norm * sum_j u_j``."""
         total = torch.zeros(self.dimension, dtype=torch.float64)
         for start, block in self.directions():
             total += block[torch.from_numpy(self.included[start : start + len(block)])].sum(dim=0)
+        return self.norm * total
+
+    def carried_sum(self, slot: int, slots: int) -> torch.Tensor:
+        """``norm * sum_j u_j`` over the included canaries of ``slot`` (those with ``j % slots == slot``): what one
+        of ``slots`` carriers adds, so that together they add ``inserted_sum``."""
+        if not 0 <= slot < slots:
+            raise ValueError(f"canary slot {slot} of {slots}: must be in 0 .. {slots - 1}")
+        total = torch.zeros(self.dimension, dtype=torch.float64)
+        for j in np.flatnonzero(self.included)[slot::slots]:
+            total += self.direction(int(j))
         return self.norm * total
 
     def cosines(self, change: torch.Tensor) -> np.ndarray:
@@ -179,3 +193,50 @@ class CanaryClients:
         for start, block in self.directions():
             out[start : start + len(block)] = (block @ change / scale).numpy()
         return out
+
+
+def by_parameter(flat: torch.Tensor, shapes: Sequence[tuple[str, Sequence[int]]]) -> dict[str, torch.Tensor]:
+    """A flat vector over the trainable parameters cut into them: ``shapes`` are (name, shape) in order."""
+    sizes = [int(np.prod(shape)) for _, shape in shapes]
+    if sum(sizes) != flat.numel():
+        raise ValueError(f"a vector of {flat.numel()} entries over parameters of {sum(sizes)}")
+    pieces = torch.split(flat, sizes)
+    return {name: piece.reshape(tuple(shape)) for (name, shape), piece in zip(shapes, pieces, strict=True)}
+
+
+@dataclass(frozen=True)
+class CarriedCanaries:
+    """Canary clients under SecAgg+ (pickled into every client process): the server sees only the unmasked sum,
+    so each round every sampled client carries a slot of the canary clients inside the vector it masks.
+
+    The strategy tells each sampled client its slot, the number of slots (the clients sampled) and the canary
+    clients' weight ``w`` (examples); the client adds ``(w / n) * norm * sum u_j`` over its slot's included
+    canaries to its trainable parameters (``n``: its own examples), so that after SecAgg+'s weighting by ``n``
+    each canary client adds ``w * norm * u_j`` to the weighted sum the server unmasks, as a client of ``w``
+    examples sending the update ``norm * u_j`` would. Its weight is not added to the denominator (as under
+    ``strategy.dp``'s fixed denominator): the real clients' average trains as without the audit, and the
+    clear-text counts do not reveal how many canaries were included."""
+
+    canaries: int
+    norm: float
+    seed: int  # the run's audit seed
+
+    def plan(self, dimension: int) -> CanaryClients:
+        """The run's canary clients over ``dimension`` trainable parameters (the auditor draws the same)."""
+        return CanaryClients.draw(self.canaries, dimension, self.norm, self.seed)
+
+    def carried(
+        self, model: torch.nn.Module, slot: int, slots: int, weight: float, own_examples: int
+    ) -> dict[str, torch.Tensor]:
+        """What a client of ``own_examples`` adds to each trainable parameter to carry its slot (zeros when it
+        has no examples: SecAgg+ would weigh anything it carried by 0)."""
+        shapes = [(name, tuple(p.shape)) for name, p in model.named_parameters() if p.requires_grad]
+        flat = _carried_sum(self, sum(int(np.prod(shape)) for _, shape in shapes), slot, slots)
+        scale = weight / own_examples if own_examples > 0 else 0.0
+        return by_parameter(flat * scale, shapes)
+
+
+@functools.lru_cache(maxsize=4)
+def _carried_sum(carried: CarriedCanaries, dimension: int, slot: int, slots: int) -> torch.Tensor:
+    # the same every round while the sample size is: drawn once per client process
+    return carried.plan(dimension).carried_sum(slot, slots)

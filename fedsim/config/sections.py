@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from adversary.audit.config import AuditConfig
+from adversary.audit.config import CLIENT, AuditConfig, audit_level
 from adversary.inversion.options import AttackOptions
 from adversary.modifications import MODIFICATIONS, ModificationConfig
 from adversary.registry import ATTACKS, split_preset
@@ -614,12 +614,8 @@ class ExperimentConfig(Section):
         audit, dp = self.adversary.audit, self.strategy.dp
         if audit is None:
             return self
-        if self.strategy.secagg is not None:
-            raise ValueError(
-                f"adversary.audit with strategy.name = {SECAGG_STRATEGY}: the audit is wired for Message-API "
-                "strategies (a host's update or a DP aggregate); set adversary.audit: null"
-            )
-        if dp is None and audit.host >= self.federation.num_clients:
+        client_level = audit_level(dp, self.strategy.secagg) == CLIENT  # strategy.dp or SecAgg+
+        if not client_level and audit.host >= self.federation.num_clients:
             raise ValueError(
                 f"adversary.audit.host = {audit.host}: must be < federation.num_clients ({self.federation.num_clients})"
             )
@@ -628,10 +624,10 @@ class ExperimentConfig(Section):
                 "adversary.audit with adversary.server = malicious: the clients would train the server's modified "
                 "model, not the one the canaries were drawn for; audit with an honest server"
             )
-        if audit.threat_model == "black-box" and dp is not None:
+        if audit.threat_model == "black-box" and client_level:
             raise ValueError(
                 "adversary.audit.threat_model = 'black-box': canary examples audit example-level DP; under strategy.dp "
-                "(client level) use white-box or final-model"
+                f"or {SECAGG_STRATEGY} (client level) use white-box or final-model"
             )
         if audit.threat_model == "black-box" and self.adversary.attacks:
             raise ValueError(

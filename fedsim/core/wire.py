@@ -17,6 +17,10 @@ NUM_EXAMPLES = "num-examples"  # FedAvg weights replies by it (Flower's FedAvg.w
 LOCAL_STEPS = "local-steps"
 TRAIN_LOSS = "train-loss"
 SERVED_MODEL = "served-model"  # a module the server sends instead of the agreed model (a JSON description)
+# a privacy audit under SecAgg+: which slot of the canary clients this client carries, of how many, at what weight
+CANARY_SLOT = "audit-canary-slot"
+CANARY_SLOTS = "audit-canary-slots"
+CANARY_WEIGHT = "audit-canary-weight"
 
 # --- record names of Message-API messages (Flower's FedAvg defaults: arrayrecord_key, configrecord_key)
 ARRAYS = "arrays"

@@ -1,9 +1,12 @@
 """``adversary.audit`` wired into one run: canaries into the training, a tap for the auditor, the bound at the end.
 
-Example level (no ``strategy.dp``): the host client inserts Dirac canaries (``clients.client_app`` gets them in
-its spec) and a wire tap hands the auditor the host's updates as sent. Client level (``strategy.dp``): the canary
-clients' updates join the clipped sum inside the DP wrapper (``strategies.dp.FixedDenominatorMean.inserted``),
-before the noise, and a strategy tap hands the auditor every noised aggregate. The per-round scores are saved
+Example level (neither ``strategy.dp`` nor SecAgg+): the host client inserts Dirac canaries (``clients.client_app``
+gets them in its spec) and a wire tap hands the auditor the host's updates as sent. Client level: under
+``strategy.dp`` the canary clients' updates join the clipped sum inside the DP wrapper
+(``strategies.dp.FixedDenominatorMean.inserted``), before the noise; under SecAgg+ the sampled clients carry them
+inside the vectors they mask (``adversary.audit.canaries.CarriedCanaries``; the strategy hands out the slots),
+each with the weight of the federation's mean partition. Either way a strategy tap hands the auditor every
+aggregate the server releases (noised, or unmasked). The per-round scores are saved
 with each committed round (``AUDIT_SCORES_FILE``), so ``--resume`` continues the audit. When the run ends, an
 ``audit`` row (and ``summary.json``'s ``audit``) holds both bounds (epsilon-delta and f-DP) beside the
 accountant's epsilon, at client level with Andrew et al.'s one-shot estimate, and one warning line says so when
@@ -23,7 +26,7 @@ from flwr.serverapp import Grid
 
 from adversary.audit.auditor import RunAuditor, audit_fields, audit_warning
 from adversary.audit.canaries import ExampleCanaries
-from adversary.audit.config import CLIENT, EXAMPLE, audit_delta, audit_level, canary_norm
+from adversary.audit.config import CLIENT, EXAMPLE, audit_delta, audit_level, canary_norm, gaussian_mechanism
 from adversary.taps import every_round
 from fedsim.config import ExperimentConfig
 from fedsim.core.seeding import derive_seed
@@ -32,6 +35,7 @@ from fedsim.engine.lifecycle.federation import Federation
 from fedsim.engine.lifecycle.protocols import protocol_of
 from fedsim.rundir.writer import RunStore
 from strategies.dp import FedsimDp, FixedDenominatorMean
+from strategies.secagg import SecAggPlusFedAvg
 
 logger = logging.getLogger("fedsim")
 
@@ -47,6 +51,7 @@ class AuditWiring:
     wrap_grid: Callable[[Grid], Grid] | None
     wrap_strategy: Callable[[Any], Any]
     initial: dict[str, Any]
+    gaussian: bool  # the mechanism claims Gaussian noise: the f-DP bound may be the result
 
     def round_finished(self, server_round: int) -> None:
         """Save the scores with the round (a round hook: runs just before the round's commit)."""
@@ -61,7 +66,16 @@ class AuditWiring:
         result, estimate = self.auditor.outcome(self.initial, self.store.load_checkpoint(last))
         config = self.auditor.config
         claimed = claimed_epsilon(rows, self.level, config.host)
-        fields = audit_fields(result, self.level, config.threat_model, claimed, estimate)
+        fields = audit_fields(
+            result,
+            self.level,
+            config.threat_model,
+            claimed,
+            estimate,
+            canary_norm=self.auditor.norm,
+            canary_weight=self.auditor.canary_weight,
+            gaussian=self.gaussian,
+        )
         self.store.append({"round": last, "event": AUDIT_EVENT, **fields})
         warning = audit_warning(fields)
         if warning is not None:
@@ -82,6 +96,11 @@ def claimed_epsilon(rows: list[dict[str, Any]], level: str, host: int) -> float 
     return float(spent[-1]) if spent else None
 
 
+def mean_partition(federation: Federation) -> float:
+    """A canary client's weight under SecAgg+: the examples of the federation's average client."""
+    return float(sum(len(partition) for partition in federation.partitions) / len(federation.partitions))
+
+
 def attach_audit(
     config: ExperimentConfig, federation: Federation, store: RunStore, model_seed: int, committed: int
 ) -> AuditWiring:
@@ -89,7 +108,7 @@ def attach_audit(
     audit = config.adversary.audit
     assert audit is not None
     dp, defenses = config.strategy.dp, config.client.defenses
-    level = audit_level(dp)
+    level = audit_level(dp, config.strategy.secagg)
     model = run_model_of(config, federation.dataset, seed=model_seed, with_weights=True)
     seed, examples = derive_seed(config.seed, "audit"), None
     if audit.threat_model == "black-box":  # the canary examples as the host holds them: its normalisation
@@ -102,8 +121,8 @@ def attach_audit(
         level,
         copy.deepcopy(model),
         seed=seed,
-        norm=canary_norm(audit, dp, defenses),
-        delta=audit_delta(dp, defenses),
+        norm=canary_norm(audit, dp, defenses, level),
+        delta=audit_delta(dp, defenses, level),
         lr=config.client.lr,
         examples=examples,
     )
@@ -113,15 +132,21 @@ def attach_audit(
     layout = {name: tuple(value.shape) for name, value in model.state_dict().items()}
     initial = {name: value.detach().clone() for name, value in model.state_dict().items()}
     white_box = audit.threat_model == "white-box"  # the others read the final model only: no tap
+    gaussian = gaussian_mechanism(dp, defenses, level)
     if level == EXAMPLE:
         tap = (lambda grid: protocol.wire_tap(grid, auditor.observe, every_round, layout)) if white_box else None
-        return AuditWiring(auditor, store, level, tap, lambda strategy: strategy, initial)
+        return AuditWiring(auditor, store, level, tap, lambda strategy: strategy, initial, gaussian)
 
     def with_canary_clients(strategy: Any) -> Any:
-        inner = strategy.strategy if isinstance(strategy, FedsimDp) else None
-        if not isinstance(inner, FixedDenominatorMean):
-            raise TypeError("adversary.audit at client level needs strategy.dp with the fixed-denominator estimator")
-        inner.inserted = auditor.inserted_updates(initial)
+        if isinstance(strategy, SecAggPlusFedAvg):  # the sampled clients carry the canary clients
+            strategy.canary_weight = auditor.canary_weight = mean_partition(federation)
+        else:
+            inner = strategy.strategy if isinstance(strategy, FedsimDp) else None
+            if not isinstance(inner, FixedDenominatorMean):
+                raise TypeError(
+                    "adversary.audit at client level needs strategy.dp with the fixed-denominator estimator, or secagg+"
+                )
+            inner.inserted = auditor.inserted_updates(initial)
         return protocol.strategy_tap(strategy, auditor.observe, every_round, layout) if white_box else strategy
 
-    return AuditWiring(auditor, store, level, None, with_canary_clients, initial)
+    return AuditWiring(auditor, store, level, None, with_canary_clients, initial, gaussian)

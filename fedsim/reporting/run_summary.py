@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from adversary.audit.auditor import audit_result_text, audit_warning, one_shot_text
+from adversary.audit.auditor import audit_result_text, audit_warning, canary_text, one_shot_text
 from fedsim.core.atomic import inside
 from fedsim.reporting.render import markdown_table
 from fedsim.reporting.tables import CENTRAL_DP, defense_settings, parameter_text, round_privacy
@@ -86,8 +86,7 @@ def audit_lines(summary: dict[str, Any] | None) -> list[str]:
         )
         guesses += f" (f-DP's best count: {audit['audit_fdp_correct']} of {audit['audit_fdp_guesses']})"
     lines += [
-        f"- {audit['audit_adjacency']} level, {audit['audit_threat_model']}: {guesses} about "
-        f"{audit['audit_canaries']} canaries",
+        f"- {audit['audit_adjacency']} level, {audit['audit_threat_model']}: {guesses} about {canary_text(audit)}",
         f"- accountant's epsilon: {'none claimed' if claimed is None else f'{claimed:.2f}'}",
         f"- the audited model is the released one ({audit['audit_model']})",
     ]

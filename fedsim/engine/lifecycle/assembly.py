@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 from torch import nn
 
-from adversary.audit.canaries import ExampleCanaries
-from adversary.audit.config import EXAMPLE, audit_level, canary_norm
+from adversary.audit.canaries import CarriedCanaries, ExampleCanaries
+from adversary.audit.config import CLIENT, EXAMPLE, audit_level, canary_norm
 from clients.client_app import ClientSpec
 from clients.failures import FailureSchedule
 from fedsim.config import SECAGG_TRAINING_STAGE, ExperimentConfig
@@ -65,17 +65,27 @@ def client_spec_of(
         dp=config.strategy.dp,
         ground_truth=config.output.ground_truth,
         audit=example_canaries(config),  # adversary.audit at example level: the host's canaries
+        canary_clients=carried_canaries(config),  # adversary.audit at client level under SecAgg+
     )
 
 
 def example_canaries(config: ExperimentConfig) -> ExampleCanaries | None:
     """What the clients' spec carries under ``adversary.audit``: the host's canaries at example level, else nothing."""
     audit, dp = config.adversary.audit, config.strategy.dp
-    if audit is None or audit_level(dp) != EXAMPLE:
+    if audit is None or audit_level(dp, config.strategy.secagg) != EXAMPLE:
         return None
     norm = canary_norm(audit, dp, config.client.defenses)
     examples = audit.threat_model == "black-box"
     return ExampleCanaries(audit.canaries, norm, audit.host, derive_seed(config.seed, "audit"), examples)
+
+
+def carried_canaries(config: ExperimentConfig) -> CarriedCanaries | None:
+    """The canary clients the SecAgg+ clients carry in their masked vectors (client-level audit under SecAgg+)."""
+    audit, dp, secagg = config.adversary.audit, config.strategy.dp, config.strategy.secagg
+    if audit is None or secagg is None or audit_level(dp, secagg) != CLIENT:
+        return None
+    norm = canary_norm(audit, dp, config.client.defenses, CLIENT)
+    return CarriedCanaries(audit.canaries, norm, derive_seed(config.seed, "audit"))
 
 
 def strategy_of(config: ExperimentConfig, history: Iterable[Mapping[str, Any]] = ()) -> ServerStrategy:

@@ -14,7 +14,7 @@ from torch import nn
 from adversary.audit.auditor import RunAuditor, audit_fields, audit_warning
 from adversary.audit.bound import AuditResult
 from adversary.audit.canaries import ExampleCanaries
-from adversary.audit.config import CLIENT
+from adversary.audit.config import CLIENT, audit_level, gaussian_mechanism
 from adversary.taps import StrategyTap
 from fedsim.config import ConfigError, parse_config
 from fedsim.engine.lifecycle.assembly import strategy_of
@@ -110,6 +110,32 @@ def test_the_stronger_analysis_is_the_result_and_a_gaussian_excess_warns_with_it
     assert audit_fields(weaker, "example", "white-box", 4.0)["audit_result_analysis"] == "epsilon-delta"
 
 
+def test_without_a_gaussian_mechanism_the_result_is_the_epsilon_delta_bound():
+    result = AuditResult(3.5, 0.95, 1e-5, 1000, 503, 500, 480, gdp_mu_lower=1.2, fdp_epsilon_lower=4.8)
+    fields = audit_fields(result, "client", "white-box", None, gaussian=False)
+    assert (fields["audit_epsilon_result"], fields["audit_result_analysis"]) == (3.5, "epsilon-delta")
+    assert fields["audit_fdp_epsilon_lower"] == 4.8  # still reported, beside it
+
+
+@pytest.mark.parametrize(
+    ("raw", "gaussian"),
+    [
+        ({"strategy": {"dp": {}}}, True),
+        ({"strategy": {"name": "secagg+"}}, False),
+        ({"client": {"defenses": [{"name": "dpsgd", "noise_multiplier": 1.0}]}}, True),
+        ({"client": {"defenses": [{"name": "prune", "ratio": 0.9}]}}, False),
+        (
+            {"strategy": {"name": "secagg+"}, "client": {"defenses": [{"name": "dpsgd", "noise_multiplier": 1.0}]}},
+            False,
+        ),  # not client-level DP
+    ],
+)
+def test_the_mechanisms_that_claim_gaussian_noise_are_central_dp_and_dpsgd_at_their_own_level(raw, gaussian):
+    config = parse_config({**raw, "adversary": {"audit": {}}})
+    level = audit_level(config.strategy.dp, config.strategy.secagg)
+    assert gaussian_mechanism(config.strategy.dp, config.client.defenses, level) is gaussian
+
+
 @pytest.mark.parametrize(
     ("raw", "message"),
     [
@@ -123,8 +149,8 @@ def test_the_stronger_analysis_is_the_result_and_a_gaussian_excess_warns_with_it
         ),
         ({"adversary": {"audit": {"confidence": 1.0}}}, "adversary.audit.confidence = 1.0"),
         (
-            {"strategy": {"name": "secagg+"}, "adversary": {"audit": {}}},
-            "adversary.audit with strategy.name = secagg+: the audit is wired for Message-API strategies",
+            {"strategy": {"name": "secagg+"}, "adversary": {"audit": {"threat_model": "black-box"}}},
+            "under strategy.dp or secagg+ (client level) use white-box or final-model",
         ),
         (
             {"adversary": {"audit": {}, "tap": "server", "server": "malicious"}},
@@ -132,7 +158,7 @@ def test_the_stronger_analysis_is_the_result_and_a_gaussian_excess_warns_with_it
         ),
         (
             {"strategy": {"dp": {}}, "adversary": {"audit": {"threat_model": "black-box"}}},
-            "canary examples audit example-level DP; under strategy.dp (client level) use white-box or final-model",
+            "canary examples audit example-level DP; under strategy.dp or secagg+ (client level) use white-box",
         ),
         (
             {"adversary": {"audit": {"threat_model": "black-box"}, "attacks": ["dlg"]}},

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dp_accounting
 import numpy as np
 import pytest
+from scipy import stats
 
 from adversary.audit.bound import GUESS_FRACTIONS, audit_guesses, ceiling, epsilon_lower_bound
 from adversary.audit.fdp import MU_CEILING, excess, gdp_delta, gdp_epsilon, mu_lower_bounds
@@ -25,6 +26,27 @@ def test_the_bound_sits_where_the_recursion_stops_rejecting():
     mu = mu_lower_bounds(1000, [400], [340], BETA)[0]
     assert excess(mu, 1000, 400, 340, BETA) > 0 > excess(mu + 1e-5, 1000, 400, 340, BETA)
     assert np.all(np.diff(excess(np.linspace(0, 2, 50), 1000, 400, 340, BETA)) <= 0)  # larger mu: less rejected
+
+
+def paper_excess(mu: float, canaries: int, guesses: int, correct: int, beta: float) -> float:
+    """The recursion of Mahloujifar et al. for a guessing game with two answers (k = 2), one step at a time:
+    start from r = beta c / m and h = beta (g - c) / m, then for i = c - 1 .. 0 set h <- max(h, g_mu(r)) and
+    r <- r + i / (g - i) * (h_new - h_old); f-DP holds only if r + h <= g / m at the end."""
+    r, h = beta * correct / canaries, beta * (guesses - correct) / canaries
+    for i in range(correct - 1, -1, -1):
+        grown = max(h, float(stats.norm.cdf(stats.norm.ppf(min(r, 1.0)) - mu)))
+        r, h = r + i / (guesses - i) * (grown - h), grown
+    return r + h - guesses / canaries
+
+
+@pytest.mark.parametrize(("guesses", "correct"), [(400, 300), (400, 340), (100, 100), (1000, 990), (50, 20)])
+def test_the_vectorised_recursion_decides_as_the_papers_step_by_step_one(guesses, correct):
+    mus = np.linspace(0.0, 3.0, 31)
+    ours = excess(mus, 1000, guesses, correct, BETA)
+    paper = np.array([paper_excess(mu, 1000, guesses, correct, BETA) for mu in mus])
+    assert np.array_equal(ours > 0, paper > 0)
+    # where mu-GDP stands, the two are the same numbers (they differ only in how far past 1 a rejected r runs)
+    assert ours[paper <= 0] == pytest.approx(paper[paper <= 0])
 
 
 def test_perfect_guesses_give_a_finite_ceiling_that_grows_with_the_canaries():

@@ -53,3 +53,24 @@ def test_both_analyses_are_stated_with_the_stronger_as_the_result():
     assert "- one-shot estimate (Andrew et al. 2024; an estimate, not a bound): epsilon ~ 2.50 (mu ~ 0.61)" in (
         audit_lines({"audit": client})
     )
+
+
+def test_a_secagg_audit_states_its_canary_clients_and_that_no_accountant_claims_anything():
+    secagg = {
+        **AUDIT,
+        "audit_adjacency": "client",
+        "audit_canary_norm": 1.0,
+        "audit_canary_weight": 359.25,
+        "audit_one_shot_epsilon_estimate": 214.3,
+        "audit_one_shot_mu_estimate": 16.9,
+        "epsilon_client": None,
+    }
+    del secagg["epsilon_example"]
+    lines = audit_lines({"audit": secagg})
+    assert lines[1] == (
+        "- client level, white-box: 500 of 500 guesses right about 1000 canaries of norm 1 (canary clients of "
+        "359.25 examples' weight, carried in the SecAgg+ masked vectors)"
+    )
+    assert lines[2] == "- accountant's epsilon: none claimed"
+    assert any(line.startswith("- one-shot estimate") and "epsilon ~ 214.30" in line for line in lines)
+    assert not any("exceeds" in line for line in lines)
