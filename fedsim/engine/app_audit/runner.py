@@ -35,6 +35,8 @@ from fedsim.engine.app_audit.app import FlowerApp, load_components, read_app
 from fedsim.engine.app_audit.classes import with_model_classes
 from fedsim.engine.app_audit.config import AppSection, audit_config
 from fedsim.engine.app_audit.grid import AppGrid
+from fedsim.engine.app_audit.metrics import AppMetrics, app_evaluation
+from fedsim.engine.app_audit.server_watch import Recorder, watching_strategies
 from fedsim.engine.app_audit.workdir import app_working_directory, relative_paths, with_absolute_paths
 from fedsim.engine.leakage.portfolio import attack_setting, resolve_attacks
 from fedsim.engine.leakage.wiring import attach_adversary
@@ -98,13 +100,19 @@ def audit_app(
         def trained_on(server_round: int, report: ClientReport) -> None:
             ids = federation.partitions[report.client]
             truth.write(server_round, report.client, [ids.tolist()], [dataset.y_train[ids].tolist()])
-            fit = {"round": server_round, "event": "fit", "client": report.client, "status": "ok"}
-            store.append({**fit, "num_examples": report.num_examples})
+
+        def replied(server_round: int, event: str, client: int, metrics: dict[str, Any]) -> None:
+            store.append({"round": server_round, "event": event, "client": client, "status": "ok", **metrics})
+
+        app_metrics = AppMetrics()
 
         def round_done(server_round: int, state: dict[str, torch.Tensor] | None) -> None:
-            if state is not None:
-                scores = evaluator(state) if evaluator is not None else {}
-                store.append({"round": server_round, "event": "eval", **scores})
+            for earlier, fields in app_metrics.before(server_round):  # e.g. the app's evaluation of round 0
+                store.append({"round": earlier, "event": "eval", **fields})
+            own = app_metrics.of(server_round)
+            if state is not None or own:
+                scores = evaluator(state) if evaluator is not None and state is not None else {}
+                store.append({"round": server_round, "event": "eval", **scores, **own})
             if wiring is not None:
                 wiring.adversary.round_finished(server_round)
             if state is not None:
@@ -122,6 +130,7 @@ def audit_app(
                 layout=layout,
                 trained_on=trained_on,
                 round_done=round_done,
+                replied=replied,
             )
 
         node_partitions: dict[int, int] = {}
@@ -136,6 +145,7 @@ def audit_app(
                     wrap_grid=tapped,
                     node_partitions=node_partitions,
                     stop=stop,
+                    record_metrics=app_metrics.record,
                 )
         except BaseException as failure:  # a failed or interrupted app: its attacks are dropped at once
             if wiring is not None:
@@ -151,6 +161,8 @@ def audit_app(
         if stop.requested:
             raise RunInterrupted(store.run_dir, stop.signum)
         summary = summarize(store, time.perf_counter() - started)
+        evals = [row for row in store.rows() if row["event"] == "eval"]
+        summary["app_evaluation"] = app_evaluation(evals[-1]) if evals else {}
         store.write_json(SUMMARY_FILE, summary)
         log_summary(summary)
         return store.run_dir
@@ -224,6 +236,7 @@ def run_app(
     wrap_grid: Callable[[Any], AppGrid] | None = None,
     node_partitions: dict[int, int] | None = None,
     stop: StopSignal | None = None,
+    record_metrics: Recorder = lambda server_round, kind, metrics: None,
 ) -> None:
     """Play the app under Flower's simulation engine, as `flwr run` would, its ServerApp on ``wrap_grid``'s grid;
     ``stop``, requested before the simulation starts, starts neither Ray nor the simulation."""
@@ -256,7 +269,11 @@ def run_app(
     context = Context(run_id=run.run_id, node_id=0, node_config={}, state=RecordDict(), run_config=dict(app.run_config))
     backend_config = _backend_config(config)
     nodes = config.federation.num_clients
-    with RayProcesses(), node_partition_map(node_partitions if node_partitions is not None else {}):
+    with (
+        RayProcesses(),
+        node_partition_map(node_partitions if node_partitions is not None else {}),
+        watching_strategies(record_metrics),
+    ):
         stop.check()  # asked for while the audit got ready: Ray is never started
         logger.info("starting the Flower app %s: %d nodes in Flower's simulation", app.name, nodes)
         try:

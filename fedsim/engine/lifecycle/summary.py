@@ -150,8 +150,13 @@ def rounds_without_update(store: RunStore, after: int, withheld: Callable[[int],
 def log_summary(summary: dict[str, Any]) -> None:
     """The run's result in a line or two of the log (client failures pointing to their tracebacks)."""
     final = summary["final"]
-    if summary["best_accuracy"] is None:  # no eval row: there is no score to print, not a NaN one
-        logger.info("finished %d rounds: no evaluated round", summary["rounds_completed"])
+    app_scores = summary.get("app_evaluation")  # an audited Flower app's own numbers (fedsim.engine.app_audit)
+    if app_scores:
+        listed = ", ".join(f"{name} {value:.4g}" for name, value in app_scores.items())
+        logger.info("finished %d rounds: the app's own evaluation: %s", summary["rounds_completed"], listed)
+    if summary["best_accuracy"] is None:  # no score of fedsim's to print, not a NaN one
+        if not app_scores:
+            logger.info("finished %d rounds: no evaluated round", summary["rounds_completed"])
     else:
         loss = f", loss {final['loss']:.4f}" if "loss" in final else ""
         logger.info(
