@@ -9,11 +9,10 @@ reconstructions; reports and ``fedsim.load_run`` read it as any run.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from fedsim.config import ExperimentConfig
 from fedsim.core.devices import resolve_device
 from fedsim.core.errors import ConfigError, ExternalFailure, RunInterrupted, first_line
 from fedsim.core.failure_log import pointer_to, write_failure_log
+from fedsim.core.flower_private import recording_node_registration, run_simulation
 from fedsim.core.importing import on_path
 from fedsim.core.seeding import derive_seed
 from fedsim.core.stopping import StopSignal, force_exit, stop_on_signals
@@ -203,29 +203,6 @@ def app_federation(config: ExperimentConfig, section: AppSection) -> Federation:
     return Federation(dataset, partitions, tuple(stats for _ in partitions), stats)
 
 
-@contextlib.contextmanager
-def node_partition_map(into: dict[int, int]) -> Iterator[None]:
-    """Record which simulated node holds which partition, as Flower's simulation registers its nodes.
-
-    The ServerApp sees node ids only; the partition a node trains on is in its ClientApp's context. The mapping is
-    read where the simulation makes it, so that no message carries anything the app did not send.
-    """
-    from flwr.server.superlink.fleet.vce import vce_api
-
-    register = vce_api._register_nodes
-
-    def recording(*args: Any, **kwargs: Any) -> Any:
-        mapping = register(*args, **kwargs)
-        into.update(mapping)
-        return mapping
-
-    vce_api._register_nodes = recording
-    try:
-        yield
-    finally:
-        vce_api._register_nodes = register
-
-
 def run_app(
     app: FlowerApp,
     server_app: Any,
@@ -241,37 +218,22 @@ def run_app(
     """Play the app under Flower's simulation engine, as `flwr run` would, its ServerApp on ``wrap_grid``'s grid;
     ``stop``, requested before the simulation starts, starts neither Ray nor the simulation."""
     stop = stop if stop is not None else StopSignal()
-    from flwr.app import Context, RecordDict
-    from flwr.common.constant import RUN_ID_NUM_BYTES, SUPERLINK_NODE_ID, TASK_ID_NUM_BYTES
-    from flwr.server.superlink.linkstate.utils import generate_rand_int_from_bytes
     from flwr.serverapp import Grid, ServerApp
-    from flwr.simulation.run_simulation import _run_simulation
-    from flwr.supercore.constant import NOOP_FEDERATION_ID
-    from flwr.supercore.run import Run
-    from flwr.supercore.task_identity import TaskIdentity
-    from flwr.supercore.telemetry import EventType
 
     audited = ServerApp()
 
     @audited.main()
-    def main(grid: Grid, context: Context) -> None:
+    def main(grid: Grid, context: Any) -> None:
         tapped = wrap_grid(grid) if wrap_grid is not None else None
         server_app(grid=tapped if tapped is not None else grid, context=context)
         if tapped is not None:  # a legacy workflow keeps the global model in the server's state
             tapped.finish(context.state.array_records.get(LEGACY_PARAMETERS))
 
-    run = Run.create_empty(run_id=generate_rand_int_from_bytes(RUN_ID_NUM_BYTES))
-    run.primary_task_id = generate_rand_int_from_bytes(TASK_ID_NUM_BYTES)
-    run.federation_id = NOOP_FEDERATION_ID
-    # what Flower's own Python entry point sets for the messages the ServerApp builds
-    TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, run.run_id, SUPERLINK_NODE_ID
-    run.override_config = dict(app.overrides)  # what each node fuses with the app's run config, as under `flwr run`
-    context = Context(run_id=run.run_id, node_id=0, node_config={}, state=RecordDict(), run_config=dict(app.run_config))
     backend_config = _backend_config(config)
     nodes = config.federation.num_clients
     with (
         RayProcesses(),
-        node_partition_map(node_partitions if node_partitions is not None else {}),
+        recording_node_registration(node_partitions if node_partitions is not None else {}),
         watching_strategies(record_metrics),
     ):
         stop.check()  # asked for while the audit got ready: Ray is never started
@@ -279,16 +241,14 @@ def run_app(
         try:
             start_ray(backend_config["init_args"])
             stop.check()  # asked for while Ray started: the app never runs
-            _run_simulation(
+            run_simulation(
                 num_supernodes=nodes,
-                exit_event=EventType.PYTHON_API_RUN_SIMULATION_LEAVE,
                 client_app=client_app,
                 server_app=audited,
                 backend_config=backend_config,
-                server_app_context=context,
                 app_dir=str(app.path),
-                run=run,
-                is_app=True,  # each node's run config: the app's, fused with --run-config
+                run_config=app.run_config,
+                overrides=app.overrides,  # what each node fuses with the app's run config, as under `flwr run`
             )
         finally:
             stop_ray()
