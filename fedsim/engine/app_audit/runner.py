@@ -32,8 +32,11 @@ from fedsim.core.stopping import StopSignal, force_exit, stop_on_signals
 from fedsim.data import ChannelStats
 from fedsim.data.sources import read_app_partitions
 from fedsim.engine.app_audit.app import FlowerApp, load_components, read_app
+from fedsim.engine.app_audit.audit_file import AppSection
 from fedsim.engine.app_audit.classes import with_model_classes
-from fedsim.engine.app_audit.config import AppSection, audit_config
+from fedsim.engine.app_audit.client_probe import ProbedClientApp
+from fedsim.engine.app_audit.config import audit_config
+from fedsim.engine.app_audit.dp_watch import DpWatch, log_dp_summary, with_found_defenses
 from fedsim.engine.app_audit.grid import AppGrid
 from fedsim.engine.app_audit.metrics import AppMetrics, app_evaluation
 from fedsim.engine.app_audit.server_watch import Recorder, watching_strategies
@@ -82,6 +85,8 @@ def audit_app(
     architecture = run_model_of(config, dataset, seed=model_seed, with_weights=False)
     federation = with_model_classes(federation, architecture)
     dataset = federation.dataset
+    declared = [defense.name for defense in config.client.defenses]
+    config, _ = with_found_defenses(config, client_app)  # the app's LocalDpMod: the attacks adapt to it
     if config.adversary.attacks:  # an attack that cannot apply is refused here, before the run directory exists
         shape = (dataset.channels, dataset.image_size, dataset.image_size)
         config = resolve_attacks(config, attack_setting(config, architecture, shape, dataset.num_classes))
@@ -96,6 +101,7 @@ def audit_app(
         wiring = attach_adversary(config, federation, store, model_seed, lpips) if config.adversary.attacks else None
         evaluator = CentralEvaluator(config, federation, device) if len(dataset.x_test) else None
         truth = GroundTruthStore(store.run_dir)
+        dp_watch = DpWatch(store, declared)
 
         def trained_on(server_round: int, report: ClientReport) -> None:
             ids = federation.partitions[report.client]
@@ -113,6 +119,7 @@ def audit_app(
             if state is not None or own:
                 scores = evaluator(state) if evaluator is not None and state is not None else {}
                 store.append({"round": server_round, "event": "eval", **scores, **own})
+            dp_watch.round_done()
             if wiring is not None:
                 wiring.adversary.round_finished(server_round)
             if state is not None:
@@ -139,13 +146,14 @@ def audit_app(
                 run_app(
                     app,
                     server_app,
-                    client_app,
+                    ProbedClientApp(client_app, dp_watch.notes_dir),
                     config,
                     section,
                     wrap_grid=tapped,
                     node_partitions=node_partitions,
                     stop=stop,
                     record_metrics=app_metrics.record,
+                    strategy_started=dp_watch.strategy_started,
                 )
         except BaseException as failure:  # a failed or interrupted app: its attacks are dropped at once
             if wiring is not None:
@@ -163,8 +171,10 @@ def audit_app(
         summary = summarize(store, time.perf_counter() - started)
         evals = [row for row in store.rows() if row["event"] == "eval"]
         summary["app_evaluation"] = app_evaluation(evals[-1]) if evals else {}
+        summary["app_dp"] = dp_watch.summary()
         store.write_json(SUMMARY_FILE, summary)
         log_summary(summary)
+        log_dp_summary(summary["app_dp"])
         return store.run_dir
 
 
@@ -214,6 +224,7 @@ def run_app(
     node_partitions: dict[int, int] | None = None,
     stop: StopSignal | None = None,
     record_metrics: Recorder = lambda server_round, kind, metrics: None,
+    strategy_started: Callable[[Any], None] = lambda strategy: None,
 ) -> None:
     """Play the app under Flower's simulation engine, as `flwr run` would, its ServerApp on ``wrap_grid``'s grid;
     ``stop``, requested before the simulation starts, starts neither Ray nor the simulation."""
@@ -234,7 +245,7 @@ def run_app(
     with (
         RayProcesses(),
         recording_node_registration(node_partitions if node_partitions is not None else {}),
-        watching_strategies(record_metrics),
+        watching_strategies(record_metrics, strategy_started),
     ):
         stop.check()  # asked for while the audit got ready: Ray is never started
         logger.info("starting the Flower app %s: %d nodes in Flower's simulation", app.name, nodes)
