@@ -56,7 +56,7 @@ def test_opacus_dp_sgd_is_found_per_node_beside_the_apps_own_epsilon_and_central
 def test_a_local_dp_mod_whose_noise_supports_a_far_larger_epsilon_is_flagged(tmp_path, fedsim_log):
     data = write_image_parquet(tmp_path / "images.parquet", 10)
     run_config = f'{TINY} data-files="{data}"'
-    run = fedsim.load_run(audit_app(LOCAL_DP_APP, LOCAL_DP_AUDIT, [*SETTINGS, f"output.dir={tmp_path}"], run_config))
+    run = fedsim.audit(LOCAL_DP_APP, LOCAL_DP_AUDIT, [*SETTINGS, f"output.dir={tmp_path}"], run_config=run_config)
 
     assert [defense.name for defense in run.config.client.defenses] == ["clip", "noise"]  # the attacks knew it
     found = run.events("app_dp")
