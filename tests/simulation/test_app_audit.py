@@ -48,6 +48,7 @@ def test_an_unedited_app_is_attacked_per_client_and_trains_as_without_the_audit(
     fits = run.events("fit").sort_values("client")
     assert fits["client"].tolist() == [0, 1] and fits["num_examples"].tolist() == [4, 4]
     assert (fits["train_loss"] > 0).all()  # what each node reported beside its update
+    assert (fits["ground_truth"] == "steps").all()  # the samples each local step drew, noted in the node
     assert sorted(run.events("client_eval")["client"].tolist()) == [0, 1]
     assert json.loads((run.path / "summary.json").read_text())["app_evaluation"]["app_federated_eval_acc"] >= 0
     partitions = json.loads((run.path / "partitions.json").read_text())["clients"]

@@ -45,6 +45,7 @@ def test_opacus_dp_sgd_is_found_per_node_beside_the_apps_own_epsilon_and_central
     assert found["noise_multiplier"].tolist() == [1.0, 1.5] and found["max_grad_norm"].tolist() == [1.0, 1.0]
     fits = run.events("fit").sort_values("client")
     assert (fits["epsilon"] > 0).all()  # the app's own claim, per node
+    assert (fits["ground_truth"] == "steps").all()  # what Opacus' Poisson batches drew, not the whole split
     evals = run.events("eval")
     assert evals["round"].tolist() == [0, 1] and evals["app_central_accuracy"].between(0, 1).all()
     summary = json.loads((run.path / "summary.json").read_text())

@@ -1,10 +1,13 @@
-"""What an audited app's clients do about DP, noted where they do it: in the node's own process.
+"""What an audited app's clients do, noted where they do it: in the node's own process. Their DP, and the samples
+each local step drew from its data loader (the ground truth of what an update was trained on).
 
 ``ProbedClientApp`` is the app's ClientApp, called exactly as Flower calls it; while a call runs, Opacus'
 ``PrivacyEngine.make_private*`` and Flower's ``LocalDpMod`` note what they were set to (and, for ``LocalDpMod``, the
 noise it actually added to the update: its output minus the clipped update it was given). Each call's notes go, as
 one JSON line, to a file of the node's process in the run directory; the message and the reply are not touched and
-no random number is drawn, so the app trains as it would without the probe.
+no random number is drawn, so the app trains as it would without the probe. A step is read where PyTorch's
+DataLoader asks its sampler for the next batch's indices (any sampler: shuffling, Opacus' Poisson sampling), noted
+with the length of the data set they index.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import fedsim.core.wire as wire
 
 #: the notes of the call running in this thread (None outside a probed call)
 _NOTES: contextvars.ContextVar[list[dict[str, Any]] | None] = contextvars.ContextVar("fedsim_dp_notes", default=None)
+_STEPS: contextvars.ContextVar[list[list[Any]] | None] = contextvars.ContextVar("fedsim_steps", default=None)
 _INSTALLED: set[str] = set()
 
 OPACUS = "opacus-dpsgd"
@@ -38,15 +42,17 @@ class ProbedClientApp:
     def __call__(self, message: Any, context: Any) -> Any:
         install_recorders()
         notes: list[dict[str, Any]] = []
-        token = _NOTES.set(notes)
+        steps: list[list[Any]] = []
+        token, steps_token = _NOTES.set(notes), _STEPS.set(steps)
         try:
             return self._app(message=message, context=context)
         finally:
             _NOTES.reset(token)
-            if notes:
-                self._write(message, context, notes)
+            _STEPS.reset(steps_token)
+            if notes or steps:
+                self._write(message, context, notes, steps)
 
-    def _write(self, message: Any, context: Any, notes: list[dict[str, Any]]) -> None:
+    def _write(self, message: Any, context: Any, notes: list[dict[str, Any]], steps: list[list[Any]]) -> None:
         from fedsim.engine.app_audit.grid import message_round
 
         line = {
@@ -54,6 +60,7 @@ class ProbedClientApp:
             "client": int(context.node_config.get(wire.PARTITION_ID, -1)),
             "message_type": str(message.metadata.message_type),
             "findings": notes,
+            "steps": steps,  # [length of the data set indexed, [indices of one batch]] per batch drawn
         }
         self._notes_dir.mkdir(parents=True, exist_ok=True)
         with (self._notes_dir / f"{os.getpid()}.jsonl").open("a") as file:
@@ -77,6 +84,11 @@ def install_recorders() -> None:
         else:
             for name in ("make_private", "make_private_with_epsilon"):
                 setattr(PrivacyEngine, name, _noting_opacus(getattr(PrivacyEngine, name)))
+    if "steps" not in _INSTALLED:
+        _INSTALLED.add("steps")
+        from torch.utils.data import dataloader
+
+        dataloader._BaseDataLoaderIter._next_index = _noting_steps(dataloader._BaseDataLoaderIter._next_index)
     if "localdp" not in _INSTALLED:
         _INSTALLED.add("localdp")
         from flwr.client.mod import LocalDpMod as LegacyLocalDpMod
@@ -84,6 +96,18 @@ def install_recorders() -> None:
 
         for kind in {LocalDpMod, LegacyLocalDpMod}:
             kind.__call__ = _noting_local_dp(kind.__call__)
+
+
+def _noting_steps(next_index: Any) -> Any:
+    @functools.wraps(next_index)
+    def noted(iterator: Any) -> Any:
+        indices = next_index(iterator)  # StopIteration ends the epoch as before
+        steps = _STEPS.get()
+        if steps is not None:
+            steps.append([len(iterator._dataset), np.atleast_1d(np.asarray(indices, dtype=np.int64)).tolist()])
+        return indices
+
+    return noted
 
 
 def _noting_opacus(make_private: Any) -> Any:

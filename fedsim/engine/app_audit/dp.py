@@ -22,6 +22,7 @@ from typing import Any
 
 from fedsim.core.flower_private import client_app_mods
 from fedsim.engine.app_audit.client_probe import LOCAL_DP, OPACUS
+from fedsim.engine.app_audit.notes import Notes
 
 DP_EVENT = "app_dp"
 #: a claim the measured noise contradicts by this factor or more is flagged
@@ -106,18 +107,20 @@ def strategy_spent(strategy: Any) -> dict[str, float] | None:
     return {"claimed_epsilon_client": float(spent.epsilon), "claimed_delta_client": float(spent.delta)}
 
 
-def read_notes(notes_dir: Path) -> list[dict[str, Any]]:
-    """Every probed call's findings, as ``app_dp`` rows' fields (round, client, mechanism, parameters)."""
-    rows: list[dict[str, Any]] = []
-    for path in sorted(Path(notes_dir).glob("*.jsonl")) if Path(notes_dir).is_dir() else []:
-        for line in path.read_text().splitlines():
-            try:
-                call = json.loads(line)
-            except json.JSONDecodeError:  # a line a killed worker left half-written
-                continue
-            for finding in call["findings"]:
-                rows.append({"round": call["round"] or 0, "client": call["client"], **finding})
+def finding_rows(calls: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Probed calls' findings as ``app_dp`` rows' fields (round, client, mechanism, parameters)."""
+    rows = [
+        {"round": call["round"] or 0, "client": call["client"], **finding}
+        for call in calls
+        for finding in call.get("findings", [])
+    ]
     return sorted(rows, key=lambda row: (row["round"], row["client"]))
+
+
+def read_notes(notes_dir: Path) -> list[dict[str, Any]]:
+    """Every probed call's findings in ``notes_dir``, as ``app_dp`` rows' fields."""
+    notes = Notes(notes_dir)
+    return finding_rows(notes.refresh())
 
 
 def local_dp_contradiction(row: Mapping[str, Any]) -> str | None:

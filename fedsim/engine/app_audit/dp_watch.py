@@ -4,7 +4,6 @@ round ends, claims its measured noise contradicts said at once in one loud line 
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from pathlib import Path
@@ -15,13 +14,14 @@ from fedsim.engine.app_audit.dp import (
     DP_EVENT,
     as_defenses,
     dp_summary,
+    finding_rows,
     local_dp_contradiction,
     mods_found,
-    read_notes,
     strategy_found,
     strategy_spent,
     unadapted_line,
 )
+from fedsim.engine.app_audit.notes import Notes
 from fedsim.rundir.writer import RunStore
 
 logger = logging.getLogger("fedsim")
@@ -57,9 +57,9 @@ class DpWatch:
 
     def __init__(self, store: RunStore, declared: list[str]) -> None:
         self.store = store
-        self.notes_dir = Path(store.run_dir) / NOTES_FOLDER
+        self.notes = Notes(Path(store.run_dir) / NOTES_FOLDER)
         self._declared = declared
-        self._seen: set[str] = set()
+        self._turned = 0  # the notes' calls already written as rows
         self._strategies: list[Any] = []
         self._lock = threading.Lock()
 
@@ -78,14 +78,10 @@ class DpWatch:
 
     def round_done(self) -> None:
         """What the nodes noted so far, as rows; each contradicted claim in one loud line."""
+        self.notes.refresh()
         with self._lock:
-            fresh = []
-            for row in read_notes(self.notes_dir):
-                key = json.dumps(row, sort_keys=True)
-                if key not in self._seen:
-                    self._seen.add(key)
-                    fresh.append(row)
-        for row in fresh:
+            calls, self._turned = self.notes.calls[self._turned :], len(self.notes.calls)
+        for row in finding_rows(calls):
             self.store.append({**row, "event": DP_EVENT})
             line = local_dp_contradiction(row)
             if line is not None:

@@ -105,10 +105,21 @@ def audit_app(
 
         def trained_on(server_round: int, report: ClientReport) -> None:
             ids = federation.partitions[report.client]
-            truth.write(server_round, report.client, [ids.tolist()], [dataset.y_train[ids].tolist()])
+            steps = dp_watch.notes.steps(server_round, report.client, len(ids))  # what each local step drew
+            batches = [ids[step] for step in steps] if steps is not None else [ids]  # else: the whole split
+            truth.write(
+                server_round,
+                report.client,
+                [b.tolist() for b in batches],
+                [dataset.y_train[b].tolist() for b in batches],
+            )
+            ground_truth[(server_round, report.client)] = "steps" if steps is not None else "partition"
+
+        ground_truth: dict[tuple[int, int], str] = {}  # how each update's ground truth was known
 
         def replied(server_round: int, event: str, client: int, metrics: dict[str, Any]) -> None:
-            store.append({"round": server_round, "event": event, "client": client, "status": "ok", **metrics})
+            known = {"ground_truth": ground_truth[(server_round, client)]} if event == "fit" else {}
+            store.append({"round": server_round, "event": event, "client": client, "status": "ok", **metrics, **known})
 
         app_metrics = AppMetrics()
 
@@ -146,7 +157,7 @@ def audit_app(
                 run_app(
                     app,
                     server_app,
-                    ProbedClientApp(client_app, dp_watch.notes_dir),
+                    ProbedClientApp(client_app, dp_watch.notes.folder),
                     config,
                     section,
                     wrap_grid=tapped,

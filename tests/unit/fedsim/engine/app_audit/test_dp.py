@@ -172,3 +172,47 @@ def test_the_gaussian_mechanism_formula_inverts():
     sigma = gaussian_noise_std(1.0, 10.0, 1e-5)
     assert supported_epsilon(1.0, sigma, 1e-5) == pytest.approx(10.0)
     assert supported_epsilon(1.0, 0.0, 1e-5) == math.inf
+
+
+def shuffled_batches(seed: int) -> list[list[int]]:
+    data = torch.utils.data.TensorDataset(torch.arange(10))  # a sample's value is its index
+    order = torch.Generator().manual_seed(seed)
+    return [
+        batch[0].tolist() for batch in torch.utils.data.DataLoader(data, batch_size=4, shuffle=True, generator=order)
+    ]
+
+
+def shuffling_app() -> ClientApp:
+    app = ClientApp()
+
+    @app.train()
+    def train(message: Message, context: Context) -> Message:
+        shuffled_batches(seed=context.node_config["partition-id"])  # a local epoch
+        metrics = MetricRecord({"num-examples": 10})
+        state = message.content["arrays"].to_torch_state_dict()
+        return Message(RecordDict({"arrays": ArrayRecord(state), "metrics": metrics}), reply_to=message)
+
+    return app
+
+
+def test_each_local_step_is_noted_with_the_indices_its_loader_drew(tmp_path):
+    from fedsim.engine.app_audit.notes import Notes
+
+    strategy = FedAvg(fraction_train=1.0, fraction_evaluate=0.0, min_available_nodes=2)
+    grid = InProcessGrid(ProbedClientApp(shuffling_app(), tmp_path), EXAMPLES, FIRST_NODE)
+    result = strategy.start(grid, ArrayRecord(GLOBAL), 1, train_config=ConfigRecord({"lr": 0.1}))
+    notes = Notes(tmp_path)
+    for client in (0, 1):
+        assert notes.steps(1, client, dataset_size=10) == shuffled_batches(seed=client)  # in the order drawn
+        assert notes.steps(1, client, dataset_size=11) is None  # another data set's draws are not this one's
+    assert result.train_metrics_clientapp  # the app's own report is untouched
+    replies = [call for call in notes.calls if call["message_type"] == "train"]
+    assert len(replies) == 2 and all(call["findings"] == [] for call in replies)
+
+
+def test_opacus_poisson_batches_are_noted_as_the_steps_drew_them(tmp_path):
+    from fedsim.engine.app_audit.notes import Notes
+
+    play(ProbedClientApp(opacus_app(), tmp_path))
+    steps = Notes(tmp_path).steps(1, 0, dataset_size=8)
+    assert steps is not None and all(0 <= index < 8 for step in steps for index in step)
