@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 CONFIG ?= configs/demo.yaml
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: run test docs lint format bench install clean deployment-smoke
+.PHONY: run test docs lint format bench install clean deployment-smoke flower-contract
 
 $(BIN)/python:
 	@echo "fedsim: creating the virtual environment $(VENV) (first time only)"
@@ -29,6 +29,17 @@ run: install
 
 test: install
 	$(BIN)/python -m pytest -q
+
+# The contract of fedsim.core.flower_private (Flower's and Ray's private names) with Flower's nightly release, installed
+# beside the project's own Flower into FLOWER_NIGHTLY (it shadows it there only); skipped where the index is unreachable.
+FLOWER_NIGHTLY ?= .flower-nightly
+flower-contract: install
+	@rm -rf $(FLOWER_NIGHTLY)
+	@if $(BIN)/python -m pip install --quiet --no-deps --pre --target $(FLOWER_NIGHTLY) flwr-nightly; then \
+		PYTHONPATH=$(FLOWER_NIGHTLY) $(BIN)/python -m pytest -q -p no:cacheprovider tests/contract; \
+	else \
+		echo "flower-contract: skipped (flwr-nightly could not be installed: offline?)"; \
+	fi
 
 # Ruff: the formatter's check and the lint rules chosen in pyproject.toml ([tool.ruff]); `make format` applies both.
 lint: install

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 import torch
 
+from adversary.attack_progress import AttackProgress
 from adversary.inversion.options import AttackOptions
 from adversary.inversion.problem import group_views
 from adversary.inversion.saturation import SaturationBudget
@@ -154,6 +155,7 @@ class Adversary:
         # Results are scored one at a time, in this process: the scorer holds the truth, the workers never do.
         self._scoring = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fedsim-scoring")
         self._jobs: list[Future] = []
+        self.progress = AttackProgress()  # said while finish() waits for the attacks
         self._reports: list[Future] = []  # one scoring task per finished job
         self._reported = threading.Condition()
         self._abandoned = False  # after abandon(): jobs that end are not reported
@@ -220,6 +222,9 @@ class Adversary:
                 job.set_exception(error)
             with self._lock:
                 self._jobs.append(job)
+            self.progress.note(
+                job, f"{options.label} on round {server_round} ({len(todo)} target(s))", options.time_limit
+            )
             job.add_done_callback(
                 lambda finished, r=server_round, o=options, v=todo: self._queue_report(finished, r, [o], v, False)
             )
@@ -252,6 +257,8 @@ class Adversary:
             with self._lock:
                 self._jobs.append(job)
             chosen = [options for _, options, _ in members]
+            label = f"portfolio of {len(chosen)} attack(s) on round {server_round} ({len(views)} target(s))"
+            self.progress.note(job, label, budget.max_seconds)
             job.add_done_callback(
                 lambda finished, r=server_round, o=chosen, v=views: self._queue_report(finished, r, o, v, True)
             )
@@ -319,6 +326,8 @@ class Adversary:
             while not self._reported.wait_for(lambda: len(self._reports) >= len(jobs), timeout=_STOP_POLL_S):
                 if stop is not None and stop.requested:
                     return False
+                if self.progress.due():
+                    logger.info("attacks: %s", self.progress.line())
             reports = list(self._reports)
         try:
             for report in reports:

@@ -23,7 +23,6 @@ from flwr.app import Message
 from flwr.common import FitIns, FitRes, NDArrays, Parameters, Scalar, bytes_to_ndarray, parameters_to_ndarrays
 from flwr.common.secure_aggregation.quantization import dequantize
 from flwr.common.secure_aggregation.secaggplus_constants import Key, Stage
-from flwr.compat.common import recorddict_compat as compat
 from flwr.server.client_manager import ClientManager
 from flwr.server.client_proxy import ClientProxy
 from flwr.serverapp import Grid
@@ -39,6 +38,7 @@ from adversary.taps import (
     every_round,
     tapped_update,
 )
+from fedsim.core.flower_private import recorddict_compat
 from strategies.base import LegacyStrategy
 
 Layout = Mapping[str, Sequence[int]]  # the architecture's state_dict names and shapes, in the order arrays travel
@@ -157,7 +157,7 @@ class MaskedWireTap(WireTap):
                 self._globals = {r: state for r, state in self._globals.items() if r >= server_round}
             elif stage == Stage.COLLECT_MASKED_VECTORS:
                 if server_round not in self._globals:  # one copy per round: every client gets the same model
-                    fitins = compat.recorddict_to_fitins(message.content, keep_input=True)
+                    fitins = recorddict_compat().recorddict_to_fitins(message.content, keep_input=True)
                     self._globals[server_round] = _named(parameters_to_ndarrays(fitins.parameters), self._layout)
                 watched.add(position)
         ids = list(self._grid.push_messages(messages))

@@ -127,8 +127,10 @@ def serialisation(config: ExperimentConfig, repeats: int = 20) -> float:
     """Median seconds to turn the model into Flower's wire format and back (ArrayRecord protobuf), as every
     message of a round carries it once each way."""
     from flwr.app import ArrayRecord
-    from flwr.common.serde import array_record_from_proto, array_record_to_proto
-    from flwr.proto.recorddict_pb2 import ArrayRecord as ProtoArrayRecord
+
+    from fedsim.core.flower_private import array_record_serde
+
+    array_record_to_proto, array_record_from_proto, ProtoArrayRecord = array_record_serde()
 
     federation = prepare_federation(config)
     state = run_model_of(config, federation.dataset, seed=0, with_weights=True).state_dict()

@@ -9,6 +9,9 @@ From Python, in the pandas way:
     run.images()                                   # one row per reconstructed image, with its scores
     run.privacy()                                  # epsilon_example / epsilon_client spent by each round
 
+    run = fedsim.audit("path/to/flower-app", "audit.yaml", run_config='data-files="cifar10.parquet"')
+    run.events("app_dp")                           # the DP the app was found using, per client and round
+
     run = fedsim.load_run("runs/quickstart-20261122-101500")   # a run that already ran
     sweep = fedsim.load_sweep("runs/defense-frontier-sweep-20261123-101500")
 
@@ -28,7 +31,7 @@ if TYPE_CHECKING:
     from fedsim.config import ExperimentConfig
 
 __version__ = "0.1.0"
-__all__ = ["Run", "Sweep", "load_run", "load_sweep", "run"]
+__all__ = ["Run", "Sweep", "audit", "load_run", "load_sweep", "run"]
 
 
 def run(
@@ -58,3 +61,34 @@ def run(
 
     assignments = [overrides] if isinstance(overrides, str) else list(overrides)  # one "KEY=VALUE" is one override
     return load_run(run_experiment(load_config(config, assignments), quiet=quiet))
+
+
+def audit(
+    app_dir: str | Path,
+    config: str | Path | None = None,
+    overrides: Sequence[str] = (),
+    *,
+    run_config: str | None = None,
+    run_dir: str | Path | None = None,
+) -> Run:
+    """Audit an existing Flower app, unedited, exactly as ``fedsim audit APP_DIR --config AUDIT.yaml --set ...
+    --run-config ...`` does, and return the run loaded.
+
+    ``config``: the audit file (what the attacker knows of the app, its data function for scoring); ``overrides``:
+    ``KEY=VALUE`` strings as ``--set``; ``run_config``: the app's own run config overrides as `flwr run
+    --run-config` takes them. A bad app folder, audit file or override raises ``fedsim.core.errors.ConfigError``
+    with the command line's one-line message, before torch loads.
+
+    >>> run = fedsim.audit("configs/flower-apps/opacus-pytorch", "configs/flower-apps/opacus-pytorch-audit.yaml",
+    ...                    run_config='data-files="cifar10.parquet"')                   # doctest: +SKIP
+    >>> run.events("app_dp")[["round", "client", "mechanism", "noise_multiplier"]]   # doctest: +SKIP
+    """
+    from fedsim.engine.app_audit.preflight import preflight
+
+    assignments = [overrides] if isinstance(overrides, str) else list(overrides)
+    config_path = Path(config) if config is not None else None
+    preflight(Path(app_dir), config_path, assignments, run_config)
+    from fedsim.engine.app_audit.runner import audit_app
+
+    where = Path(run_dir) if run_dir is not None else None
+    return load_run(audit_app(Path(app_dir), config_path, assignments, run_config, run_dir=where))

@@ -91,9 +91,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_audit(args: argparse.Namespace) -> int:
-    from fedsim.engine.app_audit.app import read_app
+    from fedsim.engine.app_audit.preflight import preflight
 
-    read_app(args.app_dir, args.run_config)  # a wrong folder or --run-config: said before the heavy imports
+    # a wrong folder, --run-config, audit file or --set value: said before the heavy imports
+    preflight(args.app_dir, args.config, args.set, args.run_config)
     with _status("importing torch, Flower and Ray", quiet=args.quiet):
         from fedsim.engine.app_audit.runner import audit_app
 

@@ -55,10 +55,10 @@ from flwr.serverapp.strategy import (
     DifferentialPrivacyServerSideAdaptiveClipping,
     DifferentialPrivacyServerSideFixedClipping,
 )
-from flwr.supercore.differential_privacy import compute_stdv
 from pydantic import Field, field_validator, model_validator
 
 import fedsim.core.wire as wire
+from fedsim.core.flower_private import flower_noise_std
 from fedsim.core.sections import Section
 from fedsim.core.seeding import derive_seed
 from strategies.base import SAMPLE_TRAIN, ClientSampling, MessageStrategy, Row
@@ -337,7 +337,7 @@ class FedsimDp:
             row |= {"dp_noise_std": 0.0, "dp_noise_multiplier": None, "dp_sample_rate": None}
         else:
             # the noise Flower added: adaptive wrappers draw it at the bound they have just moved
-            noise_std = compute_stdv(self.noise_multiplier, self.clipping_norm, self.num_sampled_clients)
+            noise_std = flower_noise_std(self.noise_multiplier, self.clipping_norm, self.num_sampled_clients)
             count_noise = self.clipped_count_stddev if self.adaptive else None
             multiplier = effective_noise_multiplier(noise_std, bound, count_noise)
             replied = sum(1 for reply in replies if not reply.has_error())

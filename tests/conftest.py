@@ -18,11 +18,9 @@ def no_lpips_download(monkeypatch):
 @pytest.fixture
 def task_identity(monkeypatch):
     """Messages are stamped with the run and node of the process; outside a Flower run there is none."""
-    from flwr.supercore.task_identity import TaskIdentity
+    from fedsim.core.flower_private import stamp_task_identity
 
-    monkeypatch.setattr(TaskIdentity, "_run_id", 1)
-    monkeypatch.setattr(TaskIdentity, "_node_id", 1)
-    monkeypatch.setattr(TaskIdentity, "_task_id", 1)
+    stamp_task_identity(monkeypatch)
 
 
 @pytest.fixture(scope="module")

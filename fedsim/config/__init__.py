@@ -31,7 +31,6 @@ from fedsim.config.files import (
     with_absolute_paths,
 )
 from fedsim.config.migrate import SCHEMA_VERSION, upgrade
-from fedsim.config.overrides import apply_override, parse_value, set_key
 from fedsim.config.sections import (
     AdversaryConfig,
     ClientConfig,
@@ -41,6 +40,7 @@ from fedsim.config.sections import (
     StrategyConfig,
 )
 from fedsim.core.errors import ConfigError
+from fedsim.core.overrides import apply_override, parse_value, set_key
 from fedsim.core.sections import Section
 from fedsim.data.sources import DataConfig
 from fedsim.models import ModelConfig

@@ -165,3 +165,75 @@ def _type_name(annotation: Any) -> str:
     if isinstance(annotation, type) and issubclass(annotation, PurePath):
         return "path"
     return getattr(annotation, "__name__", str(annotation))
+
+
+#: the config's JSON Schema, shipped beside this module so that a command checks ``--set`` before torch loads
+JSON_SCHEMA_FILE = PurePath(__file__).with_name("experiment.schema.json")
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of ``ExperimentConfig`` with every registered plugin, lenient where validation is: a key
+    renamed since (``Section.renamed_keys``) and the flat ``model`` / ``data`` keys of config schema 2 are allowed,
+    for the full validation to upgrade or refuse."""
+    from pydantic.json_schema import GenerateJsonSchema
+
+    from fedsim.config.migrate import FLAT_SECTION_DEFAULTS, SCHEMA_KEY
+
+    class Lenient(GenerateJsonSchema):
+        def model_schema(self, schema: Any) -> Any:
+            generated = super().model_schema(schema)
+            old = [rename.old for rename in getattr(schema["cls"], "renamed_keys", ())]
+            if old and isinstance(generated.get("properties"), dict):
+                generated["properties"].update({key: {} for key in old if key not in generated["properties"]})
+            return generated
+
+    schema = ExperimentConfig.model_json_schema(schema_generator=Lenient)
+    schema["properties"][SCHEMA_KEY] = {"type": "integer"}
+    for section, keys in FLAT_SECTION_DEFAULTS.items():
+        for branch in schema["properties"][section].get("oneOf", []):
+            properties = schema["$defs"][branch["$ref"].rsplit("/", 1)[1]]["properties"]
+            properties.update({key: {} for key in keys if key not in properties})
+    _plugin_names_allowed(schema, schema["$defs"])
+    # a union fedsim picks by a key (a model's name, a data set's) may fit several variants: one suffices
+    return json.loads(json.dumps(schema).replace('"oneOf"', '"anyOf"'))
+
+
+def _plugin_names_allowed(node: Any, definitions: dict[str, Any]) -> None:
+    """Where a plugin's config is expected, its name alone is allowed too (``defenses: [soteria]``, ``attacks:
+    strongest``, ``partition: iid``: the shorthands the sections expand before validation)."""
+    children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else []
+    for child in list(children):
+        _plugin_names_allowed(child, definitions)
+    if not isinstance(node, dict):
+        return
+    for key in ("items", *(node.get("properties") or {})):
+        target = node.get("items") if key == "items" else node["properties"][key]
+        if isinstance(target, dict) and key != "items" and _is_plugin_union(target.get("items") or {}, definitions):
+            node["properties"][key] = {"anyOf": [{"type": "string"}, target]}  # `attacks: strongest`
+        elif isinstance(target, dict) and "oneOf" in target and _is_plugin_union(target, definitions):
+            widened = {"anyOf": [{"type": "string"}, {"oneOf": target["oneOf"]}]}
+            if "description" in target:
+                widened["description"] = target["description"]
+            if key == "items":
+                node["items"] = widened
+            else:
+                node["properties"][key] = widened
+
+
+def _is_plugin_union(node: dict[str, Any], definitions: dict[str, Any]) -> bool:
+    widened = [member for member in node.get("anyOf", []) if "oneOf" in member]
+    node = widened[0] if widened else node
+    branches = [definitions.get(b.get("$ref", "").rsplit("/", 1)[-1], {}) for b in node.get("oneOf", [])]
+    return bool(branches) and all("name" in branch.get("properties", {}) for branch in branches)
+
+
+def json_schema_text() -> str:
+    """What ``experiment.schema.json`` holds (``python -m fedsim.config.schema`` writes it)."""
+    return json.dumps(json_schema(), indent=1, sort_keys=True) + "\n"
+
+
+if __name__ == "__main__":
+    from pathlib import Path
+
+    Path(JSON_SCHEMA_FILE).write_text(json_schema_text())
+    print(f"wrote {JSON_SCHEMA_FILE}")

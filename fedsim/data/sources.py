@@ -655,7 +655,7 @@ def read_app_partitions(cfg: AppDataConfig) -> tuple[ImageDataset, tuple[np.ndar
             raise DataError(f"data.arguments = {cfg.arguments}: {cfg.function} refused them ({error})") from None
         train_loader = _output(outputs, cfg.train_output, "train_output")
         named_classes = named_classes or _class_label_names(train_loader, cfg.label_key)
-        train_parts.append(_loader_images(cfg, train_loader, partition))
+        train_parts.append(_loader_images(cfg, in_dataset_order(train_loader), partition))
         if cfg.test_output is not None:
             test_parts.append(_loader_images(cfg, _output(outputs, cfg.test_output, "test_output"), partition))
     sizes = [len(y) for _, y in train_parts]
@@ -687,6 +687,17 @@ def _output(outputs: Any, index: int | None, field: str) -> Any:
         count = len(outputs) if isinstance(outputs, tuple | list) else 1
         raise DataError(f"data.{field} = {index}: the data function returns {count} output(s); use 0..{count - 1}")
     return outputs[index]
+
+
+def in_dataset_order(loader: Any) -> Any:
+    """A PyTorch DataLoader's data set read in index order, as its batches are made (a sample's id in the partition is
+    its index: what a local step drew is known by index, ``fedsim.engine.app_audit.client_probe``); any other
+    iterable as it is."""
+    from torch.utils.data import DataLoader
+
+    if not isinstance(loader, DataLoader) or loader.batch_size is None or not hasattr(loader.dataset, "__len__"):
+        return loader
+    return DataLoader(loader.dataset, batch_size=loader.batch_size, shuffle=False, collate_fn=loader.collate_fn)
 
 
 def _loader_images(cfg: AppDataConfig, loader: Any, partition: int) -> tuple[np.ndarray, np.ndarray]:

@@ -9,6 +9,10 @@ from repository import REPO_ROOT
 
 QUICKSTART_APP = REPO_ROOT / "configs" / "flower-apps" / "quickstart-pytorch"
 QUICKSTART_AUDIT = REPO_ROOT / "configs" / "flower-apps" / "quickstart-pytorch-audit.yaml"
+OPACUS_APP = REPO_ROOT / "configs" / "flower-apps" / "opacus-pytorch"
+OPACUS_AUDIT = REPO_ROOT / "configs" / "flower-apps" / "opacus-pytorch-audit.yaml"
+LOCAL_DP_APP = REPO_ROOT / "configs" / "flower-apps" / "localdp-pytorch"
+LOCAL_DP_AUDIT = REPO_ROOT / "configs" / "flower-apps" / "localdp-pytorch-audit.yaml"
 
 
 def cifar_like_images(count: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -11,10 +11,12 @@ from types import SimpleNamespace
 
 from flwr.app import Context, Error, Message, RecordDict
 from flwr.clientapp import ClientApp
-from flwr.common.serde import message_from_proto, message_to_proto
 from flwr.serverapp import Grid
 
+from fedsim.core.flower_private import message_serde
 from fedsim.core.messaging import collect_replies
+
+message_to_proto, message_from_proto, ProtoMessage = message_serde()  # a copy as the wire would carry it
 
 
 class InProcessGrid(Grid):
@@ -48,8 +50,6 @@ class InProcessGrid(Grid):
         return list(self.contexts)
 
     def _deliver(self, message_id: str, wire: bytes) -> None:
-        from flwr.proto.message_pb2 import Message as ProtoMessage  # type: ignore[attr-defined]
-
         received = message_from_proto(ProtoMessage.FromString(wire))
         try:
             reply = self.app(received, self.contexts[received.metadata.dst_node_id])

@@ -42,9 +42,15 @@ def test_an_unedited_app_is_attacked_per_client_and_trains_as_without_the_audit(
     assert attacks["round"].tolist() == [1, 1]
     assert (attacks["status"] == "ok").all()
     assert attacks["batch_size"].tolist() == [4, 4]  # scored against the 4 images each node trained on
-    assert run.events("eval")["round"].tolist() == [1]  # the global model the round released, evaluated
+    evals = run.events("eval")
+    assert evals["round"].tolist() == [1]  # the global model the round released, evaluated
+    assert 0 <= evals["app_federated_eval_acc"].iloc[0] <= 1  # the app's own evaluation, as its strategy aggregated
     fits = run.events("fit").sort_values("client")
     assert fits["client"].tolist() == [0, 1] and fits["num_examples"].tolist() == [4, 4]
+    assert (fits["train_loss"] > 0).all()  # what each node reported beside its update
+    assert (fits["ground_truth"] == "steps").all()  # the samples each local step drew, noted in the node
+    assert sorted(run.events("client_eval")["client"].tolist()) == [0, 1]
+    assert json.loads((run.path / "summary.json").read_text())["app_evaluation"]["app_federated_eval_acc"] >= 0
     partitions = json.loads((run.path / "partitions.json").read_text())["clients"]
     assert [client["sample_ids"] for client in partitions] == [[0, 1, 2, 3], [4, 5, 6, 7]]
 

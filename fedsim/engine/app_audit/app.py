@@ -78,11 +78,9 @@ def _default_supernodes(flwr: dict[str, Any]) -> dict[str, Any]:
 
 def flower_default_supernodes() -> int:
     """The nodes Flower simulates for an app that names none (its local SuperLink's default simulation config)."""
-    try:
-        from flwr.supercore.constant import DEFAULT_SIMULATION_CONFIG
-    except ImportError:  # a Flower without it: the value it had when this was written
-        return DEFAULT_SUPERNODES
-    return int(DEFAULT_SIMULATION_CONFIG.num_supernodes) or DEFAULT_SUPERNODES
+    from fedsim.core.flower_private import default_supernodes
+
+    return default_supernodes() or DEFAULT_SUPERNODES  # a Flower without one: the value it had when this was written
 
 
 def load_components(app: FlowerApp) -> tuple[Any, Any]:

@@ -56,6 +56,7 @@ class AppGrid(ForwardingGrid):
         layout: Mapping[str, tuple[int, ...]],
         trained_on: Callable[[int, ClientReport], None],
         round_done: Callable[[int, dict[str, torch.Tensor] | None], object],
+        replied: Callable[[int, str, int, dict[str, float | int]], object] = lambda *reply: None,
     ) -> None:
         super().__init__(grid)
         self._sink = sink
@@ -65,8 +66,10 @@ class AppGrid(ForwardingGrid):
         self._layout = dict(layout)
         self._trained_on = trained_on
         self._round_done = round_done
+        self._replied = replied
         self._lock = threading.Lock()
         self._sent: dict[str, tuple[int, int]] = {}  # train message id -> (round, partition)
+        self._evaluating: dict[str, tuple[int, int]] = {}  # evaluate message id -> (round, partition)
         self._rounds: dict[int, _Round] = {}
         self._finished: set[int] = set()
         self._settings: dict[int, tuple[float, int, float]] = {}  # SecAgg+ round -> clipping, quantisation, weight
@@ -76,6 +79,7 @@ class AppGrid(ForwardingGrid):
     def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
         messages = list(messages)
         watched: dict[int, tuple[int, int]] = {}  # position -> (round, partition) of the train messages with a model
+        evaluating: dict[int, tuple[int, int]] = {}  # position -> (round, partition) of the evaluate messages
         for position, message in enumerate(messages):  # read before forwarding: SecAgg+ clients consume the stage key
             kind = message.metadata.message_type
             if kind not in (MessageType.TRAIN, MessageType.EVALUATE):
@@ -88,12 +92,14 @@ class AppGrid(ForwardingGrid):
             if server_round is None or arrays is None:
                 continue  # e.g. the SecAgg+ stages that carry no model
             self._released(server_round, arrays, released_before=kind == MessageType.TRAIN)
-            if kind == MessageType.TRAIN:
-                watched[position] = (server_round, self._partition_of(message.metadata.dst_node_id))
+            sent = (server_round, self._partition_of(message.metadata.dst_node_id))
+            (watched if kind == MessageType.TRAIN else evaluating)[position] = sent
         ids = list(self._grid.push_messages(messages))
         with self._lock:
             for position, sent in watched.items():
                 self._sent[ids[position]] = sent
+            for position, sent in evaluating.items():
+                self._evaluating[ids[position]] = sent
         return ids
 
     def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
@@ -101,6 +107,9 @@ class AppGrid(ForwardingGrid):
         for reply in replies:
             with self._lock:
                 sent = self._sent.pop(reply.metadata.reply_to_message_id, None)
+                evaluated = self._evaluating.pop(reply.metadata.reply_to_message_id, None)
+            if evaluated is not None and not reply.has_error():
+                self._replied(evaluated[0], "client_eval", evaluated[1], reply_scalars(reply))
             if sent is None or reply.has_error():
                 continue
             server_round, partition = sent
@@ -110,6 +119,7 @@ class AppGrid(ForwardingGrid):
                 continue
             report = ClientReport(partition, reply_examples(reply), None)
             self._trained_on(server_round, report)  # scoring side: before any attack can ask for it
+            self._replied(server_round, "fit", partition, {**reply_scalars(reply), "num_examples": report.num_examples})
             with self._lock:
                 known = self._rounds.get(server_round)
                 if known is not None:
@@ -223,6 +233,19 @@ def reply_examples(reply: Message) -> int:
         if wire.NUM_EXAMPLES in record:
             return int(record[wire.NUM_EXAMPLES])
     return 0
+
+
+def reply_scalars(reply: Message) -> dict[str, float | int]:
+    """The numbers a client reported beside its reply (its metric records, e.g. ``train_loss``, ``epsilon``), named
+    as rows name fields (``num-examples`` -> ``num_examples``); lists and the legacy FitRes count are left out."""
+    scalars: dict[str, float | int] = {}
+    for name, record in reply.content.metric_records.items():
+        if name == wire.FIT_NUM_EXAMPLES:
+            continue
+        for key, value in record.items():
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                scalars[key.replace("-", "_")] = value
+    return scalars
 
 
 def masked_vector(reply: Message) -> list[np.ndarray] | None:

@@ -9,11 +9,10 @@ reconstructions; reports and ``fedsim.load_run`` read it as any run.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,15 +25,21 @@ from fedsim.config import ExperimentConfig
 from fedsim.core.devices import resolve_device
 from fedsim.core.errors import ConfigError, ExternalFailure, RunInterrupted, first_line
 from fedsim.core.failure_log import pointer_to, write_failure_log
+from fedsim.core.flower_private import recording_node_registration, run_simulation
 from fedsim.core.importing import on_path
 from fedsim.core.seeding import derive_seed
 from fedsim.core.stopping import StopSignal, force_exit, stop_on_signals
 from fedsim.data import ChannelStats
 from fedsim.data.sources import read_app_partitions
 from fedsim.engine.app_audit.app import FlowerApp, load_components, read_app
+from fedsim.engine.app_audit.audit_file import AppSection
 from fedsim.engine.app_audit.classes import with_model_classes
-from fedsim.engine.app_audit.config import AppSection, audit_config
+from fedsim.engine.app_audit.client_probe import ProbedClientApp
+from fedsim.engine.app_audit.config import audit_config
+from fedsim.engine.app_audit.dp_watch import DpWatch, log_dp_summary, with_found_defenses
 from fedsim.engine.app_audit.grid import AppGrid
+from fedsim.engine.app_audit.metrics import AppMetrics, app_evaluation
+from fedsim.engine.app_audit.server_watch import Recorder, watching_strategies
 from fedsim.engine.app_audit.workdir import app_working_directory, relative_paths, with_absolute_paths
 from fedsim.engine.leakage.portfolio import attack_setting, resolve_attacks
 from fedsim.engine.leakage.wiring import attach_adversary
@@ -80,6 +85,8 @@ def audit_app(
     architecture = run_model_of(config, dataset, seed=model_seed, with_weights=False)
     federation = with_model_classes(federation, architecture)
     dataset = federation.dataset
+    declared = [defense.name for defense in config.client.defenses]
+    config, _ = with_found_defenses(config, client_app)  # the app's LocalDpMod: the attacks adapt to it
     if config.adversary.attacks:  # an attack that cannot apply is refused here, before the run directory exists
         shape = (dataset.channels, dataset.image_size, dataset.image_size)
         config = resolve_attacks(config, attack_setting(config, architecture, shape, dataset.num_classes))
@@ -94,17 +101,36 @@ def audit_app(
         wiring = attach_adversary(config, federation, store, model_seed, lpips) if config.adversary.attacks else None
         evaluator = CentralEvaluator(config, federation, device) if len(dataset.x_test) else None
         truth = GroundTruthStore(store.run_dir)
+        dp_watch = DpWatch(store, declared)
 
         def trained_on(server_round: int, report: ClientReport) -> None:
             ids = federation.partitions[report.client]
-            truth.write(server_round, report.client, [ids.tolist()], [dataset.y_train[ids].tolist()])
-            fit = {"round": server_round, "event": "fit", "client": report.client, "status": "ok"}
-            store.append({**fit, "num_examples": report.num_examples})
+            steps = dp_watch.notes.steps(server_round, report.client, len(ids))  # what each local step drew
+            batches = [ids[step] for step in steps] if steps is not None else [ids]  # else: the whole split
+            truth.write(
+                server_round,
+                report.client,
+                [b.tolist() for b in batches],
+                [dataset.y_train[b].tolist() for b in batches],
+            )
+            ground_truth[(server_round, report.client)] = "steps" if steps is not None else "partition"
+
+        ground_truth: dict[tuple[int, int], str] = {}  # how each update's ground truth was known
+
+        def replied(server_round: int, event: str, client: int, metrics: dict[str, Any]) -> None:
+            known = {"ground_truth": ground_truth[(server_round, client)]} if event == "fit" else {}
+            store.append({"round": server_round, "event": event, "client": client, "status": "ok", **metrics, **known})
+
+        app_metrics = AppMetrics()
 
         def round_done(server_round: int, state: dict[str, torch.Tensor] | None) -> None:
-            if state is not None:
-                scores = evaluator(state) if evaluator is not None else {}
-                store.append({"round": server_round, "event": "eval", **scores})
+            for earlier, fields in app_metrics.before(server_round):  # e.g. the app's evaluation of round 0
+                store.append({"round": earlier, "event": "eval", **fields})
+            own = app_metrics.of(server_round)
+            if state is not None or own:
+                scores = evaluator(state) if evaluator is not None and state is not None else {}
+                store.append({"round": server_round, "event": "eval", **scores, **own})
+            dp_watch.round_done()
             if wiring is not None:
                 wiring.adversary.round_finished(server_round)
             if state is not None:
@@ -122,6 +148,7 @@ def audit_app(
                 layout=layout,
                 trained_on=trained_on,
                 round_done=round_done,
+                replied=replied,
             )
 
         node_partitions: dict[int, int] = {}
@@ -130,12 +157,14 @@ def audit_app(
                 run_app(
                     app,
                     server_app,
-                    client_app,
+                    ProbedClientApp(client_app, dp_watch.notes.folder),
                     config,
                     section,
                     wrap_grid=tapped,
                     node_partitions=node_partitions,
                     stop=stop,
+                    record_metrics=app_metrics.record,
+                    strategy_started=dp_watch.strategy_started,
                 )
         except BaseException as failure:  # a failed or interrupted app: its attacks are dropped at once
             if wiring is not None:
@@ -151,8 +180,12 @@ def audit_app(
         if stop.requested:
             raise RunInterrupted(store.run_dir, stop.signum)
         summary = summarize(store, time.perf_counter() - started)
+        evals = [row for row in store.rows() if row["event"] == "eval"]
+        summary["app_evaluation"] = app_evaluation(evals[-1]) if evals else {}
+        summary["app_dp"] = dp_watch.summary()
         store.write_json(SUMMARY_FILE, summary)
         log_summary(summary)
+        log_dp_summary(summary["app_dp"])
         return store.run_dir
 
 
@@ -191,29 +224,6 @@ def app_federation(config: ExperimentConfig, section: AppSection) -> Federation:
     return Federation(dataset, partitions, tuple(stats for _ in partitions), stats)
 
 
-@contextlib.contextmanager
-def node_partition_map(into: dict[int, int]) -> Iterator[None]:
-    """Record which simulated node holds which partition, as Flower's simulation registers its nodes.
-
-    The ServerApp sees node ids only; the partition a node trains on is in its ClientApp's context. The mapping is
-    read where the simulation makes it, so that no message carries anything the app did not send.
-    """
-    from flwr.server.superlink.fleet.vce import vce_api
-
-    register = vce_api._register_nodes
-
-    def recording(*args: Any, **kwargs: Any) -> Any:
-        mapping = register(*args, **kwargs)
-        into.update(mapping)
-        return mapping
-
-    vce_api._register_nodes = recording
-    try:
-        yield
-    finally:
-        vce_api._register_nodes = register
-
-
 def run_app(
     app: FlowerApp,
     server_app: Any,
@@ -224,54 +234,43 @@ def run_app(
     wrap_grid: Callable[[Any], AppGrid] | None = None,
     node_partitions: dict[int, int] | None = None,
     stop: StopSignal | None = None,
+    record_metrics: Recorder = lambda server_round, kind, metrics: None,
+    strategy_started: Callable[[Any], None] = lambda strategy: None,
 ) -> None:
     """Play the app under Flower's simulation engine, as `flwr run` would, its ServerApp on ``wrap_grid``'s grid;
     ``stop``, requested before the simulation starts, starts neither Ray nor the simulation."""
     stop = stop if stop is not None else StopSignal()
-    from flwr.app import Context, RecordDict
-    from flwr.common.constant import RUN_ID_NUM_BYTES, SUPERLINK_NODE_ID, TASK_ID_NUM_BYTES
-    from flwr.server.superlink.linkstate.utils import generate_rand_int_from_bytes
     from flwr.serverapp import Grid, ServerApp
-    from flwr.simulation.run_simulation import _run_simulation
-    from flwr.supercore.constant import NOOP_FEDERATION_ID
-    from flwr.supercore.run import Run
-    from flwr.supercore.task_identity import TaskIdentity
-    from flwr.supercore.telemetry import EventType
 
     audited = ServerApp()
 
     @audited.main()
-    def main(grid: Grid, context: Context) -> None:
+    def main(grid: Grid, context: Any) -> None:
         tapped = wrap_grid(grid) if wrap_grid is not None else None
         server_app(grid=tapped if tapped is not None else grid, context=context)
         if tapped is not None:  # a legacy workflow keeps the global model in the server's state
             tapped.finish(context.state.array_records.get(LEGACY_PARAMETERS))
 
-    run = Run.create_empty(run_id=generate_rand_int_from_bytes(RUN_ID_NUM_BYTES))
-    run.primary_task_id = generate_rand_int_from_bytes(TASK_ID_NUM_BYTES)
-    run.federation_id = NOOP_FEDERATION_ID
-    # what Flower's own Python entry point sets for the messages the ServerApp builds
-    TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, run.run_id, SUPERLINK_NODE_ID
-    run.override_config = dict(app.overrides)  # what each node fuses with the app's run config, as under `flwr run`
-    context = Context(run_id=run.run_id, node_id=0, node_config={}, state=RecordDict(), run_config=dict(app.run_config))
     backend_config = _backend_config(config)
     nodes = config.federation.num_clients
-    with RayProcesses(), node_partition_map(node_partitions if node_partitions is not None else {}):
+    with (
+        RayProcesses(),
+        recording_node_registration(node_partitions if node_partitions is not None else {}),
+        watching_strategies(record_metrics, strategy_started),
+    ):
         stop.check()  # asked for while the audit got ready: Ray is never started
         logger.info("starting the Flower app %s: %d nodes in Flower's simulation", app.name, nodes)
         try:
             start_ray(backend_config["init_args"])
             stop.check()  # asked for while Ray started: the app never runs
-            _run_simulation(
+            run_simulation(
                 num_supernodes=nodes,
-                exit_event=EventType.PYTHON_API_RUN_SIMULATION_LEAVE,
                 client_app=client_app,
                 server_app=audited,
                 backend_config=backend_config,
-                server_app_context=context,
                 app_dir=str(app.path),
-                run=run,
-                is_app=True,  # each node's run config: the app's, fused with --run-config
+                run_config=app.run_config,
+                overrides=app.overrides,  # what each node fuses with the app's run config, as under `flwr run`
             )
         finally:
             stop_ray()

@@ -19,6 +19,11 @@ from contextlib import contextmanager
 
 from fedsim.config import ConfigError, ExperimentConfig
 from fedsim.core.errors import ExternalFailure, first_line
+from fedsim.core.flower_private import (
+    disable_ray_failure_signal_handler,
+    ray_default_temp_dir,
+    ray_sigterm_handlers_skipped,
+)
 
 logger = logging.getLogger("fedsim")
 
@@ -169,19 +174,13 @@ def sigterm_left_to_the_run() -> Iterator[None]:
     SIGTERM in the seconds it takes ended the command with status 15, no line, the run directory left behind.
     The run's handler only asks for a stop, acted on once ``ray.init`` returns; the run shuts Ray down itself.
     """
-    from ray._private import utils  # set_sigterm_handler: what ray.init and its node call
-
     from fedsim.core.stopping import handling_signals
 
     if not handling_signals():
         yield
         return
-    ray_sets = utils.set_sigterm_handler
-    utils.set_sigterm_handler = lambda handler: None
-    try:
+    with ray_sigterm_handlers_skipped():
         yield
-    finally:
-        utils.set_sigterm_handler = ray_sets
 
 
 def keep_sigterm_from_ray() -> None:
@@ -189,9 +188,7 @@ def keep_sigterm_from_ray() -> None:
     with the system default, below Python and in whichever thread shuts Ray down (Flower's): from then on a SIGTERM
     (while the run waits for its attacks) killed the process outright, its attack workers and Ray actors
     orphaned. Ray's own processes keep theirs; set before ``ray.init`` (Ray reads it there)."""
-    from ray._private import ray_constants  # RAY_DISABLE_FAILURE_SIGNAL_HANDLER, read once when Ray is imported
-
-    ray_constants.RAY_DISABLE_FAILURE_SIGNAL_HANDLER = True
+    disable_ray_failure_signal_handler()
 
 
 def ray_logs(init_args: Mapping[str, object]) -> str:
@@ -201,9 +198,7 @@ def ray_logs(init_args: Mapping[str, object]) -> str:
         return f"session_latest/logs under the Ray temp folder of the cluster's nodes ({address})"
     temp = init_args.get("_temp_dir")
     if not isinstance(temp, str):
-        from ray._common.utils import get_default_ray_temp_dir  # Ray's own choice: RAY_TMPDIR, else /tmp/ray
-
-        temp = get_default_ray_temp_dir()
+        temp = ray_default_temp_dir()
     return os.path.join(temp, "session_latest", "logs")
 
 

@@ -25,6 +25,7 @@ from fedsim.config import ExperimentConfig
 from fedsim.core.devices import resolve_device
 from fedsim.core.errors import ConfigError, RunInterrupted, TrainingFailed
 from fedsim.core.evaluation import evaluate
+from fedsim.core.flower_private import canonical_ray_address
 from fedsim.core.seeding import derive_seed
 from fedsim.core.stopping import StopRequested, StopSignal, force_exit, stop_on_signals
 from fedsim.engine.audit import attach_audit
@@ -202,11 +203,9 @@ def cluster_address(config: ExperimentConfig) -> str | None:
     if requested is None:
         return None
     where = "federation.ray_address" if config.federation.ray_address else "RAY_ADDRESS"
-    from ray._private.services import canonicalize_bootstrap_address
-
     hint = "start one with `ray start --head`, or drop the setting for a Ray instance of the run's own"
     try:
-        address = canonicalize_bootstrap_address(requested)  # `auto`: the cluster `ray start` last started here
+        address = canonical_ray_address(requested)  # `auto`: the cluster `ray start` last started here
     except (ConnectionError, ValueError) as error:
         raise ConfigError(f"{where} = '{requested}': no running Ray cluster found ({error}); {hint}") from None
     if address is None:

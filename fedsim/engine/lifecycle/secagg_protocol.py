@@ -30,18 +30,16 @@ import torch
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message
 from flwr.common import NDArrays, parameters_to_ndarrays
 from flwr.common.secure_aggregation.secaggplus_constants import Stage
-from flwr.compat.common import recorddict_compat as compat
 from flwr.server import LegacyContext, ServerConfig
 from flwr.server.client_manager import SimpleClientManager
-from flwr.server.compat.grid_client_proxy import GridClientProxy
 from flwr.server.workflow import SecAggPlusWorkflow
 from flwr.server.workflow.constant import MAIN_CONFIGS_RECORD, MAIN_PARAMS_RECORD
 from flwr.server.workflow.constant import Key as WorkflowKey
-from flwr.server.workflow.secure_aggregation.secaggplus_workflow import WorkflowState
 from flwr.serverapp import Grid
 
 import fedsim.core.wire as wire
 from fedsim.config import SECAGG_STRATEGY, ExperimentConfig
+from fedsim.core.flower_private import grid_client_proxy, recorddict_compat
 from fedsim.core.messaging import ForwardingGrid, collect_replies
 from fedsim.core.seeding import derive_seed
 from fedsim.engine.lifecycle.rounds import NO_REPLY, Round, RoundResult, client_fields
@@ -62,15 +60,15 @@ class EarlyDropoutSecAggPlusWorkflow(SecAggPlusWorkflow):
     round's bookkeeping: the sampled set and every neighbour set. The protocol itself is Flower's.
     """
 
-    def setup_stage(self, grid: Any, context: Any, state: WorkflowState) -> bool:
+    def setup_stage(self, grid: Any, context: Any, state: Any) -> bool:
         proceed = super().setup_stage(grid, context, state)
         return self._forget_dropouts(state) and proceed
 
-    def share_keys_stage(self, grid: Any, context: Any, state: WorkflowState) -> bool:
+    def share_keys_stage(self, grid: Any, context: Any, state: Any) -> bool:
         proceed = super().share_keys_stage(grid, context, state)
         return self._forget_dropouts(state) and proceed
 
-    def _forget_dropouts(self, state: WorkflowState) -> bool:
+    def _forget_dropouts(self, state: Any) -> bool:
         gone = state.sampled_node_ids - state.active_node_ids
         if gone:
             state.sampled_node_ids = set(state.active_node_ids)
@@ -257,7 +255,7 @@ class SecAggRounds:
     def start(self, grid: Grid, context: Context, node_of_partition: Mapping[int, int]) -> None:
         clients = SimpleClientManager()
         for node in node_of_partition.values():
-            clients.register(GridClientProxy(node, grid, context.run_id))
+            clients.register(grid_client_proxy(node, grid, context.run_id))
         self.legacy = LegacyContext(
             context, config=ServerConfig(num_rounds=self.rounds), strategy=self.strategy, client_manager=clients
         )
@@ -275,7 +273,7 @@ class SecAggRounds:
         released = legacy.state.array_records[MAIN_PARAMS_RECORD]
         state = None
         if released is not sent:  # the workflow stores what the strategy's aggregate_fit returned
-            arrays = parameters_to_ndarrays(compat.arrayrecord_to_parameters(released, keep_input=True))
+            arrays = parameters_to_ndarrays(recorddict_compat().arrayrecord_to_parameters(released, keep_input=True))
             state = to_state(arrays, current.state)
         summed = self.strategy.summed_vectors(server_round)  # None: the protocol halted
         rows = fit_rows(server_round, monitor, current.partition_of_node, summed is not None)

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from adversary.workers import AttackJob, PortfolioJob, ProcessAttackWorkers, WorkerSettings
+from fedsim.core.flower_private import replaced_ray_backend
 from fedsim.engine.lifecycle.ray_processes import RayProcesses
 from fedsim.engine.lifecycle.ray_resources import start_ray, stop_ray
 
@@ -81,31 +82,28 @@ class SharedServices:
     def keeping_ray(self) -> Iterator[None]:
         """While inside: Flower's simulation takes its client actors from the previous run and leaves them, and Ray,
         running when it ends."""
-        from flwr.server.superlink.fleet.vce.backend import raybackend
-
-        flower_backend = raybackend.RayBackend
         pools = self._actor_pools
 
-        class SharedActorsBackend(flower_backend):  # type: ignore[misc, valid-type]
-            def build(self, app_fn: Any) -> None:
-                key = json.dumps([self.client_resources, repr(self.actor_kwargs)], sort_keys=True)
-                pool = pools.pop(key, None)
-                if pool is not None and len(pool.pool) == pool.num_actors:  # every actor idle: the last run ended
-                    self.pool, self.app_fn = pool, app_fn
-                elif pool is not None:  # a run stopped midway: its idle actors go, its busy ones end with Ray
-                    pool.terminate_all_actors()
-                if self.pool is None:
-                    super().build(app_fn)
-                pools[key] = self.pool
+        def sharing_actors(flower_backend: type) -> type:
+            class SharedActorsBackend(flower_backend):  # type: ignore[misc, valid-type]
+                def build(self, app_fn: Any) -> None:
+                    key = json.dumps([self.client_resources, repr(self.actor_kwargs)], sort_keys=True)
+                    pool = pools.pop(key, None)
+                    if pool is not None and len(pool.pool) == pool.num_actors:  # every actor idle: the last run ended
+                        self.pool, self.app_fn = pool, app_fn
+                    elif pool is not None:  # a run stopped midway: its idle actors go, its busy ones end with Ray
+                        pool.terminate_all_actors()
+                    if self.pool is None:
+                        super().build(app_fn)
+                    pools[key] = self.pool
 
-            def terminate(self) -> None:
-                """The actors stay for the next run; Ray stays for the sweep."""
+                def terminate(self) -> None:
+                    """The actors stay for the next run; Ray stays for the sweep."""
 
-        raybackend.RayBackend = SharedActorsBackend  # Flower imports it from the module when a simulation starts
-        try:
+            return SharedActorsBackend
+
+        with replaced_ray_backend(sharing_actors):
             yield
-        finally:
-            raybackend.RayBackend = flower_backend
 
     def attack_workers(self, settings: WorkerSettings) -> LentAttackWorkers:
         """The pool of attack workers with ``settings``: the running one when its settings are these."""

@@ -46,7 +46,8 @@ def summarize(store: RunStore, wall_seconds: float, config: ExperimentConfig | N
         "final": {
             k: final[k] for k in ("loss", "accuracy", "precision", "recall", "specificity", "f1", "mcc") if k in final
         },
-        "best_accuracy": max((r["accuracy"] for r in evals), default=None),
+        # an audited app's own evaluation of a round fedsim did not score (its round 0) has no accuracy of fedsim's
+        "best_accuracy": max((r["accuracy"] for r in evals if r.get("accuracy") is not None), default=None),
         **(utility_summary(config, rows) if config is not None else {}),
         "client_updates": len(fits),
         "client_failures": sum(1 for r in fits if r.get("status") == "failed"),
@@ -150,8 +151,13 @@ def rounds_without_update(store: RunStore, after: int, withheld: Callable[[int],
 def log_summary(summary: dict[str, Any]) -> None:
     """The run's result in a line or two of the log (client failures pointing to their tracebacks)."""
     final = summary["final"]
-    if summary["best_accuracy"] is None:  # no eval row: there is no score to print, not a NaN one
-        logger.info("finished %d rounds: no evaluated round", summary["rounds_completed"])
+    app_scores = summary.get("app_evaluation")  # an audited Flower app's own numbers (fedsim.engine.app_audit)
+    if app_scores:
+        listed = ", ".join(f"{name} {value:.4g}" for name, value in app_scores.items())
+        logger.info("finished %d rounds: the app's own evaluation: %s", summary["rounds_completed"], listed)
+    if "accuracy" not in final:  # no score of fedsim's to print, not a NaN one
+        if not app_scores:
+            logger.info("finished %d rounds: no evaluated round", summary["rounds_completed"])
     else:
         loss = f", loss {final['loss']:.4f}" if "loss" in final else ""
         logger.info(

@@ -215,13 +215,11 @@ def test_wire_keys_are_spelled_only_in_the_wire_module():
 
 def test_roll_call_messages_are_queries_without_content(monkeypatch):
     """The roll call is the one message the driver sends itself; it asks nothing but the partition."""
-    from flwr.supercore.task_identity import TaskIdentity
-
     from fedsim.core import wire
+    from fedsim.core.flower_private import stamp_task_identity
     from fedsim.engine.lifecycle.rounds import roll_call
 
-    for key in ("_run_id", "_node_id", "_task_id"):  # messages are stamped with the process's run and node
-        monkeypatch.setattr(TaskIdentity, key, 1)
+    stamp_task_identity(monkeypatch)  # messages are stamped with the process's run and node
 
     class AnsweringGrid(RecordingGrid):
         def get_node_ids(self):  # type: ignore[no-untyped-def]

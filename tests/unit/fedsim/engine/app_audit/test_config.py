@@ -9,7 +9,8 @@ from flower_apps import QUICKSTART_APP, QUICKSTART_AUDIT
 
 from fedsim.core.errors import ConfigError
 from fedsim.engine.app_audit.app import read_app
-from fedsim.engine.app_audit.config import audit_config, resolve_run_config
+from fedsim.engine.app_audit.audit_file import resolve_run_config
+from fedsim.engine.app_audit.config import audit_config
 
 
 def test_the_example_audit_follows_the_apps_run_config():
@@ -68,3 +69,22 @@ def test_sections_the_app_decides_are_refused(section):
 def test_a_bad_app_section_value_is_one_line_naming_it():
     with pytest.raises(ConfigError, match=r"^app.rounds = 0: Input should be greater than or equal to 1"):
         audit_config(read_app(QUICKSTART_APP), QUICKSTART_AUDIT, ["app.rounds=0"])
+
+
+def test_a_canary_audit_the_app_audit_cannot_run_is_refused_instead_of_ignored():
+    with pytest.raises(ConfigError, match=r"^adversary.audit: the audit of a Flower app measures no epsilon lower"):
+        audit_config(read_app(QUICKSTART_APP), QUICKSTART_AUDIT, ["adversary.audit={canaries: 100}"])
+
+
+def test_a_local_dp_mod_of_the_app_is_added_to_the_defenses_the_attacks_adapt_to():
+    from flwr.clientapp import ClientApp
+    from flwr.clientapp.mod import LocalDpMod
+
+    from fedsim.engine.app_audit.dp_watch import with_found_defenses
+
+    config, _ = audit_config(read_app(QUICKSTART_APP), QUICKSTART_AUDIT)
+    app = ClientApp(mods=[LocalDpMod(clipping_norm=1.0, sensitivity=1e-4, epsilon=10.0, delta=1e-5)])
+    adapted, found = with_found_defenses(config, app)
+    assert [defense.name for defense in adapted.client.defenses] == ["clip", "noise"]
+    assert adapted.client.defenses[0].max_norm == 1.0 and found[0]["sensitivity"] == 1e-4
+    assert with_found_defenses(config, ClientApp())[0] is config

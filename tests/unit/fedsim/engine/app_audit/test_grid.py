@@ -42,6 +42,7 @@ class Recorder:
         self.updates: list = []
         self.trained: list[tuple[int, int]] = []
         self.done: list[tuple[int, dict[str, torch.Tensor] | None]] = []
+        self.replies: list[tuple[int, str, int, dict]] = []
 
 
 def audited_grid(tap: str, recorder: Recorder, wants=lambda server_round: True, layout=LAYOUT) -> AppGrid:
@@ -54,6 +55,7 @@ def audited_grid(tap: str, recorder: Recorder, wants=lambda server_round: True, 
         layout=layout,
         trained_on=lambda server_round, report: recorder.trained.append((server_round, report.client)),
         round_done=lambda server_round, state: recorder.done.append((server_round, state)),
+        replied=lambda *reply: recorder.replies.append(reply),
     )
 
 
@@ -148,3 +150,14 @@ def test_unnamed_arrays_of_the_legacy_api_are_read_by_the_models_layout():
 def test_a_declared_model_that_does_not_fit_the_apps_arrays_is_one_line_naming_model_target():
     with pytest.raises(ConfigError, match=r"^model.target: the app sends 2 arrays of shapes .*declare the app's own"):
         play(audited_grid("mitm", Recorder(), layout={"weight": (3, 3), "bias": (2,)}))
+
+
+def test_each_clients_reported_numbers_become_its_fit_and_client_eval_rows():
+    recorder = Recorder()
+    play(audited_grid("mitm", recorder), rounds=1)
+    assert sorted(recorder.replies, key=lambda reply: (reply[1], reply[2])) == [
+        (1, "client_eval", 0, {"num_examples": 1, "eval_acc": 0.5}),
+        (1, "client_eval", 1, {"num_examples": 1, "eval_acc": 0.5}),
+        (1, "fit", 0, {"num_examples": 3, "loss": 1.0}),
+        (1, "fit", 1, {"num_examples": 5, "loss": 1.0}),
+    ]

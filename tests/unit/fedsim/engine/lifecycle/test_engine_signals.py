@@ -97,10 +97,11 @@ def test_stopping_ray_hands_sigterm_back_to_the_run_although_ray_reset_it(monkey
 
 def test_ray_is_started_without_the_driver_crash_handler_whose_shutdown_resets_sigterm(monkeypatch):
     import ray
-    from ray._private import ray_constants
 
+    from fedsim.core.flower_private import ray_internals
     from fedsim.engine.lifecycle.ray_resources import start_ray
 
+    _, ray_constants = ray_internals()
     monkeypatch.setattr(ray_constants, "RAY_DISABLE_FAILURE_SIGNAL_HANDLER", False)  # Ray's default
     monkeypatch.setenv("PYTHONPATH", os.environ.get("PYTHONPATH", ""))  # start_ray extends it for Ray's workers
     seen = []
@@ -111,9 +112,11 @@ def test_ray_is_started_without_the_driver_crash_handler_whose_shutdown_resets_s
 
 def test_a_sigterm_while_ray_starts_asks_the_run_to_stop_instead_of_exiting_with_status_15(monkeypatch):
     import ray
-    from ray._private import utils
 
+    from fedsim.core.flower_private import ray_internals
     from fedsim.engine.lifecycle.ray_resources import start_ray
+
+    utils, _ = ray_internals()
 
     def ray_init(**init_args):  # as ray.init does first: SIGTERM -> sys.exit(15) wherever the main thread is
         utils.set_sigterm_handler(lambda signum, frame: sys.exit(signum))

@@ -31,6 +31,12 @@ def test_a_run_without_an_evaluated_round_says_so_instead_of_nan(fedsim_log):
     assert "nan" not in fedsim_log.text
 
 
+def test_an_audited_app_that_evaluated_itself_prints_its_own_numbers_not_no_evaluated_round(fedsim_log):
+    log_summary({**summary({}, best=None, rounds=3), "app_evaluation": {"app_central_accuracy": 0.4125}})
+    assert "finished 3 rounds: the app's own evaluation: app_central_accuracy 0.4125" in fedsim_log.text
+    assert "no evaluated round" not in fedsim_log.text
+
+
 def test_an_audited_run_prints_its_bound_beside_the_accountant_epsilon(fedsim_log):
     audit = {
         "audit_epsilon_lower": 1.2,

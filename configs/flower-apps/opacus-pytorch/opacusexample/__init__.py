@@ -1,0 +1,1 @@
+"""opacusexample: a Flower / PyTorch app training with DP-SGD through Opacus."""

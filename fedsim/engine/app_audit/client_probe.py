@@ -1,0 +1,182 @@
+"""What an audited app's clients do, noted where they do it: in the node's own process. Their DP, and the samples
+each local step drew from its data loader (the ground truth of what an update was trained on).
+
+``ProbedClientApp`` is the app's ClientApp, called exactly as Flower calls it; while a call runs, Opacus'
+``PrivacyEngine.make_private*`` and Flower's ``LocalDpMod`` note what they were set to (and, for ``LocalDpMod``, the
+noise it actually added to the update: its output minus the clipped update it was given). Each call's notes go, as
+one JSON line, to a file of the node's process in the run directory; the message and the reply are not touched and
+no random number is drawn, so the app trains as it would without the probe. A step is read where PyTorch's
+DataLoader asks its sampler for the next batch's indices (any sampler: shuffling, Opacus' Poisson sampling), noted
+with the length of the data set they index.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import fedsim.core.wire as wire
+
+#: the notes of the call running in this thread (None outside a probed call)
+_NOTES: contextvars.ContextVar[list[dict[str, Any]] | None] = contextvars.ContextVar("fedsim_dp_notes", default=None)
+_STEPS: contextvars.ContextVar[list[list[Any]] | None] = contextvars.ContextVar("fedsim_steps", default=None)
+_INSTALLED: set[str] = set()
+
+OPACUS = "opacus-dpsgd"
+LOCAL_DP = "flower-localdp"
+
+
+class ProbedClientApp:
+    """The app's ClientApp with its DP noted beside each call (see the module docstring)."""
+
+    def __init__(self, app: Any, notes_dir: Path) -> None:
+        self._app = app
+        self._notes_dir = Path(notes_dir)
+
+    def __call__(self, message: Any, context: Any) -> Any:
+        install_recorders()
+        notes: list[dict[str, Any]] = []
+        steps: list[list[Any]] = []
+        token, steps_token = _NOTES.set(notes), _STEPS.set(steps)
+        try:
+            return self._app(message=message, context=context)
+        finally:
+            _NOTES.reset(token)
+            _STEPS.reset(steps_token)
+            if notes or steps:
+                self._write(message, context, notes, steps)
+
+    def _write(self, message: Any, context: Any, notes: list[dict[str, Any]], steps: list[list[Any]]) -> None:
+        from fedsim.engine.app_audit.grid import message_round
+
+        line = {
+            "round": message_round(message),
+            "client": int(context.node_config.get(wire.PARTITION_ID, -1)),
+            "message_type": str(message.metadata.message_type),
+            "findings": notes,
+            "steps": steps,  # [length of the data set indexed, [indices of one batch]] per batch drawn
+        }
+        self._notes_dir.mkdir(parents=True, exist_ok=True)
+        with (self._notes_dir / f"{os.getpid()}.jsonl").open("a") as file:
+            file.write(json.dumps(line) + "\n")
+
+
+def note(finding: dict[str, Any]) -> None:
+    notes = _NOTES.get()
+    if notes is not None:
+        notes.append(finding)
+
+
+def install_recorders() -> None:
+    """Wrap Opacus' and Flower's DP entry points in this process, once; each still does what it did."""
+    if "opacus" not in _INSTALLED:
+        _INSTALLED.add("opacus")
+        try:
+            from opacus import PrivacyEngine
+        except ImportError:  # an app without Opacus cannot use it
+            pass
+        else:
+            for name in ("make_private", "make_private_with_epsilon"):
+                setattr(PrivacyEngine, name, _noting_opacus(getattr(PrivacyEngine, name)))
+    if "steps" not in _INSTALLED:
+        _INSTALLED.add("steps")
+        from torch.utils.data import dataloader
+
+        dataloader._BaseDataLoaderIter._next_index = _noting_steps(dataloader._BaseDataLoaderIter._next_index)
+    if "localdp" not in _INSTALLED:
+        _INSTALLED.add("localdp")
+        from flwr.client.mod import LocalDpMod as LegacyLocalDpMod
+        from flwr.clientapp.mod import LocalDpMod
+
+        for kind in {LocalDpMod, LegacyLocalDpMod}:
+            kind.__call__ = _noting_local_dp(kind.__call__)
+
+
+def _noting_steps(next_index: Any) -> Any:
+    @functools.wraps(next_index)
+    def noted(iterator: Any) -> Any:
+        indices = next_index(iterator)  # StopIteration ends the epoch as before
+        steps = _STEPS.get()
+        if steps is not None:
+            steps.append([len(iterator._dataset), np.atleast_1d(np.asarray(indices, dtype=np.int64)).tolist()])
+        return indices
+
+    return noted
+
+
+def _noting_opacus(make_private: Any) -> Any:
+    @functools.wraps(make_private)
+    def noted(engine: Any, *args: Any, **kwargs: Any) -> Any:
+        made = make_private(engine, *args, **kwargs)
+        optimizer = made[1]
+        max_grad_norm = optimizer.max_grad_norm
+        note(
+            {
+                "mechanism": OPACUS,
+                "noise_multiplier": float(optimizer.noise_multiplier),
+                "max_grad_norm": float(max_grad_norm) if np.isscalar(max_grad_norm) else list(max_grad_norm),
+                "expected_batch_size": optimizer.expected_batch_size,
+                "poisson_sampling": bool(kwargs.get("poisson_sampling", True)),
+                "accountant": engine.accountant.mechanism(),
+            }
+        )
+        return made
+
+    return noted
+
+
+def _noting_local_dp(call: Any) -> Any:
+    @functools.wraps(call)
+    def noted(mod: Any, message: Any, context: Any, call_next: Any) -> Any:
+        clean: list[list[np.ndarray]] = []
+
+        def capturing(inner_message: Any, inner_context: Any) -> Any:
+            reply = call_next(inner_message, inner_context)
+            if not reply.has_error() and len(reply.content.array_records) == 1:
+                clean.append(next(iter(reply.content.array_records.values())).to_numpy_ndarrays())
+            return reply
+
+        sent = _only_arrays(message)
+        reply = call(mod, message, context, capturing)
+        finding = {
+            "mechanism": LOCAL_DP,
+            "clipping_norm": float(mod.clipping_norm),
+            "sensitivity": float(mod.sensitivity),
+            "epsilon": float(mod.epsilon),
+            "delta": float(mod.delta),
+        }
+        noised = _only_arrays(reply) if not reply.has_error() else None
+        if sent is not None and clean and noised is not None:
+            finding |= added_noise(sent, clean[0], noised, float(mod.clipping_norm))
+        note(finding)
+        return reply
+
+    return noted
+
+
+def _only_arrays(message: Any) -> list[np.ndarray] | None:
+    records = message.content.array_records
+    return next(iter(records.values())).to_numpy_ndarrays() if len(records) == 1 else None
+
+
+def added_noise(
+    sent: list[np.ndarray], trained: list[np.ndarray], noised: list[np.ndarray], clipping_norm: float
+) -> dict[str, float]:
+    """The noise a clip-then-noise mechanism added: its output minus the update clipped to ``clipping_norm`` (one L2
+    norm over all arrays, as Flower clips), measured as the standard deviation over every coordinate."""
+    update = [np.asarray(t, np.float64) - np.asarray(s, np.float64) for s, t in zip(sent, trained, strict=True)]
+    norm = float(np.sqrt(sum(float(np.sum(u * u)) for u in update)))
+    scale = min(1.0, clipping_norm / norm) if norm > 0 else 1.0
+    noise = np.concatenate(
+        [
+            (np.asarray(n, np.float64) - np.asarray(s, np.float64) - u * scale).ravel()
+            for s, u, n in zip(sent, update, noised, strict=True)
+        ]
+    )
+    return {"noise_std_measured": float(noise.std()), "update_norm": norm, "coordinates": int(noise.size)}

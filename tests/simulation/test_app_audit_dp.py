@@ -1,0 +1,71 @@
+"""``fedsim audit`` finds the DP of an unedited Flower app as it trains: Opacus' DP-SGD per node with the app's own
+epsilon beside it, and a LocalDpMod whose noise does not support the epsilon it states, flagged in one line."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+from flower_apps import LOCAL_DP_APP, LOCAL_DP_AUDIT, OPACUS_APP, OPACUS_AUDIT, write_image_parquet
+
+import fedsim
+from fedsim.engine.app_audit.runner import audit_app
+
+pytestmark = pytest.mark.simulation
+
+TINY = "num-server-rounds=1 batch-size=4 seed=3"
+SETTINGS = [
+    "app.num_supernodes=2",
+    "adversary.portfolio=listed",
+    "adversary.attacks=[{name: dlg, iterations: 5}]",
+    "adversary.save_images=false",
+]
+
+
+@pytest.fixture()
+def fedsim_log(caplog):
+    logger = logging.getLogger("fedsim")
+    detached = not logger.propagate
+    if detached:
+        logger.addHandler(caplog.handler)
+    caplog.set_level(logging.INFO, "fedsim")
+    yield caplog
+    if detached:
+        logger.removeHandler(caplog.handler)
+
+
+def test_opacus_dp_sgd_is_found_per_node_beside_the_apps_own_epsilon_and_central_accuracy(tmp_path, fedsim_log):
+    data = write_image_parquet(tmp_path / "images.parquet", 10)
+    run_config = f'{TINY} data-files="{data}"'
+    run = fedsim.load_run(audit_app(OPACUS_APP, OPACUS_AUDIT, [*SETTINGS, f"output.dir={tmp_path}"], run_config))
+
+    found = run.events("app_dp").sort_values("client")
+    assert found["mechanism"].tolist() == ["opacus-dpsgd", "opacus-dpsgd"]
+    assert found["noise_multiplier"].tolist() == [1.0, 1.5] and found["max_grad_norm"].tolist() == [1.0, 1.0]
+    fits = run.events("fit").sort_values("client")
+    assert (fits["epsilon"] > 0).all()  # the app's own claim, per node
+    assert (fits["ground_truth"] == "steps").all()  # what Opacus' Poisson batches drew, not the whole split
+    evals = run.events("eval")
+    assert evals["round"].tolist() == [0, 1] and evals["app_central_accuracy"].between(0, 1).all()
+    summary = json.loads((run.path / "summary.json").read_text())
+    assert set(summary["app_dp"]["epsilon_claims"]) == {"0", "1"}
+    assert summary["app_dp"]["unadapted"].startswith("warning: the app trains with DP the attacks did not know (dpsgd)")
+    assert "no evaluated round" not in fedsim_log.text
+
+
+def test_a_local_dp_mod_whose_noise_supports_a_far_larger_epsilon_is_flagged(tmp_path, fedsim_log):
+    data = write_image_parquet(tmp_path / "images.parquet", 10)
+    run_config = f'{TINY} data-files="{data}"'
+    run = fedsim.audit(LOCAL_DP_APP, LOCAL_DP_AUDIT, [*SETTINGS, f"output.dir={tmp_path}"], run_config=run_config)
+
+    assert [defense.name for defense in run.config.client.defenses] == ["clip", "noise"]  # the attacks knew it
+    found = run.events("app_dp")
+    assert found["mechanism"].unique().tolist() == ["flower-localdp"]
+    assert found["noise_std_measured"].between(4e-5, 6e-5).all()  # 1e-4 * sqrt(2 ln(1.25e5)) / 10 = 4.8e-5
+    flagged = [
+        r.getMessage() for r in fedsim_log.records if r.getMessage().startswith("LocalDpMod's claim contradicted")
+    ]
+    assert len(flagged) >= 2 and "not the 10 it states" in flagged[0]
+    summary = json.loads((run.path / "summary.json").read_text())
+    assert len(summary["app_dp"]["contradicted"]) == 2
