@@ -83,3 +83,28 @@ def tiny_gpt2(data, seed: int = 0, **keys):
 
     config = ModelConfig(name="gpt2", pad_id=data.pad_id, **keys)
     return build_run_model(config, data, seed=seed, with_weights=True, dp_compatible=False)
+
+
+def one_step_view(data, model, rows, lr: float = 0.1, defenses=()):
+    """What a wire tap sees of a client that took one SGD step on the sequences ``rows`` of ``data``'s training set."""
+    import torch
+
+    from adversary.view import AttackerView
+    from clients.training import train_locally
+    from fedsim.config import ClientConfig
+
+    start = {name: value.clone() for name, value in model.state_dict().items()}
+    x, y = torch.from_numpy(data.x_train[rows]), torch.from_numpy(data.y_train[rows])
+    settings = ClientConfig(lr=lr, batch_size=len(rows), local_steps=1, defenses=list(defenses))
+    train_locally(model, x, y, np.arange(len(rows)), settings, seed=0)
+    return AttackerView(
+        round=1,
+        tap="mitm",
+        target="client:0",
+        model=model,
+        global_state=start,
+        observed_state={name: value.clone() for name, value in model.state_dict().items()},
+        input_shape=(1, 1, data.x_train.shape[1]),
+        num_classes=data.num_classes,
+        num_samples=len(rows),
+    )
