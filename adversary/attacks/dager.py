@@ -6,8 +6,9 @@ n is below the layer's input width that span is a proper subspace. A transformer
 (GPT-2's ``c_attn`` of block 1) receives ``ln_1(wte[token] + wpe[position])``: a function of one token and its
 position, which the attacker computes for every vocabulary entry from the public weights. So
 
-1. **span**: the left singular vectors of the update of block 1's (and block 2's) projection whose singular
-   values exceed ``rank_tolerance`` times the largest are bases of the spans of the batch's layer inputs;
+1. **span**: the left singular vectors of the update of block 1's (and block 2's) projection, down to the
+   widest drop of its spectrum (below it lies the float rounding of the update), are bases of the spans of
+   the batch's layer inputs;
 2. **layer-1 filter**: a (token, position) pair whose block-1 input lies within ``layer1_threshold``
    (relative distance) of the block-1 span was in the batch at that position;
 3. **layer-2 greedy decoding**: in a causal model the block-2 input at position p is a function of tokens
@@ -22,7 +23,9 @@ only when r exceeds the batch's tokens (and ``lora_B`` is no longer zero, i.e. a
 
 The attacker needs no data and no prior; it knows the public architecture and weights, as any honest server.
 Sequences are returned shortest distance first; when more are found than ``num_samples``, the closest are kept,
-when fewer, the rest are empty. ``objective``: the mean block-2 distance of the returned sequences.
+when fewer, the rest are empty (all of them when an update spans its layer's whole input space: the batch held
+more tokens than the layer is wide, and the check tells nothing). ``objective``: the mean block-2 distance of the
+returned sequences (1 when none).
 """
 
 from __future__ import annotations
@@ -41,6 +44,9 @@ from adversary.inversion.requirements import AttackSetting
 from adversary.registry import ATTACKS
 from adversary.view import AttackerView, Reconstruction
 
+#: the smallest drop (natural log) between consecutive singular values that separates the batch from rounding
+MIN_GAP = 2.3  # a factor of 10
+
 
 class DagerOptions(AttackOptions):
     name: Literal["dager"] = Field("dager", description="exact text recovery from the span of attention updates")
@@ -48,7 +54,11 @@ class DagerOptions(AttackOptions):
     modality: ClassVar[str] = "text"
     requires: ClassVar[str] = "a causal text model (gpt2) with two blocks or more; client.optimizer: sgd"
     rank_tolerance: float = Field(
-        1e-4, gt=0, lt=1, description="singular values of the update below this share of the largest are noise"
+        1e-12,
+        gt=0,
+        lt=1,
+        description="singular values of the update below this share of the largest are noise; "
+        "above it the spectrum is cut at its largest relative drop",
     )
     layer1_threshold: float = Field(
         1e-3, gt=0, lt=1, description="largest relative distance of a (token, position) to the block-1 span"
@@ -88,9 +98,26 @@ def span_basis(model: nn.Module, delta: dict[str, torch.Tensor], block: int, ran
     # Conv1D stores (in, out): columns in the input space; LoRA's A is (r, in): rows in it
     update = delta[lora].T if lora in delta else delta[f"{name}.weight"]
     left, singular, _ = torch.linalg.svd(update.double(), full_matrices=False)
+    return left[:, : span_rank(singular, rank_tolerance)]
+
+
+def span_rank(singular: torch.Tensor, tolerance: float) -> int:
+    """The rank of an update with float rounding in it: its spectrum cut at the largest relative drop.
+
+    The batch's directions and the rounding of ``w_t - w_{t+1}`` (float32: about 1e-7 of the largest singular
+    value) are separated by the widest gap of the spectrum; values below ``tolerance`` of the largest never count.
+    Without a drop of at least ``MIN_GAP`` the update fills its space (more tokens than the layer's width).
+    """
     if singular.numel() == 0 or singular[0] == 0:
-        return left[:, :0]
-    return left[:, : int((singular > rank_tolerance * singular[0]).sum())]
+        return 0
+    kept = singular[singular > tolerance * singular[0]]
+    drops = torch.log(kept[:-1]) - torch.log(kept[1:])
+    if len(kept) < len(singular):  # the drop from the last kept value to the first one below the tolerance
+        below = singular[len(kept)].clamp(min=torch.finfo(singular.dtype).tiny)
+        drops = torch.cat([drops, torch.log(kept[-1:] / below)])
+    if len(drops) == 0 or drops.max() < MIN_GAP:
+        return len(kept)
+    return int(torch.argmax(drops)) + 1
 
 
 def distance(vectors: torch.Tensor, basis: torch.Tensor) -> torch.Tensor:
@@ -156,7 +183,17 @@ def decode(
     return sorted(finished, key=lambda found: found[1])
 
 
-def recover(view: AttackerView, options: DagerOptions) -> tuple[torch.Tensor, float]:
+def passes_anything(
+    model: nn.Module, basis: torch.Tensor, block: int, vocab: int, length: int, threshold: float, generator
+) -> bool:
+    """Whether most inputs of random token sequences lie in the span: it is then the whole space the block's
+    inputs live in (the batch held more tokens than the layer is wide), and the check tells nothing."""
+    ids = torch.randint(vocab, (16, length), generator=generator)
+    inputs = block_inputs(model, ids, block)
+    return bool((distance(inputs.reshape(-1, inputs.shape[-1]), basis) < threshold).double().mean() > 0.5)
+
+
+def recover(view: AttackerView, options: DagerOptions, seed: int = 0) -> tuple[torch.Tensor, float]:
     """(num_samples, L) token ids padded with the model's padding id, and the mean block-2 distance."""
     model = copy.deepcopy(view.model).double().eval()
     model.load_state_dict(
@@ -167,8 +204,13 @@ def recover(view: AttackerView, options: DagerOptions) -> tuple[torch.Tensor, fl
     with torch.no_grad():
         bases = [span_basis(model, delta, block, options.rank_tolerance) for block in (0, 1)]
         vocab = model.base().get_input_embeddings().num_embeddings
-        candidates = layer1_candidates(model, bases[0], vocab, length, options.layer1_threshold)
-        found = decode(model, bases[1], candidates, options)[: view.num_samples]
+        thresholds = (options.layer1_threshold, options.layer2_threshold)
+        generator = torch.Generator().manual_seed(seed)
+        if any(passes_anything(model, bases[b], b, vocab, length, thresholds[b], generator) for b in (0, 1)):
+            found = []
+        else:
+            candidates = layer1_candidates(model, bases[0], vocab, length, options.layer1_threshold)
+            found = decode(model, bases[1], candidates, options)[: view.num_samples]
     ids = torch.full((view.num_samples, length), model.pad_id, dtype=torch.int64)
     for row, (tokens, _) in enumerate(found):
         ids[row, : len(tokens)] = torch.tensor(tokens, dtype=torch.int64)
@@ -177,11 +219,11 @@ def recover(view: AttackerView, options: DagerOptions) -> tuple[torch.Tensor, fl
 
 
 def attack(views: Sequence[AttackerView], options: DagerOptions, seed: int, device: torch.device) -> list:
-    """One reconstruction per view (deterministic: ``seed`` and ``device`` are not needed on CPU)."""
+    """One reconstruction per view (``seed`` draws the random sequences that test a span; CPU only)."""
     results = []
     for view in views:
         start = time.perf_counter()
-        ids, objective = recover(view, options)
+        ids, objective = recover(view, options, seed)
         results.append(
             Reconstruction(
                 images=torch.zeros(len(ids), 0),
