@@ -1,3 +1,5 @@
+import dataclasses
+
 import torch
 from text_corpus import one_step_view, text_data, tiny_gpt2
 
@@ -64,3 +66,21 @@ def test_it_refuses_adam_whose_update_leaves_the_span(tmp_path):
     gpt2 = tiny_gpt2(text_data(tmp_path))
     adam = AttackSetting(model=gpt2, model_name="gpt2", input_shape=(1, 1, 8), num_classes=10, optimizer="adam")
     assert "client.optimizer = 'adam'" in DagerOptions().refusal(adam)
+
+
+def test_the_fedavg_aggregate_of_two_clients_gives_back_both_batches(tmp_path):
+    data = text_data(tmp_path, max_length=8)
+    model = tiny_gpt2(data)
+    start = {name: value.clone() for name, value in model.state_dict().items()}
+    sent = []
+    for rows in ([0, 1], [2, 3]):
+        model.load_state_dict(start)
+        sent.append(one_step_view(data, model, rows).observed_state)
+    aggregate = {name: (sent[0][name] + sent[1][name]) / 2 for name in start}
+    view = dataclasses.replace(
+        one_step_view(data, model, [0]), global_state=start, observed_state=aggregate, num_samples=4, target="aggregate"
+    )
+
+    texts, _ = recovered(data, view)
+
+    assert sorted(texts) == sorted(data.decode(data.x_train[:4]))
