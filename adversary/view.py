@@ -64,7 +64,7 @@ class TrajectoryPoint:
 class Reconstruction:
     """An attack's output: images in the model's input space and labels, with the attack's own bookkeeping."""
 
-    images: torch.Tensor  # (num_samples, C, H, W), CPU
+    images: torch.Tensor  # (num_samples, C, H, W), CPU; (num_samples, 0) for text, whose output is ``tokens``
     labels: torch.Tensor  # (num_samples,), int64, CPU
     objective: float  # the attack's own final objective of the chosen restart
     restart_objectives: tuple[float, ...]
@@ -87,3 +87,5 @@ class Reconstruction:
     postprocess: str | None = None
     # the tuning behind the options this ran with (``adversary.inversion.tuning.Tuning.to_row``); None: untuned
     tuning: dict | None = None
+    # a text attack's sequences: (num_samples, L) token ids, right-padded with the model's padding id; None for images
+    tokens: torch.Tensor | None = None

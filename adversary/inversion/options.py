@@ -66,6 +66,8 @@ class AttackOptions(PluginSection):
     threat_model: ClassVar[str] = "honest"
     #: what the attack needs beyond an update, in words, for `fedsim list` (``refusal`` checks it)
     requires: ClassVar[str] = ""
+    #: the inputs it reconstructs: "image", or "text" (token ids of a language model, ``fedsim.models.text``)
+    modality: ClassVar[str] = "image"
     #: published settings of this attack by name (``preset``); `attacks: strongest` runs each beside the defaults
     presets: ClassVar[dict[str, Preset]] = {}
 
@@ -106,6 +108,10 @@ class AttackOptions(PluginSection):
         """
         if self.threat_model == "malicious" and setting.server != "malicious":
             return f"{self.name} needs a malicious server (adversary.server: malicious); the server is {setting.server}"
+        model_modality = getattr(setting.model, "modality", "image")
+        if model_modality != self.modality:
+            article = "an" if model_modality[0] in "aeiou" else "a"
+            return f"{self.name} reconstructs {self.modality}; {setting.model_name} is {article} {model_modality} model"
         return None
 
     def adapted(self, setting: AttackSetting) -> AttackOptions:

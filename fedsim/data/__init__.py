@@ -7,9 +7,11 @@
 * ``partition``: which training samples each client holds (``partition_indices``);
 * ``normalization``: the ``ChannelStats`` a client normalises with (``channel_stats``), which attacks also
   use to map reconstructions back to image space;
-* ``base``: ``ImageDataset`` (float32 images in [0, 1] with labels) and ``DataError``.
+* ``base``: ``ImageDataset`` (float32 images in [0, 1] with labels) and ``DataError``;
+* ``text``, ``tokenizer``: text sources (local files, the hub) tokenized into a ``TextDataset``.
 """
 
+from fedsim.data import text  # noqa: F401  (registers the text sources)
 from fedsim.data.base import DataError, ImageDataset
 from fedsim.data.load import load_dataset
 from fedsim.data.normalization import ChannelStats, channel_stats, federation_stats

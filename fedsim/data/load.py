@@ -57,6 +57,8 @@ def _load(cfg: DataConfig, seed: int) -> ImageDataset:
         dataset = hold_out_test_split(dataset, cfg.test_fraction, seed)
     # Subsetting before resizing gives the same images as after, without resizing samples that are dropped.
     dataset = first_samples(dataset, cfg.max_train_samples, cfg.max_test_samples)
+    if not isinstance(dataset, ImageDataset):  # text (fedsim.data.text): token ids, nothing to resize
+        return dataset
     return square_images(dataset, cfg.image_size, cfg.dataset)
 
 

@@ -14,6 +14,7 @@ from fedsim.models import (  # noqa: F401  (they register)
     mlp,
     python_class,
     resnet,
+    text,
     torchvision_adapter,
 )
 from fedsim.models.build import (

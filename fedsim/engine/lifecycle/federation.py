@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from fedsim.config import ExperimentConfig
-from fedsim.data import ChannelStats, ImageDataset, federation_stats, load_dataset, partition_indices
+from fedsim.data import ChannelStats, DataError, ImageDataset, federation_stats, load_dataset, partition_indices
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,11 @@ class Federation:
 
 def prepare_federation(config: ExperimentConfig) -> Federation:
     dataset = load_dataset(config.data, config.seed)
+    if not isinstance(dataset, ImageDataset):
+        raise DataError(
+            f"data.dataset = '{config.data.dataset}': text data sets are not yet federated by `fedsim run` "
+            "(bench.text runs them through the clients' training, DAGER and the text floor)"
+        )
     partitions = tuple(partition_indices(dataset.y_train, config.data, config.federation.num_clients, config.seed))
     client_stats, test_stats = federation_stats(dataset.x_train, partitions, config.data.normalize)
     return Federation(dataset, partitions, client_stats, test_stats)
