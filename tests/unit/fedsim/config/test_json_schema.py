@@ -37,7 +37,7 @@ def test_every_shipped_config_passes_the_schema(path):
             {"adversary": {"attacks": [{"name": "dlg", "iterations": -1}]}},
             "adversary.attacks[0].iterations = -1: -1 is less",
         ),
-        ({"adversary": {"attacks": [{"name": "dlgx"}]}}, "adversary.attacks[0].name = 'dlgx': not one of cpa, dlg,"),
+        ({"adversary": {"attacks": [{"name": "dlgx"}]}}, "adversary.attacks[0].name = 'dlgx': not one of cpa, "),
         ({"client": {"lr": "fast"}}, "client.lr = 'fast': 'fast' is not of type 'number'"),
         ({"clinet": {}}, "clinet = {}: no such key here; allowed: adversary, client,"),
         (
