@@ -234,6 +234,9 @@ class OptimizationOptions(AttackOptions):
     pdp_kappa: float | None = Field(
         None, ge=0, description="simulate PDP-SGD's penalty kappa * sum W^2 x^2 in the client's local steps (PDP-SGD)"
     )
+    per_sample_clip: float | None = Field(
+        None, gt=0, description="simulate DP-SGD's per-sample clipping to this norm in the client's local steps"
+    )
     noise_sigma: float | None = Field(
         None,
         gt=0,

@@ -264,6 +264,7 @@ class BatchedProblem:
             schedule,
             autograd,
             self.penalty,
+            self.options.per_sample_clip,
         )
         observed, masks = target
         update = [update[i] for i in self.matched]
