@@ -269,7 +269,7 @@ class BatchedProblem:
         observed, masks = target
         update = [update[i] for i in self.matched]
         value = self.options.gradient_match(update, observed, masks, self.match.scale_free)
-        context = RegularizerContext(dummy_bn=stats, victim_bn=bn_target)
+        context = RegularizerContext(dummy_bn=stats, victim_bn=bn_target, dummy_update=update, observed_update=observed)
         for weight, regularizer in self.terms:
             value = value + weight * regularizer.term(x, context)
         return value
