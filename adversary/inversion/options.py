@@ -16,9 +16,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar, Literal, Union
 
+import torch
 from pydantic import Field, field_validator, model_validator
 from pydantic_core import PydanticUndefined
 
+from adversary.inversion.objective import gradient_distance
 from adversary.inversion.regularizers import REGULARIZERS, RegularizerConfig
 from adversary.inversion.requirements import AttackSetting
 from adversary.registry import ATTACKS, PRESET_SEPARATOR, split_preset
@@ -238,6 +240,9 @@ class OptimizationOptions(AttackOptions):
     pdp_kappa: float | None = Field(
         None, ge=0, description="simulate PDP-SGD's penalty kappa * sum W^2 x^2 in the client's local steps (PDP-SGD)"
     )
+    per_sample_clip: float | None = Field(
+        None, gt=0, description="simulate DP-SGD's per-sample clipping to this norm in the client's local steps"
+    )
     noise_sigma: float | None = Field(
         None,
         gt=0,
@@ -296,6 +301,28 @@ class OptimizationOptions(AttackOptions):
     def bn_weight(self) -> float:
         """The BatchNorm-statistics weight (read-only; ``regularizers: [{name: bn_statistics, weight: ...}]``)."""
         return self.weight_of("bn_statistics")
+
+    def gradient_match(
+        self,
+        dummy: list[torch.Tensor],
+        observed: list[torch.Tensor],
+        masks: list[torch.Tensor],
+        scale_free: bool,
+    ) -> torch.Tensor:
+        """The data term of one problem: the distance between the dummy's update and the observed one (scaled by
+        ``observed_scale``), both restricted to the matched entries (``masks``, empty: every entry).
+
+        Adaptive attacks that model a defense by a likelihood (Gradient Dropout, pruning) override it; it runs
+        inside ``torch.func`` transforms, so it is a pure function of tensors without data-dependent branches."""
+        if masks:
+            dummy = [u * m for u, m in zip(dummy, masks, strict=True)]
+            observed = [o * m for o, m in zip(observed, masks, strict=True)]
+        value = gradient_distance(dummy, observed, str(self.loss), scale_free)
+        sigma = self.noise_sigma
+        if sigma is not None and self.loss in ("l2", "l1"):
+            entries = sum(m.sum() for m in masks) if masks else float(sum(o.numel() for o in observed))
+            value = value / (entries * float(sigma) ** 2)
+        return value
 
     def restart_ids(self) -> list[int]:
         """The restarts this run solves: ``first_restart`` .. ``first_restart + restarts - 1``."""

@@ -19,7 +19,7 @@ from torch.func import grad_and_value, vmap
 
 from adversary.inversion.labels import recover_labels
 from adversary.inversion.model import AttackerModel, batchnorm_names, victim_batch_statistics
-from adversary.inversion.objective import gradient_distance, soft_cross_entropy
+from adversary.inversion.objective import soft_cross_entropy
 from adversary.inversion.options import OptimizationOptions
 from adversary.inversion.regularizers import REGULARIZERS, Regularizer, RegularizerContext
 from adversary.inversion.spec import AttackSpec
@@ -83,7 +83,7 @@ class BatchedProblem:
     match: MatchSpec
     model: AttackerModel
     params: dict[str, torch.Tensor]
-    targets: list[torch.Tensor]  # observed update per matched parameter, stacked over targets (T, ...), masked
+    targets: list[torch.Tensor]  # observed update x observed_scale per matched parameter, stacked over targets (T, ...)
     masks: list[torch.Tensor]  # per matched parameter, 1 where the entry is matched (T, ...); empty = all entries
     matched: tuple[int, ...]  # indices into model.names of the parameters that are matched
     probs: torch.Tensor  # (T, N, K) one-hot labels (unused with joint labels)
@@ -137,8 +137,8 @@ class BatchedProblem:
         per_view = [observed_target(view, model.names, device, dtype) for view in views]
         observed = [torch.stack(layer) for layer in zip(*per_view, strict=True)]
         masks = [entry_mask(observed[i], options) for i in matched] if options.match_entries != "all" else []
+        # unmasked: the attack's gradient_match restricts both sides (a likelihood may read every entry)
         targets = [observed[i] * float(options.observed_scale) for i in matched]
-        targets = [target * mask for target, mask in zip(targets, masks, strict=True)] if masks else targets
         bn_targets: tuple[tuple[torch.Tensor, torch.Tensor], ...] = ()
         if use_bn:
             stats = [victim_batch_statistics(view, device, dtype) for view in views]
@@ -264,17 +264,12 @@ class BatchedProblem:
             schedule,
             autograd,
             self.penalty,
+            self.options.per_sample_clip,
         )
         observed, masks = target
         update = [update[i] for i in self.matched]
-        if masks:
-            update = [u * m for u, m in zip(update, masks, strict=True)]
-        value = gradient_distance(update, observed, str(self.options.loss), self.match.scale_free)
-        sigma = self.options.noise_sigma
-        if sigma is not None and self.options.loss in ("l2", "l1"):
-            entries = sum(m.sum() for m in masks) if masks else float(sum(o.numel() for o in observed))
-            value = value / (entries * float(sigma) ** 2)
-        context = RegularizerContext(dummy_bn=stats, victim_bn=bn_target)
+        value = self.options.gradient_match(update, observed, masks, self.match.scale_free)
+        context = RegularizerContext(dummy_bn=stats, victim_bn=bn_target, dummy_update=update, observed_update=observed)
         for weight, regularizer in self.terms:
             value = value + weight * regularizer.term(x, context)
         return value

@@ -145,6 +145,7 @@ def simulated_update(
     schedule: Sequence[torch.Tensor] = (),
     autograd: bool = False,
     penalty: Callable[[Params, torch.Tensor], Params] | None = None,
+    per_sample_clip: float | None = None,
 ) -> tuple[list[torch.Tensor], tuple]:
     """The dummy batch's update in gradient units, and the BN statistics of its first forward.
 
@@ -154,7 +155,9 @@ def simulated_update(
     differentiable w.r.t. ``x`` and ``probs`` and vmappable over problems. ``autograd``: plain
     ``torch.autograd.grad(create_graph=True)`` instead, for one problem outside any transform (faster; its
     ``params`` must require grad). ``penalty(params, batch) -> {name: gradient}``: a training defense's extra
-    gradient term (``pdp_penalty``), added to every step's gradient.
+    gradient term (``pdp_penalty``), added to every step's gradient. ``per_sample_clip``: DP-SGD's step instead of
+    the batch gradient, the sum of the per-sample gradients each clipped to that norm over the batch size
+    (``clipped_batch_gradient``; no BN statistics: DP-SGD's models have no BatchNorm).
     """
 
     def step_loss(p: Params, xb: torch.Tensor, qb: torch.Tensor) -> tuple[torch.Tensor, tuple]:
@@ -171,7 +174,12 @@ def simulated_update(
             start += size
         return total, first_stats
 
-    plain_step_grad = _autograd_grad(step_loss) if autograd else torch.func.grad(step_loss, has_aux=True)
+    if per_sample_clip is not None:
+        if spec.groups:
+            raise ValueError("per-sample clipping cannot be simulated on an aggregate of several clients")
+        plain_step_grad = clipped_batch_gradient(torch.func.grad(step_loss, has_aux=True), per_sample_clip)
+    else:
+        plain_step_grad = _autograd_grad(step_loss) if autograd else torch.func.grad(step_loss, has_aux=True)
 
     def step_grad(p: Params, xb: torch.Tensor, qb: torch.Tensor) -> tuple[Params, tuple]:
         grads, stats = plain_step_grad(p, xb, qb)
@@ -200,6 +208,32 @@ def simulated_update(
             buffers[name] = spec.momentum * buffers[name] + grad if name in buffers and spec.momentum else grad
         current = {name: current[name] - lr * buffers[name] for name in names}
     return [(params[name] - current[name]) / lr for name in names], first_stats
+
+
+def clipped_batch_gradient(
+    sample_grad: Callable[[Params, torch.Tensor, torch.Tensor], tuple[Params, tuple]], max_norm: float
+) -> Callable[[Params, torch.Tensor, torch.Tensor], tuple[Params, tuple]]:
+    """DP-SGD's step direction before its noise (Opacus' DPOptimizer): every sample's gradient scaled by
+    min(1, C / (|g_i| + 1e-6)), |g_i| its norm over all parameters, summed and divided by the batch size.
+
+    ``sample_grad`` is ``torch.func.grad`` of the mean loss; vmapped over single samples it gives the per-sample
+    gradients, and it composes with an outer ``vmap`` / ``grad`` or plain autograd alike."""
+
+    def one_sample(p: Params, xi: torch.Tensor, qi: torch.Tensor) -> Params:
+        grads, _ = sample_grad(p, xi[None], qi[None])
+        return grads
+
+    def step_grad(p: Params, xb: torch.Tensor, qb: torch.Tensor) -> tuple[Params, tuple]:
+        per_sample = torch.func.vmap(one_sample, in_dims=(None, 0, 0))(p, xb, qb)
+        norms = torch.sqrt(sum(g.reshape(g.shape[0], -1).pow(2).sum(dim=1) for g in per_sample.values()))
+        factor = torch.clamp(max_norm / (norms + 1e-6), max=1.0)
+        batch = xb.shape[0]
+        clipped = {
+            name: (g * factor.reshape(-1, *([1] * (g.dim() - 1)))).sum(dim=0) / batch for name, g in per_sample.items()
+        }
+        return clipped, ()
+
+    return step_grad
 
 
 def _autograd_grad(step_loss: Callable[..., tuple[torch.Tensor, tuple]]) -> Callable[..., tuple[Params, tuple]]:

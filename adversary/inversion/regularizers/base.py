@@ -27,6 +27,8 @@ class RegularizerContext:
 
     dummy_bn: Sequence[BatchStatistics] = ()  # the dummy batch's statistics per BatchNorm layer (first forward)
     victim_bn: Sequence[BatchStatistics] = ()  # the victim's, as the attacker derived them
+    dummy_update: Sequence[torch.Tensor] = ()  # the dummy's simulated update, per matched parameter (gradient units)
+    observed_update: Sequence[torch.Tensor] = ()  # the observed one it is matched against, per matched parameter
 
 
 class RegularizerConfig(Section):

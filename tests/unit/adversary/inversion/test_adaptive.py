@@ -112,7 +112,7 @@ def test_an_adaptive_attack_declares_every_option_its_defense_fills_in(defense, 
     assert changed and changed <= type(options).adapted_fields
 
 
-def test_gradient_dropout_noise_is_left_out_above_a_few_sigma(batch):
+def test_gradient_dropout_entries_above_a_few_sigma_are_the_kept_ones_labels_are_read_from(batch):
     images, labels = batch
     defense = {"name": "gradient_dropout", "p": 0.6, "sigma": 1e-4}
     view, model = defended_view(defense, images, labels)
@@ -120,8 +120,10 @@ def test_gradient_dropout_noise_is_left_out_above_a_few_sigma(batch):
     options = AttackOptions(name="ig-dropout", noise_multiples=5, regularizers=[]).adapted(setting)
     assert options.match_entries == "above-threshold"
     assert options.match_threshold == pytest.approx(5e-4) and options.observed_scale == 0.6
-    # the entries above the cut are kept ones, the gradient over p exactly: the truth matches exactly
-    problem = BatchedProblem.build(ATTACKS.get("ig-dropout").spec, options, [view], [0], CPU, torch.float64)
+    assert (options.dropout_p, options.dropout_sigma) == (0.6, 1e-4)
+    # the entries above the cut are kept ones, the gradient over p exactly: matched alone, the truth matches exactly
+    kept_only = options.model_copy(update={"dropout_sigma": 0.0})  # the likelihood off: the kept entries alone
+    problem = BatchedProblem.build(ATTACKS.get("ig-dropout").spec, kept_only, [view], [0], CPU, torch.float64)
     assert float(problem.objective_at(0, images)) < 1e-9
 
 
