@@ -57,6 +57,8 @@ class BudgetSettings(Protocol):
     max_iterations: int
     max_restarts: int
     max_seconds: float | None
+    race: bool
+    rungs: int
 
 
 def saturation_budget(config: Any) -> SaturationBudget | None:
@@ -72,6 +74,7 @@ def saturation_budget(config: Any) -> SaturationBudget | None:
         max_iterations=budget.max_iterations,
         max_restarts=budget.max_restarts,
         max_seconds=budget.max_seconds,
+        rungs=budget.rungs if budget.race else 0,
     )
 
 

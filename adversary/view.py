@@ -87,3 +87,6 @@ class Reconstruction:
     postprocess: str | None = None
     # the tuning behind the options this ran with (``adversary.inversion.tuning.Tuning.to_row``); None: untuned
     tuning: dict | None = None
+    # a raced portfolio (``adversary.inversion.race``): the rung this attack was eliminated at on this target, its
+    # result being that rung's (None: not raced, or still in the race when it ended)
+    eliminated_at: int | None = None

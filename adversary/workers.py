@@ -292,21 +292,22 @@ def run_tuned(options: Any, task: Any, views: list[AttackerView], seed: int, dev
 
 
 def _recording(options: Any, record: dict | None, views: list[AttackerView], seed: int, device: torch.device):
-    """How a portfolio runs one attack (at whatever budget the saturation step asks): its reconstructions carry
-    the tuning ``record`` behind ``options``."""
+    """How a portfolio runs one attack (at whatever budget the race or the saturation step asks, on every view or
+    on the ``targets`` given): its reconstructions carry the tuning ``record`` behind ``options``."""
     from adversary.inversion import run_attack
 
-    def run(chosen: Any) -> list:
-        reconstructions = run_attack(chosen, views, seed, device)
+    def run(chosen: Any, targets: Sequence[int] | None = None) -> list:
+        chosen_views = views if targets is None else [views[t] for t in targets]
+        reconstructions = run_attack(chosen, chosen_views, seed, device)
         return reconstructions if record is None else [replace(rec, tuning=record) for rec in reconstructions]
 
     return run
 
 
 def run_portfolio_job(payload: bytes) -> bytes:
-    """Worker side of a ``PortfolioJob``: every attack once, the leaders saturated; per attack its reconstructions
-    or its error (as an exception that pickles: the message, typed RuntimeError)."""
-    from adversary.inversion.saturation import run_portfolio
+    """Worker side of a ``PortfolioJob``: every attack raced (or run once), the leaders saturated; per attack its
+    reconstructions or its error (as an exception that pickles: the message, typed RuntimeError)."""
+    from adversary.inversion.race import portfolio
     from adversary.inversion.tuning import tuned
 
     job = PortfolioJob.from_bytes(payload)
@@ -318,7 +319,7 @@ def run_portfolio_job(payload: bytes) -> bytes:
         entries.append((chosen, _recording(chosen, record, job.views, seed, device)))
     from adversary.postprocessing import finish
 
-    outcomes = run_portfolio(entries, job.views, job.budget, device)
+    outcomes = portfolio(entries, job.views, job.budget, device)
     return _dump(
         [
             RuntimeError(f"{type(outcome).__name__}: {outcome}")
