@@ -133,3 +133,14 @@ def test_a_raced_portfolio_job_of_real_attacks_records_the_rung_an_attack_fell_b
     assert sorted(rec.saturation == NOT_LEADING for rec in finalists) == [False, True]
     assert all(rec.iterations >= 8 for rec in finalists)
     assert all(recs[0].gradient_match is not None for recs in outcomes)
+
+
+def test_strongest_races_by_default_and_a_config_option_runs_the_full_portfolio_first():
+    from adversary.adversary import saturation_budget
+    from fedsim.config import AdversaryConfig
+
+    raced = saturation_budget(AdversaryConfig(attacks="strongest"))
+    unraced = saturation_budget(AdversaryConfig(attacks="strongest", budget={"race": False}))
+    assert raced is not None and raced.rungs == 3
+    assert unraced is not None and unraced.rungs == 0
+    assert saturation_budget(AdversaryConfig(attacks=["dlg"])) is None  # a listed portfolio runs its attacks as listed
