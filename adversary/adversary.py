@@ -121,6 +121,20 @@ def recorded_attacks(
     return done
 
 
+def split_targets(views: list[AttackerView], workers: int) -> list[list[AttackerView]]:
+    """``views`` in ``workers`` shares of consecutive targets as even as can be (fewer when there are fewer targets):
+    one portfolio runs its targets in one process, so a round's single group would keep every other worker idle.
+    A share is still one batched problem per attack; the targets' ranking and saturation are per target anyway."""
+    count = max(1, min(workers, len(views)))
+    size, extra = divmod(len(views), count)
+    shares, start = [], 0
+    for share in range(count):
+        end = start + size + (1 if share < extra else 0)
+        shares.append(views[start:end])
+        start = end
+    return shares
+
+
 class Adversary:
     def __init__(
         self,
@@ -231,24 +245,34 @@ class Adversary:
     def _submit_portfolios(
         self, server_round: int, jobs: list[tuple[int, AttackOptions, list[AttackerView]]], budget: SaturationBudget
     ) -> int:
-        """The saturation step needs every attack's first result on a group before it picks the leaders: the
-        attacks of one group of views go out as one ``PortfolioJob``."""
+        """The race and the saturation step need every attack's results on a target before they pick its leaders: the
+        attacks of one group of views go out as one ``PortfolioJob``, or, with several workers, as one per share of
+        its targets (``split_targets``), so that every worker has a part of a round's portfolio to run."""
         portfolios: dict[tuple[int, ...], list[tuple[int, AttackOptions, list[AttackerView]]]] = defaultdict(list)
         for index, options, todo in jobs:
             portfolios[tuple(id(view) for view in todo)].append((index, options, todo))
         if not portfolios:
             self._round_done(server_round)
             return 0
+        shares = [
+            (members, share)
+            for members in portfolios.values()
+            for share in split_targets(members[0][2], self.config.workers)
+        ]
         with self._lock:
-            self._open_jobs[server_round] = len(portfolios)
-        for members in portfolios.values():
-            views = members[0][2]
+            self._open_jobs[server_round] = len(shares)
+        tunings: dict[int, dict[int, Any]] = {}
+        for members, views in shares:
             attacks = [
                 (options, derive_seed(self.seed, "attack", server_round, index)) for index, options, _ in members
             ]
-            tuning = {i: task for i, (options, _) in enumerate(attacks) if (task := self._tuning(options, views))}
+            group = members[0][2]  # a group's attacks are tuned once, on the whole group, whichever share runs
+            if id(group) not in tunings:
+                tunings[id(group)] = {
+                    i: task for i, (options, _) in enumerate(attacks) if (task := self._tuning(options, group))
+                }
             try:
-                job = self.workers.submit(PortfolioJob(attacks, views, budget, tuning))
+                job = self.workers.submit(PortfolioJob(attacks, views, budget, tunings[id(group)]))
             except Exception as error:
                 job = Future()
                 job.set_exception(error)
@@ -258,7 +282,7 @@ class Adversary:
             job.add_done_callback(
                 lambda finished, r=server_round, o=chosen, v=views: self._queue_report(finished, r, o, v, True)
             )
-        return len(portfolios)
+        return len(shares)
 
     def _tuning(self, options: AttackOptions, views: list[AttackerView]) -> Any:
         if self.tuner is None:
