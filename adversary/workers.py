@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import io
 import logging
+import logging.handlers
 import math
 import multiprocessing
 import os
@@ -147,11 +148,17 @@ class ProcessAttackWorkers:
         )
         context = multiprocessing.get_context("spawn")
         counter = context.Value("i", 0)
+        # the workers' log lines (attack progress) come back here, into the run's log and console
+        self._log_queue = context.Queue()
+        self._log_listener: logging.handlers.QueueListener | None = logging.handlers.QueueListener(
+            self._log_queue, _ServerLog()
+        )
+        self._log_listener.start()
         self._pool = ProcessPoolExecutor(
             max_workers=settings.count,
             mp_context=context,
             initializer=_start_worker,
-            initargs=(settings.threads, settings.devices, counter, _project_root(), os.getpid()),
+            initargs=(settings.threads, settings.devices, counter, _project_root(), os.getpid(), self._log_queue),
         )
         # A spawned pool starts a process per submission while none is idle: start them all now, once per run,
         # while the federation starts, rather than on the first attack.
@@ -170,6 +177,14 @@ class ProcessAttackWorkers:
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=True)
+        self._stop_log()
+
+    def _stop_log(self) -> None:
+        """Relay what the workers logged before they ended, then stop listening."""
+        if self._log_listener is not None:
+            self._log_listener.stop()
+            self._log_listener = None
+            self._log_queue.close()
 
     def terminate(self) -> None:
         """End the workers now, jobs under way included (a stopped run): their futures fail, nothing waits."""
@@ -183,6 +198,16 @@ class ProcessAttackWorkers:
             process.join(timeout=_TERMINATE_WAIT_S)
             if process.is_alive():
                 process.kill()
+        self._stop_log()
+
+
+class _ServerLog(logging.Handler):
+    """Hands a worker's log record to the server's logger of the same name (its handlers, its level)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        target = logging.getLogger(record.name)
+        if target.isEnabledFor(record.levelno):
+            target.handle(record)
 
 
 def _decoded(inner: Future[bytes]) -> Future[Any]:
@@ -216,11 +241,14 @@ def _project_root() -> str:
 _DEVICE: torch.device | None = None
 
 
-def _start_worker(threads: int, devices: tuple[str, ...], counter: Any, project_root: str, server: int) -> None:
+def _start_worker(
+    threads: int, devices: tuple[str, ...], counter: Any, project_root: str, server: int, log_queue: Any = None
+) -> None:
     """Set up one worker process: its threads, its device, an empty working directory, no server argv.
 
     ``server``: the pid of the process that started the pool (read there: a server killed while this worker still
-    imported torch has already left this worker to another parent)."""
+    imported torch has already left this worker to another parent). ``log_queue``: where the worker's ``fedsim`` log
+    records go (the server relays them into the run's log), each line prefixed with the worker's number."""
     global _DEVICE
     # Ctrl-C reaches the whole process group: the server decides (it stops the run and terminates the workers;
     # --resume re-attacks what was left), a worker must not turn it into failed attacks.
@@ -231,6 +259,12 @@ def _start_worker(threads: int, devices: tuple[str, ...], counter: Any, project_
         counter.value += 1
     torch.set_num_threads(threads)
     _DEVICE = torch.device(devices[index % len(devices)])
+    if log_queue is not None:
+        to_server = logging.handlers.QueueHandler(log_queue)
+        to_server.setFormatter(logging.Formatter(f"attack worker {index}: %(message)s"))
+        logger.handlers[:] = [to_server]
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
     # The server's working directory and command line (a run directory with --resume) stay behind; an empty
     # sys.path entry would have meant that working directory, so it points at the project instead.
     sys.path[:] = [project_root if entry == "" else entry for entry in sys.path]

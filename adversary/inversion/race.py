@@ -5,8 +5,9 @@ most of its time goes to attacks that lose: on paper 003's set-up ``ig@geiping-2
 restarts) took about half of the first pass and was never the pick. ``race_portfolio`` runs the optimisation
 attacks in rungs instead:
 
-* rung 0 runs every attack, all its restarts, at ``iterations / growth**rungs``; each later rung multiplies the
-  iterations by ``growth``, and the last one (rung ``rungs``) is the attack's own budget;
+* rung 0 runs every attack at ``iterations / growth**rungs`` and ``restarts / growth**rungs`` (one restart at least);
+  each later rung multiplies both by ``growth``, and the last one (rung ``rungs``) is the attack's own budget (an
+  attack of 8 restarts x 4,800 iterations costs 1/64 of it at rung 0 of 3);
 * after each rung before the last, every target keeps the attacks ranked best by ``gradient_match`` (the
   attacker-side yardstick of the saturation step, never the ground truth): ``1/growth`` of those still in the race
   on that target, and never fewer than ``budget.leaders``. An attack runs a rung only on the targets it is still in
@@ -75,6 +76,12 @@ def portfolio(
 def rung_iterations(iterations: int, rung: int, rungs: int, growth: int) -> int:
     """The iterations of ``rung`` (0 .. ``rungs``) for an attack whose own budget is ``iterations``."""
     return max(1, math.ceil(iterations / growth ** (rungs - rung)))
+
+
+def rung_restarts(restarts: int, rung: int, rungs: int, growth: int) -> int:
+    """The restarts of ``rung``: the attack's own ``restarts`` shrink as its iterations do, to one at least (restart
+    r always starts from the same point, so a rung's restarts are the first ones of the next rung's)."""
+    return max(1, math.ceil(restarts / growth ** (rungs - rung)))
 
 
 def kept(ranked: int, leaders: int, growth: int) -> int:
@@ -180,8 +187,12 @@ def race_portfolio(
                 continue
             if rung > 0 and all(race.match(attack, t) is None for t in targets):
                 continue  # the yardstick cannot rank it here: it waits for its own budget
-            iterations = rung_iterations(int(options.iterations), rung, rungs, growth)
-            race.run(attack, options.model_copy(update={"iterations": iterations}), targets, f"rung {rung}/{rungs}")
+            smaller = {
+                "iterations": rung_iterations(int(options.iterations), rung, rungs, growth),
+                "restarts": rung_restarts(int(options.restarts), rung, rungs, growth),
+                "first_restart": 0,
+            }
+            race.run(attack, options.model_copy(update=smaller), targets, f"rung {rung}/{rungs}")
         for t in open_targets:
             out = race.cut(t, rung, budget.leaders, growth)
             if out:

@@ -205,3 +205,30 @@ def test_a_job_cancelled_by_terminating_the_pool_fails_quietly_instead_of_raisin
         queued.cancel()
     assert caplog.records == []  # was: "exception calling callback ... CancelledError", printed before the stop line
     assert isinstance(job.exception(timeout=0), CancelledError)
+
+
+def log_progress(message: str) -> int:
+    logging.getLogger("fedsim").info("progress %s", message)
+    return os.getpid()
+
+
+def test_what_a_worker_logs_reaches_the_runs_log_with_the_workers_number(caplog):
+    pool = ProcessAttackWorkers(WorkerSettings(count=1, threads=1, devices=("cpu",)))
+    with caplog.at_level(logging.INFO, logger="fedsim"):
+        try:
+            pid = pool.call(log_progress, "rung 0 of 3").result(timeout=120)
+        finally:
+            pool.shutdown()  # relays what the worker logged before it ended
+    assert pid != os.getpid()
+    assert "attack worker 0: progress rung 0 of 3" in caplog.messages
+
+
+def test_a_long_attack_logs_its_iteration_objective_and_time_as_it_goes(monkeypatch, caplog):
+    from adversary.inversion import solver
+
+    monkeypatch.setattr(solver, "PROGRESS_EVERY_S", 0.0)  # every iteration, here
+    with caplog.at_level(logging.INFO, logger="fedsim"):
+        run_attack(AttackOptions(name="ig", iterations=3, time_limit=60), views(2), 0, torch.device("cpu"))
+    lines = [line for line in caplog.messages if line.startswith("attack ig: iteration")]
+    assert lines and "of 3 on 2 target(s) x 1 restart(s), best objective" in lines[-1]
+    assert lines[-1].endswith("of its 60 s limit")
