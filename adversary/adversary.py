@@ -28,7 +28,15 @@ from adversary.inversion.saturation import SaturationBudget
 from adversary.taps import TappedUpdate
 from adversary.threat_models import Architecture, LabelGrant, ThreatModel, TrainingHyperparameters, build_views
 from adversary.view import AttackerView, Reconstruction
-from adversary.workers import AttackJob, AttackWorkers, PortfolioJob, ProcessAttackWorkers, settings_for
+from adversary.workers import (
+    AttackJob,
+    AttackWorkers,
+    PortfolioJob,
+    ProcessAttackWorkers,
+    best_of,
+    restart_shares,
+    settings_for,
+)
 from fedsim.core.seeding import derive_seed
 from fedsim.core.stopping import StopSignal
 
@@ -228,10 +236,15 @@ class Adversary:
             return 0
         with self._lock:
             self._open_jobs[server_round] = len(jobs)
+        spare = max(1, self.config.workers // len(jobs))  # workers per job: an attack's restarts can share them
         for index, options, todo in jobs:
             seed = derive_seed(self.seed, "attack", server_round, index)
             try:
-                job = self.workers.submit(AttackJob(options, todo, seed, tuning=self._tuning(options, todo)))
+                tuning = self._tuning(options, todo)
+                # a tuned attack tunes once, in one worker; an untuned one's restarts go to the workers left idle
+                shares = restart_shares(options, spare) if tuning is None else [options]
+                parts = [self.workers.submit(AttackJob(share, todo, seed, tuning=tuning)) for share in shares]
+                job = parts[0] if len(parts) == 1 else best_of(parts)
             except Exception as error:  # e.g. a broken worker pool: the job fails, the run goes on
                 job = Future()
                 job.set_exception(error)

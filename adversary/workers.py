@@ -108,6 +108,54 @@ class PortfolioJob:
         )
 
 
+def restart_shares(options: Any, workers: int) -> list[Any]:
+    """``options`` as up to ``workers`` runs of consecutive restarts (``first_restart``, ``restarts``), as even as can
+    be: restart r starts from the same point whichever run it is in, so the best of the runs is the one run's answer.
+    Options without restarts (closed-form attacks) stay one run."""
+    restarts = int(getattr(options, "restarts", 1) or 1)
+    count = max(1, min(workers, restarts))
+    if count == 1 or not hasattr(options, "first_restart"):
+        return [options]
+    size, extra = divmod(restarts, count)
+    shares, start = [], int(options.first_restart)
+    for share in range(count):
+        length = size + (1 if share < extra else 0)
+        shares.append(options.model_copy(update={"first_restart": start, "restarts": length}))
+        start += length
+    return shares
+
+
+def best_of(parts: Sequence[Future[list[Reconstruction]]]) -> Future[list[Reconstruction]]:
+    """Once every run of an attack's restarts (``restart_shares``) has reported: per target the result with the lowest
+    objective of the attack's own, carrying every run's restart objectives; the first error fails it."""
+    merged: Future[list[Reconstruction]] = Future()
+    merged.set_running_or_notify_cancel()
+    left = [len(parts)]
+    lock = threading.Lock()
+
+    def done(_: Future) -> None:
+        with lock:
+            left[0] -= 1
+            if left[0]:
+                return
+        errors = [None if part.cancelled() else part.exception() for part in parts]
+        errors = [error for part, error in zip(parts, errors, strict=True) if part.cancelled() or error is not None]
+        if errors:
+            merged.set_exception(errors[0] or CancelledError("the attack workers were terminated before this job ran"))
+            return
+        results = [part.result() for part in parts]
+        best = []
+        for per_target in zip(*results, strict=True):
+            chosen = min(per_target, key=lambda rec: rec.objective)
+            objectives = tuple(value for rec in per_target for value in rec.restart_objectives)
+            best.append(replace(chosen, restart_objectives=objectives, seconds=max(rec.seconds for rec in per_target)))
+        merged.set_result(best)
+
+    for part in parts:
+        part.add_done_callback(done)
+    return merged
+
+
 def _dump(value: Any) -> bytes:
     buffer = io.BytesIO()
     torch.save(value, buffer)

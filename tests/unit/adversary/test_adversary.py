@@ -125,3 +125,31 @@ def test_a_strongest_portfolio_of_one_group_runs_on_every_worker():
     assert adversary._submit_portfolios(1, attacks, SaturationBudget()) == 2
     assert [[view.target for view in job.views] for job in submitted] == [["client:0", "client:1"], ["client:2"]]
     assert all([options.name for options, _ in job.attacks] == ["dlg", "ig"] for job in submitted)
+
+
+def test_a_listed_attack_alone_in_its_round_splits_its_restarts_over_the_workers(monkeypatch):
+    from concurrent.futures import Future
+    from types import SimpleNamespace
+
+    from adversary import adversary as module
+    from adversary.adversary import Adversary
+
+    submitted = []
+
+    class Recorder:
+        def submit(self, job):
+            submitted.append(job)
+            return Future()
+
+    views = [SimpleNamespace(target="client:0")]
+    monkeypatch.setattr(module, "build_views", lambda *args: views)
+    monkeypatch.setattr(module, "group_views", lambda todo: [[0]])
+    config = SimpleNamespace(
+        workers=2,
+        resources=SimpleNamespace(cpus=1.0),
+        attacks=[AttackOptions(name="ig", restarts=4)],
+        portfolio="listed",
+    )
+    adversary = Adversary(config, None, None, 0, "cpu", None, None, workers=Recorder())
+    assert adversary._submit(1, ["an update"], done=set()) == 1  # one attack job, in two parts
+    assert [(job.options.first_restart, job.options.restarts) for job in submitted] == [(0, 2), (2, 2)]
