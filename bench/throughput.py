@@ -12,9 +12,9 @@ on shared cores take is not counted); targets per hour = 3600 / CPU seconds per 
 column times the same calls in wall-clock seconds (synchronised).
 
 Per iteration: the same attack on one image and on a batch of 8 (one target of 8 images is another problem: the
-first 8 targets' images in one client's step), CPU seconds per iteration, against breaching's Inverting Gradients
-on the same problem where ``breaching`` can be imported (fedsim does not depend on it; where it is missing, this
-says so and measures fedsim only). Ratios are of numbers from this one run.
+first 8 targets' images in one client's step), CPU seconds per iteration. A ratio against breaching's Inverting
+Gradients on the same problem is not measured here: fedsim does not depend on breaching, and this bench has no
+driver for it; it says whether breaching is installed. Ratios are of numbers from this one run.
 
     .venv/bin/python -m bench.throughput [--data-dir DIR] [--targets 32] [--attack ig] [--iterations 200]
 """
@@ -150,8 +150,8 @@ def main(argv: list[str] | None = None) -> None:
             seconds = per_iteration(x, y, options, batch)
             result["per_iteration_cpu_s"][batch] = seconds
             print(f"   per iteration, one target of {batch} image(s): fedsim {1000 * seconds:.2f} ms CPU", flush=True)
-        if breaching_available():
-            print("   breaching is importable, but this bench does not drive it yet: no ratio printed")
+        if breaching_available():  # fedsim has no driver for breaching's configs: a ratio would need one
+            print("   breaching is installed, but this bench times fedsim only: no ratio against it")
         else:
             print("   breaching is not installed here: the per-iteration ratio against it was not measured")
         result["breaching"] = breaching_available()
