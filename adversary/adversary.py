@@ -67,6 +67,7 @@ class BudgetSettings(Protocol):
     max_seconds: float | None
     race: bool
     rungs: int
+    finalists: int
 
 
 def saturation_budget(config: Any) -> SaturationBudget | None:
@@ -83,6 +84,7 @@ def saturation_budget(config: Any) -> SaturationBudget | None:
         max_restarts=budget.max_restarts,
         max_seconds=budget.max_seconds,
         rungs=budget.rungs if budget.race else 0,
+        finalists=budget.finalists,
     )
 
 

@@ -10,12 +10,16 @@ attacks in rungs instead:
   attack of 8 restarts x 4,800 iterations costs 1/64 of it at rung 0 of 3);
 * after each rung before the last, every target keeps the attacks ranked best by ``gradient_match`` (the
   attacker-side yardstick of the saturation step, never the ground truth): ``1/growth`` of those still in the race
-  on that target, and never fewer than ``budget.leaders``. An attack runs a rung only on the targets it is still in
-  the race on, so a rung costs what its survivors cost;
-* a target whose race is down to ``budget.leaders`` attacks goes straight to the last rung;
+  on that target, and never fewer than ``budget.finalists``. An attack runs a rung only on the targets it is still
+  in the race on, so a rung costs what its survivors cost;
+* a target whose race is down to ``budget.finalists`` attacks goes straight to the last rung;
 * after the last rung the saturation step takes over as before (``saturation.saturate``): each target's
-  ``leaders`` best attacks get more iterations and restarts until more stops changing the answer, each leader on
+  ``leaders`` best finalists get more iterations and restarts until more stops changing the answer, each leader on
   the targets it leads.
+
+With one finalist (the default) this is plain successive halving, 7 attacks -> 4 -> 2 -> 1 over 3 rungs: on paper
+003's set-up the IG presets match the update's direction well at a fraction of their budget, where L-BFGS DLG has
+not converged yet, so a floor of two finalists kept ``ig@geiping-2020`` to its full 8 x 4,800 on every target.
 
 An attack left behind keeps the result of the rung it was eliminated at (``Reconstruction.eliminated_at``; its
 ``saturation`` is "not leading"), and its rows say so. An attack the yardstick cannot rank on a target (a view it
@@ -84,9 +88,9 @@ def rung_restarts(restarts: int, rung: int, rungs: int, growth: int) -> int:
     return max(1, math.ceil(restarts / growth ** (rungs - rung)))
 
 
-def kept(ranked: int, leaders: int, growth: int) -> int:
-    """How many of ``ranked`` attacks a target keeps after a rung: 1/growth of them, never fewer than ``leaders``."""
-    return min(ranked, max(leaders, math.ceil(ranked / growth)))
+def kept(ranked: int, finalists: int, growth: int) -> int:
+    """How many of ``ranked`` attacks a target keeps after a rung: 1/growth of them, never fewer than ``finalists``."""
+    return min(ranked, max(finalists, math.ceil(ranked / growth)))
 
 
 def _run_on(run: RunOn, options: AttackOptions, targets: list[int], count: int) -> list[Reconstruction]:
@@ -156,11 +160,11 @@ class Race:
         rec = self.results[attack].get(target)
         return rec.gradient_match if rec is not None else None
 
-    def cut(self, target: int, rung: int, leaders: int, growth: int) -> list[int]:
+    def cut(self, target: int, rung: int, finalists: int, growth: int) -> list[int]:
         """Keep the target's best attacks by gradient match; the others are eliminated at ``rung`` (returned).
         Attacks the yardstick could not rank stay, unranked, to run once at their own budget."""
         ranked = sorted((m, a) for a in self.alive[target] if (m := self.match(a, target)) is not None)
-        out = [a for _, a in ranked[kept(len(ranked), leaders, growth) :]]
+        out = [a for _, a in ranked[kept(len(ranked), finalists, growth) :]]
         for a in out:
             self.drop(a, target)
             self.results[a][target] = dataclasses.replace(self.results[a][target], eliminated_at=rung)
@@ -178,7 +182,7 @@ def race_portfolio(
     rungs, growth = budget.rungs, budget.growth
     every = list(range(len(views)))
     for rung in range(rungs):
-        open_targets = [t for t in every if len(race.contenders(t)) > budget.leaders]
+        open_targets = [t for t in every if len(race.contenders(t)) > budget.finalists]
         if not open_targets:
             break
         for attack, (options, _) in enumerate(entries):
@@ -194,7 +198,7 @@ def race_portfolio(
             }
             race.run(attack, options.model_copy(update=smaller), targets, f"rung {rung}/{rungs}")
         for t in open_targets:
-            out = race.cut(t, rung, budget.leaders, growth)
+            out = race.cut(t, rung, budget.finalists, growth)
             if out:
                 left = ", ".join(entries[a][0].label for a in race.alive[t])
                 names = ", ".join(entries[a][0].label for a in out)

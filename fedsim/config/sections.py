@@ -282,6 +282,12 @@ class AttackBudget(Section):
         le=8,
         description="with `budget.race`: rungs before an attack's own budget; rung 0 runs iterations / growth^rungs",
     )
+    finalists: int = Field(
+        1,
+        ge=1,
+        description="with `budget.race`: attacks per target still in the race at the last rung (their own budget), "
+        "of which the `leaders` best are saturated",
+    )
 
 
 class VerdictTest(Section):

@@ -48,7 +48,8 @@ def test_rungs_grow_by_the_growth_factor_up_to_the_attacks_own_budget():
     # restarts shrink with the iterations, to one at least: 8 x 4800 costs 1/64 of itself at rung 0 of 3
     assert [rung_restarts(8, rung, 3, 2) for rung in range(4)] == [1, 2, 4, 8]
     assert [rung_restarts(3, rung, 3, 2) for rung in range(4)] == [1, 1, 2, 3]
-    # each rung keeps half of the ranked attacks, never fewer than the leaders
+    # each rung keeps half of the ranked attacks, never fewer than the finalists: 7 -> 4 -> 2 -> 1 with one
+    assert [kept(7, 1, 2), kept(4, 1, 2), kept(2, 1, 2)] == [4, 2, 1]
     assert [kept(7, 2, 2), kept(4, 2, 2), kept(3, 2, 2), kept(1, 2, 2)] == [4, 2, 2, 1]
 
 
@@ -60,12 +61,12 @@ def test_a_losing_attack_is_eliminated_at_the_first_rung_and_never_runs_its_full
     bad, bad_asked = attack_with_quality([50.0, 50.0])
     options = AttackOptions(name="dlg", iterations=400)
     entries = [(options, good), (options, fair), (options, bad)]
-    budget = SaturationBudget(leaders=2, rungs=2, max_iterations=1600, max_restarts=2)
+    budget = SaturationBudget(leaders=2, finalists=2, rungs=2, max_iterations=1600, max_restarts=2)
     outcomes = race_portfolio(entries, views, budget, torch.device("cpu"))
     assert bad_asked == [(100, (0, 1))]  # rung 0 only: a quarter of its budget
     assert [rec.eliminated_at for rec in outcomes[2]] == [0, 0]
     assert all(rec.saturation == NOT_LEADING and rec.iterations == 100 for rec in outcomes[2])
-    # the two leaders skip the middle rung (the race is down to the leaders) and run their own budget, then saturate
+    # the two finalists skip the middle rung (the race is down to them) and run their own budget, then saturate
     assert good_asked[:2] == [(100, (0, 1)), (400, (0, 1))] and fair_asked[:2] == good_asked[:2]
     assert all(rec.saturation == SATURATED and rec.eliminated_at is None for rec in outcomes[0] + outcomes[1])
 
@@ -131,7 +132,7 @@ def test_a_raced_portfolio_job_of_real_attacks_records_the_rung_an_attack_fell_b
     outcomes = _load(run_portfolio_job(PortfolioJob(attacks, [view], budget).to_bytes()))
     eliminated = [recs[0] for recs in outcomes if recs[0].eliminated_at is not None]
     finalists = [recs[0] for recs in outcomes if recs[0].eliminated_at is None]
-    # rung 0 (4 iterations) keeps two of three; both run their own 8, and the better one is saturated
+    # rung 0 (4 iterations) keeps two of three (half, rounded up); both run their own 8, the better one is saturated
     assert [(rec.eliminated_at, rec.iterations) for rec in eliminated] == [(0, 4)]
     assert sorted(rec.saturation == NOT_LEADING for rec in finalists) == [False, True]
     assert all(rec.iterations >= 8 for rec in finalists)
@@ -144,6 +145,21 @@ def test_strongest_races_by_default_and_a_config_option_runs_the_full_portfolio_
 
     raced = saturation_budget(AdversaryConfig(attacks="strongest"))
     unraced = saturation_budget(AdversaryConfig(attacks="strongest", budget={"race": False}))
-    assert raced is not None and raced.rungs == 3
+    assert raced is not None and raced.rungs == 3 and raced.finalists == 1
     assert unraced is not None and unraced.rungs == 0
     assert saturation_budget(AdversaryConfig(attacks=["dlg"])) is None  # a listed portfolio runs its attacks as listed
+
+
+def test_with_one_finalist_the_race_halves_down_to_the_one_attack_that_runs_its_full_budget(monkeypatch):
+    objective_yardstick(monkeypatch)
+    views = [SimpleNamespace(input_bounds=None)]
+    runs = [attack_with_quality([quality]) for quality in (1.0, 2.0, 3.0, 4.0)]
+    options = AttackOptions(name="dlg", iterations=400, restarts=4)
+    budget = SaturationBudget(leaders=2, rungs=2, max_iterations=1600, max_restarts=8)
+    outcomes = race_portfolio([(options, run) for run, _ in runs], views, budget, torch.device("cpu"))
+    asked = [record for _, record in runs]
+    # 4 -> 2 -> 1: rung 0 at 100 iterations, rung 1 at 200, and only the best runs its own 400 (then saturates)
+    assert [len(record) for record in asked[2:]] == [1, 1] and len(asked[1]) == 2
+    assert asked[0][:3] == [(100, (0,)), (200, (0,)), (400, (0,))]
+    assert [outcome[0].eliminated_at for outcome in outcomes] == [None, 1, 0, 0]
+    assert outcomes[0][0].saturation == SATURATED
