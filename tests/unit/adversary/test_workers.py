@@ -248,7 +248,7 @@ def test_an_attacks_restarts_split_over_workers_give_the_answer_of_one_run():
     two = views(2)
     (alone_0, alone_1) = run_attack(options, two, 7, torch.device("cpu"))
     parts = []
-    for share in shares:
+    for _ in shares:
         part = Future()
         part.set_running_or_notify_cancel()
         parts.append(part)
