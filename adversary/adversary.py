@@ -29,7 +29,15 @@ from adversary.inversion.saturation import SaturationBudget
 from adversary.taps import TappedUpdate
 from adversary.threat_models import Architecture, LabelGrant, ThreatModel, TrainingHyperparameters, build_views
 from adversary.view import AttackerView, Reconstruction
-from adversary.workers import AttackJob, AttackWorkers, PortfolioJob, ProcessAttackWorkers, settings_for
+from adversary.workers import (
+    AttackJob,
+    AttackWorkers,
+    PortfolioJob,
+    ProcessAttackWorkers,
+    best_of,
+    restart_shares,
+    settings_for,
+)
 from fedsim.core.seeding import derive_seed
 from fedsim.core.stopping import StopSignal
 
@@ -58,6 +66,9 @@ class BudgetSettings(Protocol):
     max_iterations: int
     max_restarts: int
     max_seconds: float | None
+    race: bool
+    rungs: int
+    finalists: int
 
 
 def saturation_budget(config: Any) -> SaturationBudget | None:
@@ -73,6 +84,8 @@ def saturation_budget(config: Any) -> SaturationBudget | None:
         max_iterations=budget.max_iterations,
         max_restarts=budget.max_restarts,
         max_seconds=budget.max_seconds,
+        rungs=budget.rungs if budget.race else 0,
+        finalists=budget.finalists,
     )
 
 
@@ -117,6 +130,20 @@ def recorded_attacks(
         ]
         done |= {(index, target) for index in runs_on_target[:count]}
     return done
+
+
+def split_targets(views: list[AttackerView], workers: int) -> list[list[AttackerView]]:
+    """``views`` in ``workers`` shares of consecutive targets as even as can be (fewer when there are fewer targets):
+    one portfolio runs its targets in one process, so a round's single group would keep every other worker idle.
+    A share is still one batched problem per attack; the targets' ranking and saturation are per target anyway."""
+    count = max(1, min(workers, len(views)))
+    size, extra = divmod(len(views), count)
+    shares, start = [], 0
+    for share in range(count):
+        end = start + size + (1 if share < extra else 0)
+        shares.append(views[start:end])
+        start = end
+    return shares
 
 
 class Adversary:
@@ -213,10 +240,15 @@ class Adversary:
             return 0
         with self._lock:
             self._open_jobs[server_round] = len(jobs)
+        spare = max(1, self.config.workers // len(jobs))  # workers per job: an attack's restarts can share them
         for index, options, todo in jobs:
             seed = derive_seed(self.seed, "attack", server_round, index)
             try:
-                job = self.workers.submit(AttackJob(options, todo, seed, tuning=self._tuning(options, todo)))
+                tuning = self._tuning(options, todo)
+                # a tuned attack tunes once, in one worker; an untuned one's restarts go to the workers left idle
+                shares = restart_shares(options, spare) if tuning is None else [options]
+                parts = [self.workers.submit(AttackJob(share, todo, seed, tuning=tuning)) for share in shares]
+                job = parts[0] if len(parts) == 1 else best_of(parts)
             except Exception as error:  # e.g. a broken worker pool: the job fails, the run goes on
                 job = Future()
                 job.set_exception(error)
@@ -233,24 +265,34 @@ class Adversary:
     def _submit_portfolios(
         self, server_round: int, jobs: list[tuple[int, AttackOptions, list[AttackerView]]], budget: SaturationBudget
     ) -> int:
-        """The saturation step needs every attack's first result on a group before it picks the leaders: the
-        attacks of one group of views go out as one ``PortfolioJob``."""
+        """The race and the saturation step need every attack's results on a target before they pick its leaders: the
+        attacks of one group of views go out as one ``PortfolioJob``, or, with several workers, as one per share of
+        its targets (``split_targets``), so that every worker has a part of a round's portfolio to run."""
         portfolios: dict[tuple[int, ...], list[tuple[int, AttackOptions, list[AttackerView]]]] = defaultdict(list)
         for index, options, todo in jobs:
             portfolios[tuple(id(view) for view in todo)].append((index, options, todo))
         if not portfolios:
             self._round_done(server_round)
             return 0
+        shares = [
+            (members, share)
+            for members in portfolios.values()
+            for share in split_targets(members[0][2], self.config.workers)
+        ]
         with self._lock:
-            self._open_jobs[server_round] = len(portfolios)
-        for members in portfolios.values():
-            views = members[0][2]
+            self._open_jobs[server_round] = len(shares)
+        tunings: dict[int, dict[int, Any]] = {}
+        for members, views in shares:
             attacks = [
                 (options, derive_seed(self.seed, "attack", server_round, index)) for index, options, _ in members
             ]
-            tuning = {i: task for i, (options, _) in enumerate(attacks) if (task := self._tuning(options, views))}
+            group = members[0][2]  # a group's attacks are tuned once, on the whole group, whichever share runs
+            if id(group) not in tunings:
+                tunings[id(group)] = {
+                    i: task for i, (options, _) in enumerate(attacks) if (task := self._tuning(options, group))
+                }
             try:
-                job = self.workers.submit(PortfolioJob(attacks, views, budget, tuning))
+                job = self.workers.submit(PortfolioJob(attacks, views, budget, tunings[id(group)]))
             except Exception as error:
                 job = Future()
                 job.set_exception(error)
@@ -262,7 +304,7 @@ class Adversary:
             job.add_done_callback(
                 lambda finished, r=server_round, o=chosen, v=views: self._queue_report(finished, r, o, v, True)
             )
-        return len(portfolios)
+        return len(shares)
 
     def _tuning(self, options: AttackOptions, views: list[AttackerView]) -> Any:
         if self.tuner is None:

@@ -89,3 +89,6 @@ class Reconstruction:
     tuning: dict | None = None
     # a text attack's sequences: (num_samples, L) token ids, right-padded with the model's padding id; None for images
     tokens: torch.Tensor | None = None
+    # a raced portfolio (``adversary.inversion.race``): the rung this attack was eliminated at on this target, its
+    # result being that rung's (None: not raced, or still in the race when it ended)
+    eliminated_at: int | None = None

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import io
 import logging
+import logging.handlers
 import math
 import multiprocessing
 import os
@@ -107,6 +108,54 @@ class PortfolioJob:
         )
 
 
+def restart_shares(options: Any, workers: int) -> list[Any]:
+    """``options`` as up to ``workers`` runs of consecutive restarts (``first_restart``, ``restarts``), as even as can
+    be: restart r starts from the same point whichever run it is in, so the best of the runs is the one run's answer.
+    Options without restarts (closed-form attacks) stay one run."""
+    restarts = int(getattr(options, "restarts", 1) or 1)
+    count = max(1, min(workers, restarts))
+    if count == 1 or not hasattr(options, "first_restart"):
+        return [options]
+    size, extra = divmod(restarts, count)
+    shares, start = [], int(options.first_restart)
+    for share in range(count):
+        length = size + (1 if share < extra else 0)
+        shares.append(options.model_copy(update={"first_restart": start, "restarts": length}))
+        start += length
+    return shares
+
+
+def best_of(parts: Sequence[Future[list[Reconstruction]]]) -> Future[list[Reconstruction]]:
+    """Once every run of an attack's restarts (``restart_shares``) has reported: per target the result with the lowest
+    objective of the attack's own, carrying every run's restart objectives; the first error fails it."""
+    merged: Future[list[Reconstruction]] = Future()
+    merged.set_running_or_notify_cancel()
+    left = [len(parts)]
+    lock = threading.Lock()
+
+    def done(_: Future) -> None:
+        with lock:
+            left[0] -= 1
+            if left[0]:
+                return
+        errors = [None if part.cancelled() else part.exception() for part in parts]
+        errors = [error for part, error in zip(parts, errors, strict=True) if part.cancelled() or error is not None]
+        if errors:
+            merged.set_exception(errors[0] or CancelledError("the attack workers were terminated before this job ran"))
+            return
+        results = [part.result() for part in parts]
+        best = []
+        for per_target in zip(*results, strict=True):
+            chosen = min(per_target, key=lambda rec: rec.objective)
+            objectives = tuple(value for rec in per_target for value in rec.restart_objectives)
+            best.append(replace(chosen, restart_objectives=objectives, seconds=max(rec.seconds for rec in per_target)))
+        merged.set_result(best)
+
+    for part in parts:
+        part.add_done_callback(done)
+    return merged
+
+
 def _dump(value: Any) -> bytes:
     buffer = io.BytesIO()
     torch.save(value, buffer)
@@ -147,11 +196,17 @@ class ProcessAttackWorkers:
         )
         context = multiprocessing.get_context("spawn")
         counter = context.Value("i", 0)
+        # the workers' log lines (attack progress) come back here, into the run's log and console
+        self._log_queue = context.Queue()
+        self._log_listener: logging.handlers.QueueListener | None = logging.handlers.QueueListener(
+            self._log_queue, _ServerLog()
+        )
+        self._log_listener.start()
         self._pool = ProcessPoolExecutor(
             max_workers=settings.count,
             mp_context=context,
             initializer=_start_worker,
-            initargs=(settings.threads, settings.devices, counter, _project_root(), os.getpid()),
+            initargs=(settings.threads, settings.devices, counter, _project_root(), os.getpid(), self._log_queue),
         )
         # A spawned pool starts a process per submission while none is idle: start them all now, once per run,
         # while the federation starts, rather than on the first attack.
@@ -170,6 +225,14 @@ class ProcessAttackWorkers:
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=True)
+        self._stop_log()
+
+    def _stop_log(self) -> None:
+        """Relay what the workers logged before they ended, then stop listening."""
+        if self._log_listener is not None:
+            self._log_listener.stop()
+            self._log_listener = None
+            self._log_queue.close()
 
     def terminate(self) -> None:
         """End the workers now, jobs under way included (a stopped run): their futures fail, nothing waits."""
@@ -183,6 +246,16 @@ class ProcessAttackWorkers:
             process.join(timeout=_TERMINATE_WAIT_S)
             if process.is_alive():
                 process.kill()
+        self._stop_log()
+
+
+class _ServerLog(logging.Handler):
+    """Hands a worker's log record to the server's logger of the same name (its handlers, its level)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        target = logging.getLogger(record.name)
+        if target.isEnabledFor(record.levelno):
+            target.handle(record)
 
 
 def _decoded(inner: Future[bytes]) -> Future[Any]:
@@ -216,11 +289,14 @@ def _project_root() -> str:
 _DEVICE: torch.device | None = None
 
 
-def _start_worker(threads: int, devices: tuple[str, ...], counter: Any, project_root: str, server: int) -> None:
+def _start_worker(
+    threads: int, devices: tuple[str, ...], counter: Any, project_root: str, server: int, log_queue: Any = None
+) -> None:
     """Set up one worker process: its threads, its device, an empty working directory, no server argv.
 
     ``server``: the pid of the process that started the pool (read there: a server killed while this worker still
-    imported torch has already left this worker to another parent)."""
+    imported torch has already left this worker to another parent). ``log_queue``: where the worker's ``fedsim`` log
+    records go (the server relays them into the run's log), each line prefixed with the worker's number."""
     global _DEVICE
     # Ctrl-C reaches the whole process group: the server decides (it stops the run and terminates the workers;
     # --resume re-attacks what was left), a worker must not turn it into failed attacks.
@@ -231,6 +307,12 @@ def _start_worker(threads: int, devices: tuple[str, ...], counter: Any, project_
         counter.value += 1
     torch.set_num_threads(threads)
     _DEVICE = torch.device(devices[index % len(devices)])
+    if log_queue is not None:
+        to_server = logging.handlers.QueueHandler(log_queue)
+        to_server.setFormatter(logging.Formatter(f"attack worker {index}: %(message)s"))
+        logger.handlers[:] = [to_server]
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
     # The server's working directory and command line (a run directory with --resume) stay behind; an empty
     # sys.path entry would have meant that working directory, so it points at the project instead.
     sys.path[:] = [project_root if entry == "" else entry for entry in sys.path]
@@ -292,21 +374,22 @@ def run_tuned(options: Any, task: Any, views: list[AttackerView], seed: int, dev
 
 
 def _recording(options: Any, record: dict | None, views: list[AttackerView], seed: int, device: torch.device):
-    """How a portfolio runs one attack (at whatever budget the saturation step asks): its reconstructions carry
-    the tuning ``record`` behind ``options``."""
+    """How a portfolio runs one attack (at whatever budget the race or the saturation step asks, on every view or
+    on the ``targets`` given): its reconstructions carry the tuning ``record`` behind ``options``."""
     from adversary.inversion import run_attack
 
-    def run(chosen: Any) -> list:
-        reconstructions = run_attack(chosen, views, seed, device)
+    def run(chosen: Any, targets: Sequence[int] | None = None) -> list:
+        chosen_views = views if targets is None else [views[t] for t in targets]
+        reconstructions = run_attack(chosen, chosen_views, seed, device)
         return reconstructions if record is None else [replace(rec, tuning=record) for rec in reconstructions]
 
     return run
 
 
 def run_portfolio_job(payload: bytes) -> bytes:
-    """Worker side of a ``PortfolioJob``: every attack once, the leaders saturated; per attack its reconstructions
-    or its error (as an exception that pickles: the message, typed RuntimeError)."""
-    from adversary.inversion.saturation import run_portfolio
+    """Worker side of a ``PortfolioJob``: every attack raced (or run once), the leaders saturated; per attack its
+    reconstructions or its error (as an exception that pickles: the message, typed RuntimeError)."""
+    from adversary.inversion.race import portfolio
     from adversary.inversion.tuning import tuned
 
     job = PortfolioJob.from_bytes(payload)
@@ -318,7 +401,7 @@ def run_portfolio_job(payload: bytes) -> bytes:
         entries.append((chosen, _recording(chosen, record, job.views, seed, device)))
     from adversary.postprocessing import finish
 
-    outcomes = run_portfolio(entries, job.views, job.budget, device)
+    outcomes = portfolio(entries, job.views, job.budget, device)
     return _dump(
         [
             RuntimeError(f"{type(outcome).__name__}: {outcome}")

@@ -31,7 +31,10 @@ Benchmarks, and what each prints:
 - ``closed_form``: ``fc-invert`` and ``cpa`` against an honest server's aggregate of 4-64 images, and their
   time per round beside ``rtf``.
 - ``strongest``: per defense, the strongest attack's SSIM and PSNR on single-image updates of
-  ``configs/defense-comparison.yaml`` and which attack won.
+  ``configs/defense-comparison.yaml`` and which attack won; ``--paper-003 --portfolio both``: the raced
+  ``attacks: strongest`` against every attack at its full budget on paper 003's images (pick, PSNR, time).
+- ``throughput``: targets per hour with paper 003's targets batched into one problem against one at a time, and
+  CPU time per iteration (a GPU column where CUDA is present).
 - ``adaptive_tuning``: plain Inverting Gradients against each defense's adaptive variant at its own settings
   and tuned with Optuna (``adversary.inversion.tuning``), on images never reported.
 - ``defenses``: the defense table of ``configs/defense-evaluation.yaml`` over seeds: final accuracy, its gain

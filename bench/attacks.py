@@ -113,6 +113,8 @@ def federation_round(x: torch.Tensor, y: torch.Tensor) -> tuple[list[AttackerVie
             num_classes=10,
             num_samples=samples,
             local_training=LocalTraining(lr=LR, local_steps=1, batch_size=1),
+            # the box a run gives its attacker (normalize: none: [0, 1] per channel), as the peer side has
+            input_bounds=(torch.zeros(3), torch.ones(3)),
         )
 
     return [view(f"client:{i}", sent[i], 1) for i in range(CLIENTS)], view("aggregate", average, CLIENTS)

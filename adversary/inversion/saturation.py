@@ -59,6 +59,8 @@ class SaturationBudget:
     max_iterations: int = 20_000  # per restart
     max_restarts: int = 16
     max_seconds: float | None = None  # all saturation passes of one group of targets together
+    rungs: int = 0  # a raced portfolio's rungs before each attack's own budget (adversary.inversion.race); 0: unraced
+    finalists: int = 1  # a raced portfolio: attacks per target that run their own budget
 
 
 Run = Callable[[AttackOptions], list[Reconstruction]]

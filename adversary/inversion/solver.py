@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import math
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -25,6 +26,9 @@ from adversary.inversion.spec import AttackSpec
 from adversary.view import AttackerView, Reconstruction, TrajectoryPoint
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
+PROGRESS_EVERY_S = 30.0  # how often a running attack logs how far it has got
+
+logger = logging.getLogger("fedsim")
 
 
 @dataclass(frozen=True)
@@ -94,7 +98,9 @@ def _invert_group(
         if options.log_every
         else None
     )
-    v, f = optimize(problem.evaluate, v0, options, spec, problem.project, monitor, budget)
+    heartbeat = progress_monitor(options, len(views), budget)
+    watch = heartbeat if monitor is None else both(monitor, heartbeat)
+    v, f = optimize(problem.evaluate, v0, options, spec, problem.project, watch, budget)
     images, _ = problem.split(v)
     recs = best_restarts(f, images, problem.labels_of(v), budget, trajectories=trajectories)
     if not problem.masks:
@@ -103,6 +109,44 @@ def _invert_group(
     kept = torch.stack([mask.flatten(start_dim=1).sum(dim=1) for mask in problem.masks]).sum(dim=0)
     total = sum(mask[0].numel() for mask in problem.masks)
     return [dataclasses.replace(rec, matched_fraction=float(kept[t]) / total) for t, rec in enumerate(recs)]
+
+
+def progress_monitor(options: OptimizationOptions, targets: int, budget: Budget, every: float | None = None):
+    """A monitor that logs, every ``every`` seconds (``PROGRESS_EVERY_S``), how far a long attack has got: its
+    iteration of those asked, the best objective over its problems so far, and the time taken against its limit."""
+    every = PROGRESS_EVERY_S if every is None else every
+    started = time.perf_counter()
+    state = {"next": started + every, "best": math.inf}
+    asked = int(options.iterations or 0)
+    limit = getattr(options, "time_limit", None)
+
+    def monitor(iteration: int, v: torch.Tensor, f: torch.Tensor) -> None:
+        now = time.perf_counter()
+        if now < state["next"]:
+            return
+        state["next"] = now + every
+        state["best"] = min(state["best"], float(finite_or_inf(f).min()))
+        logger.info(
+            "attack %s: iteration %d of %d on %d target(s) x %d restart(s), best objective %.4g, %.0f s%s",
+            options.label,
+            iteration,
+            asked,
+            targets,
+            int(options.restarts),
+            state["best"],
+            now - started,
+            f" of its {limit:.0f} s limit" if limit else "",
+        )
+
+    return monitor
+
+
+def both(first: Callable, second: Callable) -> Callable:
+    def monitor(iteration: int, v: torch.Tensor, f: torch.Tensor) -> None:
+        first(iteration, v, f)
+        second(iteration, v, f)
+
+    return monitor
 
 
 def optimize(

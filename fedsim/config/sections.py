@@ -270,6 +270,24 @@ class AttackBudget(Section):
         description="cap on the saturation passes of one group of targets, in seconds (null = none); a leader gets "
         "an equal share of what is left when its turn comes",
     )
+    race: bool = Field(
+        True,
+        description="with `attacks: strongest`: race the attacks first (successive halving: every attack on a small "
+        "budget, each target's best by gradient match on more), so that only the leaders run their full budget; "
+        "false: every attack runs its full budget before the leaders are chosen",
+    )
+    rungs: int = Field(
+        3,
+        ge=1,
+        le=8,
+        description="with `budget.race`: rungs before an attack's own budget; rung 0 runs iterations / growth^rungs",
+    )
+    finalists: int = Field(
+        1,
+        ge=1,
+        description="with `budget.race`: attacks per target still in the race at the last rung (their own budget), "
+        "of which the `leaders` best are saturated",
+    )
 
 
 class VerdictTest(Section):

@@ -171,6 +171,8 @@ class LeakageScorer:
             "saturation": reconstruction.saturation,
             "saturated": reconstruction.saturation == "saturated",
             "gradient_match": _finite_or_none(reconstruction.gradient_match),
+            # a raced portfolio: the rung this attack was left behind at, on this target (None: it was not)
+            "eliminated_at_rung": reconstruction.eliminated_at,
             # the attacker's own cleaning of its output, chosen by gradient match; the floor's guesses went through it
             "postprocess": reconstruction.postprocess,
             # an attack matching only some entries (ig-dropout: those above the noise): which share it matched

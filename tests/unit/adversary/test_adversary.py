@@ -94,3 +94,62 @@ def test_a_stopped_run_abandons_its_attacks_at_once_records_none_and_keeps_them_
     assert [row for row in store.rows() if row["event"] == "attack"] == []
     assert AttackBacklog(store.run_dir).rounds() == [1]
     store.close()
+
+
+def test_split_targets_gives_every_worker_a_share_of_consecutive_targets():
+    from adversary.adversary import split_targets
+
+    assert split_targets(list(range(5)), 2) == [[0, 1, 2], [3, 4]]
+    assert split_targets(list(range(2)), 4) == [[0], [1]]
+    assert split_targets(list(range(3)), 1) == [[0, 1, 2]]
+
+
+def test_a_strongest_portfolio_of_one_group_runs_on_every_worker():
+    from concurrent.futures import Future
+    from types import SimpleNamespace
+
+    from adversary.adversary import Adversary
+    from adversary.inversion.saturation import SaturationBudget
+
+    submitted = []
+
+    class Recorder:
+        def submit(self, job):
+            submitted.append(job)
+            return Future()  # never finishes: only the jobs sent out are looked at
+
+    config = SimpleNamespace(workers=2, resources=SimpleNamespace(cpus=1.0))
+    adversary = Adversary(config, None, None, 0, "cpu", None, None, workers=Recorder())
+    views = [SimpleNamespace(target=f"client:{i}") for i in range(3)]
+    attacks = [(0, AttackOptions(name="dlg"), views), (1, AttackOptions(name="ig"), views)]
+    assert adversary._submit_portfolios(1, attacks, SaturationBudget()) == 2
+    assert [[view.target for view in job.views] for job in submitted] == [["client:0", "client:1"], ["client:2"]]
+    assert all([options.name for options, _ in job.attacks] == ["dlg", "ig"] for job in submitted)
+
+
+def test_a_listed_attack_alone_in_its_round_splits_its_restarts_over_the_workers(monkeypatch):
+    from concurrent.futures import Future
+    from types import SimpleNamespace
+
+    from adversary import adversary as module
+    from adversary.adversary import Adversary
+
+    submitted = []
+
+    class Recorder:
+        def submit(self, job):
+            submitted.append(job)
+            return Future()
+
+    views = [SimpleNamespace(target="client:0")]
+    monkeypatch.setattr(module, "build_views", lambda *args: views)
+    monkeypatch.setattr(module, "group_views", lambda todo: [[0]])
+    config = SimpleNamespace(
+        workers=2,
+        resources=SimpleNamespace(cpus=1.0),
+        attacks=[AttackOptions(name="ig", restarts=4)],
+        portfolio="listed",
+    )
+    adversary = Adversary(config, None, None, 0, "cpu", None, None, workers=Recorder())
+    assert adversary._submit(1, ["an update"], done=set()) == 1  # one attack job, in two parts
+    assert [(job.options.first_restart, job.options.restarts) for job in submitted] == [(0, 2), (2, 2)]

@@ -205,3 +205,68 @@ def test_a_job_cancelled_by_terminating_the_pool_fails_quietly_instead_of_raisin
         queued.cancel()
     assert caplog.records == []  # was: "exception calling callback ... CancelledError", printed before the stop line
     assert isinstance(job.exception(timeout=0), CancelledError)
+
+
+def log_progress(message: str) -> int:
+    logging.getLogger("fedsim").info("progress %s", message)
+    return os.getpid()
+
+
+def test_what_a_worker_logs_reaches_the_runs_log_with_the_workers_number(caplog):
+    pool = ProcessAttackWorkers(WorkerSettings(count=1, threads=1, devices=("cpu",)))
+    with caplog.at_level(logging.INFO, logger="fedsim"):
+        try:
+            pid = pool.call(log_progress, "rung 0 of 3").result(timeout=120)
+        finally:
+            pool.shutdown()  # relays what the worker logged before it ended
+    assert pid != os.getpid()
+    assert "attack worker 0: progress rung 0 of 3" in caplog.messages
+
+
+def test_a_long_attack_logs_its_iteration_objective_and_time_as_it_goes(monkeypatch, caplog):
+    from adversary.inversion import solver
+
+    monkeypatch.setattr(solver, "PROGRESS_EVERY_S", 0.0)  # every iteration, here
+    with caplog.at_level(logging.INFO, logger="fedsim"):
+        run_attack(AttackOptions(name="ig", iterations=3, time_limit=60), views(2), 0, torch.device("cpu"))
+    lines = [line for line in caplog.messages if line.startswith("attack ig: iteration")]
+    assert lines and "of 3 on 2 target(s) x 1 restart(s), best objective" in lines[-1]
+    assert lines[-1].endswith("of its 60 s limit")
+
+
+def test_an_attacks_restarts_split_over_workers_give_the_answer_of_one_run():
+    from concurrent.futures import Future
+
+    from adversary.workers import best_of, restart_shares
+
+    options = AttackOptions(name="ig", iterations=5, restarts=5)
+    shares = restart_shares(options, 2)
+    assert [(share.first_restart, share.restarts) for share in shares] == [(0, 3), (3, 2)]
+    assert restart_shares(options, 8)[-1].first_restart == 4 and len(restart_shares(options, 8)) == 5
+    assert restart_shares(AttackOptions(name="ig", restarts=1), 4) == [AttackOptions(name="ig", restarts=1)]
+
+    two = views(2)
+    (alone_0, alone_1) = run_attack(options, two, 7, torch.device("cpu"))
+    parts = []
+    for _ in shares:
+        part = Future()
+        part.set_running_or_notify_cancel()
+        parts.append(part)
+    merged = best_of(parts)
+    for part, share in zip(parts, shares):
+        part.set_result(run_attack(share, two, 7, torch.device("cpu")))
+    split_0, split_1 = merged.result(timeout=0)
+    assert split_0.objective == alone_0.objective and torch.equal(split_0.images, alone_0.images)
+    assert sorted(split_1.restart_objectives) == sorted(alone_1.restart_objectives)
+
+
+def test_one_failing_share_of_an_attacks_restarts_fails_the_attack():
+    from concurrent.futures import Future
+
+    from adversary.workers import best_of
+
+    ok, failed = Future(), Future()
+    merged = best_of([ok, failed])
+    failed.set_exception(RuntimeError("out of memory"))
+    ok.set_result([])
+    assert isinstance(merged.exception(timeout=0), RuntimeError)
