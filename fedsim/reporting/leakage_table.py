@@ -191,6 +191,8 @@ def print_leakage_table(run_dir: Path, console: Any) -> None:
     heading = f"{title}; SSIM floor, p-value, verdict at {level:.0%}" + (
         f" ({note.upper()[:1]}{note[1:]})" if note else ""
     )
+    if not targets:  # no image attacked (a text run's leakage follows in its own tables)
+        heading = "test accuracy per round"
     # a run without DP keeps the table as narrow as before: no empty epsilon columns
     epsilons = [epsilon for epsilon in EPSILONS if any(line[epsilon] is not None for line in table)]
     view = Table(title=heading, caption=alone or None, box=SIMPLE)
