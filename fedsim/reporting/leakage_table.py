@@ -27,7 +27,7 @@ from typing import Any
 from adversary.floor import UNKNOWN
 from adversary.verdict import TargetVerdict, judge_target
 from fedsim.engine.leakage.no_iterations import NO_ITERATIONS
-from fedsim.reporting.text_table import is_text_row, print_text_leakage
+from fedsim.reporting.text_table import is_text_row, print_text_leakage, run_text_rows
 from fedsim.rundir.privacy import (
     ADJACENCY,
     DELTA_CLIENT,
@@ -191,7 +191,7 @@ def print_leakage_table(run_dir: Path, console: Any) -> None:
     heading = f"{title}; SSIM floor, p-value, verdict at {level:.0%}" + (
         f" ({note.upper()[:1]}{note[1:]})" if note else ""
     )
-    if not targets:  # no image attacked (a text run's leakage follows in its own tables)
+    if not targets and run_text_rows(run_dir):  # text attacked, no image: its leakage follows in its own tables
         heading = "test accuracy per round"
     # a run without DP keeps the table as narrow as before: no empty epsilon columns
     epsilons = [epsilon for epsilon in EPSILONS if any(line[epsilon] is not None for line in table)]
