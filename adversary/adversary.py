@@ -254,9 +254,9 @@ class Adversary:
                 job.set_exception(error)
             with self._lock:
                 self._jobs.append(job)
-            self.progress.note(
-                job, f"{options.label} on round {server_round} ({len(todo)} target(s))", options.time_limit
-            )
+            # analytic attacks (dager, rtf, ...) take no time limit: they end when their algebra does
+            time_limit = getattr(options, "time_limit", None)
+            self.progress.note(job, f"{options.label} on round {server_round} ({len(todo)} target(s))", time_limit)
             job.add_done_callback(
                 lambda finished, r=server_round, o=options, v=todo: self._queue_report(finished, r, [o], v, False)
             )

@@ -134,6 +134,7 @@ def text_row(
     draws: int = FLOOR_DRAWS,
     truth_labels: Sequence[int] | None = None,
     public_labels: Sequence[int] | None = None,
+    level: float = FLOOR_LEVEL,
 ) -> dict[str, object]:
     """A text attack row: the scores of ``recovered`` (N, L) ids against ``truth``, with the floor and verdict."""
 
@@ -148,5 +149,6 @@ def text_row(
         draws,
         truth_labels,
         public_labels,
+        level,
     )
     return {**{f"{metric}_mean": value for metric, value in scores.items()}, **floor.to_row(scores)}

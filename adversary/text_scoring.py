@@ -51,12 +51,9 @@ def pair_scores(recovered: list[int], truth: list[int], scorer=None) -> dict[str
 
 def score_text(recovered: Sequence[list[int]], truth: Sequence[list[int]], scorer=None) -> dict[str, float]:
     """Mean of each metric over the true sequences, paired one to one with the recovered ones on ROUGE-L."""
-    from scipy.optimize import linear_sum_assignment
-
     scorer = scorer or _scorer()
     table = [[pair_scores(guess, true, scorer) for guess in recovered] for true in truth]
-    gain = np.array([[cell["rougeL"] for cell in row] for row in table]).reshape(len(truth), len(recovered))
-    rows, columns = linear_sum_assignment(gain, maximize=True)
+    rows, columns = _assignment(table, len(truth), len(recovered))
     lengths = np.array([len(true) for true in truth], dtype=float)
     totals = dict.fromkeys(TEXT_METRICS, 0.0)
     for row, column in zip(rows, columns):
@@ -67,3 +64,21 @@ def score_text(recovered: Sequence[list[int]], truth: Sequence[list[int]], score
     scores = {metric: totals[metric] / count for metric in TEXT_METRICS}
     scores["token_accuracy"] = totals["token_accuracy"] / max(1.0, lengths.sum())
     return scores
+
+
+def _assignment(table: list[list[dict[str, float]]], truths: int, guesses: int) -> tuple[np.ndarray, np.ndarray]:
+    from scipy.optimize import linear_sum_assignment
+
+    gain = np.array([[cell["rougeL"] for cell in row] for row in table]).reshape(truths, guesses)
+    return linear_sum_assignment(gain, maximize=True)
+
+
+def pairing(recovered: Sequence[list[int]], truth: Sequence[list[int]], scorer=None) -> list[int | None]:
+    """For each true sequence, the index of the recovered one ``score_text`` pairs it with (None: unpaired)."""
+    scorer = scorer or _scorer()
+    table = [[pair_scores(guess, true, scorer) for guess in recovered] for true in truth]
+    rows, columns = _assignment(table, len(truth), len(recovered))
+    paired: list[int | None] = [None] * len(truth)
+    for row, column in zip(rows, columns):
+        paired[int(row)] = int(column)
+    return paired

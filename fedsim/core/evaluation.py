@@ -7,6 +7,9 @@ import torch
 from sklearn.metrics import matthews_corrcoef, precision_recall_fscore_support
 from torch import nn
 
+#: the target ``nn.CrossEntropyLoss`` skips by default (padding of token targets)
+IGNORED_TARGET = -100
+
 
 @torch.no_grad()
 def predict(model: nn.Module, x: torch.Tensor, batch_size: int = 512) -> torch.Tensor:
@@ -17,8 +20,16 @@ def predict(model: nn.Module, x: torch.Tensor, batch_size: int = 512) -> torch.T
 
 
 def classification_metrics(logits: torch.Tensor, labels: torch.Tensor, num_classes: int) -> dict[str, float]:
-    """Loss, accuracy and macro precision, recall, specificity, F1 and MCC (as in paper 000)."""
-    loss = float(nn.functional.cross_entropy(logits, labels))
+    """Loss, accuracy and macro precision, recall, specificity, F1 and MCC (as in paper 000).
+
+    Per-token targets ((N, C, L) logits, (N, L) labels: next-token text) are scored token by token, leaving out
+    the targets ``cross_entropy`` ignores (padding).
+    """
+    loss = float(nn.functional.cross_entropy(logits, labels, ignore_index=IGNORED_TARGET))
+    if logits.ndim == 3:
+        logits, labels = logits.transpose(1, 2).reshape(-1, logits.shape[1]), labels.reshape(-1)
+        kept = labels != IGNORED_TARGET
+        logits, labels = logits[kept], labels[kept]
     y_true = labels.numpy()
     y_pred = logits.argmax(dim=1).numpy()
     classes = np.arange(num_classes)

@@ -11,20 +11,23 @@
 * ``text``, ``tokenizer``: text sources (local files, the hub) tokenized into a ``TextDataset``.
 """
 
-from fedsim.data import text  # noqa: F401  (registers the text sources)
+from fedsim.data import python_docs, text  # noqa: F401  (registers the text sources)
 from fedsim.data.base import DataError, ImageDataset
 from fedsim.data.load import load_dataset
-from fedsim.data.normalization import ChannelStats, channel_stats, federation_stats
+from fedsim.data.normalization import TOKEN_IDS, ChannelStats, channel_stats, federation_stats
 from fedsim.data.partition import partition_indices
 from fedsim.data.registry import DATASETS
 from fedsim.data.sources import DataConfig
+from fedsim.data.text import TextDataset
 
 __all__ = [
     "DATASETS",
+    "TOKEN_IDS",
     "ChannelStats",
     "DataConfig",
     "DataError",
     "ImageDataset",
+    "TextDataset",
     "channel_stats",
     "federation_stats",
     "load_dataset",

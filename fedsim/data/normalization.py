@@ -1,7 +1,8 @@
 """Per-channel standardisation, and its exact inverse.
 
 Models train on normalised inputs; attacks reconstruct in that space and are scored in [0, 1] image space,
-so ``denormalize`` must undo ``normalize`` exactly with the very statistics the client used.
+so ``denormalize`` must undo ``normalize`` exactly with the very statistics the client used. Token ids (text) are
+not normalised: their statistics have no channel (``TOKEN_IDS``), and pass inputs through unchanged.
 """
 
 from __future__ import annotations
@@ -30,11 +31,15 @@ class ChannelStats:
             raise ValueError(f"ChannelStats: std must be positive, got {self.std}")
 
     def normalize(self, x: torch.Tensor) -> torch.Tensor:
-        """(x - mean) / std per channel, for (N, C, H, W) or (C, H, W) tensors."""
+        """(x - mean) / std per channel, for (N, C, H, W) or (C, H, W) tensors; no channel: ``x`` as it is."""
+        if not self.mean:
+            return x
         return (x - self._shaped(self.mean, x)) / self._shaped(self.std, x)
 
     def denormalize(self, x: torch.Tensor) -> torch.Tensor:
         """Back from model space to [0, 1] image space."""
+        if not self.mean:
+            return x
         return x * self._shaped(self.std, x) + self._shaped(self.mean, x)
 
     def to_dict(self) -> dict[str, list[float]]:
@@ -48,6 +53,10 @@ class ChannelStats:
     def _shaped(values: tuple[float, ...], like: torch.Tensor) -> torch.Tensor:
         # (C, 1, 1) broadcasts over the trailing (C, H, W) of both batched and single images.
         return torch.tensor(values, dtype=like.dtype, device=like.device).view(-1, 1, 1)
+
+
+#: the statistics of token ids: none (a text model embeds integer ids, which no affine map may touch)
+TOKEN_IDS = ChannelStats(mean=(), std=())
 
 
 def federation_stats(

@@ -79,8 +79,9 @@ def build_run_model(
     which changes the state_dict, so everyone must build through here with the same flag.
     """
     if not with_weights:
-        weights = {"checkpoint": None, "pretrained": False}  # pretrained: only torchvision models have the key
-        model = model.model_copy(update={k: v for k, v in weights.items() if k in type(model).model_fields})
+        # each key at its default, which loads nothing (pretrained: False for torchvision models, None for text ones)
+        fields = type(model).model_fields
+        model = model.model_copy(update={k: fields[k].default for k in ("checkpoint", "pretrained") if k in fields})
     return build_model(
         model, shape.channels, shape.num_classes, shape.image_size, seed=seed, dp_compatible=dp_compatible
     )

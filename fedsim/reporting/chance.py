@@ -40,7 +40,9 @@ class ChanceLevel:
 
 
 def chance_from_labels(labels: np.ndarray) -> ChanceLevel:
-    """The chance level of a test set from its labels."""
+    """The chance level of a test set from its labels (per-token targets: over the tokens, padding's -100 left out)."""
+    labels = np.asarray(labels, dtype=np.int64).reshape(-1)
+    labels = labels[labels >= 0]
     samples = len(labels)
     if samples == 0:
         raise ValueError("chance level: the test set is empty")

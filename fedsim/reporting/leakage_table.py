@@ -27,6 +27,7 @@ from typing import Any
 from adversary.floor import UNKNOWN
 from adversary.verdict import TargetVerdict, judge_target
 from fedsim.engine.leakage.no_iterations import NO_ITERATIONS
+from fedsim.reporting.text_table import is_text_row, print_text_leakage, run_text_rows
 from fedsim.rundir.privacy import (
     ADJACENCY,
     DELTA_CLIENT,
@@ -56,7 +57,7 @@ def leakage_rows(run_dir: Path) -> tuple[list[str], list[dict[str, Any]]]:
     for row in rows:
         if row["event"] == "attack" and row.get("status") == NO_ITERATIONS:
             unrun.add((row["round"], row["target"]))
-        if row["event"] == "attack" and row.get("status") == "ok":
+        if row["event"] == "attack" and row.get("status") == "ok" and not is_text_row(row):  # text: its own table
             results.setdefault((row["round"], row["target"]), []).append(row)
     judged = {key: verdict for key, found in results.items() if (verdict := judge_target(found)) is not None}
     targets = sorted({target for _, target in [*judged, *unrun]}, key=_target_order)
@@ -190,6 +191,8 @@ def print_leakage_table(run_dir: Path, console: Any) -> None:
     heading = f"{title}; SSIM floor, p-value, verdict at {level:.0%}" + (
         f" ({note.upper()[:1]}{note[1:]})" if note else ""
     )
+    if not targets and run_text_rows(run_dir):  # text attacked, no image: its leakage follows in its own tables
+        heading = "test accuracy per round"
     # a run without DP keeps the table as narrow as before: no empty epsilon columns
     epsilons = [epsilon for epsilon in EPSILONS if any(line[epsilon] is not None for line in table)]
     view = Table(title=heading, caption=alone or None, box=SIMPLE)
@@ -212,5 +215,6 @@ def print_leakage_table(run_dir: Path, console: Any) -> None:
                 cells = (line[name].get(target, "") for target in targets)
                 view.add_row("", name, *blank, *("—" if cell == UNKNOWN else cell for cell in cells))
     console.print(view)
+    print_text_leakage(run_dir, console)
     for line in privacy_lines(run_dir) + no_iteration_lines(run_dir):  # whole lines: the table's width would wrap
         console.print(line, soft_wrap=True)  # them mid-phrase

@@ -1,10 +1,14 @@
-"""The console table of text attack rows (``adversary.text_floor.text_row``), with each original beside its recovery."""
+"""The console tables of text attack rows (``adversary.text_floor.text_row``), each original beside its recovery."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 from rich.table import Table
+
+from fedsim.rundir.writer import RunStore
 
 COLUMNS = (
     ("exact", "exact_mean"),
@@ -27,7 +31,7 @@ def text_leakage_table(rows: Sequence[dict[str, object]], title: str = "text lea
         table.add_column(heading, justify="left" if heading in ("target", "attack", "verdict") else "right")
     for row in rows:
         cells = [_number(row.get(key)) for _, key in COLUMNS]
-        table.add_row(str(row["target"]), str(row["attack"]), *cells, f"{row['p_value']:.3f}", str(row["verdict"]))
+        table.add_row(str(row["target"]), str(row["attack"]), *cells, _number(row.get("p_value")), str(row["verdict"]))
     return table
 
 
@@ -39,3 +43,33 @@ def recovered_beside_original(original: Sequence[str], recovered: Sequence[str],
     for truth, guess in zip(original, recovered):
         table.add_row(truth, guess)
     return table
+
+
+def is_text_row(row: dict[str, Any]) -> bool:
+    return row.get("event") == "attack" and row.get("modality") == "text"
+
+
+def run_text_rows(run_dir: Path) -> list[dict[str, Any]]:
+    """A run's scored text attack rows, by round, then clients before the aggregate."""
+    rows = [row for row in RunStore(run_dir).rows() if is_text_row(row) and row.get("status") == "ok"]
+    return sorted(rows, key=lambda row: (row["round"], row["target"] == "aggregate", row["target"], row["attack"]))
+
+
+def print_text_leakage(run_dir: Path, console: Any) -> None:
+    """Per attacked round, the text rows' scores, floor and verdict, then each target's originals beside their
+    recoveries (nothing where the run attacked no text)."""
+    rows = run_text_rows(run_dir)
+    for server_round in sorted({row["round"] for row in rows}):
+        found = [row for row in rows if row["round"] == server_round]
+        level = next((row["floor_level"] for row in found if "floor_level" in row), None)
+        test = f"; floor, p-value and verdict at {level:.0%}" if level is not None else ""
+        console.print(text_leakage_table(found, title=f"round {server_round}: text recovered{test}"))
+        for row in found:
+            texts = row.get("texts") or []
+            console.print(
+                recovered_beside_original(
+                    [pair["original"] for pair in texts],
+                    [pair["recovered"] for pair in texts],
+                    title=f"round {server_round} {row['target']} {row['attack']}",
+                )
+            )

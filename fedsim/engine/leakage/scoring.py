@@ -32,7 +32,9 @@ from adversary.view import AttackerView, Reconstruction
 from fedsim.config import AttackOptions
 from fedsim.core.atomic import inside
 from fedsim.core.seeding import derive_seed
+from fedsim.data import TextDataset
 from fedsim.engine.leakage.no_iterations import no_iterations_row, ran_no_iteration
+from fedsim.engine.leakage.text_rows import text_fields
 from fedsim.engine.lifecycle.federation import Federation
 from fedsim.rundir.ground_truth import GroundTruthStore
 from fedsim.rundir.layout import RECONSTRUCTIONS_DIR, grid_file, trajectory_file
@@ -83,18 +85,23 @@ class LeakageScorer:
         batches = self.truth_store.read(server_round, client)["batches"]
         return list(dict.fromkeys(sample for batch in batches for sample in batch))
 
-    def truth_for(self, view: AttackerView) -> Truth:
-        dataset = self.federation.dataset
+    def target_samples(self, view: AttackerView) -> np.ndarray:
+        """The training samples behind a target's update: its own, or (aggregate) those of its contributors."""
         if view.target == AGGREGATE:
             # exactly the clients whose updates are in the aggregate: not a client that failed, timed out
             # or wrote its file after the round closed
             ids = [sample for client in view.contributors for sample in self.used_samples(view.round, client)]
+        else:
+            ids = self.used_samples(view.round, int(view.target.split(":", 1)[1]))
+        return np.asarray(ids, dtype=np.int64)
+
+    def truth_for(self, view: AttackerView) -> Truth:
+        dataset = self.federation.dataset
+        if view.target == AGGREGATE:
             stats = self.federation.test_stats
         else:
-            client = int(view.target.split(":", 1)[1])
-            ids = self.used_samples(view.round, client)
-            stats = self.federation.client_stats[client]
-        index = np.asarray(ids, dtype=np.int64)
+            stats = self.federation.client_stats[int(view.target.split(":", 1)[1])]
+        index = self.target_samples(view)
         return Truth(
             torch.from_numpy(dataset.x_train[index]), torch.from_numpy(dataset.y_train[index]), stats.denormalize
         )
@@ -155,6 +162,9 @@ class LeakageScorer:
                     }
                 )
             return
+        if isinstance(self.federation.dataset, TextDataset):
+            self._record_text(view, options, reconstruction)
+            return
         score = score_reconstruction(reconstruction, truth.images, truth.labels, truth.to_image_space, self.lpips)
         floor = self.floor_for(view, truth, score.num_reconstructed, reconstruction.postprocess)
         row: dict[str, Any] = {
@@ -210,6 +220,48 @@ class LeakageScorer:
             100 * score.label_accuracy,
             len(truth.labels),
             reconstruction.seconds,
+        )
+
+    def _record_text(self, view: AttackerView, options: AttackOptions, reconstruction: Reconstruction) -> None:
+        """A text attack's row: its sequences scored against the target's (``text_rows``), its floor and verdict."""
+        if reconstruction.tokens is None:
+            raise ValueError(f"attack {options.label} returned no token ids on a text data set")
+        seed = derive_seed(self.seed, f"floor {view.target}", view.round)
+        fields = text_fields(
+            reconstruction.tokens.numpy(),
+            self.federation.dataset,
+            self.target_samples(view),
+            seed,
+            self.draws,
+            self.level,
+        )
+        row: dict[str, Any] = {
+            "round": view.round,
+            "event": "attack",
+            "tap": view.tap,
+            "target": view.target,
+            "attack": options.label,
+            "status": "ok",
+            "batch_size": fields["sequences"],
+            "objective": _finite_or_none(reconstruction.objective),
+            "iterations": reconstruction.iterations,
+            "seconds": reconstruction.seconds,
+            "lower_bound": self.lower_bound,
+            **self.extra_fields,
+            **fields,
+        }
+        with self._lock:
+            self.store.append(row)
+        logger.info(
+            "round %d %s %s: %.0f%% of sequences and %.0f%% of tokens recovered, ROUGE-L %.3f (%s, %d sequences)",
+            view.round,
+            view.target,
+            options.label,
+            100 * row["exact_mean"],
+            100 * row["token_accuracy_mean"],
+            row["rougeL_mean"],
+            row["verdict"],
+            row["sequences"],
         )
 
     def on_failure(self, view: AttackerView, options: AttackOptions, error: BaseException) -> None:

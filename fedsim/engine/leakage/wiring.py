@@ -24,6 +24,7 @@ from clients.client_app import ClientSpec
 from fedsim.config import ExperimentConfig
 from fedsim.core.devices import resolve_device
 from fedsim.core.seeding import derive_seed
+from fedsim.data import ImageDataset, TextDataset
 from fedsim.engine.leakage.portfolio import verdict_warning
 from fedsim.engine.leakage.rehearsal import PublicRehearsal, tuned_attacks
 from fedsim.engine.leakage.scoring import LeakageScorer
@@ -58,14 +59,12 @@ def attach_adversary(
     ``attack_workers``: where its attacks run, given the workers' settings (a sweep's shared pool); by default a
     pool of the run's own."""
     dataset = federation.dataset
-    stats = federation.test_stats  # the federation's public normalisation
-    mean, std = torch.tensor(stats.mean), torch.tensor(stats.std)
     architecture = Architecture(
         # the architecture the clients train and send
         model=run_model_of(config, dataset, seed=model_seed, with_weights=False),
-        input_shape=(dataset.channels, dataset.image_size, dataset.image_size),
+        input_shape=input_shape_of(dataset),
         num_classes=dataset.num_classes,
-        input_bounds=((0 - mean) / std, (1 - mean) / std),
+        input_bounds=input_bounds_of(federation),
     )
     client = config.client
     training = TrainingHyperparameters(
@@ -141,6 +140,21 @@ def attach_adversary(
     return AdversaryWiring(
         adversary, None, lambda strategy: protocol.strategy_tap(strategy, adversary.observe, wants, layout)
     )
+
+
+def input_shape_of(dataset: ImageDataset | TextDataset) -> tuple[int, int, int]:
+    """One sample's shape as attacks read it: (C, H, W) images, or (1, 1, L) for sequences of L token ids."""
+    if isinstance(dataset, TextDataset):
+        return (1, 1, dataset.image_size)
+    return (dataset.channels, dataset.image_size, dataset.image_size)
+
+
+def input_bounds_of(federation: Federation) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """Valid inputs in model space: [0, 1] images under the public normalisation; None for token ids."""
+    if isinstance(federation.dataset, TextDataset):
+        return None
+    mean, std = torch.tensor(federation.test_stats.mean), torch.tensor(federation.test_stats.std)
+    return (0 - mean) / std, (1 - mean) / std
 
 
 def tuner_of(config: ExperimentConfig, client: ClientSpec | None, federation: Federation) -> Any:

@@ -8,14 +8,23 @@ from typing import Any
 import numpy as np
 
 from fedsim.config import ExperimentConfig
-from fedsim.data import ChannelStats, DataError, ImageDataset, federation_stats, load_dataset, partition_indices
+from fedsim.data import (
+    TOKEN_IDS,
+    ChannelStats,
+    DataError,
+    ImageDataset,
+    TextDataset,
+    federation_stats,
+    load_dataset,
+    partition_indices,
+)
 
 
 @dataclass(frozen=True)
 class Federation:
     """The data side of a run: the data set, who holds what, and how each client normalises."""
 
-    dataset: ImageDataset
+    dataset: ImageDataset | TextDataset
     partitions: tuple[np.ndarray, ...]
     client_stats: tuple[ChannelStats, ...]
     test_stats: ChannelStats
@@ -23,25 +32,45 @@ class Federation:
 
 def prepare_federation(config: ExperimentConfig) -> Federation:
     dataset = load_dataset(config.data, config.seed)
-    if not isinstance(dataset, ImageDataset):
-        raise DataError(
-            f"data.dataset = '{config.data.dataset}': text data sets are not yet federated by `fedsim run` "
-            "(bench.text runs them through the clients' training, DAGER and the text floor)"
-        )
-    partitions = tuple(partition_indices(dataset.y_train, config.data, config.federation.num_clients, config.seed))
+    clients = config.federation.num_clients
+    partitions = tuple(partition_indices(partition_labels(dataset, config), config.data, clients, config.seed))
+    if isinstance(dataset, TextDataset):  # token ids: embedded as they are, never normalised
+        return Federation(dataset, partitions, tuple(TOKEN_IDS for _ in partitions), TOKEN_IDS)
     client_stats, test_stats = federation_stats(dataset.x_train, partitions, config.data.normalize)
     return Federation(dataset, partitions, client_stats, test_stats)
 
 
+def sequence_labels(dataset: ImageDataset | TextDataset) -> np.ndarray | None:
+    """One class id per training sample, or None where samples have none (next-token text: a target per token)."""
+    return dataset.y_train if dataset.y_train.ndim == 1 else None
+
+
+def partition_labels(dataset: ImageDataset | TextDataset, config: ExperimentConfig) -> np.ndarray:
+    """What the partitioner splits by: the class ids, or (next-token text) one label, which only iid splits."""
+    labels = sequence_labels(dataset)
+    if labels is not None:
+        return labels
+    if config.data.partition.name != "iid":
+        raise DataError(
+            f"data.partition.name = '{config.data.partition.name}': next-token text has no class labels to skew; "
+            "use iid (or data.task: classification)"
+        )
+    return np.zeros(len(dataset.y_train), dtype=np.int64)
+
+
 def partition_record(federation: Federation) -> dict[str, Any]:
     """Who holds which samples and how they are normalised (scoring side only, never the attacker)."""
-    labels = federation.dataset.y_train
+    labels = sequence_labels(federation.dataset)
     return {
         "clients": [
             {
                 "client": client,
                 "num_examples": len(ids),
-                "label_counts": np.bincount(labels[ids], minlength=federation.dataset.num_classes).tolist(),
+                **(
+                    {"label_counts": np.bincount(labels[ids], minlength=federation.dataset.num_classes).tolist()}
+                    if labels is not None
+                    else {}
+                ),
                 "normalization": stats.to_dict(),
                 "sample_ids": ids.tolist(),
             }

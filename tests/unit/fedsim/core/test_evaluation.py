@@ -31,3 +31,17 @@ def test_a_label_space_of_100000_classes_needs_no_square_matrix():
     metrics = classification_metrics(logits, torch.tensor([0, 5, 99_999, 3]), num_classes=100_000)
     assert metrics["accuracy"] == 0.75
     assert 0.0 <= metrics["specificity"] <= 1.0
+
+
+def test_next_token_targets_are_scored_token_by_token_without_the_padding():
+    logits = torch.zeros(2, 5, 3)  # (sequences, vocabulary, positions)
+    logits[0, 4, 0] = logits[0, 2, 1] = logits[1, 1, 0] = 9.0  # predicts 4, 2, - and 1, -, -
+    labels = torch.tensor([[4, 3, -100], [1, -100, -100]])
+
+    metrics = classification_metrics(logits, labels, num_classes=5)
+
+    assert metrics["accuracy"] == pytest.approx(2 / 3)  # 3 real targets, 2 predicted
+    flat = classification_metrics(
+        torch.stack([logits[0, :, 0], logits[0, :, 1], logits[1, :, 0]]), torch.tensor([4, 3, 1]), 5
+    )
+    assert metrics == pytest.approx(flat)

@@ -54,3 +54,11 @@ def test_constant_channel_keeps_std_one_and_stats_round_trip_through_json_dicts(
     stats = channel_stats(x)
     assert stats.std[0] == 1.0 and stats.std[1] > 0
     assert ChannelStats.from_dict(stats.to_dict()) == stats
+
+
+def test_token_ids_pass_through_their_statistics_unchanged():
+    from fedsim.data import TOKEN_IDS
+
+    ids = torch.tensor([[5, 3, 0]])
+    assert TOKEN_IDS.normalize(ids) is ids and TOKEN_IDS.denormalize(ids) is ids
+    assert ChannelStats.from_dict(TOKEN_IDS.to_dict()) == TOKEN_IDS

@@ -72,3 +72,12 @@ def test_the_same_seed_builds_the_same_text_model(tmp_path):
     first, second = tiny_gpt2(data, seed=3), tiny_gpt2(data, seed=3)
     assert all(torch.equal(a, b) for a, b in zip(first.state_dict().values(), second.state_dict().values()))
     assert isinstance(first, nn.Module)
+
+
+def test_the_architecture_of_a_pretrained_text_model_is_built_from_its_config_without_loading_weights(tmp_path):
+    data = text_data(tmp_path)
+    config = ModelConfig(name="gpt2", pad_id=data.pad_id, pretrained=str(tmp_path / "no-such-model"))
+
+    model = build_run_model(config, data, seed=0, with_weights=False, dp_compatible=False)
+
+    assert model(torch.from_numpy(data.x_train[:2])).shape[:2] == (2, data.vocab_size)

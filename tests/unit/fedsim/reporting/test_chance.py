@@ -36,3 +36,11 @@ def test_a_data_set_the_report_cannot_read_has_no_chance_level(tmp_path):
 def test_an_empty_test_set_is_refused():
     with pytest.raises(ValueError, match="empty"):
         chance_from_labels(np.array([], dtype=int))
+
+
+def test_per_token_targets_give_the_majority_rate_over_the_tokens_without_padding():
+    labels = np.array([[1, 1, 2, -100], [1, 3, -100, -100]])
+
+    level = chance_from_labels(labels)
+
+    assert level.samples == 5 and level.majority_rate == pytest.approx(3 / 5)

@@ -192,3 +192,24 @@ def test_a_target_whose_attack_ran_no_iteration_shows_that_status_without_floor_
     # the row's verdict line (the title's "verdict at 5%" aside): none for the targets that ran no iteration
     verdict_lines = [line.split() for line in text.splitlines() if line.split()[:2] in (["verdict", "leaks"],)]
     assert verdict_lines == [["verdict", "leaks"]]
+
+
+def test_a_text_run_prints_its_text_scores_and_each_original_beside_its_recovery_under_the_table(tmp_path):
+    from rich.console import Console
+
+    store = RunStore.create(tiny_config(output={"dir": str(tmp_path), "run_name": "r"}), "cpu")
+    store.append({"round": 1, "event": "eval", "accuracy": 0.2})
+    texts = [{"original": "the cat sat on the mat", "recovered": "the cat sat on the mat"}]
+    scores = {"exact_mean": 1.0, "token_accuracy_mean": 1.0, "rougeL_mean": 1.0, "floor_rougeL": 0.31}
+    store.append(
+        {"event": "attack", "status": "ok", "round": 1, "attack": "dager", "target": "client:0", "modality": "text"}
+        | scores
+        | {"p_value": 0.01, "floor_level": 0.05, "verdict": "leaks", "texts": texts}
+    )
+    console = Console(width=120, record=True)
+    print_leakage_table(store.run_dir, console)
+    text = console.export_text()
+
+    assert "round 1: text recovered; floor, p-value and verdict at 5%" in text
+    assert "0.310" in text and "leaks" in text
+    assert text.count("the cat sat on the mat") == 2  # the original, and its recovery beside it
