@@ -497,13 +497,14 @@ def main(argv: list[str] | None = None) -> None:
         write_between_markers(DOCS_PAGES[MARKER], MARKER, [note, "", *lines, "", COLUMNS_NOTE])
         write_between_markers(DOCS_PAGES[MARKER], EQUAL_UTILITY_MARKER, budget_table)
         points = curve_points(table)
-        defense_curves_figure(
-            curves(points),
-            [p for p in points if p.undefended],
-            FIGURE,
-            drop_label="accuracy drop (points; mean of the last rounds)",
-        )
-        print(f"wrote {FIGURE}")
+        if points:  # a frontier needs leakage: none before the leakage phase has run
+            defense_curves_figure(
+                curves(points),
+                [p for p in points if p.undefended],
+                FIGURE,
+                drop_label="accuracy drop (points; mean of the last rounds)",
+            )
+            print(f"wrote {FIGURE}")
     print(json.dumps({label: {"accuracy": getattr(row["accuracy"], "value", None)} for label, row in table.items()}))
 
 
