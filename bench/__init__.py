@@ -56,6 +56,10 @@ Benchmarks, and what each prints:
   ``docs/results/audit.md`` and the README; ``--dpsgd``, DP-SGD at epsilon 4 beside the idealised mechanism.
 - ``audit_design``: canary designs (count, guess counts, norm) audited on the idealised Gaussian mechanism,
   whose epsilon is known, each beside its ceiling (also ``audit --ideal``).
+- ``fedleak``: FedLeak (partial gradient matching, gradient regularisation) beside tuned Inverting Gradients and
+  random public images on the same clients' batches (SSIM, PSNR).
+- ``text``: DAGER against a small GPT-2 fine-tuned by 4 clients, by batch size, LoRA, frozen embeddings and the
+  aggregate: shares of sequences and tokens recovered, ROUGE, the floor and verdict.
 - ``calibration``: the verdict's false-positive rate (guesses without the update scored as reconstructions) and
   power (degraded truth) on MNIST and CIFAR-10 targets of 1, 2 and 8 images, with binomial intervals.
 

@@ -187,14 +187,14 @@ def run_setting(name, data, args, rng) -> list[dict]:
     return rows
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--hidden", type=int, default=128)
     parser.add_argument("--max-length", type=int, default=12)
     parser.add_argument("--draws", type=int, default=99)
     parser.add_argument("--settings", nargs="*", default=list(SETTINGS), choices=list(SETTINGS))
     parser.add_argument("--out", type=Path, default=Path("bench-text.jsonl"))
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as folder:
         corpus = Path(folder) / "stdlib.txt"
