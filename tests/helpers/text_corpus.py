@@ -108,3 +108,18 @@ def one_step_view(data, model, rows, lr: float = 0.1, defenses=()):
         num_classes=data.num_classes,
         num_samples=len(rows),
     )
+
+
+def hub_offline(monkeypatch) -> None:
+    """The Hugging Face libraries offline, as on a machine without a network: the environment variables, and the
+    constants they were read into when huggingface_hub / datasets were first imported (else a lookup waits on
+    network timeouts)."""
+    import huggingface_hub.constants
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    import datasets.config
+
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True, raising=False)
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_OFFLINE", True, raising=False)

@@ -1,6 +1,6 @@
 import numpy as np
 import pytest
-from text_corpus import text_data, write_corpus, write_labelled
+from text_corpus import hub_offline, text_data, write_corpus, write_labelled
 
 from fedsim.data import DataConfig, DataError, load_dataset
 from fedsim.data.text import IGNORED_TARGET, TextDataset
@@ -42,8 +42,7 @@ def test_a_missing_label_field_is_named_in_one_line(tmp_path):
 
 
 def test_a_hub_data_set_offline_fails_in_one_line(tmp_path, monkeypatch):
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    hub_offline(monkeypatch)
     config = DataConfig(dataset="hf-text", hub_name="fedsim-absent/no-such-set", cache_dir=tmp_path)
     with pytest.raises(DataError, match=r"^data.hub_name = 'fedsim-absent/no-such-set' \(split 'train'\)") as error:
         load_dataset(config, seed=0)
@@ -51,7 +50,7 @@ def test_a_hub_data_set_offline_fails_in_one_line(tmp_path, monkeypatch):
 
 
 def test_a_hub_tokenizer_offline_fails_in_one_line(tmp_path, monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    hub_offline(monkeypatch)
     config = DataConfig(dataset="text-files", path=write_corpus(tmp_path), tokenizer="fedsim-absent/tokenizer")
     with pytest.raises(DataError, match=r"^data.tokenizer = 'fedsim-absent/tokenizer': "):
         load_dataset(config, seed=0)

@@ -4,7 +4,7 @@ import sys
 import numpy as np
 import pytest
 import torch
-from text_corpus import text_data, tiny_gpt2, write_labelled
+from text_corpus import hub_offline, text_data, tiny_gpt2, write_labelled
 from torch import nn
 
 from clients.training import train_locally
@@ -61,7 +61,7 @@ def test_next_token_prediction_on_class_labels_is_refused_in_one_line(tmp_path):
 
 
 def test_a_pretrained_model_that_cannot_be_loaded_fails_in_one_line(tmp_path, monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    hub_offline(monkeypatch)
     data = text_data(tmp_path)
     with pytest.raises(ModelError, match=r"^model.pretrained = 'fedsim-absent/gpt2': cannot be loaded"):
         tiny_gpt2(data, pretrained="fedsim-absent/gpt2")
