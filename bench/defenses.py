@@ -120,7 +120,7 @@ def tuned_dpsgd(out: Path, public: Path, checkpoint: Path, epsilon: float) -> di
 
     def compute():
         model = build_lenet_fc(raw["model"])
-        model.load_state_dict(torch.load(checkpoint))
+        model.load_state_dict(torch.load(checkpoint, weights_only=True))
         start = {name: value.detach() for name, value in model.named_parameters()}
         federation = Federation(
             clients=raw["federation"]["num_clients"],
