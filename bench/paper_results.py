@@ -35,17 +35,8 @@ from bench.common import (
     write_between_markers,
 )
 from bench.defense_setup import DEFENSES, PAPER_EXTRAS, SOTERIA_LAYER, UTILITY_DEFENSES, settings_key
-from bench.defenses import (
-    COLUMNS_NOTE,
-    SENT_ROUNDS,
-    client_settings,
-    column_names,
-    prepare,
-    row_cells,
-    run_leakage,
-    run_utility,
-    tabulate,
-)
+from bench.defense_table import COLUMNS_NOTE, column_names, row_cells
+from bench.defenses import SENT_ROUNDS, client_settings, prepare, run_leakage, run_utility, tabulate
 
 PAPERS = {"000": "000-dp-vs-pdp.yaml", "001": "001-defense-frontier.yaml", "004": "004-gradient-dropout.yaml"}
 MARKER = "paper-results"
