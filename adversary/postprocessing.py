@@ -2,7 +2,7 @@
 
 Every reconstruction leaves the attacker with its ``gradient_match`` (1 - cosine between the update the
 reconstruction would produce and the observed one): the attacker-side criterion that picks the result it reports
-among several attacks (``adversary.verdict``). An attacker may also clean its output without the truth: each
+among several attacks (``fedsim.judge.verdict``). An attacker may also clean its output without the truth: each
 filter of ``POSTPROCESSING`` is tried, and kept where it lowers the gradient match. Whatever was kept is named on
 the result (``Reconstruction.postprocess``), and the scoring side puts the null's guesses through the same filter,
 so the test compares like with like.

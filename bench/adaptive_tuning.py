@@ -23,11 +23,12 @@ from adversary.inversion import run_attack
 from adversary.inversion.options import AttackOptions
 from adversary.inversion.requirements import AttackSetting, DefenseInForce
 from adversary.inversion.tuning import PublicProblems, TuningTask, tune, with_params
-from adversary.metrics import psnr, ssim
 from adversary.view import AttackerView, LocalTraining
 from bench.common import CIFAR, add_data_dir, data_file
 from clients.defenses import DEFENSES, DefenseContext
 from fedsim.config import parse_config
+from fedsim.judge.metrics import psnr, ssim
+from fedsim.judge.scoring import public_ssim
 from fedsim.models import build_model
 
 LR = 0.1
@@ -108,7 +109,9 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{name:<17} ig{'':<13} SSIM {plain[0]:.3f}  PSNR {plain[1]:5.1f}", flush=True)
         own = AttackOptions(name=adaptive, iterations=args.iterations).adapted(setting)
         own_score = score(own, views, truth)
-        problems = PublicProblems(views, [t[None] for t in truth], [torch.tensor([lb]) for lb in labels], MEAN, STD)
+        problems = PublicProblems(
+            views, [t[None] for t in truth], [torch.tensor([lb]) for lb in labels], MEAN, STD, public_ssim
+        )
         task = TuningTask(problems, trials=args.trials, seed=0, setting={"bench": "adaptive_tuning", "case": name})
         tuning = tune(own, task, torch.device("cpu"))
         chosen = with_params(own, tuning.params) if tuning is not None else own

@@ -5,7 +5,7 @@ set-up: untrained sigmoid LeNet with DLG's uniform init, CIFAR-10 at 32x32x3, lr
 their updates 10/12 and 2/12. The man-in-the-middle forms the aggregate from what it saw, and DLG inverts
 it twice from the same start: with the aggregate modelled as FedAvg forms it (each client's image
 weighted by its share; ``adversary.threat_models``) and with the former model, one uniform mean over all
-samples. Reconstructions are scored outside the attack (``adversary.scoring``: Hungarian pairing, PSNR of
+samples. Reconstructions are scored outside the attack (``fedsim.judge.scoring``: Hungarian pairing, PSNR of
 [0, 1] images), as the median PSNR over every image of every pair and the fractions at or above 30 and 40 dB,
 with 95 % bootstrap intervals (``fedsim.reporting.summaries``: images resampled within each pair).
 
@@ -28,12 +28,12 @@ import numpy as np
 import torch
 
 from adversary.inversion import run_attack
-from adversary.scoring import PSNR_CAP_DB, score_reconstruction
 from adversary.taps import TappedUpdate
 from adversary.threat_models import Architecture, TrainingHyperparameters, build_views
 from bench.common import CIFAR, add_data_dir, data_file
 from clients.training import train_locally
 from fedsim.config import AdversaryConfig, AttackOptions, ClientConfig, ModelConfig
+from fedsim.judge.scoring import PSNR_CAP_DB, score_reconstruction
 from fedsim.models import build_model
 from fedsim.reporting import summaries
 

@@ -5,7 +5,7 @@
    gradient, which paper 003 shares). Per-client: the 3 clients' updates are attacked together (3 targets,
    one batched problem). Aggregated: the FedAvg average of the 3 updates is attacked as one batch of 3
    images, labels from DLG's soft labels. Reconstructions are scored in [0, 1] (clamped) against the truth
-   under the pairing of least total MSE (``adversary.matching``). Targets:
+   under the pairing of least total MSE (``fedsim.judge.matching``). Targets:
    per-client mean PSNR >= 45 dB, label accuracy 100 %, both modes together < 60 s on 2 CPU cores. The two
    modes are two attack jobs run side by side in two attack worker processes with one torch thread each, as
    `adversary.workers: 2` runs them (adversary.workers); the cost of the processes (start-up once per run,
@@ -41,13 +41,13 @@ import torch
 from adversary.attacks import dlg, inverting_gradients
 from adversary.inversion import run_attack
 from adversary.inversion.solver import invert
-from adversary.matching import pair_by_mse
-from adversary.metrics import psnr
 from adversary.view import AttackerView, LocalTraining
 from adversary.workers import AttackJob, ProcessAttackWorkers, WorkerSettings
 from bench.common import CIFAR, add_data_dir, data_file
 from clients.training import train_locally
 from fedsim.config import AttackOptions, ClientConfig, ModelConfig
+from fedsim.judge.matching import pair_by_mse
+from fedsim.judge.metrics import psnr
 from fedsim.models import build_model
 
 CPU = torch.device("cpu")

@@ -1,10 +1,10 @@
-"""Calibration of the verdict (``adversary.floor``, ``adversary.verdict``): how often guesses made without the update
-are called ``leaks`` (the false-positive rate, which must stay at the level) and how often reconstructions that
+"""Calibration of the verdict (``fedsim.judge.floor``, ``fedsim.judge.verdict``): how often guesses made without the
+update are called ``leaks`` (the false-positive rate, which must stay at the level) and how often reconstructions that
 do carry the images are (the power), each with its 95 % Clopper-Pearson interval.
 
-Every "reconstruction" below is scored and judged the way a run records it: ``adversary.scoring`` pairs it with the
+Every "reconstruction" below is scored and judged the way a run records it: ``fedsim.judge.scoring`` pairs it with the
 truth, the target's floor (``public_floor``, 256 draws per family, the run's defaults) gives its row, and
-``adversary.verdict.judge_target`` reads the verdict from the rows of a target as the console table does.
+``fedsim.judge.verdict.judge_target`` reads the verdict from the rows of a target as the console table does.
 
 Nulls (nothing from the update; each row's share must stay at or below 5 %):
 
@@ -39,15 +39,15 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from adversary.floor import PublicSplit, public_floor
-from adversary.metrics import Lpips
 from adversary.postprocessing import POSTPROCESSING
-from adversary.scoring import score_reconstruction
-from adversary.verdict import judge_cell, judge_target
 from adversary.view import Reconstruction
 from bench.common import CIFAR, CONFIGS, MNIST, REPO, add_data_dir, data_file, write_between_markers
 from fedsim.config import load_config
 from fedsim.data import load_dataset
+from fedsim.judge.floor import PublicSplit, public_floor
+from fedsim.judge.metrics import Lpips
+from fedsim.judge.scoring import score_reconstruction
+from fedsim.judge.verdict import judge_cell, judge_target
 
 SETS = {"MNIST": ("defense-evaluation.yaml", MNIST), "CIFAR-10": ("defense-comparison.yaml", CIFAR)}
 SIZES = (1, 2, 8)

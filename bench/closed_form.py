@@ -31,7 +31,6 @@ import torch
 
 from adversary.inversion.options import AttackOptions
 from adversary.registry import ATTACKS
-from adversary.scoring import score_reconstruction
 from adversary.view import AttackerView, LocalTraining
 from bench.common import (
     CIFAR,
@@ -45,6 +44,7 @@ from bench.common import (
 )
 from bench.malicious import LR, SECAGG_DEFAULT, aggregate, client_weights, imprinted_lenet
 from fedsim.config import parse_config
+from fedsim.judge.scoring import score_reconstruction
 from fedsim.models import build_model
 from fedsim.reporting import summaries
 

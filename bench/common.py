@@ -27,9 +27,9 @@ import numpy as np
 import torch
 import yaml
 
-from adversary.floor import LEAKS
-from adversary.matching import pair_by_mse
-from adversary.metrics import psnr
+from fedsim.judge.floor import LEAKS
+from fedsim.judge.matching import pair_by_mse
+from fedsim.judge.metrics import psnr
 from fedsim.reporting import summaries
 from fedsim.reporting.summaries import Estimate
 from fedsim.reporting.tables import image_scores
@@ -105,8 +105,8 @@ def paired_psnrs(estimate: torch.Tensor, truth: torch.Tensor) -> list[float]:
     """PSNR (dB, [0, 1] images; +inf for an exact pair) of each image of ``truth`` (N, C, H, W), paired with its
     closest estimate: summarise them with ``summaries.summarize_psnr``.
 
-    The estimate is clamped to [0, 1] and paired by MSE (``adversary.matching``); each pair's PSNR is
-    ``adversary.metrics.psnr``, as the run's own scores are.
+    The estimate is clamped to [0, 1] and paired by MSE (``fedsim.judge.matching``); each pair's PSNR is
+    ``fedsim.judge.metrics.psnr``, as the run's own scores are.
     """
     estimate = estimate.reshape(-1, *truth.shape[1:]).clamp(0, 1)
     rec, true = pair_by_mse(estimate, truth)
@@ -134,7 +134,7 @@ def strongest_images(run: Run, per: str) -> dict[str, Any]:
 
 def picked_verdicts(run: Run) -> dict[str, list]:
     """Each attacked update's verdict and floor, read from the attacker's pick (``Run.verdicts``): the numbers a
-    cell's count and binomial test (``adversary.verdict.judge_cell``) are made of."""
+    cell's count and binomial test (``fedsim.judge.verdict.judge_cell``) are made of."""
     verdicts = run.verdicts()
     return {
         "floor": [float(v) for v in verdicts["floor_ssim"].dropna()],

@@ -50,7 +50,7 @@ COLUMNS_NOTE = (
     "from the model sent in that round (round 1: the public model), every client sending the defended gradient of 2 "
     "images, every client of every seed attacked by `attacks: strongest`; the attacker's pick per client (the "
     "result of lowest gradient match: no ground truth) and its mean SSIM over the clients' images; the cell's "
-    "verdict (`adversary.verdict.judge_cell`: how many targets beat guesses made without the update, and the "
+    "verdict (`fedsim.judge.verdict.judge_cell`: how many targets beat guesses made without the update, and the "
     "binomial test of that count against the test's level); how many picks saturated; the attacks picked."
 )
 

@@ -20,7 +20,7 @@ step per round). Each phase is resumable (finished runs are skipped):
   attacker's best case), every client attacked by ``attacks: strongest`` with the papers' presets and the
   saturation step at its defaults. DP-SGD runs at the noise multiplier its epsilon set over the utility phase.
   A cell is one setting at one round over every client of every seed: at least 30 targets, judged by the
-  calibrated test (``adversary.verdict.judge_cell`` over the attacker's picks).
+  calibrated test (``fedsim.judge.verdict.judge_cell`` over the attacker's picks).
 
 Prints one line per setting, then the equal-utility table; last line: JSON. ``--docs`` writes both into
 ``docs/results/defenses.md`` and draws the frontier per defense.
@@ -43,7 +43,6 @@ import torch
 import yaml
 
 import fedsim
-from adversary.verdict import LEAKS, judge_cell
 from bench.common import (
     DOCS_PAGES,
     MNIST,
@@ -72,6 +71,7 @@ from bench.defense_setup import (
 )
 from bench.defense_table import COLUMNS_NOTE, strength_lines, strength_text
 from bench.dpsgd_tuning import Federation, cached_tuning, tune
+from fedsim.judge.verdict import LEAKS, judge_cell
 from fedsim.reporting import summaries
 from fedsim.reporting.defense_curves import UNDEFENDED, DefensePoint, curves
 from fedsim.reporting.equal_utility import BUDGETS, StrengthPoint, equal_utility, equal_utility_markdown

@@ -24,10 +24,10 @@ import numpy as np
 import torch
 
 from adversary.inversion import AttackOptions, run_attack
-from adversary.scoring import PSNR_CAP_DB
 from bench.common import CIFAR, add_data_dir, data_file, paired_psnrs
 from bench.ggssr import noisy_view
 from fedsim.config import ModelConfig
+from fedsim.judge.scoring import PSNR_CAP_DB
 from fedsim.models import build_model
 from fedsim.reporting import summaries
 

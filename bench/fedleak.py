@@ -27,12 +27,13 @@ import torch
 from adversary.inversion import run_attack
 from adversary.inversion.options import AttackOptions
 from adversary.inversion.tuning import PublicProblems, TuningTask, tune, with_params
-from adversary.matching import pair_by_mse
-from adversary.metrics import psnr, ssim
 from adversary.view import AttackerView, LocalTraining
 from bench.common import CIFAR, REPO, add_data_dir, data_file, write_between_markers
 from fedsim.config import parse_config
 from fedsim.data import partition_indices
+from fedsim.judge.matching import pair_by_mse
+from fedsim.judge.metrics import psnr, ssim
+from fedsim.judge.scoring import public_ssim
 from fedsim.models import build_model
 
 LR = 0.05
@@ -137,6 +138,7 @@ def main(argv: list[str] | None = None) -> None:
         [public_y[i] for i in public_ids],
         (0.0, 0.0, 0.0),
         (1.0, 1.0, 1.0),
+        public_ssim,
     )
     print(
         f"lenet (tanh) trained {args.epochs} epochs on {len(public_x)} public images (accuracy on the "

@@ -47,12 +47,12 @@ from adversary.inversion import AttackOptions, run_attack
 from adversary.inversion.adaptive import AdaptiveOptions
 from adversary.inversion.requirements import AttackSetting, DefenseInForce
 from adversary.priors import PRIORS
-from adversary.scoring import PSNR_CAP_DB
 from adversary.view import AttackerView, LocalTraining
 from bench.common import paired_psnrs
 from clients.training import train_locally
 from fedsim.config import ClientConfig, DataConfig, ModelConfig
 from fedsim.data import load_dataset
+from fedsim.judge.scoring import PSNR_CAP_DB
 from fedsim.models import build_model
 from fedsim.reporting import summaries
 from fedsim.reporting.summaries import Estimate

@@ -33,9 +33,9 @@ import numpy as np
 import torch
 from torch.func import functional_call, grad, jvp, vmap
 
-from adversary.metrics import psnr
 from bench.common import CIFAR, add_data_dir, data_file
 from fedsim.config import ModelConfig
+from fedsim.judge.metrics import psnr
 from fedsim.models import build_model
 
 RELATIVE_TOLERANCE = 1e-10

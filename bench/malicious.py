@@ -39,7 +39,6 @@ from adversary.attacks.rtf import attack as rtf
 from adversary.inversion.options import AttackOptions
 from adversary.modifications import MODIFICATIONS
 from adversary.modifications.base import PublicData
-from adversary.scoring import score_reconstruction
 from adversary.view import AttackerView, LocalTraining
 from bench.common import (
     CIFAR,
@@ -51,6 +50,7 @@ from bench.common import (
 )
 from clients.defenses import DEFENSES, DefenseContext
 from fedsim.config import parse_config
+from fedsim.judge.scoring import score_reconstruction
 from fedsim.models import build_model
 from fedsim.reporting import summaries
 

@@ -23,12 +23,12 @@ import time
 import torch
 
 from adversary.inversion import AttackOptions, run_attack
-from adversary.scoring import PSNR_CAP_DB
-from adversary.vulnerability import reconstruction_vulnerability
 from bench.common import paired_psnrs
 from bench.ggssr import noisy_view
 from fedsim.config import DataConfig, ModelConfig
 from fedsim.data import load_dataset
+from fedsim.judge.scoring import PSNR_CAP_DB
+from fedsim.judge.vulnerability import reconstruction_vulnerability
 from fedsim.models import build_model
 from fedsim.reporting import summaries
 

@@ -144,7 +144,7 @@ def paper003(data: Path, images: list[int], raced: bool = True, reference: bool 
     first) vs ``dlg@paper-003`` on paper 003's set-up (see the module doc)."""
     from adversary.inversion import run_attack
     from adversary.inversion.race import portfolio
-    from adversary.scoring import score_reconstruction
+    from fedsim.judge.scoring import score_reconstruction
 
     # one line per attack, rung and saturation pass, as it goes (importing fedsim configures no handler)
     logging.basicConfig(format="%(asctime)s %(message)s", datefmt="%H:%M:%S")

@@ -9,7 +9,7 @@ A federation of 4 clients (IID split of the training sequences) trains with ``cl
 (one SGD step of lr 0.1 on one batch per round), FedAvg of equal weights. Round 1 warms the model up; round 2 is
 attacked: each client's update as a wire tap sees it, and the aggregate. The update, the federation and the
 attacker are the library's own; it is not a ``fedsim run`` (the engine does not federate text yet, see
-docs/results/text.md). Each target is scored outside the attack (``adversary.text_floor.text_row``: exact share,
+docs/results/text.md). Each target is scored outside the attack (``fedsim.judge.text_floor.text_row``: exact share,
 token accuracy, ROUGE, the floor and verdict of ``--draws`` public guesses per family).
 
     .venv/bin/python -m bench.text [--hidden 128] [--max-length 12] [--draws 99] [--out bench-text.jsonl]
@@ -31,12 +31,12 @@ import torch
 from rich.console import Console
 
 from adversary.attacks.dager import DagerOptions, attack
-from adversary.text_floor import text_row
 from adversary.view import AttackerView
 from clients.defenses.freeze_embeddings import FreezeEmbeddingsDefense
 from clients.training import train_locally
 from fedsim.config import ClientConfig
 from fedsim.data import DataConfig, load_dataset
+from fedsim.judge.text_floor import text_row
 from fedsim.models import ModelConfig, build_run_model
 from fedsim.reporting.text_table import text_leakage_table
 

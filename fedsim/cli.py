@@ -27,7 +27,7 @@ MODULE_USER_ERRORS = (
     ("fedsim.data", "DataError"),
     ("fedsim.models", "ModelError"),
     ("fedsim.reporting", "ReportError"),
-    ("adversary.metrics", "LpipsRequiredError"),
+    ("fedsim.judge.metrics", "LpipsRequiredError"),
     ("fedsim.engine.deployment.submit", "DeploymentError"),
 )
 
@@ -313,13 +313,13 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 def _cmd_vulnerability(args: argparse.Namespace) -> int:
     """RV (Reconstruction Vulnerability) of the run's initial global model on the first training images
-    (see adversary.vulnerability)."""
+    (see fedsim.judge.vulnerability)."""
     import torch
 
-    from adversary.vulnerability import reconstruction_vulnerability
     from fedsim.config import load_config
     from fedsim.data import load_dataset
     from fedsim.engine.lifecycle.assembly import run_model_of
+    from fedsim.judge.vulnerability import reconstruction_vulnerability
 
     config = load_config(args.config, args.set)
     data = load_dataset(config.data, seed=config.seed)

@@ -1,6 +1,6 @@
 """Fixtures shared by test files: no LPIPS download, a TaskIdentity for Flower messages built outside a Flower run,
-and a small trained diffusion prior. Small configs: tests/helpers/tiny_configs.py; the tiny real sweep the
-simulations share: tests/simulation/conftest.py."""
+a small trained diffusion prior, and the digits the attack and scoring tests invert. Small configs:
+tests/helpers/tiny_configs.py; the tiny real sweep the simulations share: tests/simulation/conftest.py."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 @pytest.fixture(autouse=True)
 def no_lpips_download(monkeypatch):
     """Tests never fetch LPIPS' AlexNet (233 MB): in this process a download fails as it does offline."""
-    from adversary import metrics
+    from fedsim.judge import metrics
 
     monkeypatch.setattr(metrics, "download_alexnet", lambda path: "download skipped in tests")
 
@@ -35,3 +35,16 @@ def trained(tmp_path_factory):
     folder = tmp_path_factory.mktemp("prior")
     train_prior(data.x_test, folder, dataset="digits", split="test", steps=3, progress=False, checkpoint_every=2)
     return data, folder
+
+
+@pytest.fixture(scope="module")
+def digits():
+    """scikit-learn's digits at the side the attack tests use (tests/helpers/digit_views.py), as tensors."""
+    import torch
+    from digit_views import SIDE
+
+    from fedsim.config import DataConfig
+    from fedsim.data import load_dataset
+
+    data = load_dataset(DataConfig(dataset="digits", image_size=SIDE), seed=0)
+    return torch.from_numpy(data.x_train), torch.from_numpy(data.y_train)

@@ -169,6 +169,20 @@ def test_plugins_never_import_the_config():
     assert graph["fedsim.core"] == set(), "fedsim.core imports nothing of the project"
 
 
+def test_the_attacker_and_the_clients_never_import_the_judge():
+    """What an attack computes cannot depend on the ground truth: adversary/ and clients/ hold no import of
+    fedsim.judge, not even one for type hints (breaching's split between attacks/ and analysis/)."""
+    graph = import_graph(typing_imports=True)
+    offenders = sorted(
+        f"{module} imports {target}"
+        for module, targets in graph.items()
+        if in_packages(module, ("adversary", "clients", "strategies"))
+        for target in targets
+        if in_packages(target, ("fedsim.judge",))
+    )
+    assert not offenders, "the attacker's side importing the judge:\n" + "\n".join(offenders)
+
+
 # Layers, lowest first. A module belongs to the layer of its longest matching prefix and may import its
 # own layer or the layers below it, never one above.
 LAYERS: dict[str, tuple[str, ...]] = {
@@ -178,6 +192,9 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "floor": ("fedsim.data", "fedsim.models", "fedsim.rundir.layout", "fedsim.rundir.ground_truth"),
     # defenses and client apps, strategies, taps and attacks: each registers itself and its config model
     "plugins": ("clients", "strategies", "adversary"),
+    # the judge: scoring against the ground truth, the floor and the verdict; above every plugin, so that nothing
+    # the attacker or a client runs can import it
+    "judge": ("fedsim.judge",),
     # the config composed from the plugins' registries, and the run directory that records it
     "config": ("fedsim.config", "fedsim.rundir"),
     # run lifecycle (runner, round driver, protocols), leakage scheduling and scoring, deployment

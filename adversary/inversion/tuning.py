@@ -25,7 +25,7 @@ import logging
 import math
 import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,7 +34,6 @@ import torch
 
 from adversary.inversion.options import AttackOptions, OptimizationOptions
 from adversary.inversion.run import run_attack
-from adversary.scoring import score_reconstruction
 from adversary.view import AttackerView, Reconstruction
 from fedsim.core.atomic import write_json_atomic
 
@@ -99,16 +98,26 @@ def with_params(options: AttackOptions, params: Mapping[str, float]) -> AttackOp
     return options.model_copy(update=update)
 
 
+#: (reconstruction, its [0, 1] public images, their labels, normalised -> [0, 1]) -> a score, higher is better
+PublicScore = Callable[[Reconstruction, torch.Tensor, torch.Tensor, Callable[[torch.Tensor], torch.Tensor]], float]
+
+
 @dataclass(frozen=True)
 class PublicProblems:
     """Tuning problems the attacker made itself: views of updates computed from public images it holds, and
-    those images ([0, 1], one (N, C, H, W) tensor per view) with their labels."""
+    those images ([0, 1], one (N, C, H, W) tensor per view) with their labels.
+
+    ``score`` rates one reconstruction against its public images (higher is better). The attacker knows these
+    images, so it may score against them; the caller passes the run's own SSIM (``fedsim.judge.scoring.
+    public_ssim``), so that a tuning picks what the run's scoring rewards without the attacker's side importing
+    the judge."""
 
     views: list[AttackerView]
     images: list[torch.Tensor]
     labels: list[torch.Tensor]
     mean: tuple[float, ...]  # the public normalisation, to map reconstructions back to [0, 1]
     std: tuple[float, ...]
+    score: PublicScore
 
     def to_image_space(self, images: torch.Tensor) -> torch.Tensor:
         mean = torch.tensor(self.mean, dtype=images.dtype).view(1, -1, 1, 1)
@@ -118,7 +127,7 @@ class PublicProblems:
     def mean_ssim(self, reconstructions: Sequence[Reconstruction]) -> float:
         """Mean SSIM of ``reconstructions`` against the public images, scored as a run scores its targets."""
         scores = [
-            score_reconstruction(rec, images, labels, self.to_image_space).ssim_mean
+            self.score(rec, images, labels, self.to_image_space)
             for rec, images, labels in zip(reconstructions, self.images, self.labels, strict=True)
         ]
         return float(sum(scores) / len(scores))

@@ -291,7 +291,8 @@ class AttackBudget(Section):
 
 
 class VerdictTest(Section):
-    """The test behind every verdict (adversary.floor): guesses made without the update, scored as reconstructions."""
+    """The test behind every verdict (``fedsim.judge.floor``): guesses made without the update, scored as
+    reconstructions."""
 
     level: float = Field(
         0.05,

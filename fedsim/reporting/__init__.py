@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from adversary.floor import AT_FLOOR
-from adversary.scoring import PSNR_CAP_DB
 from fedsim.core.atomic import inside
 from fedsim.engine.leakage.no_iterations import NO_ITERATIONS
+from fedsim.judge.floor import AT_FLOOR
+from fedsim.judge.scoring import PSNR_CAP_DB
 from fedsim.reporting import defense_curves, figures, gallery, tables
 from fedsim.reporting.chance import ChanceLevel, chance_levels
 from fedsim.reporting.equal_utility import BUDGETS, NONE_AT_THIS_COST, cell_text, equal_utility
@@ -173,7 +173,7 @@ def _short_name(run: Run) -> str:
 
 def _strongest_text(rows: pd.DataFrame) -> str:
     """A run's leakage in one line: its attacked targets counted by the attacker's pick's verdict and tested as one
-    cell (``adversary.verdict``); then the strongest result against the ground truth (highest SSIM: an oracle, an
+    cell (``fedsim.judge.verdict``); then the strongest result against the ground truth (highest SSIM: an oracle, an
     upper bound) with its PSNR and SSIM, attack, target and round, over how many attacks it was picked."""
     rows = rows.dropna(subset=["ssim"])
     if rows.empty:

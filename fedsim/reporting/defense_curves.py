@@ -9,7 +9,7 @@ where ``federation.plateau`` stopped it, against the undefended run of the same 
 are means over the replicates with 95 % bootstrap intervals (``fedsim.reporting.summaries``: one value per seed,
 the seeds resampled). Its floor is the mean SSIM floor of those strongest results (what a guess from public data
 reaches on the same images), its verdict ``leaks`` when the targets of all its replicates, each judged by the
-attacker's pick, leak more often than guesses would at the level (``adversary.verdict.judge_cell``).
+attacker's pick, leak more often than guesses would at the level (``fedsim.judge.verdict.judge_cell``).
 
 Runs whose model never learned are kept off the curves and the table (``fedsim.reporting.chance``), as off the
 frontier.
@@ -85,7 +85,7 @@ def _strongest_floor(attacks: pd.DataFrame) -> float:
 
 
 def _points_verdict(attacks: pd.DataFrame, names: list[str]) -> str:
-    """A point's verdict: the targets of all its runs (seeds) as one cell (``adversary.verdict.judge_cell``)."""
+    """A point's verdict: the targets of all its runs (seeds) as one cell (``fedsim.judge.verdict.judge_cell``)."""
     own = attacks[attacks["run"].isin(names)] if "run" in attacks else attacks.iloc[0:0]
     return run_cell(own).verdict
 

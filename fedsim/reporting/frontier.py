@@ -7,7 +7,7 @@ the same config: the drop in final test accuracy and the change in final trainin
 on the Pareto front when no other setting leaks less and costs less (at least as good in both, better
 in one); the front is computed once per leakage metric, against the accuracy drop.
 
-Each run also carries its ``verdict`` against the floor (``adversary.floor``): ``leaks`` when some attack result
+Each run also carries its ``verdict`` against the floor (``fedsim.judge.floor``): ``leaks`` when some attack result
 scored above what a guess from public data reaches on the same images, ``at floor`` when none did. A run at
 floor leaks less than the others only in numbers that mean nothing: its attacks failed, which is a lower bound
 on leakage, never evidence that its defense protects.
@@ -118,7 +118,7 @@ def frontier_table(
         ref = reference.get(run)
         own = attacks[attacks["run"] == run] if "run" in attacks else attacks.iloc[0:0]
         row: dict[str, Any] = {"run": run, "baseline": ref, "attack_results": len(own), **strongest_attack(own)}
-        # the run as one cell: its targets' verdicts (the attacker's picks) counted and tested (adversary.verdict)
+        # the run as one cell: its targets' verdicts (the attacker's picks) counted and tested (fedsim.judge.verdict)
         row["verdict"] = run_cell(own).verdict
         row["final_accuracy"] = by_run.at[run, "final_accuracy"]
         level = chance.get(run)

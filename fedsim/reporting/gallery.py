@@ -2,13 +2,13 @@
 its score, floor, p-value and verdict.
 
 A card shows one target of one round (a client's update, or the aggregate): the grid the run saved for the result
-the attacker itself would report (``adversary.verdict``: the lowest gradient match over the attacks on it), its
+the attacker itself would report (``fedsim.judge.verdict``: the lowest gradient match over the attacks on it), its
 median PSNR and mean SSIM over the images, LPIPS where it was measured, the SSIM floor (the score above which it
-beats guesses made without the update at the test's level, ``adversary.floor``), its p-value and the target's
+beats guesses made without the update at the test's level, ``fedsim.judge.floor``), its p-value and the target's
 verdict; then the oracle (the best SSIM against the ground truth, which no attacker has) with its best-of-N floor,
 labelled an upper bound, and the other attacks' SSIM. The cards carry the
 titles, as text at one size: the title band the run drew into each grid is cropped off where the grid's geometry
-shows one (``adversary.images.grid_shape``), so that no title is scaled with its image.
+shows one (``fedsim.judge.images.grid_shape``), so that no title is scaled with its image.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from adversary.floor import AT_FLOOR, LEAKS, UNKNOWN
-from adversary.scoring import PSNR_CAP_DB
-from adversary.verdict import TargetVerdict
+from fedsim.judge.floor import AT_FLOOR, LEAKS, UNKNOWN
+from fedsim.judge.scoring import PSNR_CAP_DB
+from fedsim.judge.verdict import TargetVerdict
 from fedsim.reporting.render import Card, Gallery
 from fedsim.reporting.tables import judged
 from fedsim.rundir.layout import RECONSTRUCTIONS_DIR, grid_file
@@ -98,10 +98,10 @@ def score_lines(pick: pd.Series, others: pd.DataFrame, verdict: TargetVerdict) -
 
 def title_band(image: Path, images: float) -> int:
     """Height (px) of the title band the run drew above a grid of ``images`` pairs, 0 where it drew none or the
-    grid's size does not match the geometry of ``adversary.images.save_grid`` (square images)."""
+    grid's size does not match the geometry of ``fedsim.judge.images.save_grid`` (square images)."""
     from matplotlib import image as mpimg
 
-    from adversary.images import MAX_COLUMNS, PAD, TITLE_BAND, grid_shape
+    from fedsim.judge.images import MAX_COLUMNS, PAD, TITLE_BAND, grid_shape
 
     if math.isnan(images) or images < 1:
         return 0

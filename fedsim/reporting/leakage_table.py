@@ -1,9 +1,9 @@
 """The short table a run prints at its end: accuracy and, where attacked, leakage per target, per round.
 
 For each attacked round and target the cell shows the result the attacker itself would report (the lowest
-gradient match over the attacks run on it, ``adversary.verdict``), as ``PSNR/SSIM`` (PSNR in dB; an exact
+gradient match over the attacks run on it, ``fedsim.judge.verdict``), as ``PSNR/SSIM`` (PSNR in dB; an exact
 reconstruction shows ``exact``); below it, its floor (the SSIM above which a score beats the guesses made without
-the update at the test's level, ``adversary.floor``), its p-value, and the target's verdict: ``leaks`` when the
+the update at the test's level, ``fedsim.judge.floor``), its p-value, and the target's verdict: ``leaks`` when the
 p-value is at most the level, ``at floor`` otherwise (the attacks failed there, which is no evidence of
 protection), and ``—`` for rows written before calibrated verdicts. Where more than one attack ran, an ``oracle``
 line gives the best SSIM against the ground truth, which no attacker has, beside its own best-of-N floor: an
@@ -24,9 +24,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from adversary.floor import UNKNOWN
-from adversary.verdict import TargetVerdict, judge_target
 from fedsim.engine.leakage.no_iterations import NO_ITERATIONS
+from fedsim.judge.floor import UNKNOWN
+from fedsim.judge.verdict import TargetVerdict, judge_target
 from fedsim.reporting.text_table import is_text_row, print_text_leakage, run_text_rows
 from fedsim.rundir.privacy import (
     ADJACENCY,
@@ -165,7 +165,7 @@ def bound_note(run_dir: Path) -> str:
 
 def _level(run_dir: Path) -> float:
     """The verdicts' level as the run's rows recorded it (the default where none did)."""
-    from adversary.floor import FLOOR_LEVEL
+    from fedsim.judge.floor import FLOOR_LEVEL
 
     for row in RunStore(run_dir).rows():
         if row["event"] == "attack" and isinstance(row.get("floor_level"), (int, float)):

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from adversary.scoring import PSNR_CAP_DB
+from fedsim.judge.scoring import PSNR_CAP_DB
 
 CONFIDENCE = 0.95
 RESAMPLES = 9999

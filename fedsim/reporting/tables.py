@@ -2,7 +2,7 @@
 
 Column conventions: ``run`` names the run directory; metric columns are floats (NaN where a run has no
 value). A result's PSNR is the median over its images (``fedsim.reporting.summaries``), an exact pair counted at
-the 100 dB cap (adversary.scoring.PSNR_CAP_DB).
+the 100 dB cap (fedsim.judge.scoring.PSNR_CAP_DB).
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from adversary.floor import AT_FLOOR, LEAKS, UNKNOWN, verdict_of
-from adversary.scoring import PSNR_CAP_DB
-from adversary.verdict import CellVerdict, TargetVerdict, judge_cell, judge_target
+from fedsim.judge.floor import AT_FLOOR, LEAKS, UNKNOWN, verdict_of
+from fedsim.judge.scoring import PSNR_CAP_DB
+from fedsim.judge.verdict import CellVerdict, TargetVerdict, judge_cell, judge_target
 from fedsim.reporting import summaries
 from fedsim.rundir.privacy import DELTA_CLIENT, DELTA_EXAMPLE, EPSILON_CLIENT, EPSILON_EXAMPLE, PRIVACY_COLUMNS
 from fedsim.rundir.reader import SELECTED_OVER, Run, Sweep
@@ -72,7 +72,7 @@ def utility_rounds(sweep: Sweep) -> pd.DataFrame:
 def attack_results(sweep: Sweep) -> pd.DataFrame:
     """One row per successful attack result: run, round, attack, target, target kind, the number of image pairs
     scored (``images``; NaN for older rows), PSNR (median over the images), SSIM, LPIPS (means), labels,
-    and the floor (``adversary.floor``): SSIM, PSNR and label accuracy a guess from public data reaches on the same
+    and the floor (``fedsim.judge.floor``): SSIM, PSNR and label accuracy a guess from public data reaches on the same
     images, which baseline set it, and the verdict (``leaks`` / ``at floor``; ``unknown`` for older rows)."""
     columns = [
         "run",
@@ -186,12 +186,12 @@ VERDICT_COUNTS = {"leaking": LEAKS, "at_floor": AT_FLOOR, "no_floor": UNKNOWN}
 
 
 def judged(rows: pd.DataFrame) -> TargetVerdict | None:
-    """One target's verdict (``adversary.verdict.judge_target``) from its rows of ``attack_results``."""
+    """One target's verdict (``fedsim.judge.verdict.judge_target``) from its rows of ``attack_results``."""
     return judge_target(rows.to_dict("records"), score="ssim")
 
 
 def target_verdicts(attacks: pd.DataFrame) -> pd.Series:
-    """Each attacked target's verdict (the attacker's pick's, ``adversary.verdict``), indexed by run, round, kind
+    """Each attacked target's verdict (the attacker's pick's, ``fedsim.judge.verdict``), indexed by run, round, kind
     and target."""
     if attacks.empty:
         return pd.Series(dtype=object)
@@ -208,7 +208,7 @@ def target_verdicts(attacks: pd.DataFrame) -> pd.Series:
 
 def run_cell(attacks: pd.DataFrame) -> CellVerdict:
     """One run's attacked targets (every round and target of ``attack_results`` rows) as one cell: how many leak by
-    the attacker's pick, and whether that many beats the level (``adversary.verdict.judge_cell``)."""
+    the attacker's pick, and whether that many beats the level (``fedsim.judge.verdict.judge_cell``)."""
     if attacks.empty or "target" not in attacks:
         return judge_cell([])
     return judge_cell(list(target_verdicts(attacks)))
@@ -221,7 +221,7 @@ def verdict_counts(verdicts: pd.Series, run: str, server_round: int, kind: str) 
     except KeyError:
         mine = pd.Series(dtype=object)
     counts: dict[str, object] = {column: int((mine == verdict).sum()) for column, verdict in VERDICT_COUNTS.items()}
-    # the cell: more leaking targets than guesses would give at the targets' level? (adversary.verdict.judge_cell)
+    # the cell: more leaking targets than guesses would give at the targets' level? (fedsim.judge.verdict.judge_cell)
     cell = judge_cell(list(mine))
     counts.update(leaking_low=cell.share_low, leaking_high=cell.share_high, cell_p_value=cell.p_value)
     counts["verdict"] = cell.verdict
@@ -240,10 +240,10 @@ def leakage_rounds(sweep: Sweep, attacks: pd.DataFrame | None = None) -> pd.Data
     of an older version without per-image scores counts its target's mean as one image.
 
     ``leaking``, ``at_floor``, ``no_floor``: how many of those targets leak by the attacker's pick's test
-    (``adversary.verdict``), how many stayed at floor, and how many were scored by an older fedsim without a test;
+    (``fedsim.judge.verdict``), how many stayed at floor, and how many were scored by an older fedsim without a test;
     read from ``attacks`` (``attack_results(sweep)``, computed when not given). ``leaking_low``/``leaking_high``:
     a 95 % interval on the share leaking; ``cell_p_value`` and ``verdict``: the binomial test of that count against
-    the level, ``leaks`` when significant (``adversary.verdict.judge_cell``).
+    the level, ``leaks`` when significant (``fedsim.judge.verdict.judge_cell``).
     """
     columns = [
         "run",

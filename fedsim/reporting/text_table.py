@@ -1,4 +1,4 @@
-"""The console tables of text attack rows (``adversary.text_floor.text_row``), each original beside its recovery."""
+"""The console tables of text attack rows (``fedsim.judge.text_floor.text_row``), each original beside its recovery."""
 
 from __future__ import annotations
 

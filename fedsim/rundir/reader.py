@@ -135,10 +135,10 @@ class Run:
 
     def verdicts(self) -> pd.DataFrame:
         """One row per attacked round and target: the verdict of the result the attacker itself would report, and
-        the oracle beside it (``adversary.verdict``).
+        the oracle beside it (``fedsim.judge.verdict``).
 
         ``attack``, ``ssim_mean``, ``floor_ssim`` (the SSIM above which a score beats guesses made without the
-        update at the test's level, ``adversary.floor``), ``floor_source`` (the guess family setting it),
+        update at the test's level, ``fedsim.judge.floor``), ``floor_source`` (the guess family setting it),
         ``p_value`` and ``verdict`` (``leaks`` when the p-value is at most the level, else ``at floor``) are the
         attacker's pick's: the lowest gradient match over ``selected_over`` results (``selection`` says how it was
         picked). ``oracle_attack``, ``oracle_ssim``, ``oracle_floor_ssim``, ``oracle_p_value`` and
@@ -151,8 +151,8 @@ class Run:
         """
         import pandas as pd
 
-        from adversary.floor import UNKNOWN
-        from adversary.verdict import judge_target
+        from fedsim.judge.floor import UNKNOWN
+        from fedsim.judge.verdict import judge_target
 
         columns = [
             "round",
@@ -191,7 +191,7 @@ class Run:
         """One row per reconstructed image of every scored attack result: ``round``, ``target``, ``client``
         (the attacked client's id, pandas' ``Int64``; ``<NA>`` for the aggregate), ``attack``, ``image`` (the
         image's index in the target's batch; ``<NA>`` for a result an older fedsim scored only as a mean, which
-        stands as one row), ``psnr`` (dB; an exact copy at the 100 dB cap, ``adversary.scoring.PSNR_CAP_DB``),
+        stands as one row), ``psnr`` (dB; an exact copy at the 100 dB cap, ``fedsim.judge.scoring.PSNR_CAP_DB``),
         ``ssim``, ``lpips`` (NaN where not measured) and ``verdict`` (the result's: ``leaks``, ``at floor``, or
         ``unknown`` for rows written before floors). Failed attacks have no image and no row.
 
@@ -208,8 +208,8 @@ class Run:
 
         import pandas as pd
 
-        from adversary.floor import verdict_of
-        from adversary.scoring import PSNR_CAP_DB
+        from fedsim.judge.floor import verdict_of
+        from fedsim.judge.scoring import PSNR_CAP_DB
 
         columns = ["round", "target", "client", "attack", "image", "psnr", "ssim", "lpips", "verdict"]
         attacks = self.events("attack")

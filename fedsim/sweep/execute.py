@@ -399,7 +399,7 @@ def _note_lpips_once(jobs: list[PointJob]) -> None:
     """LPIPS unavailable is said once by the sweep, not once by every worker that scores an attack."""
     modes = {job.config.adversary.lpips for job in jobs if job.config.adversary.attacks}
     if "auto" in modes:
-        from adversary.metrics import note_unavailable_once
+        from fedsim.judge.metrics import note_unavailable_once
 
         note_unavailable_once("auto")
 

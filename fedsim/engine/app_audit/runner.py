@@ -19,7 +19,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from adversary.metrics import Lpips
 from adversary.taps import ClientReport
 from fedsim.config import ExperimentConfig
 from fedsim.core.devices import resolve_device
@@ -50,6 +49,7 @@ from fedsim.engine.lifecycle.ray_resources import start_ray, stop_ray
 from fedsim.engine.lifecycle.rounds import StoppableGrid
 from fedsim.engine.lifecycle.runner import CentralEvaluator, _backend_config, _quiet_frameworks
 from fedsim.engine.lifecycle.summary import log_summary, summarize
+from fedsim.judge.metrics import Lpips
 from fedsim.rundir.ground_truth import GroundTruthStore
 from fedsim.rundir.layout import PARTITIONS_FILE, SUMMARY_FILE
 from fedsim.rundir.writer import RunStore

@@ -31,6 +31,7 @@ from clients.client_app import ClientSpec, fit_locally
 from fedsim.config import ExperimentConfig
 from fedsim.core.seeding import derive_seed
 from fedsim.engine.lifecycle.federation import Federation
+from fedsim.judge.scoring import public_ssim
 
 
 def tuned_attacks(config: ExperimentConfig) -> set[str]:
@@ -133,4 +134,4 @@ class PublicRehearsal:
             )
             images.append(x)
             labels.append(y)
-        return PublicProblems(views, images, labels, tuple(self.stats.mean), tuple(self.stats.std))
+        return PublicProblems(views, images, labels, tuple(self.stats.mean), tuple(self.stats.std), public_ssim)

@@ -3,7 +3,7 @@
 This is the one place that reads both the adversary's output and the ground truth. The adversary is
 handed ``on_result``/``on_failure`` callbacks and (only when the threat model grants labels) a
 label grant; it is never given the store itself (``fedsim.engine.leakage.wiring`` hands them over).
-Every scored row also carries its test (``adversary.floor``): what guesses made without the update (the public mean
+Every scored row also carries its test (``fedsim.judge.floor``): what guesses made without the update (the public mean
 image, flat images, random public images, and guesses informed by the target's labels), paired the same way and
 put through the same post-processing, score on the same truth; the reconstruction's p-value against them and its verdict
 (``leaks`` / ``at floor``) at the configured level. The public split is the data set's test split, which no
@@ -22,11 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from adversary.floor import FLOOR_DRAWS, FLOOR_LEVEL, UNKNOWN, Floor, PublicSplit, public_floor
-from adversary.images import plot_trajectory, save_grid
-from adversary.metrics import Lpips
 from adversary.postprocessing import POSTPROCESSING
-from adversary.scoring import image_space, score_reconstruction, score_trajectory
 from adversary.taps import AGGREGATE
 from adversary.view import AttackerView, Reconstruction
 from fedsim.config import AttackOptions
@@ -36,6 +32,10 @@ from fedsim.data import TextDataset
 from fedsim.engine.leakage.no_iterations import no_iterations_row, ran_no_iteration
 from fedsim.engine.leakage.text_rows import text_fields
 from fedsim.engine.lifecycle.federation import Federation
+from fedsim.judge.floor import FLOOR_DRAWS, FLOOR_LEVEL, UNKNOWN, Floor, PublicSplit, public_floor
+from fedsim.judge.images import plot_trajectory, save_grid
+from fedsim.judge.metrics import Lpips
+from fedsim.judge.scoring import image_space, score_reconstruction, score_trajectory
 from fedsim.rundir.ground_truth import GroundTruthStore
 from fedsim.rundir.layout import RECONSTRUCTIONS_DIR, grid_file, trajectory_file
 from fedsim.rundir.writer import RunStore
@@ -66,7 +66,7 @@ class LeakageScorer:
     ) -> None:
         self.store = store
         self.seed = seed  # the run's seed: each target's random-public floor draws derive from it
-        self.level, self.draws = level, draws  # the verdict's test (adversary.floor)
+        self.level, self.draws = level, draws  # the verdict's test (fedsim.judge.floor)
         self.federation = federation
         self.truth_store = GroundTruthStore(store.run_dir)
         self.save_images = save_images

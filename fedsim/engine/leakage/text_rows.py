@@ -2,7 +2,7 @@
 
 Scoring side only (``fedsim.engine.leakage.scoring`` calls it): it reads the true token ids. The row carries the
 shares recovered (``exact_mean``: sequences, ``token_accuracy_mean``: tokens), ROUGE-1/2/L, the text floor of
-public sentences through the same pairing (``adversary.text_floor``), and each true text beside the recovered
+public sentences through the same pairing (``fedsim.judge.text_floor``), and each true text beside the recovered
 text it was paired with, for the console table and the report.
 """
 
@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from adversary.floor import UNKNOWN
-from adversary.text_floor import text_row
-from adversary.text_scoring import pairing, without_padding
 from fedsim.data import TextDataset
+from fedsim.judge.floor import UNKNOWN
+from fedsim.judge.text_floor import text_row
+from fedsim.judge.text_scoring import pairing, without_padding
 
 
 def text_fields(
@@ -38,7 +38,7 @@ def text_fields(
             level,
         )
     else:  # no public split to guess from: the scores stand without a test
-        from adversary.text_scoring import score_text
+        from fedsim.judge.text_scoring import score_text
 
         scores = score_text(without_padding(tokens, dataset.pad_id), without_padding(truth, dataset.pad_id))
         row |= {**{f"{metric}_mean": value for metric, value in scores.items()}, "verdict": UNKNOWN}

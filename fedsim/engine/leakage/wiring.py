@@ -16,7 +16,6 @@ from flwr.serverapp import Grid
 
 from adversary.adversary import Adversary
 from adversary.malicious_server import LegacyMaliciousServer, MaliciousServer
-from adversary.metrics import Lpips
 from adversary.modifications.base import PublicData
 from adversary.threat_models import Architecture, LabelGrant, TrainingHyperparameters
 from adversary.workers import AttackWorkers, WorkerSettings, settings_for
@@ -31,6 +30,7 @@ from fedsim.engine.leakage.scoring import LeakageScorer
 from fedsim.engine.lifecycle.assembly import run_model_of
 from fedsim.engine.lifecycle.federation import Federation
 from fedsim.engine.lifecycle.protocols import protocol_of
+from fedsim.judge.metrics import Lpips
 from fedsim.rundir.backlog import AttackBacklog
 from fedsim.rundir.writer import RunStore
 from strategies.secagg import SECAGG_STRATEGY

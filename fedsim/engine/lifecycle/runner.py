@@ -18,7 +18,6 @@ from typing import Protocol as TypingProtocol
 
 import torch
 
-from adversary.metrics import Lpips
 from clients.client_app import ClientSpec
 from clients.training import check_training_defenses
 from fedsim.config import ExperimentConfig
@@ -48,6 +47,7 @@ from fedsim.engine.lifecycle.ray_resources import (
 from fedsim.engine.lifecycle.rounds import ServerSpec
 from fedsim.engine.lifecycle.services import SharedServices
 from fedsim.engine.lifecycle.summary import log_summary, rounds_without_update, summarize
+from fedsim.judge.metrics import Lpips
 from fedsim.rundir.layout import METRICS_FILE, PARTITIONS_FILE, SUMMARY_FILE
 from fedsim.rundir.writer import RunStore
 

@@ -162,7 +162,7 @@ def test_docs_pages_sit_under_docs():
 
 
 def test_paired_psnrs_pair_and_keep_exact_pairs_infinite():
-    from adversary.metrics import psnr
+    from fedsim.judge.metrics import psnr
 
     truth = torch.rand(2, 1, 4, 4, generator=torch.Generator().manual_seed(0))
     noisy = (truth + 0.1).clamp(0, 1)

@@ -4,10 +4,10 @@ from pathlib import Path
 
 import torch
 
-from adversary.floor import AT_FLOOR, LEAKS, PublicSplit
 from bench.calibration import NULL_CASES, table, target_verdicts
 from fedsim.config import load_config
 from fedsim.data import load_dataset
+from fedsim.judge.floor import AT_FLOOR, LEAKS, PublicSplit
 
 CONFIG = Path(__file__).resolve().parents[3] / "configs" / "defense-evaluation.yaml"
 
@@ -26,9 +26,9 @@ def test_every_case_gets_a_verdict_and_the_slightly_noisy_truth_leaks_where_the_
 
 
 def test_a_guess_row_carries_the_attackers_yardstick_so_its_pick_is_the_attackers():
-    from adversary.floor import public_floor
-    from adversary.verdict import ATTACKER_PICK, judge_target
     from bench.calibration import scored_row
+    from fedsim.judge.floor import public_floor
+    from fedsim.judge.verdict import ATTACKER_PICK, judge_target
 
     public = PublicSplit(torch.rand(12, 1, 8, 8), torch.arange(12) % 3)
     truth, labels = torch.rand(2, 1, 8, 8), torch.tensor([0, 1])

@@ -10,10 +10,10 @@ from torch import nn
 
 from adversary.inversion.options import AttackOptions
 from adversary.registry import ATTACKS
-from adversary.scoring import score_reconstruction
 from adversary.view import AttackerView, LocalTraining
 from fedsim.config import DataConfig
 from fedsim.data import load_dataset
+from fedsim.judge.scoring import score_reconstruction
 
 SIDE = 16
 SHAPE = (1, SIDE, SIDE)

@@ -19,6 +19,7 @@ from adversary.inversion.tuning import (
     with_params,
 )
 from fedsim.config import AttackOptions
+from fedsim.judge.scoring import public_ssim
 
 
 def test_the_search_covers_regularizer_weights_step_size_and_init_scale_around_the_attacks_own():
@@ -47,7 +48,7 @@ def public_problem(digits) -> PublicProblems:
     (index,) = one_per_class(y, [3], pick=5)
     images, labels = x[index : index + 1], y[index : index + 1]
     view = client_view(lenet(seed=1), images, labels, lr=0.1)
-    return PublicProblems([view], [images], [labels], mean=(0.0,), std=(1.0,))
+    return PublicProblems([view], [images], [labels], mean=(0.0,), std=(1.0,), score=public_ssim)
 
 
 def task_for(problems: PublicProblems, tmp_path, trials: int = 6, **setting) -> TuningTask:

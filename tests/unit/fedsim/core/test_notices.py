@@ -12,7 +12,7 @@ class ThirdPartyWarning(UserWarning):
 
 
 def test_fedsims_own_warnings_are_their_message_and_others_name_their_origin():
-    from adversary.metrics import LpipsUnavailableWarning
+    from fedsim.judge.metrics import LpipsUnavailableWarning
 
     own = warning_line("LPIPS unavailable, reported as None:\n  no weights", LpipsUnavailableWarning, "/x/m.py", 3)
     assert own == "LPIPS unavailable, reported as None: no weights"
@@ -21,7 +21,7 @@ def test_fedsims_own_warnings_are_their_message_and_others_name_their_origin():
 
 
 def test_the_command_line_shows_a_warning_as_one_line_without_the_code_that_warned(capsys):
-    from adversary.metrics import LpipsUnavailableWarning
+    from fedsim.judge.metrics import LpipsUnavailableWarning
 
     logger = logging.getLogger("fedsim")
     handlers, level, propagate = logger.handlers[:], logger.level, logger.propagate

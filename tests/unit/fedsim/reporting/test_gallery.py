@@ -7,8 +7,8 @@ import torch
 from synthetic_runs import _synthetic_run
 
 import fedsim
-from adversary.images import TITLE_BAND, save_grid
-from adversary.verdict import judge_target
+from fedsim.judge.images import TITLE_BAND, save_grid
+from fedsim.judge.verdict import judge_target
 from fedsim.reporting.gallery import round_galleries, score_lines, strongest_cards, title_band
 from fedsim.reporting.tables import attack_results
 from fedsim.rundir.layout import grid_file

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from adversary.scoring import PSNR_CAP_DB
+from fedsim.judge.scoring import PSNR_CAP_DB
 from fedsim.reporting import summaries
 
 

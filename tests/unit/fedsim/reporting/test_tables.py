@@ -6,7 +6,7 @@ import pytest
 from synthetic_runs import _synthetic_run
 
 import fedsim
-from adversary.scoring import PSNR_CAP_DB
+from fedsim.judge.scoring import PSNR_CAP_DB
 from fedsim.reporting.run_summary import round_table
 from fedsim.reporting.tables import attack_results, leakage_rounds, utility_rounds
 from fedsim.rundir.writer import RunStore

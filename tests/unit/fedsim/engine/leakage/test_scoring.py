@@ -6,10 +6,10 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from adversary.floor import AT_FLOOR, FAMILIES, FLOOR_DRAWS, LEAKS, UNKNOWN
-from adversary.metrics import Lpips
 from adversary.view import Reconstruction
 from fedsim.engine.leakage.scoring import LeakageScorer
+from fedsim.judge.floor import AT_FLOOR, FAMILIES, FLOOR_DRAWS, LEAKS, UNKNOWN
+from fedsim.judge.metrics import Lpips
 from fedsim.rundir.ground_truth import GroundTruthStore
 
 SAMPLES = [3, 7, 11, 20]

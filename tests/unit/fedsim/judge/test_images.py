@@ -5,7 +5,7 @@ import pytest
 from image_pairs import _pair
 from PIL import Image
 
-from adversary import images
+from fedsim.judge import images
 
 
 @pytest.mark.parametrize("count, channels, side, title", [(4, 1, 8, None), (20, 3, 32, "round 3")])

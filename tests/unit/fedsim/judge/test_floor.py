@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from adversary.floor import (
+from fedsim.config import load_config
+from fedsim.data import load_dataset
+from fedsim.judge.floor import (
     AT_FLOOR,
     FAMILIES,
     FLOOR_DRAWS,
@@ -25,12 +27,10 @@ from adversary.floor import (
     public_floor,
     verdict_of,
 )
-from adversary.matching import pair_by_mse
-from adversary.metrics import ssim
-from fedsim.config import load_config
-from fedsim.data import load_dataset
+from fedsim.judge.matching import pair_by_mse
+from fedsim.judge.metrics import ssim
 
-DEFENSE_CONFIG = Path(__file__).resolve().parents[3] / "configs" / "defense-evaluation.yaml"
+DEFENSE_CONFIG = Path(__file__).resolve().parents[4] / "configs" / "defense-evaluation.yaml"
 
 
 @pytest.fixture(scope="module")

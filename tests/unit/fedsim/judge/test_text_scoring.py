@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from adversary.text_floor import public_mode, text_floor, text_row
-from adversary.text_scoring import score_text
+from fedsim.judge.text_floor import public_mode, text_floor, text_row
+from fedsim.judge.text_scoring import score_text
 
 
 def test_an_exact_recovery_in_another_order_scores_one_everywhere():

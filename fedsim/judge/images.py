@@ -110,7 +110,7 @@ def _floats(rows: Sequence[dict[str, Any]], key: str) -> list[float]:
 def plot_trajectory(path: Path | str, trajectory_rows: Sequence[dict[str, Any]], title: str | None = None) -> Path:
     """Objective (log scale when all positive, else symlog) over iterations, and mean PSNR / SSIM below.
 
-    ``trajectory_rows`` are ``adversary.scoring.score_trajectory`` rows.
+    ``trajectory_rows`` are ``fedsim.judge.scoring.score_trajectory`` rows.
     """
     if not trajectory_rows:
         raise ValueError("plot_trajectory needs at least one trajectory row")

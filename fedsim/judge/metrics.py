@@ -75,7 +75,7 @@ def psnr(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Peak signal-to-noise ratio per image in dB for data range 1, (N,) float64.
 
     An exact reconstruction (MSE 0) has PSNR ``+inf``. It is kept, not capped: a cap would invent a
-    number; averaging code decides (``adversary.scoring`` averages the finite values and counts the exact ones).
+    number; averaging code decides (``fedsim.judge.scoring`` averages the finite values and counts the exact ones).
     """
     return 10.0 * torch.log10(DATA_RANGE**2 / mse(a, b))  # torch: x / 0 -> inf, no warning
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from adversary.floor import AT_FLOOR, LEAKS, UNKNOWN
-from adversary.verdict import ATTACKER_PICK, CORRECTED_PICK, MIN_TARGETS, ONLY_ATTACK, judge_cell, judge_target
+from fedsim.judge.floor import AT_FLOOR, LEAKS, UNKNOWN
+from fedsim.judge.verdict import ATTACKER_PICK, CORRECTED_PICK, MIN_TARGETS, ONLY_ATTACK, judge_cell, judge_target
 
 
 def _row(attack, ssim, p_value, match=None, **extra):

@@ -1,9 +1,9 @@
 """The null under a text leakage score: public sentences and label-informed guesses through the same pairing.
 
 A failed text attack does not score zero either: any public sentence shares words ("the", "of") with a private
-one, and earns ROUGE-1. As for images (``adversary.floor``), a score means leakage only where no guess made
+one, and earns ROUGE-1. As for images (``fedsim.judge.floor``), a score means leakage only where no guess made
 *without* the update could have reached it. Families, each scored against the target exactly as a
-reconstruction is (``adversary.text_scoring.score_text``: same Hungarian pairing on ROUGE-L, same metrics,
+reconstruction is (``fedsim.judge.text_scoring.score_text``: same Hungarian pairing on ROUGE-L, same metrics,
 as many sequences as the reconstruction holds):
 
 - ``public-mode``: per position, the public split's most frequent token, as long as its median sequence,
@@ -13,7 +13,7 @@ as many sequences as the reconstruction holds):
   (reads the true labels: a null at least as strong as any label recovery).
 
 The public split is the data set's test split (no client trains on it). p-values, critical values and the
-verdict follow ``adversary.floor`` exactly (Monte-Carlo p-value per random family, the largest over families,
+verdict follow ``fedsim.judge.floor`` exactly (Monte-Carlo p-value per random family, the largest over families,
 ``leaks`` at or below the level); the verdict is read on ROUGE-L, the floor of every metric is reported beside it.
 """
 
@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from adversary.floor import AT_FLOOR, FLOOR_DRAWS, FLOOR_LEVEL, LEAKS, TIE, significant
-from adversary.text_scoring import TEXT_METRICS, _scorer, score_text, without_padding
+from fedsim.judge.floor import AT_FLOOR, FLOOR_DRAWS, FLOOR_LEVEL, LEAKS, TIE, significant
+from fedsim.judge.text_scoring import TEXT_METRICS, _scorer, score_text, without_padding
 
 VERDICT_METRIC = "rougeL"
 

@@ -6,10 +6,16 @@ import pytest
 import torch
 from image_pairs import _pair
 
-from adversary import metrics
-from adversary.scoring import PSNR_CAP_DB, AttackScore, multiset_label_accuracy, score_reconstruction, score_trajectory
 from adversary.view import Reconstruction, TrajectoryPoint
 from fedsim.data.normalization import ChannelStats
+from fedsim.judge import metrics
+from fedsim.judge.scoring import (
+    PSNR_CAP_DB,
+    AttackScore,
+    multiset_label_accuracy,
+    score_reconstruction,
+    score_trajectory,
+)
 
 
 def _reconstruction(images_, labels, trajectory=()):

@@ -11,7 +11,7 @@ import torch
 from image_pairs import _pair
 from skimage.metrics import mean_squared_error, peak_signal_noise_ratio, structural_similarity
 
-from adversary import metrics
+from fedsim.judge import metrics
 
 
 @pytest.mark.parametrize("channels", [1, 3])
@@ -155,7 +155,7 @@ def test_a_sweep_says_lpips_is_unavailable_once_for_all_the_workers_it_starts(tm
 
 
 def test_a_process_started_after_the_notice_keeps_it_to_itself():
-    probe = "import adversary.metrics as m; print(m._lpips_warned)"
+    probe = "import fedsim.judge.metrics as m; print(m._lpips_warned)"
     environment = {**os.environ, metrics.LPIPS_NOTED_ENV: "1"}
     out = subprocess.run([sys.executable, "-c", probe], env=environment, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "True"

@@ -4,7 +4,7 @@ Scoring happens in [0, 1] image space: reconstructions are mapped back from the 
 with the caller's ``to_image_space`` (``ChannelStats.denormalize`` of the victim's statistics) and
 clamped to [0, 1], since pixels outside the displayable range are not part of any image and would
 only inflate the error. Reconstructions are then paired with the truth by minimum total MSE
-(``adversary.matching``), and every metric is computed over that one pairing.
+(``fedsim.judge.matching``), and every metric is computed over that one pairing.
 
 PSNR of an exact reconstruction is ``+inf``. Per-image values keep it; ``psnr_mean`` averages the
 per-pair values capped at ``PSNR_CAP_DB`` (100 dB: an error below 1e-10 per pixel, beyond what any image
@@ -22,9 +22,9 @@ from typing import Any
 
 import torch
 
-from adversary.matching import pair_by_mse
-from adversary.metrics import Lpips, label_accuracy, mse, psnr, ssim
 from adversary.view import Reconstruction
+from fedsim.judge.matching import pair_by_mse
+from fedsim.judge.metrics import Lpips, label_accuracy, mse, psnr, ssim
 
 PAIRING = "hungarian-mse"
 _RANGE_TOLERANCE = 1e-3  # truth must be [0, 1] images; this only absorbs float noise from loading
@@ -189,3 +189,11 @@ def score_trajectory(
             }
         )
     return rows
+
+
+def public_ssim(
+    reconstruction: Reconstruction, images: torch.Tensor, labels: torch.Tensor, to_image_space: ToImageSpace
+) -> float:
+    """Mean SSIM of ``reconstruction`` against public ``images``, paired as a run scores its targets: what an
+    attacker's tuning on its own public problems maximises (``adversary.inversion.tuning.PublicProblems``)."""
+    return score_reconstruction(reconstruction, images, labels, to_image_space).ssim_mean

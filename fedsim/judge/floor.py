@@ -46,9 +46,9 @@ from functools import cached_property
 import numpy as np
 import torch
 
-from adversary.matching import mse_cost_matrix, pair_by_cost
-from adversary.metrics import label_accuracy, psnr, ssim
-from adversary.scoring import capped_psnr_mean
+from fedsim.judge.matching import mse_cost_matrix, pair_by_cost
+from fedsim.judge.metrics import label_accuracy, psnr, ssim
+from fedsim.judge.scoring import capped_psnr_mean
 
 FLOOR_DRAWS = 256  # random draws per family: p-values down to 1/257, a best-of-13 selection still testable at 5 %
 FLOOR_LEVEL = 0.05  # the test's false-positive rate: a guess without the update is called `leaks` this often
@@ -212,7 +212,7 @@ def _score_guesses(
     """Per guess: mean SSIM, capped mean PSNR and label accuracy over its Hungarian pairing with the truth.
 
     ``costs[i]``: guess i's MSE cost matrix against the truth. Every guess is paired on its own (as
-    ``adversary.scoring`` pairs a reconstruction); SSIM, which skimage computes image by image, then runs once
+    ``fedsim.judge.scoring`` pairs a reconstruction); SSIM, which skimage computes image by image, then runs once
     over the pairs of all guesses together.
     """
     pairs = [pair_by_cost(cost) for cost in costs]

@@ -3,7 +3,7 @@
 import torch
 from image_pairs import _pair
 
-from adversary.matching import pair_by_mse
+from fedsim.judge.matching import pair_by_mse
 
 
 def test_hungarian_pairing_recovers_a_permutation():

@@ -3,12 +3,12 @@
 **Per target.** Several attacks on one target give several reconstructions. The verdict is read from the one the
 attacker itself would report, picked without the truth: the lowest ``gradient_match`` (1 - cosine between the
 update the reconstruction would produce and the observed one). Under the null (an update that tells nothing about
-the images) that pick is independent of the images, so its row's single-guess p-value (``adversary.floor``) holds.
+the images) that pick is independent of the images, so its row's single-guess p-value (``fedsim.judge.floor``) holds.
 Where no result carries that yardstick, the pick is the lowest p-value, corrected for the selection over the ``N``
 results (``1 - (1 - p)^N`` per guess family), which keeps the level too.
 
 The best result by SSIM against the truth, which no attacker has, is reported beside it as an upper bound: the
-*oracle*, tested against the best of ``N`` guesses (``adversary.floor.oracle_p_value``); it never decides a verdict.
+*oracle*, tested against the best of ``N`` guesses (``fedsim.judge.floor.oracle_p_value``); it never decides a verdict.
 
 **Per cell** (a defense at one strength, a round, the aggregate of a sweep...): ``k`` of ``n`` targets leak, with a
 95 % Clopper-Pearson interval on the share, and the cell ``leaks`` when ``k`` is significantly above what the
@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from adversary.floor import AT_FLOOR, FLOOR_LEVEL, LEAKS, UNKNOWN, oracle_floor, oracle_p_value, significant
+from fedsim.judge.floor import AT_FLOOR, FLOOR_LEVEL, LEAKS, UNKNOWN, oracle_floor, oracle_p_value, significant
 
 MIN_TARGETS = 30  # targets per published cell for the binomial test to have power against a few leaking targets
 ATTACKER_PICK = "attacker's pick"  # lowest gradient match

@@ -1,0 +1,1 @@
+"""Unit tests of the judge: scoring, metrics, the floor and the verdict."""
