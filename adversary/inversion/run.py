@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
 from adversary.inversion.options import AttackOptions
-from adversary.inversion.solver import Attack
 from adversary.registry import ATTACKS
 from adversary.view import AttackerView, Reconstruction
 
 
-def _attack(name: str) -> Attack:
+def _attack(name: str) -> Callable[..., list[Reconstruction]]:  # an Attack, or an analytic attack's function
     try:
         return ATTACKS.get(name)
     except KeyError as error:

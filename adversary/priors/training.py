@@ -169,7 +169,8 @@ def _train(
     n, c, h, _ = images.shape
     unet = build_unet(h, c, preset)
     average = copy.deepcopy(unet).requires_grad_(False)
-    scheduler = DDPMScheduler(num_train_timesteps=1000, beta_schedule="linear")
+    # Any: diffusers sets a scheduler's attributes in an __init__ its register_to_config decorator hides from mypy
+    scheduler: Any = DDPMScheduler(num_train_timesteps=1000, beta_schedule="linear")
     optimizer = torch.optim.AdamW(unet.parameters(), lr=spec["lr"])
     step, earlier_seconds = 0, 0.0
     if resume and (out / STATE).exists():

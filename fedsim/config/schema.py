@@ -55,7 +55,7 @@ def schema_rows(model: type[BaseModel] | None = None, prefix: str = "") -> list[
                     ]
                     rows.extend(own)
                 continue
-            default = _default_text(field.default_factory() if field.default_factory is not None else field.default)
+            default = _default_text(field.get_default(call_default_factory=True))
             kind = f"list of {registry.kind}" if is_list else registry.kind
             rows.append((path, kind, default, choices))
             for tag, variant in registry.configs().items():
@@ -68,7 +68,7 @@ def schema_rows(model: type[BaseModel] | None = None, prefix: str = "") -> list[
             rows.append((path, "list" if is_list else "section", default, field.description or ""))
             rows.extend(schema_rows(nested, f"{path}[]." if is_list else f"{path}."))
             continue
-        default = field.default_factory() if field.default_factory is not None else field.default
+        default = field.get_default(call_default_factory=True)
         rows.append((path, _type_name(field.annotation), _default_text(default), field.description or ""))
     return rows
 

@@ -148,7 +148,7 @@ class PluginSection(Section):
             return cls  # validation reports the missing key
         value = data.get(cls.tag_key, naming.default)
         tag = cls.plugins.tag_of(value) if isinstance(value, str) else None
-        if tag not in cls.plugins:
+        if tag is None or tag not in cls.plugins:
             raise ValueError(f"{cls.tag_key} = {value!r}: {cls.plugins.unknown_message(str(value))}")
         return cls.plugins.config(tag) or cls
 
