@@ -42,9 +42,11 @@ flower-contract: install
 	fi
 
 # Ruff: the formatter's check and the lint rules chosen in pyproject.toml ([tool.ruff]); `make format` applies both.
+# mypy: the type checker on fedsim/ and what it imports ([tool.mypy]).
 lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 format: install
 	$(BIN)/ruff format .

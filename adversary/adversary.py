@@ -12,6 +12,7 @@ re-attacks what a killed run left unfinished.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections import Counter, defaultdict
@@ -228,7 +229,7 @@ class Adversary:
         views = build_views(updates, self.config, architecture, self.training, self.grant_labels)
         # One job per attack and group of compatible views (run_attack batches a group and its restarts
         # itself): per-client targets and the aggregate are different problems, so they run side by side.
-        jobs = []
+        jobs: list[tuple[int, AttackOptions, list[AttackerView]]] = []
         for index, options in enumerate(self.config.attacks):
             todo = [view for view in views if options.applies_to(view.target) and (index, view.target) not in done]
             jobs.extend((index, options, [todo[i] for i in group]) for group in group_views(todo))
@@ -258,7 +259,9 @@ class Adversary:
             time_limit = getattr(options, "time_limit", None)
             self.progress.note(job, f"{options.label} on round {server_round} ({len(todo)} target(s))", time_limit)
             job.add_done_callback(
-                lambda finished, r=server_round, o=options, v=todo: self._queue_report(finished, r, [o], v, False)
+                functools.partial(
+                    self._queue_report, server_round=server_round, attacks=[options], views=todo, portfolio=False
+                )
             )
         return len(jobs)
 
@@ -302,7 +305,9 @@ class Adversary:
             label = f"portfolio of {len(chosen)} attack(s) on round {server_round} ({len(views)} target(s))"
             self.progress.note(job, label, budget.max_seconds)
             job.add_done_callback(
-                lambda finished, r=server_round, o=chosen, v=views: self._queue_report(finished, r, o, v, True)
+                functools.partial(
+                    self._queue_report, server_round=server_round, attacks=chosen, views=views, portfolio=True
+                )
             )
         return len(shares)
 

@@ -16,6 +16,7 @@ Both only copy; no message or result is changed.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from typing import cast
 
 import numpy as np
 import torch
@@ -150,9 +151,9 @@ class MaskedWireTap(WireTap):
             if stage == Stage.SETUP:
                 settings = message.content.config_records[wire.SECAGG_RECORD]
                 self._settings[server_round] = (
-                    float(settings[Key.CLIPPING_RANGE]),
-                    int(settings[Key.TARGET_RANGE]),
-                    float(settings[Key.MAX_WEIGHT]),
+                    float(cast(float, settings[Key.CLIPPING_RANGE])),
+                    int(cast(int, settings[Key.TARGET_RANGE])),
+                    float(cast(float, settings[Key.MAX_WEIGHT])),
                 )
                 self._globals = {r: state for r, state in self._globals.items() if r >= server_round}
             elif stage == Stage.COLLECT_MASKED_VECTORS:
@@ -170,9 +171,10 @@ class MaskedWireTap(WireTap):
 
     def _update(self, server_round: int, global_state: dict[str, torch.Tensor], reply: Message) -> TappedUpdate:
         content = reply.content
-        num_examples = int(content.metric_records[wire.FIT_NUM_EXAMPLES]["num_examples"])
+        num_examples = int(cast(int, content.metric_records[wire.FIT_NUM_EXAMPLES]["num_examples"]))
         report = ClientReport.from_metrics(content.config_records[wire.FIT_METRICS], num_examples)
-        masked = [bytes_to_ndarray(b) for b in content.config_records[wire.SECAGG_RECORD][Key.MASKED_PARAMETERS]]
+        masked_parameters = cast(list[bytes], content.config_records[wire.SECAGG_RECORD][Key.MASKED_PARAMETERS])
+        masked = [bytes_to_ndarray(b) for b in masked_parameters]
         clipping, quantization, max_weight = self._settings[server_round]
         decoded = decode_masked_vector(masked, num_examples, clipping, quantization, max_weight)
         return tapped_update("mitm", server_round, global_state, _named(decoded, self._layout), [report])

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import Protocol, cast
 
 import torch
 from torch import nn
@@ -93,7 +93,7 @@ def weighted_average(updates: list[TappedUpdate]) -> dict[str, torch.Tensor]:
     total = sum(u.num_examples for u in updates)
     names = updates[0].observed_state.keys()
     return {
-        name: sum(u.observed_state[name].double() * (u.num_examples / total) for u in updates).to(
+        name: cast(torch.Tensor, sum(u.observed_state[name].double() * (u.num_examples / total) for u in updates)).to(
             updates[0].observed_state[name].dtype
         )
         for name in names

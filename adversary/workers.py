@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import CancelledError, Future, ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
+from types import FrameType
 from typing import Any, Protocol
 
 import torch
@@ -178,7 +179,7 @@ def decode_reconstructions(payload: bytes) -> list[Reconstruction]:
 class AttackWorkers(Protocol):
     """Where attack jobs run: ``submit`` returns the job's reconstructions (one per view, in order)."""
 
-    def submit(self, job: AttackJob) -> Future[list[Reconstruction]]: ...
+    def submit(self, job: AttackJob | PortfolioJob) -> Future[Any]: ...
     def shutdown(self) -> None: ...
     def terminate(self) -> None: ...
 
@@ -322,7 +323,8 @@ def _start_worker(
     os.chdir(workdir)
     os.environ["PWD"] = workdir
     os.environ.pop("OLDPWD", None)
-    multiprocessing.process.ORIGINAL_DIR = workdir  # spawn copied the server's starting directory here
+    # spawn copied the server's starting directory here (typeshed does not declare this module global)
+    multiprocessing.process.ORIGINAL_DIR = workdir  # type: ignore[attr-defined]
     _forget_spawn_preparation()
     import atexit
 
@@ -340,7 +342,7 @@ def _exit_with_server(server: int) -> None:
 def _forget_spawn_preparation() -> None:
     """Empty the start-up data that spawn handed over (the server's working directory, argv and sys.path): the
     frame that started this process keeps it referenced for the life of the worker."""
-    frame = sys._getframe()
+    frame: FrameType | None = sys._getframe()
     while frame is not None:
         data = frame.f_locals.get("preparation_data")
         if isinstance(data, dict):

@@ -14,7 +14,7 @@ import functools
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol, cast
 
 import numpy as np
 import torch
@@ -120,7 +120,7 @@ def _client_data(spec: ClientSpec, state: _LocalState, partition: int) -> tuple[
 
 
 def _load_global(state: _LocalState, message: Message) -> None:
-    weights = message.content[wire.ARRAYS].to_torch_state_dict()
+    weights = message.content.array_records[wire.ARRAYS].to_torch_state_dict()
     state.model.load_state_dict(weights)
 
 
@@ -303,11 +303,13 @@ def check_finite(weights: dict[str, torch.Tensor]) -> None:
 def train_step(spec: ClientSpec, message: Message, context: Context) -> Message:
     """Handle one `train` message: load the global weights, train locally, reply with the new weights."""
     config = message.content[wire.CONFIG]
-    server_round = int(config[wire.SERVER_ROUND])
+    server_round = int(cast(int, config[wire.SERVER_ROUND]))
     served = served_model(spec, config[wire.SERVED_MODEL]) if wire.SERVED_MODEL in config else None
-    global_state = message.content[wire.ARRAYS].to_torch_state_dict()
+    global_state = message.content.array_records[wire.ARRAYS].to_torch_state_dict()
     fit = fit_locally(spec, partition_of(context), server_round, global_state, served)
-    content = RecordDict({wire.ARRAYS: ArrayRecord(fit.weights), wire.METRICS: MetricRecord(fit.metrics)})
+    content = RecordDict(
+        {wire.ARRAYS: ArrayRecord(fit.weights), wire.METRICS: MetricRecord(cast(dict[str, Any], fit.metrics))}
+    )
     return Message(content, reply_to=message)
 
 

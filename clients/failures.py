@@ -28,10 +28,16 @@ class InjectedFailure(RuntimeError):
 class ScheduledFailure(Protocol):
     """One failure of ``federation.failures``, as far as a client reads it."""
 
-    round: int
-    client: int
-    kind: str  # exception, nan or hang
-    stage: str | None  # None: the stage the client trains in
+    @property
+    def round(self) -> int: ...
+    @property
+    def client(self) -> int: ...
+    @property
+    def kind(self) -> str:  # exception, nan or hang
+        ...
+    @property
+    def stage(self) -> str | None:  # None: the stage the client trains in
+        ...
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 from flwr.app import Context, Message, MessageType
-from flwr.client import NumPyClient
+from flwr.client import Client, NumPyClient
 from flwr.client.mod import secaggplus_mod
 from flwr.clientapp import ClientApp
 from flwr.clientapp.typing import ClientAppCallable, Mod
@@ -112,7 +112,7 @@ def secagg_client_mods(spec: ClientSpec) -> list[Mod]:
 
 
 def build_legacy_client_app(spec: ClientSpec) -> ClientApp:
-    def client_fn(context: Context):  # type: ignore[no-untyped-def]
+    def client_fn(context: Context) -> Client:
         return SecAggClient(spec, partition_of(context)).to_client()
 
     return ClientApp(client_fn=client_fn, mods=secagg_client_mods(spec))

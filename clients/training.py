@@ -24,14 +24,19 @@ from clients.defenses.pipeline import record_keys
 class TrainingSettings(Protocol):
     """What local training reads of the ``client`` section."""
 
-    optimizer: str  # a key of OPTIMIZERS
+    @property
+    def optimizer(self) -> str:  # a key of OPTIMIZERS
+        ...
+
     lr: float
     momentum: float
     weight_decay: float
     batch_size: int
     local_steps: int | None  # exclusive with local_epochs
     local_epochs: int | None
-    defenses: Sequence[DefenseConfig]
+
+    @property
+    def defenses(self) -> Sequence[DefenseConfig]: ...
 
 
 OPTIMIZERS = {
@@ -62,7 +67,10 @@ class LocalTrainingResult:
 def planned_steps(num_samples: int, batch_size: int, cfg: TrainingSettings) -> int:
     """Optimizer steps of one round: ``local_steps``, or ``local_epochs`` passes of ceil(N / batch) batches."""
     per_epoch = math.ceil(num_samples / min(batch_size, num_samples))
-    return cfg.local_steps if cfg.local_steps is not None else per_epoch * cfg.local_epochs
+    if cfg.local_steps is not None:
+        return cfg.local_steps
+    assert cfg.local_epochs is not None  # the config sets local_epochs to 1 when local_steps is unset
+    return per_epoch * cfg.local_epochs
 
 
 def batch_schedule(

@@ -42,12 +42,30 @@ def run(
 ) -> Run:
     """Run one experiment, exactly as ``fedsim run CONFIG --set KEY=VALUE ...`` does, and return it loaded.
 
-    ``config``: a YAML file, the config's sections as a dict, or an ``ExperimentConfig``; ``overrides``:
-    ``KEY=VALUE`` strings, as the command line's ``--set`` (``"client.lr=0.05"``); ``quiet``: log lines
-    only, no live display. A bad config raises ``fedsim.core.errors.ConfigError`` with the command line's
-    one-line message, before anything runs. The run writes its directory under ``output.dir`` as the command
-    does; the returned ``Run`` reads it (``Run.path``), as ``fedsim.load_run`` would.
+    The run writes its directory under ``output.dir`` as the command does; the returned ``Run`` reads it
+    (``Run.path``), as ``fedsim.load_run`` would.
 
+    Parameters
+    ----------
+    config
+        A YAML file, the config's sections as a dict, or an ``ExperimentConfig``.
+    overrides
+        ``KEY=VALUE`` strings, as the command line's ``--set`` (``"client.lr=0.05"``).
+    quiet
+        Log lines only, no live display.
+
+    Returns
+    -------
+    Run
+        The finished run.
+
+    Raises
+    ------
+    fedsim.core.errors.ConfigError
+        A bad config, with the command line's one-line message, before anything runs.
+
+    Examples
+    --------
     >>> run = fedsim.run("configs/quickstart.yaml", overrides=["federation.rounds=2"])  # doctest: +SKIP
     >>> run.events("eval")[["round", "accuracy"]]                                       # doctest: +SKIP
        round  accuracy
@@ -74,11 +92,31 @@ def audit(
     """Audit an existing Flower app, unedited, exactly as ``fedsim audit APP_DIR --config AUDIT.yaml --set ...
     --run-config ...`` does, and return the run loaded.
 
-    ``config``: the audit file (what the attacker knows of the app, its data function for scoring); ``overrides``:
-    ``KEY=VALUE`` strings as ``--set``; ``run_config``: the app's own run config overrides as `flwr run
-    --run-config` takes them. A bad app folder, audit file or override raises ``fedsim.core.errors.ConfigError``
-    with the command line's one-line message, before torch loads.
+    Parameters
+    ----------
+    app_dir
+        The Flower app's folder (its ``pyproject.toml`` names its ServerApp and ClientApp).
+    config
+        The audit file: what the attacker knows of the app, its data function for scoring (None: every default).
+    overrides
+        ``KEY=VALUE`` strings, as ``--set``.
+    run_config
+        The app's own run config overrides, as ``flwr run --run-config`` takes them.
+    run_dir
+        Where the run directory goes (None: ``output.dir/<name>-<timestamp>``).
 
+    Returns
+    -------
+    Run
+        The finished audit run.
+
+    Raises
+    ------
+    fedsim.core.errors.ConfigError
+        A bad app folder, audit file or override, with the command line's one-line message, before torch loads.
+
+    Examples
+    --------
     >>> run = fedsim.audit("configs/flower-apps/opacus-pytorch", "configs/flower-apps/opacus-pytorch-audit.yaml",
     ...                    run_config='data-files="cifar10.parquet"')                   # doctest: +SKIP
     >>> run.events("app_dp")[["round", "client", "mechanism", "noise_multiplier"]]   # doctest: +SKIP

@@ -36,7 +36,9 @@ class ClientSampling(Protocol):
 class ServerStrategy(Protocol):
     """What the driver asks of every strategy, whatever its protocol."""
 
-    protocol: str  # how its rounds travel (fedsim.engine.lifecycle.protocols): "message" or "secagg+"
+    @property
+    def protocol(self) -> str:
+        """How its rounds travel (``fedsim.engine.lifecycle.protocols``): "message" or "secagg+"."""
 
     def bind(self, node_of_partition: Mapping[int, int]) -> None:
         """Tell the strategy which node holds which partition (from the server's roll call)."""

@@ -42,7 +42,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, cast
 
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord
@@ -196,6 +196,15 @@ def effective_noise_multiplier(noise_std: float, sensitivity: float, count_noise
     return (multiplier**-2 + count_noise_std**-2) ** -0.5
 
 
+class WrappedStrategy(MessageStrategy, Protocol):
+    """What a DP wrapper reads of the strategy it wraps beyond the contract: Flower's FedAvg has both."""
+
+    @property
+    def arrayrecord_key(self) -> str: ...
+
+    def summary(self) -> None: ...
+
+
 class FixedDenominatorMean:
     """``estimator: fixed-denominator`` in front of FedAvg: ``x + sum_k w_k (x_k - x) / m``.
 
@@ -204,7 +213,7 @@ class FixedDenominatorMean:
     min_fit_clients rule).
     """
 
-    def __init__(self, strategy: MessageStrategy, denominator: int, max_weight: float | None) -> None:
+    def __init__(self, strategy: WrappedStrategy, denominator: int, max_weight: float | None) -> None:
         self.strategy = strategy
         self.denominator = denominator
         self.max_weight = max_weight
@@ -244,7 +253,8 @@ class FixedDenominatorMean:
     def weight(self, reply: Message) -> float:
         if self.max_weight is None:
             return 1.0
-        return min(float(wire.reply_metrics(reply)[wire.NUM_EXAMPLES]), self.max_weight) / self.max_weight
+        examples = float(cast(float, wire.reply_metrics(reply)[wire.NUM_EXAMPLES]))
+        return min(examples, self.max_weight) / self.max_weight
 
     def configure_train(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
@@ -264,7 +274,7 @@ class FixedDenominatorMean:
         total = [np.zeros(array.shape, dtype=np.float64) for array in base]
         for reply in ordered:
             weight = self.weight(reply)
-            sent = reply.content[self.strategy.arrayrecord_key].to_numpy_ndarrays()
+            sent = reply.content.array_records[self.strategy.arrayrecord_key].to_numpy_ndarrays()
             for summed, value, start in zip(total, sent, base, strict=True):
                 summed += weight * (value.astype(np.float64) - start)
         for summed, key in zip(total, current.keys(), strict=True):
@@ -279,15 +289,17 @@ class FedsimDp:
 
     adaptive = False  # adaptive wrappers also noise (and release) the count of clipped updates
 
-    # Provided by the Flower wrapper this mixin is combined with.
-    strategy: MessageStrategy
+    # Provided by the Flower wrapper this mixin is combined with (which types ``strategy`` as its Strategy:
+    # ours is a fedsim strategy, or FixedDenominatorMean in front of one; clipped_count_stddev: adaptive only).
+    strategy: Any
+    clipped_count_stddev: float
     noise_multiplier: float
     clipping_norm: float
     num_sampled_clients: int
 
     def __init__(
         self,
-        strategy: MessageStrategy,
+        strategy: WrappedStrategy,
         *,
         mechanism: str,
         seed: int,
@@ -438,7 +450,7 @@ for _name, _mechanism in {
 
 
 def wrap_dp(
-    strategy: MessageStrategy,
+    strategy: WrappedStrategy,
     settings: DpConfig,
     federation: ClientSampling,
     seed: int,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterable, Mapping
+from typing import cast
 
 from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
 from flwr.serverapp import Grid
@@ -46,7 +47,7 @@ def draw_partitions(
 
 def partition_of(reply: Message) -> int:
     """The partition id a client reports in its reply's metrics."""
-    return int(wire.reply_metrics(reply)[wire.PARTITION_ID])
+    return int(cast(int, wire.reply_metrics(reply)[wire.PARTITION_ID]))
 
 
 @STRATEGIES.register("fedavg", help="Federated Averaging (McMahan et al. 2017), weighted by num-examples")

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from typing import Annotated, Any, ClassVar, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Union
 
 import torch
 from pydantic import Field
@@ -35,7 +35,7 @@ from adversary.inversion.problem import BatchedProblem, group_views, init_seed
 from adversary.inversion.requirements import AttackSetting
 from adversary.inversion.solver import best_restarts
 from adversary.inversion.spec import AttackSpec
-from adversary.priors import PRIORS, Prior
+from adversary.priors import PRIORS, Prior, PriorConfig
 from adversary.registry import ATTACKS
 from adversary.view import AttackerView, Reconstruction
 
@@ -44,14 +44,20 @@ DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 def _prior_union() -> Any:
     variants = tuple(PRIORS.configs().values())
-    union = Union[variants]  # noqa: UP007  (over a tuple built at run time: `|` cannot spell it)
+    union = Union.__getitem__(variants)  # Union[...] over a tuple built at run time: `|` cannot spell it
     return Annotated[union, Field(discriminator="name")] if len(variants) > 1 else variants[0]
+
+
+if TYPE_CHECKING:  # the type checker reads the base class, pydantic the union of every registered prior
+    PriorChoice = PriorConfig
+else:
+    PriorChoice = _prior_union()
 
 
 class GgssrOptions(AttackOptions):
     name: Literal["ggssr"] = Field("ggssr", description="GGSS-R: DDIM sampling guided by the gradient")
     requires: ClassVar[str] = "prior: a generative prior of the model's image shape ({name: diffusers, path: ...})"
-    prior: _prior_union() | None = Field(  # type: ignore[valid-type]
+    prior: PriorChoice | None = Field(
         None,
         description="the generative prior (required): {name: diffusers, path: FOLDER_OR_HUB_ID} (e.g. a `fedsim prior "
         "train` folder), or {name: gaussian} (a baseline that knows nothing about images)",

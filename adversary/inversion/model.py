@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 from torch import nn
@@ -110,7 +111,7 @@ def victim_batch_statistics(view: AttackerView, device: torch.device, dtype: tor
                 )
             momentum = 1.0 / float(tracked)
         else:
-            momentum = float(module.momentum)
+            momentum = float(cast(float, module.momentum))
         keep = (1.0 - momentum) ** steps
         pair = []
         for key in keys:

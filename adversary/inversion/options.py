@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Any, ClassVar, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Union
 
 import torch
 from pydantic import Field, field_validator, model_validator
@@ -131,11 +131,14 @@ class AttackOptions(PluginSection):
 
 def _regularizer_union() -> Any:
     variants = tuple(REGULARIZERS.configs().values())
-    union = Union[variants]  # noqa: UP007  (over a tuple built at run time: `|` cannot spell it)
+    union = Union.__getitem__(variants)  # Union[...] over a tuple built at run time: `|` cannot spell it
     return Annotated[union, Field(discriminator="name")] if len(variants) > 1 else variants[0]
 
 
-Regularizers = list[_regularizer_union()]  # type: ignore[misc]
+if TYPE_CHECKING:  # the type checker reads the base class, pydantic the union of every registered regularizer
+    Regularizers = list[RegularizerConfig]
+else:
+    Regularizers = list[_regularizer_union()]
 
 
 def _fold_into_regularizers(term: str, old: str) -> Renamed:

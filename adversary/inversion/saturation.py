@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from typing_extensions import TypeIs
 
 from adversary.inversion import clock
 from adversary.inversion.options import AttackOptions, OptimizationOptions
@@ -66,7 +67,7 @@ class SaturationBudget:
 Run = Callable[[AttackOptions], list[Reconstruction]]
 
 
-def saturable(options: AttackOptions) -> bool:
+def saturable(options: AttackOptions) -> TypeIs[OptimizationOptions]:
     """Whether more budget can change the attack's answer: an optimisation attack with iterations and restarts."""
     return isinstance(options, OptimizationOptions)
 
@@ -200,9 +201,9 @@ def leaders(matches: Sequence[Sequence[float | None]], count: int) -> set[int]:
     targets = max((len(row) for row in matches), default=0)
     for t in range(targets):
         ranked = sorted(
-            (row[t], a)
+            (match, a)
             for a, row in enumerate(matches)
-            if t < len(row) and row[t] is not None and math.isfinite(row[t])
+            if t < len(row) and (match := row[t]) is not None and math.isfinite(match)
         )
         chosen |= {a for _, a in ranked[:count]}
     return chosen
@@ -224,7 +225,7 @@ def run_portfolio(
         except Exception as error:  # one failing attack must not take the portfolio down
             outcomes.append(error)
         logger.info("portfolio: %s ran once (%.0f s)", options.label, time.perf_counter() - started)
-    matches: list[list[float | None]] = [[None] * len(views) for _ in entries]
+    matches: list[Sequence[float | None]] = [[None] * len(views) for _ in entries]
     for index, ((options, _), outcome) in enumerate(zip(entries, outcomes, strict=True)):
         if isinstance(outcome, BaseException) or not saturable(options):
             continue

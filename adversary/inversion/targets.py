@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 from torch import nn
@@ -166,13 +167,13 @@ def simulated_update(
             return loss(logits, qb), stats
         # an aggregate: each client's share of the mean loss over its own group, through its own forward
         total: torch.Tensor | float = 0.0
-        start, first_stats = 0, ()
+        start, first_stats = 0, cast(tuple, ())
         for size, share in spec.groups:
             logits, stats = forward(p, xb[start : start + size])
             total = total + share * loss(logits, qb[start : start + size])
             first_stats = first_stats or stats
             start += size
-        return total, first_stats
+        return cast(torch.Tensor, total), first_stats  # a tensor: spec.groups is not empty
 
     if per_sample_clip is not None:
         if spec.groups:
@@ -225,7 +226,9 @@ def clipped_batch_gradient(
 
     def step_grad(p: Params, xb: torch.Tensor, qb: torch.Tensor) -> tuple[Params, tuple]:
         per_sample = torch.func.vmap(one_sample, in_dims=(None, 0, 0))(p, xb, qb)
-        norms = torch.sqrt(sum(g.reshape(g.shape[0], -1).pow(2).sum(dim=1) for g in per_sample.values()))
+        norms = torch.sqrt(
+            cast(torch.Tensor, sum(g.reshape(g.shape[0], -1).pow(2).sum(dim=1) for g in per_sample.values()))
+        )
         factor = torch.clamp(max_norm / (norms + 1e-6), max=1.0)
         batch = xb.shape[0]
         clipped = {
@@ -293,8 +296,13 @@ def _input_energy(layer: nn.Module, x: torch.Tensor, shape: torch.Size) -> torch
     squared = x**2
     if isinstance(layer, nn.Linear):
         return (squared.reshape(-1, squared.shape[-1]).sum(dim=0) / n)[None, :]
+    assert isinstance(layer, nn.Conv2d)  # the layers penalised are _PENALISED's
     patches = torch.nn.functional.unfold(
-        squared, layer.kernel_size, dilation=layer.dilation, padding=layer.padding, stride=layer.stride
+        squared,
+        layer.kernel_size,
+        dilation=layer.dilation,
+        padding=cast(tuple[int, ...], layer.padding),
+        stride=layer.stride,
     )
     energy = patches.sum(dim=(0, 2)) / n  # (C * kh * kw,)
     out_channels, per_group = shape[0], shape[1]

@@ -28,7 +28,7 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -262,13 +262,13 @@ def tune(options: AttackOptions, task: TuningTask, device: torch.device) -> Tuni
         return None
     default_trial = study.trials[0]
     ssim_default = default_trial.value if default_trial.value is not None else -1.0
-    best = max(finished, key=lambda t: t.value)
+    best = max(finished, key=lambda t: cast(float, t.value))  # a finished trial has its value
     tuning = Tuning(
         key=key,
         params={name: float(value) for name, value in best.params.items()},
         defaults=defaults,
         ssim_default=float(ssim_default),
-        ssim_tuned=float(best.value),
+        ssim_tuned=float(cast(float, best.value)),
         trials=len(study.trials),
         problems=len(problems.views),
         seconds=time.perf_counter() - started,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -36,7 +36,7 @@ def describe(module: nn.Module) -> str:
         raise ServedModelError(
             f"a {type(module).__name__} is no served architecture; known: {', '.join(SERVED_ARCHITECTURES)}"
         )
-    return json.dumps({ARCHITECTURE_KEY: name, **module.description()}, sort_keys=True)
+    return json.dumps({ARCHITECTURE_KEY: name, **cast(Any, module).description()}, sort_keys=True)
 
 
 def rebuild(payload: Any, agreed: nn.Module, input_shape: tuple[int, ...]) -> nn.Module:

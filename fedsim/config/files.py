@@ -26,10 +26,25 @@ SWEEP_SECTION = "sweep"  # top-level key of a sweep config's grid (fedsim.sweep)
 
 
 def parse_config(raw: dict[str, Any]) -> ExperimentConfig:
-    """Validate a plain dict into an ExperimentConfig, raising ConfigError with one line.
+    """Validate a plain dict into an ExperimentConfig.
 
     Renamed keys of older configs are accepted (one deprecation line each); ``schema_version`` is checked
     and dropped (it describes the file, not the experiment).
+
+    Parameters
+    ----------
+    raw
+        The config's sections, as a YAML file holds them.
+
+    Returns
+    -------
+    ExperimentConfig
+        The validated config.
+
+    Raises
+    ------
+    fedsim.core.errors.ConfigError
+        ``raw`` is no valid config: one line naming the field, the value and what is allowed.
     """
     if not isinstance(raw, dict):
         raise ConfigError(f"config must be a mapping of sections, got {type(raw).__name__}")
@@ -45,11 +60,26 @@ def load_config(
 ) -> ExperimentConfig:
     """Read YAML (or start from defaults), apply ``--set`` overrides and validate.
 
-    ``path``: a YAML file; or, from Python (``fedsim.run``), the config's sections as a mapping or an
-    ``ExperimentConfig``, which are validated the same way (neither is changed).
-
     A ``sweep:`` section (the grid ``fedsim sweep`` runs) is not part of a run's config: it is dropped here,
     with a warning, so that ``fedsim run`` on a sweep config runs its base point.
+
+    Parameters
+    ----------
+    path
+        A YAML file; or, from Python (``fedsim.run``), the config's sections as a mapping or an
+        ``ExperimentConfig``, which are validated the same way (neither is changed); None: every default.
+    overrides
+        ``KEY=VALUE`` strings, as the command line's ``--set``, applied in order.
+
+    Returns
+    -------
+    ExperimentConfig
+        The validated config.
+
+    Raises
+    ------
+    fedsim.core.errors.ConfigError
+        An unreadable file, a bad override or an invalid config, in one line.
     """
     if isinstance(path, ExperimentConfig):
         raw = path.model_dump(mode="json")  # what the run's config.yaml holds: read back to the same config

@@ -54,7 +54,9 @@ def _without_flat_defaults(raw: dict[str, Any]) -> dict[str, Any]:
     out = dict(raw)
     for section, defaults in FLAT_SECTION_DEFAULTS.items():
         item = raw.get(section)
-        variant = variant_of(section, item) if isinstance(item, dict) else None
+        if not isinstance(item, dict):
+            continue
+        variant = variant_of(section, item)
         if variant is None:
             continue
         out[section] = {
@@ -78,8 +80,10 @@ def _upgrade(model: type[BaseModel], raw: dict[str, Any], path: str) -> dict[str
         where = f"{path}.{name}" if path else name
         if name in tagged and isinstance(raw[name], list):
             out[name] = [
-                _upgrade(tagged[name].config(item["name"]), item, f"{where}[{index}]")
-                if isinstance(item, dict) and item.get("name") in tagged[name] and tagged[name].config(item["name"])
+                _upgrade(variant, item, f"{where}[{index}]")
+                if isinstance(item, dict)
+                and item.get("name") in tagged[name]
+                and (variant := tagged[name].config(item["name"]))
                 else item
                 for index, item in enumerate(raw[name])
             ]

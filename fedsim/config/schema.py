@@ -55,11 +55,18 @@ def schema_rows(model: type[BaseModel] | None = None, prefix: str = "") -> list[
                     ]
                     rows.extend(own)
                 continue
-            default = _default_text(field.default_factory() if field.default_factory is not None else field.default)
+            default = _default_text(field.get_default(call_default_factory=True))
             kind = f"list of {registry.kind}" if is_list else registry.kind
             rows.append((path, kind, default, choices))
             for tag, variant in registry.configs().items():
                 rows.extend(plugin_rows(variant, f"{path}[{tag}]", helps[tag]))
+            continue
+        variants = _variants(field.annotation)
+        if len(variants) > 1:  # a union of plugins outside the tagged fields (ggssr's prior): each one's table
+            default = _default_text(field.get_default(call_default_factory=True))
+            rows.append((path, "one of " + ", ".join(variants), default, field.description or ""))
+            for tag, variant in variants.items():
+                rows.extend(plugin_rows(variant, f"{path}[{tag}]"))
             continue
         nested = first_model(field.annotation)
         if nested is not None:
@@ -68,9 +75,20 @@ def schema_rows(model: type[BaseModel] | None = None, prefix: str = "") -> list[
             rows.append((path, "list" if is_list else "section", default, field.description or ""))
             rows.extend(schema_rows(nested, f"{path}[]." if is_list else f"{path}."))
             continue
-        default = field.default_factory() if field.default_factory is not None else field.default
+        default = field.get_default(call_default_factory=True)
         rows.append((path, _type_name(field.annotation), _default_text(default), field.description or ""))
     return rows
+
+
+def _variants(annotation: Any) -> dict[str, type[BaseModel]]:
+    """Tag (the ``name`` default) -> model, for every pydantic model with a ``name`` inside ``annotation``."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        naming = annotation.model_fields.get("name")
+        return {naming.default: annotation} if naming is not None and isinstance(naming.default, str) else {}
+    found: dict[str, type[BaseModel]] = {}
+    for arg in get_args(annotation):
+        found.update(_variants(arg))
+    return found
 
 
 def plugin_rows(variant: type[BaseModel], path: str, help_text: str = "") -> list[Row]:
@@ -125,12 +143,24 @@ def schema_markdown(rows: list[Row] | None = None) -> str:
             lines.append("")
             table.clear()
 
+    headings: list[str] = []  # every table's key so far: a row after a nested plugin's table goes back to its own
+
+    def under(key: str, heading: str) -> bool:
+        return key.startswith((heading + ".", heading + "["))
+
     for row in rows:
         if row[1] in ("section", "plugin") or (row[1] == "list" and not row[0].endswith("]")):
             flush()
             lines.append(f"**`{row[0]}`**" + (f" — {row[3]}" if row[3] else ""))
             lines.append("")
+            headings.append(row[0])
             continue
+        if headings and not under(row[0], headings[-1]):
+            owner = max((heading for heading in headings if under(row[0], heading)), key=len, default=None)
+            if owner is not None:
+                flush()
+                lines.extend([f"**`{owner}`** (continued)", ""])
+                headings.append(owner)
         table.append(row)
     flush()
     return "\n".join(lines).rstrip() + "\n"

@@ -58,7 +58,7 @@ def inside(root: Path, path: Path) -> Path:
 
 def write_atomic(
     path: Path,
-    write: Callable[[IO[bytes]], None],
+    write: Callable[[IO[bytes]], object],
     *,
     durable: bool = False,
     root: Path | None = None,

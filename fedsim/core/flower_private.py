@@ -157,11 +157,12 @@ def replaced_ray_backend(subclass: Callable[[type], type]) -> Iterator[None]:
     from flwr.server.superlink.fleet.vce.backend import raybackend
 
     flower_backend = raybackend.RayBackend
-    raybackend.RayBackend = subclass(flower_backend)  # Flower imports it from the module when a simulation starts
+    # Flower imports it from the module when a simulation starts (setattr: replacing a class is what this does)
+    setattr(raybackend, "RayBackend", subclass(flower_backend))  # noqa: B010
     try:
         yield
     finally:
-        raybackend.RayBackend = flower_backend
+        setattr(raybackend, "RayBackend", flower_backend)  # noqa: B010
 
 
 def default_supernodes() -> int | None:
@@ -213,7 +214,7 @@ def secaggplus_workflow_state() -> type:
 def message_serde() -> tuple[Callable[[Any], Any], Callable[[Any], Any], type]:
     """Flower's Message <-> protobuf conversions and the protobuf class (to copy a message as the wire would)."""
     from flwr.common.serde import message_from_proto, message_to_proto
-    from flwr.proto.message_pb2 import Message as ProtoMessage  # type: ignore[attr-defined]
+    from flwr.proto.message_pb2 import Message as ProtoMessage
 
     return message_to_proto, message_from_proto, ProtoMessage
 

@@ -68,10 +68,10 @@ class ForwardingGrid(Grid):
         self._grid.set_run(run)
 
     @property
-    def run(self) -> Any:  # type: ignore[override]
+    def run(self) -> Any:
         return self._grid.run
 
-    def create_message(self, *args: Any, **kwargs: Any) -> Message:  # type: ignore[override]
+    def create_message(self, *args: Any, **kwargs: Any) -> Message:
         return self._grid.create_message(*args, **kwargs)
 
     def get_node_ids(self) -> Iterable[int]:

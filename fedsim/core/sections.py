@@ -27,7 +27,23 @@ logger = logging.getLogger("fedsim")
 
 
 def check_device(value: str) -> str:
-    """``value`` if it names a device a config may ask for, else a ValueError listing the allowed forms."""
+    """Check a config's device setting.
+
+    Parameters
+    ----------
+    value
+        ``auto``, ``cpu``, ``cuda`` or ``cuda:N``.
+
+    Returns
+    -------
+    str
+        ``value``, unchanged.
+
+    Raises
+    ------
+    ValueError
+        ``value`` names no device a config may ask for; the message lists the allowed forms.
+    """
     if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", value):
         raise ValueError(f"'{value}' is not a device; allowed: auto, cpu, cuda, cuda:N")
     return value
@@ -37,10 +53,19 @@ def check_device(value: str) -> str:
 class Renamed:
     """A key that was renamed or folded into another: still accepted, with one deprecation line.
 
-    ``move(raw, model)`` rewrites a raw mapping that holds ``old`` (in place) into the current shape and
-    returns the replacement as the user should now write it (e.g. ``regularizers: [{name: tv, weight: 0.03}]``);
-    None moves the value to the key ``new`` unchanged. A ``null`` value is dropped silently: it meant "the
-    default" (configs written by older versions dump every unset option as null).
+    A ``null`` value is dropped silently: it meant "the default" (configs written by older versions dump every
+    unset option as null).
+
+    Parameters
+    ----------
+    old
+        The key as older configs spell it.
+    new
+        The key that replaces it.
+    move
+        ``move(raw, model)`` rewrites a raw mapping that holds ``old`` (in place) into the current shape and
+        returns the replacement as the user should now write it (e.g. ``regularizers: [{name: tv, weight:
+        0.03}]``); None moves the value to the key ``new`` unchanged.
     """
 
     old: str
@@ -48,7 +73,25 @@ class Renamed:
     move: Callable[[dict[str, Any], type[BaseModel]], str] | None = None
 
     def apply(self, raw: dict[str, Any], model: type[BaseModel]) -> str | None:
-        """Rewrite ``raw``; the replacement to name in the deprecation line, or None when nothing is to say."""
+        """Rewrite ``raw`` (in place) into the current shape.
+
+        Parameters
+        ----------
+        raw
+            A mapping of ``model``'s keys that holds ``old``.
+        model
+            The config model the mapping validates into.
+
+        Returns
+        -------
+        str or None
+            The replacement to name in the deprecation line, or None when nothing is to say.
+
+        Raises
+        ------
+        ValueError
+            ``raw`` holds both ``old`` and ``new``.
+        """
         value = raw.get(self.old)
         if value is None:
             raw.pop(self.old, None)
@@ -65,7 +108,18 @@ class Renamed:
 
 
 def yaml_flow(value: Any) -> str:
-    """``value`` in YAML flow style, as a user would write it in a config: ``[{name: tv, weight: 0.03}]``."""
+    """A value in YAML flow style, as a user would write it in a config.
+
+    Parameters
+    ----------
+    value
+        Plain data: mappings, lists, scalars.
+
+    Returns
+    -------
+    str
+        E.g. ``[{name: tv, weight: 0.03}]``.
+    """
     if isinstance(value, dict):
         return "{" + ", ".join(f"{key}: {yaml_flow(item)}" for key, item in value.items()) + "}"
     if isinstance(value, (list, tuple)):
@@ -81,7 +135,13 @@ _said: set[str] = set()
 
 
 def deprecation(message: str) -> None:
-    """Log ``message`` once per process (a sweep validates its base config once per point)."""
+    """Log a deprecation once per process (a sweep validates its base config once per point).
+
+    Parameters
+    ----------
+    message
+        The line to log (as a warning).
+    """
     if message not in _said:
         _said.add(message)
         logger.warning(message)
@@ -90,8 +150,19 @@ def deprecation(message: str) -> None:
 def upgrade_keys(model: type[BaseModel], raw: dict[str, Any], where: str) -> dict[str, Any]:
     """A copy of ``raw`` with ``model``'s renamed keys in their current shape; logs one line per old key.
 
-    ``where`` names the mapping in the message (``adversary.attacks[0]``); a mapping without old keys is
-    returned as it is.
+    Parameters
+    ----------
+    model
+        The config model whose ``renamed_keys`` (``Renamed``) apply.
+    raw
+        A mapping of the model's keys, as a config file holds it.
+    where
+        The mapping's place in the config, named in the message (``adversary.attacks[0]``).
+
+    Returns
+    -------
+    dict
+        The upgraded copy; a mapping without old keys is returned as it is.
     """
     renamed: tuple[Renamed, ...] = getattr(model, "renamed_keys", ())
     if not any(rename.old in raw for rename in renamed):
@@ -148,7 +219,7 @@ class PluginSection(Section):
             return cls  # validation reports the missing key
         value = data.get(cls.tag_key, naming.default)
         tag = cls.plugins.tag_of(value) if isinstance(value, str) else None
-        if tag not in cls.plugins:
+        if tag is None or tag not in cls.plugins:
             raise ValueError(f"{cls.tag_key} = {value!r}: {cls.plugins.unknown_message(str(value))}")
         return cls.plugins.config(tag) or cls
 
@@ -157,7 +228,20 @@ class PluginSection(Section):
 
     @classmethod
     def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> Any:
-        """As pydantic's; on the base class, the model of the plugin that ``obj`` names validates."""
+        """As pydantic's; on the base class, the model of the plugin that ``obj`` names validates.
+
+        Parameters
+        ----------
+        obj
+            The section's keys (or a model instance).
+        *args, **kwargs
+            Pydantic's ``model_validate`` options.
+
+        Returns
+        -------
+        PluginSection
+            An instance of the plugin's config model.
+        """
         variant = cls._plugin_model(obj)
         if variant is not cls:
             return variant.model_validate(obj, *args, **kwargs)

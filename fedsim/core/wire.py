@@ -6,6 +6,8 @@ layers: it imports Flower, nothing of the project.
 
 from __future__ import annotations
 
+from typing import cast
+
 from flwr.app import Message, MessageType, MetricRecord
 from flwr.common.secure_aggregation.secaggplus_constants import RECORD_KEY_CONFIGS, Key, Stage
 
@@ -67,4 +69,4 @@ def server_round_of(message: Message) -> int | None:
     if stage_of(message) is not None:
         return round_of(message)
     config = message.content.config_records.get(CONFIG)
-    return int(config[SERVER_ROUND]) if config is not None and SERVER_ROUND in config else None
+    return int(cast(int, config[SERVER_ROUND])) if config is not None and SERVER_ROUND in config else None

@@ -170,7 +170,9 @@ def to_dataset(
     x_train, y_train = encode(train[0], tokenizer, cfg.max_length, cfg.task)
     x_test, y_test = encode(test[0], tokenizer, cfg.max_length, cfg.task)
     if cfg.task == "next-token":
+        assert y_train is not None and y_test is not None  # encode returns targets for next-token
         return TextDataset(x_train, y_train, x_test, y_test, tokenizer.vocab_size, (), cfg.task, tokenizer)
+    assert train[1] is not None  # a classification source returns its labels
     names = tuple(sorted({str(label) for label in train[1] + (test[1] or [])}))
     index = {name: i for i, name in enumerate(names)}
 

@@ -51,7 +51,9 @@ def train_tokenizer(texts: list[str], vocab_size: int) -> TextTokenizer:
     backend.decoder = decoders.WordPiece(prefix="##")  # joins words with spaces, as they were split
     trainer = trainers.WordLevelTrainer(vocab_size=vocab_size, special_tokens=[PAD, EOS, UNK], show_progress=False)
     backend.train_from_iterator(texts, trainer=trainer)
-    return TextTokenizer(backend, pad_id=backend.token_to_id(PAD), eos_id=backend.token_to_id(EOS))
+    pad_id, eos_id = backend.token_to_id(PAD), backend.token_to_id(EOS)
+    assert pad_id is not None and eos_id is not None  # special tokens are always in the trained vocabulary
+    return TextTokenizer(backend, pad_id=pad_id, eos_id=eos_id)
 
 
 def read_tokenizer(name: str) -> TextTokenizer:

@@ -71,7 +71,20 @@ TransformGuess = Callable[[torch.Tensor], torch.Tensor]
 
 @dataclass(frozen=True)
 class PublicSplit:
-    """Images an attacker may hold without any update: [0, 1] (N, C, H, W) images and their labels."""
+    """Images an attacker may hold without any update.
+
+    Attributes
+    ----------
+    images
+        (N, C, H, W) images in [0, 1].
+    labels
+        Their N class ids.
+
+    Raises
+    ------
+    ValueError
+        No images, or not one label per image.
+    """
 
     images: torch.Tensor
     labels: torch.Tensor
@@ -98,11 +111,33 @@ class PublicSplit:
         return int(torch.bincount(self.flat_labels).argmax())
 
     def class_mean(self, label: int) -> torch.Tensor:
-        """The mean public image of class ``label``, (C, H, W); the public mean where the class has no image."""
+        """The mean public image of a class.
+
+        Parameters
+        ----------
+        label
+            A class id.
+
+        Returns
+        -------
+        torch.Tensor
+            (C, H, W); the public mean where the class has no image.
+        """
         return self._class_means.get(int(label), self.mean_image[0])
 
     def class_indices(self, label: int) -> torch.Tensor:
-        """The public images of class ``label`` (every public image where the class has none)."""
+        """The public images of a class.
+
+        Parameters
+        ----------
+        label
+            A class id.
+
+        Returns
+        -------
+        torch.Tensor
+            Their indices (every public image's where the class has none).
+        """
         return self._class_indices.get(int(label), torch.arange(len(self.flat_labels)))
 
     @cached_property
@@ -117,7 +152,19 @@ class PublicSplit:
 
 @dataclass(frozen=True)
 class BaselineScores:
-    """One guess family's mean score per draw (one value for a fixed guess)."""
+    """One guess family's mean score per draw (one value for a fixed guess).
+
+    Attributes
+    ----------
+    name
+        The family (``FAMILIES``).
+    ssim
+        Mean SSIM of each draw.
+    psnr
+        Mean PSNR (dB) of each draw.
+    label_accuracy
+        Label accuracy of each draw.
+    """
 
     name: str
     ssim: np.ndarray
@@ -129,14 +176,46 @@ class BaselineScores:
         return len(self.ssim) == 1
 
     def p_value(self, score: float, metric: str = "ssim", selected_over: int = 1) -> float:
-        """The chance that a guess of this family (the best of ``selected_over`` of them) scores at least ``score``."""
+        """The chance that a guess of this family (the best of ``selected_over`` of them) scores at least ``score``.
+
+        Parameters
+        ----------
+        score
+            The reconstruction's score.
+        metric
+            ``"ssim"``, ``"psnr"`` or ``"label_accuracy"``.
+        selected_over
+            How many candidates the scored result was picked among (the test is against the best of as many
+            guesses).
+
+        Returns
+        -------
+        float
+            The p-value.
+        """
         values = getattr(self, metric)
         reached = int(np.count_nonzero(values >= score - TIE))
         single = float(reached > 0) if self.fixed else (1 + reached) / (1 + len(values))
         return single if selected_over == 1 else 1.0 - (1.0 - single) ** selected_over
 
     def critical(self, metric: str = "ssim", selected_over: int = 1, level: float = FLOOR_LEVEL) -> float:
-        """The score above which ``p_value`` is at most ``level`` (inf: no score can be, too few draws)."""
+        """The score above which ``p_value`` is at most ``level``.
+
+        Parameters
+        ----------
+        metric
+            ``"ssim"``, ``"psnr"`` or ``"label_accuracy"``.
+        selected_over
+            How many candidates the scored result was picked among (the test is against the best of as many
+            guesses).
+        level
+            The test's level.
+
+        Returns
+        -------
+        float
+            The critical value (inf: no score can reach it, too few draws).
+        """
         values = np.sort(getattr(self, metric))[::-1]
         if self.fixed:
             return float(values[0]) + TIE
@@ -145,44 +224,114 @@ class BaselineScores:
         return float(values[allowed]) + TIE if allowed >= 0 else math.inf
 
     def expected(self, metric: str) -> float:
-        """The family's mean over its draws: what it scores on average."""
+        """The family's mean over its draws: what it scores on average.
+
+        Parameters
+        ----------
+        metric
+            ``"ssim"``, ``"psnr"`` or ``"label_accuracy"``.
+        """
         return float(np.mean(getattr(self, metric)))
 
 
 @dataclass(frozen=True)
 class Floor:
-    """The guess families of one target and the test they define."""
+    """The guess families of one target and the test they define.
+
+    Attributes
+    ----------
+    families
+        Each family's scores.
+    level
+        The test's level (its false-positive rate).
+    """
 
     families: tuple[BaselineScores, ...]
     level: float = FLOOR_LEVEL
 
     def family(self, name: str) -> BaselineScores:
+        """One family's scores.
+
+        Parameters
+        ----------
+        name
+            The family's name.
+        """
         return next(family for family in self.families if family.name == name)
 
     def p_values(self, score: float, metric: str = "ssim") -> dict[str, float]:
-        """Per family, the single-guess p-value of ``score``."""
+        """Per family, the single-guess p-value of ``score``.
+
+        Parameters
+        ----------
+        score
+            The reconstruction's score.
+        metric
+            ``"ssim"``, ``"psnr"`` or ``"label_accuracy"``.
+        """
         return {family.name: family.p_value(score, metric) for family in self.families}
 
     def p_value(self, score: float, metric: str = "ssim", selected_over: int = 1) -> float:
-        """The test's p-value: the largest over the families, for a pick among ``selected_over`` candidates."""
+        """The test's p-value: the largest over the families.
+
+        Parameters
+        ----------
+        score
+            The reconstruction's score.
+        metric
+            ``"ssim"``, ``"psnr"`` or ``"label_accuracy"``.
+        selected_over
+            How many candidates the scored result was picked among (the test is against the best of as many
+            guesses).
+        """
         return max(family.p_value(score, metric, selected_over) for family in self.families)
 
     def value(self, metric: str = "ssim", selected_over: int = 1) -> float:
-        """The floor of ``metric``: the test's critical value, the highest over the families."""
+        """The floor of ``metric``: the test's critical value, the highest over the families.
+
+        Parameters
+        ----------
+        metric
+            ``"ssim"``, ``"psnr"`` or ``"label_accuracy"``.
+        selected_over
+            How many candidates the scored result was picked among (the test is against the best of as many
+            guesses).
+        """
         return max(family.critical(metric, selected_over, self.level) for family in self.families)
 
     def source(self, metric: str = "ssim") -> str:
-        """Which family sets the floor of ``metric`` (a fixed guess on a tie: it needs no luck)."""
+        """Which family sets the floor of ``metric`` (a fixed guess on a tie: it needs no luck).
+
+        Parameters
+        ----------
+        metric
+            ``"ssim"``, ``"psnr"`` or ``"label_accuracy"``.
+        """
         ranked = sorted(self.families, key=lambda f: (f.critical(metric, 1, self.level), f.fixed), reverse=True)
         return ranked[0].name
 
     def verdict(self, score: float, selected_over: int = 1) -> str:
-        """``leaks`` when the SSIM ``score``'s p-value is at most the level, else ``at floor``."""
+        """``leaks`` when the SSIM ``score``'s p-value is at most the level, else ``at floor``.
+
+        Parameters
+        ----------
+        score
+            The reconstruction's mean SSIM.
+        selected_over
+            How many candidates the scored result was picked among (the test is against the best of as many
+            guesses).
+        """
         return LEAKS if significant(self.p_value(score, "ssim", selected_over), self.level) else AT_FLOOR
 
     def to_row(self, ssim_mean: float) -> dict[str, object]:
-        """The floor's fields of an attack row for a reconstruction of mean SSIM ``ssim_mean`` that the attack picked
-        without the truth: p-values, critical values (``floor_ssim_best_of[n - 1]``: for a pick over n), verdict."""
+        """The floor's fields of an attack row: p-values, critical values (``floor_ssim_best_of[n - 1]``: for a
+        pick over n), verdict.
+
+        Parameters
+        ----------
+        ssim_mean
+            The mean SSIM of a reconstruction the attack picked without the truth.
+        """
         row: dict[str, object] = {f"floor_{metric}": _finite(self.value(metric)) for metric in METRICS}
         row["floor_ssim_best_of"] = [_finite(self.value("ssim", n)) for n in range(1, MAX_SELECTED_OVER + 1)]
         row["floor_source"] = self.source("ssim")
@@ -262,12 +411,38 @@ def public_floor(
     level: float = FLOOR_LEVEL,
     transform: TransformGuess | None = None,
 ) -> Floor:
-    """Score the guess families (``FAMILIES``) against one target's [0, 1] truth.
+    """Score the guess families (``FAMILIES``) against one target's truth.
 
-    ``count``: how many images each guess holds, the reconstruction's number (so that the Hungarian matching gives
-    a guess the same choice of pairs it gave the reconstruction); ``seed``: the random draws' seed; ``transform``:
-    the post-processing the attack applied to its own output, applied to every guess too (the null goes through
-    the same procedure as the score).
+    Parameters
+    ----------
+    truth_images
+        The target's images, (N, C, H, W) in [0, 1].
+    truth_labels
+        Their class ids.
+    public
+        The images an attacker may hold without the update, that the guesses are made of.
+    count
+        How many images each guess holds: the reconstruction's number (so that the Hungarian matching gives a
+        guess the same choice of pairs it gave the reconstruction).
+    seed
+        The random draws' seed.
+    draws
+        Random draws per family (p-values go down to 1 / (draws + 1)).
+    level
+        The test's level.
+    transform
+        The post-processing the attack applied to its own output, applied to every guess too (the null goes
+        through the same procedure as the score); None: none.
+
+    Returns
+    -------
+    Floor
+        The families' scores and the test they define.
+
+    Raises
+    ------
+    ValueError
+        ``count`` or ``draws`` below 1, or ``level`` outside (0, 1).
     """
     if count < 1 or draws < 1:
         raise ValueError(f"a floor needs at least one image per guess and one draw, got {count} and {draws}")

@@ -22,6 +22,7 @@ import os
 import socket
 import warnings
 from pathlib import Path
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -261,7 +262,7 @@ class Lpips:
             try:
                 state = torch.load(checkpoint, map_location="cpu", weights_only=True)
                 model = _build_lpips_model()
-                model.net.load_state_dict(_alexnet_slices_state(state), strict=True)
+                cast(torch.nn.Module, model.net).load_state_dict(_alexnet_slices_state(state), strict=True)
                 self._model = model
                 return
             except Exception as error:  # a file with the right hash that still does not load: never random weights

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from fedsim.judge.floor import AT_FLOOR, FLOOR_LEVEL, LEAKS, UNKNOWN, oracle_floor, oracle_p_value, significant
 
@@ -86,7 +86,7 @@ def _verdict(p_value: float | None, level: float) -> str:
     return LEAKS if significant(p_value, level) else AT_FLOOR
 
 
-def _finite(value: Any) -> bool:
+def _finite(value: Any) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and math.isfinite(value)
 
 

@@ -63,9 +63,12 @@ def build_model(
 class DataShape(Protocol):
     """What a model needs to know of the data set (a ``Dataset``, or a client's ``ClientSpec``)."""
 
-    channels: int
-    num_classes: int
-    image_size: int
+    @property
+    def channels(self) -> int: ...
+    @property
+    def num_classes(self) -> int: ...
+    @property
+    def image_size(self) -> int: ...
 
 
 def build_run_model(

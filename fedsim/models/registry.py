@@ -41,7 +41,7 @@ class ModelRegistry(Registry[ModelBuilder]):
         super().__init__("model")
         self.families: dict[str, str] = {}
 
-    def register(  # type: ignore[override]
+    def register(
         self, name: str, help: str = "", config: type[BaseModel] | None = None, family: str | None = None
     ) -> Callable[[ModelBuilder], ModelBuilder]:
         if config is None:

@@ -11,7 +11,7 @@ for next-token prediction, (B, C) for classification, so clients train it exactl
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, cast
 
 import torch
 from pydantic import Field
@@ -64,7 +64,8 @@ class TextModel(nn.Module):
 
     def base(self) -> nn.Module:
         """The transformers model under any LoRA wrapper (GPT2LMHeadModel, BertForSequenceClassification, ...)."""
-        return self.network.get_base_model() if hasattr(self.network, "get_base_model") else self.network
+        network: Any = self.network
+        return network.get_base_model() if hasattr(network, "get_base_model") else network
 
 
 def _config(cfg: TextModelConfig, vocab_size: int, num_outputs: int, length: int) -> Any:
@@ -73,7 +74,8 @@ def _config(cfg: TextModelConfig, vocab_size: int, num_outputs: int, length: int
     if cfg.hidden % cfg.heads:
         raise ModelError(f"model.hidden = {cfg.hidden}: must be a multiple of model.heads = {cfg.heads}")
     if cfg.name == "gpt2":
-        return transformers.GPT2Config(
+        # num_labels: a PretrainedConfig keyword that transformers' annotations of the subclasses omit
+        return transformers.GPT2Config(  # type: ignore[call-arg]
             vocab_size=vocab_size,
             n_positions=length,
             n_embd=cfg.hidden,
@@ -87,7 +89,7 @@ def _config(cfg: TextModelConfig, vocab_size: int, num_outputs: int, length: int
             eos_token_id=None,
             num_labels=num_outputs,
         )
-    return transformers.BertConfig(
+    return transformers.BertConfig(  # type: ignore[call-arg]  # num_labels, as above
         vocab_size=vocab_size,
         max_position_embeddings=length,
         hidden_size=cfg.hidden,
@@ -104,7 +106,7 @@ def _config(cfg: TextModelConfig, vocab_size: int, num_outputs: int, length: int
 def _network(cfg: TextModelConfig, vocab_size: int, num_outputs: int, length: int) -> nn.Module:
     import transformers
 
-    kind = {
+    kind: type[transformers.PreTrainedModel] | None = {
         ("gpt2", "next-token"): transformers.GPT2LMHeadModel,
         ("gpt2", "classification"): transformers.GPT2ForSequenceClassification,
         ("bert", "classification"): transformers.BertForSequenceClassification,
@@ -132,8 +134,8 @@ def with_lora(network: nn.Module, cfg: TextModelConfig) -> nn.Module:
 
     targets = cfg.lora_targets or (["c_attn"] if cfg.name == "gpt2" else ["query", "value"])
     config = peft.LoraConfig(
-        r=cfg.lora_rank,
-        lora_alpha=cfg.lora_alpha,
+        r=cast(int, cfg.lora_rank),  # set: with_lora runs only then
+        lora_alpha=cfg.lora_alpha,  # type: ignore[arg-type]  # peft annotates int; it only divides by it
         target_modules=targets,
         lora_dropout=0.0,
         fan_in_fan_out=cfg.name == "gpt2",  # GPT-2's Conv1D stores its weight as (in, out)

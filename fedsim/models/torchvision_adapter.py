@@ -14,7 +14,7 @@ import difflib
 import functools
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlparse
 
 import torch
@@ -223,7 +223,7 @@ def _replace_head(model: nn.Module, name: str, pretrained_classes: int, num_clas
 def _drop_aux_heads(model: nn.Module) -> None:
     # Pretrained Inception-v3 keeps its auxiliary head; training-mode forward would then return a tuple.
     if getattr(model, "aux_logits", False):
-        model.aux_logits = False
+        model.aux_logits = False  # type: ignore[assignment]  # torch types Module.__setattr__ for tensors and modules only
         for attribute in ("AuxLogits", "aux1", "aux2"):
             if hasattr(model, attribute):
                 setattr(model, attribute, None)
@@ -236,10 +236,11 @@ def _conv_like(conv: nn.Conv2d, in_channels: int, out_channels: int | None = Non
     return nn.Conv2d(
         in_channels,
         conv.out_channels if out_channels is None else out_channels,
-        kernel_size=conv.kernel_size,
-        stride=conv.stride,
-        padding=conv.padding,
-        dilation=conv.dilation,
+        # a Conv2d's own sizes are pairs (torch types them as tuples of any length)
+        kernel_size=cast(tuple[int, int], conv.kernel_size),
+        stride=cast(tuple[int, int], conv.stride),
+        padding=cast(tuple[int, int] | str, conv.padding),
+        dilation=cast(tuple[int, int], conv.dilation),
         bias=conv.bias is not None,
         padding_mode=conv.padding_mode,
     )
@@ -264,7 +265,7 @@ def _adapt_first_conv(model: nn.Module, name: str, in_channels: int, from_pretra
             new.weight.copy_(conv.weight.sum(dim=1, keepdim=True).expand_as(new.weight) / in_channels)
         else:
             new.weight.copy_(conv.weight[:, [c % conv.in_channels for c in range(in_channels)]])
-        if conv.bias is not None:
+        if conv.bias is not None and new.bias is not None:  # built with a bias exactly when conv has one
             new.bias.copy_(conv.bias)
     model.set_submodule(conv_name, new)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Literal
 
 import matplotlib
 
@@ -32,7 +33,7 @@ METRIC_TITLES = {
 LEAKAGE_SUMMARIES = {"psnr": "median ", "ssim": "mean "}
 DPI = 110
 #: the utility figure's epsilon lines: example-level and client-level apart
-EPSILON_STYLES = {EPSILON_EXAMPLE: "--", EPSILON_CLIENT: ":"}
+EPSILON_STYLES: dict[str, Literal["--", ":"]] = {EPSILON_EXAMPLE: "--", EPSILON_CLIENT: ":"}
 EPSILON_LINE_NAMES = {EPSILON_EXAMPLE: "dashed", EPSILON_CLIENT: "dotted"}
 #: the epsilon panel's legend: which neighbour each guarantee is about
 EPSILON_LEVELS = {EPSILON_EXAMPLE: "example-level", EPSILON_CLIENT: "client-level"}

@@ -136,7 +136,7 @@ def frontier_table(
     learned = table[~table["never_learned"]] if len(table) else table
     for metric, (_, sense) in LEAKAGE_METRICS.items():
         # the defender wants the attacker's best PSNR/SSIM low and its best LPIPS high: the opposite sense
-        defender = "min" if sense == "max" else "max"
+        defender: Sense = "min" if sense == "max" else "max"
         front = pareto_front(learned, {f"best_{metric}": defender, UTILITY_LOSS: "min"})
         table[f"pareto_{metric}"] = front.reindex(table.index, fill_value=False).astype(bool)
     return table

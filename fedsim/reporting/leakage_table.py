@@ -21,6 +21,7 @@ and, under ``attacks: strongest``, targets whose leading attacks did not saturat
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -173,7 +174,7 @@ def _level(run_dir: Path) -> float:
     return FLOOR_LEVEL
 
 
-def _score(row: dict[str, Any]) -> str:
+def _score(row: Mapping[str, Any]) -> str:
     psnr = row.get("psnr_mean")
     return f"{'exact' if psnr is None else f'{psnr:.1f}'}/{row['ssim_mean']:.2f}"
 
@@ -212,9 +213,9 @@ def print_leakage_table(run_dir: Path, console: Any) -> None:
             for name in CELL_LINES:
                 if not line[name]:
                     continue
-                cells = (line[name].get(target, "") for target in targets)
-                view.add_row("", name, *blank, *("—" if cell == UNKNOWN else cell for cell in cells))
+                texts = (line[name].get(target, "") for target in targets)
+                view.add_row("", name, *blank, *("—" if text == UNKNOWN else text for text in texts))
     console.print(view)
     print_text_leakage(run_dir, console)
-    for line in privacy_lines(run_dir) + no_iteration_lines(run_dir):  # whole lines: the table's width would wrap
-        console.print(line, soft_wrap=True)  # them mid-phrase
+    for sentence in privacy_lines(run_dir) + no_iteration_lines(run_dir):  # whole lines: the table's width would
+        console.print(sentence, soft_wrap=True)  # wrap them mid-phrase

@@ -5,10 +5,10 @@ says neither), and a Student-t interval over 3 seeds of a bounded score leaves i
 So:
 
 * **PSNR** is summarised by its **median** and by the **fraction of images at or above 30 dB and 40 dB**
-  (:func:`summarize_psnr`). Exact pairs (+inf, or None as the run directory stores them) count at
+  (``summarize_psnr``). Exact pairs (+inf, or None as the run directory stores them) count at
   ``PSNR_CAP_DB``: the median is then "100" only when more than half the images came back exactly.
 * **Bounded scores** (SSIM, label accuracy, fractions) are summarised by their mean over images
-  (:func:`mean`), each image weighing the same.
+  (``mean``), each image weighing the same.
 
 Every figure comes with a 95 % **percentile bootstrap** interval, stratified by seed: the seeds are kept, and
 within each seed the images are resampled with replacement (``scipy.stats.bootstrap``, one sample per seed,
@@ -25,7 +25,7 @@ the statistic computed on all resampled images together). Why this one:
   A stratum with a single value cannot be resampled and is kept as it is.
 
 Where each seed has images of its own (images **nested** in seeds: seed s attacks images no other seed
-attacks, as in ``bench.ggssr``) and there are enough seeds, :func:`nested_median` and :func:`nested_bootstrap`
+attacks, as in ``bench.ggssr``) and there are enough seeds, ``nested_median`` and ``nested_bootstrap``
 resample both levels: the seeds with replacement, then the images within each drawn seed (a two-stage cluster
 bootstrap). Its interval carries the seed-to-seed variation as well as the image-to-image one; with a handful
 of seeds it is wide, which is the honest answer there.
@@ -58,15 +58,35 @@ Statistic = Callable[[np.ndarray], np.ndarray]  # values along the last axis -> 
 
 @dataclass(frozen=True)
 class Estimate:
-    """A summary figure and its 95 % bootstrap interval; ``low`` and ``high`` are NaN where nothing could be
-    resampled (a single value)."""
+    """A summary figure and its 95 % bootstrap interval.
+
+    Attributes
+    ----------
+    value
+        The figure (NaN for no values).
+    low
+        The interval's lower end; NaN where nothing could be resampled (a single value).
+    high
+        The interval's upper end; NaN where ``low`` is.
+    """
 
     value: float
     low: float
     high: float
 
     def text(self, digits: int) -> str:
-        """``"0.331 [0.120, 0.610]"``, or the value alone without an interval; empty for no value."""
+        """The estimate as table text.
+
+        Parameters
+        ----------
+        digits
+            Decimal places of the value and of the interval's ends.
+
+        Returns
+        -------
+        str
+            ``"0.331 [0.120, 0.610]"``, or the value alone without an interval; empty for no value.
+        """
         if math.isnan(self.value):
             return ""
         if math.isnan(self.low):
@@ -76,7 +96,15 @@ class Estimate:
 
 @dataclass(frozen=True)
 class PsnrSummary:
-    """PSNR of a set of images: the median (dB) and the fraction at or above each of ``PSNR_THRESHOLDS_DB``."""
+    """PSNR of a set of images: the median (dB) and the fraction at or above each of ``PSNR_THRESHOLDS_DB``.
+
+    Attributes
+    ----------
+    median
+        The median PSNR (dB), exact pairs counted at ``PSNR_CAP_DB``.
+    at_least
+        Threshold (dB) -> the fraction of the images at or above it.
+    """
 
     median: Estimate
     at_least: dict[float, Estimate]  # threshold (dB) -> fraction of the images at or above it
@@ -97,7 +125,25 @@ def _strata(groups: Strata, cap: float | None = None) -> list[np.ndarray]:
 
 
 def bootstrap(groups: Strata, statistic: Statistic, seed: int = SEED, cap: float | None = None) -> Estimate:
-    """``statistic`` of all values together, with its stratified percentile bootstrap interval (module doc)."""
+    """``statistic`` of all values together, with its stratified percentile bootstrap interval (module doc).
+
+    Parameters
+    ----------
+    groups
+        One sequence of per-image values per seed (the strata); None is an exact value (+inf).
+    statistic
+        Values along the last axis -> one value per leading index (vectorised, as ``scipy.stats.bootstrap``
+        calls it).
+    seed
+        The resampling's seed: the same runs print the same interval.
+    cap
+        Values above it are counted at it (None: no cap).
+
+    Returns
+    -------
+    Estimate
+        The figure and its interval (NaN ends where nothing could be resampled; all NaN for no values).
+    """
     strata = _strata(groups, cap)
     if not strata:
         return Estimate(math.nan, math.nan, math.nan)
@@ -171,12 +217,40 @@ def _fraction_at_least(threshold: float) -> Statistic:
 
 
 def mean(groups: Strata, seed: int = SEED) -> Estimate:
-    """Mean over all images of a bounded score (SSIM, label accuracy, a 0/1 outcome), in-range interval."""
+    """Mean over all images of a bounded score (SSIM, label accuracy, a 0/1 outcome), in-range interval.
+
+    Parameters
+    ----------
+    groups
+        One sequence of per-image values per seed (the strata); None is an exact value (+inf).
+    seed
+        The resampling's seed: the same runs print the same interval.
+
+    Returns
+    -------
+    Estimate
+        The figure and its interval (NaN ends where nothing could be resampled; all NaN for no values).
+    """
     return bootstrap(groups, _mean, seed)
 
 
 def median(groups: Strata, seed: int = SEED, cap: float | None = None) -> Estimate:
-    """Median over all images (values above ``cap`` counted at it)."""
+    """Median over all images.
+
+    Parameters
+    ----------
+    groups
+        One sequence of per-image values per seed (the strata); None is an exact value (+inf).
+    seed
+        The resampling's seed: the same runs print the same interval.
+    cap
+        Values above it are counted at it (None: no cap).
+
+    Returns
+    -------
+    Estimate
+        The figure and its interval (NaN ends where nothing could be resampled; all NaN for no values).
+    """
     return bootstrap(groups, _median, seed, cap)
 
 
@@ -187,18 +261,46 @@ def nested_median(groups: Strata, seed: int = SEED, cap: float | None = None) ->
 
 def median_value(values: Sequence[float | None], cap: float | None = None) -> float:
     """The median of one result's values (above ``cap`` counted at it), without an interval: for a column of
-    per-result figures, the same statistic as :func:`median`. NaN for no values."""
+    per-result figures, the same statistic as ``median``. NaN for no values."""
     strata = _strata([values], cap)
     return float(_median(strata[0])) if strata else math.nan
 
 
 def fraction_at_least(groups: Strata, threshold: float, seed: int = SEED) -> Estimate:
-    """Fraction of all images whose value is at or above ``threshold`` (None counts as +inf: above any)."""
+    """Fraction of all images whose value is at or above ``threshold`` (None counts as +inf: above any).
+
+    Parameters
+    ----------
+    groups
+        One sequence of per-image values per seed (the strata); None is an exact value (+inf).
+    threshold
+        The value an image must reach.
+    seed
+        The resampling's seed: the same runs print the same interval.
+
+    Returns
+    -------
+    Estimate
+        The figure and its interval (NaN ends where nothing could be resampled; all NaN for no values).
+    """
     return bootstrap(groups, _fraction_at_least(threshold), seed)
 
 
 def summarize_psnr(groups: Strata, seed: int = SEED) -> PsnrSummary:
-    """PSNR per image (dB; +inf or None for an exact pair), one sequence per seed -> median and fractions."""
+    """PSNR per image, one sequence per seed -> median and fractions at or above ``PSNR_THRESHOLDS_DB``.
+
+    Parameters
+    ----------
+    groups
+        PSNR per image (dB; +inf or None for an exact pair), one sequence per seed.
+    seed
+        The resampling's seed: the same runs print the same intervals.
+
+    Returns
+    -------
+    PsnrSummary
+        The median and the fractions, each with its interval.
+    """
     return PsnrSummary(
         median=median(groups, seed, cap=PSNR_CAP_DB),
         at_least={threshold: fraction_at_least(groups, threshold, seed) for threshold in PSNR_THRESHOLDS_DB},

@@ -214,7 +214,7 @@ def run_cell(attacks: pd.DataFrame) -> CellVerdict:
     return judge_cell(list(target_verdicts(attacks)))
 
 
-def verdict_counts(verdicts: pd.Series, run: str, server_round: int, kind: str) -> dict[str, int]:
+def verdict_counts(verdicts: pd.Series, run: str, server_round: int, kind: str) -> dict[str, object]:
     """How many of one run, round and target kind's targets have each verdict (VERDICT_COUNTS)."""
     try:
         mine = verdicts.loc[(run, server_round, kind)]

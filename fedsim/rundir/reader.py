@@ -47,7 +47,16 @@ SELECTED_OVER = "selected_over"
 def ground_truth_selection(attacks: int | str) -> str:
     """The label of a best-over-attacks figure: picked by a score against the ground truth (an oracle).
 
-    ``attacks``: how many attacks the pick compared, or a range such as ``"2-4"`` over several picks."""
+    Parameters
+    ----------
+    attacks
+        How many attacks the pick compared, or a range such as ``"2-4"`` over several picks.
+
+    Returns
+    -------
+    str
+        ``"ground-truth selection over N attacks"``.
+    """
     return f"ground-truth selection over {attacks} attack{'' if attacks == 1 else 's'}"
 
 
@@ -56,6 +65,23 @@ class Run:
     """One run directory: its config, metrics (one row per event) and, once finished, its summary
     (``summary.json``: final scores, failures, ``epsilon_example`` and ``epsilon_client``, leakage).
 
+    Attributes
+    ----------
+    path
+        The run directory.
+    config
+        The run's validated config (``config.yaml``).
+    metrics
+        One row per line of ``metrics.jsonl`` (``event``, ``round``, then the event's fields).
+    summary
+        ``summary.json`` once the run finished; None before.
+    environment
+        ``environment.json``: versions, device, the command that started the run; None where absent.
+    labels
+        Grid key -> value label, for a point of a sweep (empty otherwise).
+
+    Examples
+    --------
     >>> run = fedsim.load_run("runs/demo-20261125-171437")   # or fedsim.run(...)   # doctest: +SKIP
     >>> run.config.federation.rounds, run.events("eval")["accuracy"].iloc[-1]      # doctest: +SKIP
     (20, 0.736)
@@ -78,13 +104,29 @@ class Run:
         picked by its own objective) and the attacked rounds: one row per target (``per="target"``), per round
         and target (``"round"``), or the one of the whole run (``"run"``), with the attack that achieved it.
 
-        ``metric``: a per-target column of the attack rows; higher is stronger except for ``mse_mean`` and
-        ``lpips_mean``. Targets are ``client:<id>`` or ``aggregate``.
+        Targets are ``client:<id>`` or ``aggregate``. The pick is an oracle: it ranks the attacks by ``metric``,
+        scored against the ground truth that no attacker sees. Every row says so: ``selection`` reads
+        "ground-truth selection over N attacks" and ``selected_over`` is N, the attacks with a result on that
+        target (round, run) the pick compared. Each attack's own figure is its row in ``events("attack")``.
 
-        The pick is an oracle: it ranks the attacks by ``metric``, scored against the ground truth that no
-        attacker sees. Every row says so: ``selection`` reads "ground-truth selection over N attacks" and
-        ``selected_over`` is N, the attacks with a result on that target (round, run) the pick compared.
-        Each attack's own figure is its row in ``events("attack")``.
+        Parameters
+        ----------
+        metric
+            A per-target column of the attack rows; higher is stronger except for ``mse_mean`` and
+            ``lpips_mean``.
+        per
+            ``"target"``, ``"round"`` (per round and target) or ``"run"``.
+
+        Returns
+        -------
+        pandas.DataFrame
+            ``round``, ``target``, ``attack``, ``metric``, ``selection``, ``selected_over``, then the row's other
+            columns.
+
+        Raises
+        ------
+        ValueError
+            ``per`` is none of the above.
         """
         import pandas as pd
 
@@ -113,12 +155,28 @@ class Run:
         )
 
     def attacker_pick(self, per: str = "target") -> pd.DataFrame:
-        """The result the attacker itself would report, per target (``per="target"``) or per round and target
-        (``"round"``): the attack result with the lowest ``gradient_match`` (1 - cosine between the update its
+        """The result the attacker itself would report: the attack result with the lowest ``gradient_match``
+        (1 - cosine between the update its
         reconstruction would produce and the observed one), a yardstick computed from what the attacker sees,
         never from the ground truth. Only results that carry the yardstick compete (the optimisation attacks of
         an ``attacks: strongest`` portfolio); its scores (``ssim_mean``, ``psnr``, ...) are read as any row's,
-        and ``saturation`` says whether the pick's budget saturated. Empty where no row carries the yardstick.
+        and ``saturation`` says whether the pick's budget saturated.
+
+        Parameters
+        ----------
+        per
+            ``"target"`` (one row per target) or ``"round"`` (per round and target).
+
+        Returns
+        -------
+        pandas.DataFrame
+            ``round``, ``target``, ``attack``, ``gradient_match``, then the row's other columns; empty where no
+            row carries the yardstick.
+
+        Raises
+        ------
+        ValueError
+            ``per`` is neither.
         """
         import pandas as pd
 
@@ -146,6 +204,8 @@ class Run:
         guesses: an upper bound, which decides no verdict. Rows written before calibrated verdicts read as
         ``unknown``: their floor was no test.
 
+        Examples
+        --------
         >>> run = fedsim.load_run("runs/demo-20261125-171437")  # doctest: +SKIP
         >>> run.verdicts().groupby("round")["verdict"].value_counts()  # doctest: +SKIP
         """
@@ -195,8 +255,10 @@ class Run:
         ``ssim``, ``lpips`` (NaN where not measured) and ``verdict`` (the result's: ``leaks``, ``at floor``, or
         ``unknown`` for rows written before floors). Failed attacks have no image and no row.
 
-        Plain numbers in plain columns, so that pandas does the rest:
+        Plain numbers in plain columns, so that pandas does the rest.
 
+        Examples
+        --------
         >>> run = fedsim.load_run("runs/demo-20261125-171437")                # doctest: +SKIP
         >>> run.images().groupby(["round", "client"], dropna=False)["ssim"].max()  # doctest: +SKIP
         round  client
@@ -266,6 +328,8 @@ class Run:
         and ``delta_client`` (``strategy.dp``: add/remove one client); NaN where a mechanism is not in force,
         no rows for a run without DP. The rule is ``fedsim.rundir.privacy``'s, the same as ``summary.json``'s.
 
+        Examples
+        --------
         >>> run = fedsim.load_run("runs/dpsgd-20261122-101500")  # doctest: +SKIP
         >>> run.privacy()["epsilon_example"].iloc[-1]             # doctest: +SKIP
         7.98
@@ -278,7 +342,18 @@ class Run:
         return table.reindex(columns=columns).astype({"round": int, **dict.fromkeys(PRIVACY_COLUMNS, float)})
 
     def events(self, event: str) -> pd.DataFrame:
-        """The rows of one event (``eval``, ``fit``, ``client_eval``, ``attack``), without all-empty columns."""
+        """The rows of one event, without all-empty columns.
+
+        Parameters
+        ----------
+        event
+            ``eval``, ``fit``, ``client_eval``, ``attack`` (or any other event a run wrote).
+
+        Returns
+        -------
+        pandas.DataFrame
+            Those rows of ``metrics``, renumbered from 0.
+        """
         if "event" not in self.metrics:
             return self.metrics
         return self.metrics[self.metrics["event"] == event].dropna(axis="columns", how="all").reset_index(drop=True)
@@ -288,6 +363,19 @@ class Run:
 class Sweep:
     """A sweep directory (or any folder of run directories): its runs in order, and their grid labels.
 
+    Attributes
+    ----------
+    path
+        The sweep directory.
+    runs
+        Run name -> its loaded run, in grid order.
+    grid
+        Grid key -> value labels, in grid order (``{}`` for a plain folder of runs).
+    status
+        Run name -> status in the manifest (every point, including those not started).
+
+    Examples
+    --------
     >>> sweep = fedsim.load_sweep("runs/defense-frontier-sweep-20261123-101500")   # doctest: +SKIP
     >>> sweep.points                                    # one row per point: run, status, grid labels  # doctest: +SKIP
     >>> {name: run.events("eval")["accuracy"].iloc[-1] for name, run in sweep.runs.items()}  # doctest: +SKIP
@@ -350,11 +438,30 @@ def is_sweep_dir(path: Path) -> bool:
 
 
 def load_run(path: str | Path, labels: dict[str, str] | None = None) -> Run:
-    """Load a run directory; FileNotFoundError (one line) when it is not one.
+    """Load a run directory.
 
     ``metrics`` holds one row per line of ``metrics.jsonl``; its ``client`` column is pandas' ``Int64``
     (integers, ``<NA>`` on rows of no client), not floats.
 
+    Parameters
+    ----------
+    path
+        The run directory (``output.dir/<name>-<timestamp>``).
+    labels
+        Grid key -> value label, when the run is a point of a sweep.
+
+    Returns
+    -------
+    Run
+        The run, read now (a run still going is read as far as it got).
+
+    Raises
+    ------
+    FileNotFoundError
+        ``path`` is no run directory (one line).
+
+    Examples
+    --------
     >>> run = fedsim.load_run("runs/demo-20261125-171437")    # doctest: +SKIP
     >>> run.events("eval")[["round", "accuracy"]].tail(1)     # doctest: +SKIP
         round  accuracy
@@ -388,6 +495,18 @@ def load_run(path: str | Path, labels: dict[str, str] | None = None) -> Run:
 def load_sweep(path: str | Path) -> Sweep:
     """Load a sweep directory (its points in grid order) or a plain folder of run directories (by name).
 
+    Parameters
+    ----------
+    path
+        The sweep directory, or a folder of run directories.
+
+    Returns
+    -------
+    Sweep
+        Its runs and their grid labels.
+
+    Examples
+    --------
     >>> sweep = fedsim.load_sweep("runs/defense-frontier-sweep-20261123-101500")   # doctest: +SKIP
     >>> sweep.metrics.query("event == 'eval'").groupby("run")["accuracy"].last()     # doctest: +SKIP
     """

@@ -24,7 +24,7 @@ def refused_write_line(error: OSError, command: str, resume: Path | None, report
     if error.errno in (errno.ENOSPC, errno.EDQUOT):
         return _disk_full(error, command, resume)
     where = f" '{error.filename}'" if error.filename else ""
-    reason = error.strerror or os.strerror(error.errno)
+    reason = error.strerror or (os.strerror(error.errno) if error.errno is not None else str(error))
     if command == "report":
         return (
             f"report: cannot write{where} ({reason}); copy {report_of} to a folder you can write and run "

@@ -70,7 +70,7 @@ logger = logging.getLogger("fedsim")
 
 def environment_info(device: str) -> dict[str, Any]:
     packages = ("fedsim", "flwr", "ray", "torch", "torchvision", "numpy", "opacus", "scikit-image", "pydantic")
-    versions = {}
+    versions: dict[str, str | None] = {}
     for name in packages:
         try:
             versions[name] = metadata.version(name)

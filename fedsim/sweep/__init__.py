@@ -84,8 +84,10 @@ def plan_sweep(
 
 def default_sweep_dir(raw: dict[str, Any]) -> Path:
     """``output.dir/<name>-sweep-<timestamp>``, read from the raw base (which may need the grid to be valid)."""
-    output = raw.get("output") if isinstance(raw.get("output"), dict) else {}
-    parent = output.get("dir") or ExperimentConfig.model_fields["output"].default_factory().dir
+    output = raw.get("output")
+    if not isinstance(output, dict):
+        output = {}
+    parent = output.get("dir") or ExperimentConfig.model_fields["output"].get_default(call_default_factory=True).dir
     name = raw.get("name") or ExperimentConfig.model_fields["name"].default
     return Path(str(parent)) / timestamped_sweep_dir(name)
 

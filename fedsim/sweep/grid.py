@@ -69,7 +69,9 @@ class SweepPoint:
 
 def split_top_level(text: str, separator: str = ",") -> list[str]:
     """Split on ``separator`` outside brackets, braces and quotes: ``[],[{name: prune, ratio: 0.9}]`` is two values."""
-    parts, depth, quote, current = [], 0, "", []
+    parts: list[str] = []
+    current: list[str] = []
+    depth, quote = 0, ""
     for char in text:
         if quote:
             quote = "" if char == quote else quote

@@ -9,6 +9,7 @@ same on every model, layer count and learning rate.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 import torch
@@ -20,8 +21,8 @@ from adversary.inversion.regularizers.registry import REGULARIZERS
 _EPS = 1e-20  # an all-zero observed update (nothing to compare with) must not divide by zero
 
 
-def _flat(tensors: object) -> torch.Tensor:
-    return torch.cat([t.reshape(-1) for t in tensors])  # type: ignore[attr-defined]
+def _flat(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
+    return torch.cat([t.reshape(-1) for t in tensors])
 
 
 class GradientL2Regularizer(RegularizerConfig):

@@ -17,7 +17,7 @@ import functools
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -88,14 +88,16 @@ def install_recorders() -> None:
         _INSTALLED.add("steps")
         from torch.utils.data import dataloader
 
-        dataloader._BaseDataLoaderIter._next_index = _noting_steps(dataloader._BaseDataLoaderIter._next_index)
+        # setattr: mypy refuses assigning to a method, and replacing it is the point
+        iterator = dataloader._BaseDataLoaderIter
+        setattr(iterator, "_next_index", _noting_steps(iterator._next_index))  # noqa: B010
     if "localdp" not in _INSTALLED:
         _INSTALLED.add("localdp")
         from flwr.client.mod import LocalDpMod as LegacyLocalDpMod
         from flwr.clientapp.mod import LocalDpMod
 
         for kind in {LocalDpMod, LegacyLocalDpMod}:
-            kind.__call__ = _noting_local_dp(kind.__call__)
+            setattr(kind, "__call__", _noting_local_dp(kind.__call__))  # noqa: B010
 
 
 def _noting_steps(next_index: Any) -> Any:
@@ -120,7 +122,9 @@ def _noting_opacus(make_private: Any) -> Any:
             {
                 "mechanism": OPACUS,
                 "noise_multiplier": float(optimizer.noise_multiplier),
-                "max_grad_norm": float(max_grad_norm) if np.isscalar(max_grad_norm) else list(max_grad_norm),
+                "max_grad_norm": float(cast(float, max_grad_norm))
+                if np.isscalar(max_grad_norm)
+                else list(max_grad_norm),
                 "expected_batch_size": optimizer.expected_batch_size,
                 "poisson_sampling": bool(kwargs.get("poisson_sampling", True)),
                 "accountant": engine.accountant.mechanism(),

@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 import torch
@@ -125,9 +126,11 @@ class AppGrid(ForwardingGrid):
                 if known is not None:
                     known.reports.append(report)
             if known is not None and self._wants(server_round):
-                observed = (
-                    self._state(arrays) if arrays is not None else self._unmasked_view(server_round, masked, report)
-                )
+                if arrays is not None:
+                    observed = self._state(arrays)
+                else:
+                    assert masked is not None  # a reply with neither was skipped above
+                    observed = self._unmasked_view(server_round, masked, report)
                 self._sink(tapped_update(self._tap, server_round, known.global_state, observed, [report]))
         return replies
 
@@ -175,9 +178,9 @@ class AppGrid(ForwardingGrid):
     def _secagg_settings(self, server_round: int, message: Message) -> None:
         settings = message.content.config_records[wire.SECAGG_RECORD]
         self._settings[server_round] = (
-            float(settings[Key.CLIPPING_RANGE]),
-            int(settings[Key.TARGET_RANGE]),
-            float(settings[Key.MAX_WEIGHT]),
+            float(cast(float, settings[Key.CLIPPING_RANGE])),
+            int(cast(int, settings[Key.TARGET_RANGE])),
+            float(cast(float, settings[Key.MAX_WEIGHT])),
         )
 
     def _unmasked_view(
@@ -213,7 +216,7 @@ def message_round(message: Message) -> int | None:
         return int(group)
     for record in message.content.config_records.values():
         if ROUND_KEY in record:
-            return int(record[ROUND_KEY])
+            return int(cast(int, record[ROUND_KEY]))
     return None
 
 
@@ -228,10 +231,10 @@ def reply_examples(reply: Message) -> int:
     """The sample count a client states beside its update (Message API metrics, or a legacy FitRes)."""
     records = reply.content.metric_records
     if wire.FIT_NUM_EXAMPLES in records:  # the legacy API's FitRes.num_examples (SecAgg+ sends it in clear too)
-        return int(records[wire.FIT_NUM_EXAMPLES]["num_examples"])
+        return int(cast(int, records[wire.FIT_NUM_EXAMPLES]["num_examples"]))
     for record in records.values():
         if wire.NUM_EXAMPLES in record:
-            return int(record[wire.NUM_EXAMPLES])
+            return int(cast(int, record[wire.NUM_EXAMPLES]))
     return 0
 
 
@@ -253,4 +256,4 @@ def masked_vector(reply: Message) -> list[np.ndarray] | None:
     record = reply.content.config_records.get(wire.SECAGG_RECORD)
     if record is None or Key.MASKED_PARAMETERS not in record:
         return None
-    return [bytes_to_ndarray(value) for value in record[Key.MASKED_PARAMETERS]]
+    return [bytes_to_ndarray(value) for value in cast(list[bytes], record[Key.MASKED_PARAMETERS])]

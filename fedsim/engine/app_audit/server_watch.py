@@ -51,11 +51,11 @@ def watching_strategies(record: Recorder, started: Callable[[Any], None] = lambd
         with _aggregates_reported(self, record):
             return original(*bound.args, **bound.kwargs)
 
-    Strategy.start = start
+    setattr(Strategy, "start", start)  # noqa: B010  (mypy refuses assigning to a method: replacing it is the point)
     try:
         yield
     finally:
-        Strategy.start = original
+        setattr(Strategy, "start", original)  # noqa: B010
 
 
 def _reporting(evaluate_fn: Callable[[int, Any], Any], record: Recorder, kind: str) -> Callable[[int, Any], Any]:

@@ -75,8 +75,11 @@ class LocalFederation:
 
     def __init__(self, num_nodes: int, workdir: Path | None = None) -> None:
         self.num_nodes = num_nodes
-        self._scratch = None if workdir is not None else tempfile.TemporaryDirectory(prefix="fedsim-federation-")
-        self.workdir = Path(workdir if workdir is not None else self._scratch.name)  # type: ignore[union-attr]
+        self._scratch: tempfile.TemporaryDirectory[str] | None = None
+        if workdir is None:
+            self._scratch = tempfile.TemporaryDirectory(prefix="fedsim-federation-")
+            workdir = Path(self._scratch.name)
+        self.workdir = Path(workdir)
         self.port = free_port(HOST)
         self.address = f"{HOST}:{self.port}"
         self.processes: dict[str, subprocess.Popen[bytes]] = {}

@@ -9,12 +9,13 @@ adaptive variants read the defenses' public options).
 from __future__ import annotations
 
 import logging
+from typing import cast
 
 from torch import nn
 
 from adversary.inversion.requirements import AttackSetting, DefenseInForce
 from adversary.registry import ATTACKS
-from fedsim.config import ExperimentConfig
+from fedsim.config import AttackOptions, ExperimentConfig
 from fedsim.core.errors import ConfigError
 from strategies.secagg import SECAGG_STRATEGY
 
@@ -87,7 +88,10 @@ def verdict_warning(config: ExperimentConfig) -> str | None:
     for defense in dict.fromkeys(defenses):
         if defense in running:
             continue
-        adaptive = [name for name in ATTACKS.names() if defense in ATTACKS.config(name).adapts_to]
+        # every attack registers its options model
+        adaptive = [
+            name for name in ATTACKS.names() if defense in cast(type[AttackOptions], ATTACKS.config(name)).adapts_to
+        ]
         would = f"{', '.join(adaptive)} would apply" if adaptive else "fedsim has no attack adapted to it"
         gaps.append(f"{defense} ({would})")
     unsaturated = config.adversary.portfolio == "strongest" and not config.adversary.budget.saturate

@@ -167,7 +167,7 @@ class LeakageScorer:
             return
         score = score_reconstruction(reconstruction, truth.images, truth.labels, truth.to_image_space, self.lpips)
         floor = self.floor_for(view, truth, score.num_reconstructed, reconstruction.postprocess)
-        row: dict[str, Any] = {
+        row = {
             "round": view.round,
             "event": "attack",
             "tap": view.tap,
@@ -227,9 +227,11 @@ class LeakageScorer:
         if reconstruction.tokens is None:
             raise ValueError(f"attack {options.label} returned no token ids on a text data set")
         seed = derive_seed(self.seed, f"floor {view.target}", view.round)
+        dataset = self.federation.dataset
+        assert isinstance(dataset, TextDataset)  # a text attack runs on a text data set
         fields = text_fields(
             reconstruction.tokens.numpy(),
-            self.federation.dataset,
+            dataset,
             self.target_samples(view),
             seed,
             self.draws,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from flwr.app import Context
 from flwr.clientapp import ClientApp
@@ -28,6 +28,7 @@ from fedsim.engine.lifecycle.message_protocol import MessageRounds
 from fedsim.engine.lifecycle.rounds import RoundProtocol, ServerSpec, build_server_app, serve
 from fedsim.engine.lifecycle.secagg_protocol import SecAggPlusParameters, SecAggRounds
 from strategies import STRATEGIES
+from strategies.base import LegacyStrategy, MessageStrategy
 
 # The tap factories get the architecture's state_dict layout (names and shapes): the legacy path sends
 # unnamed arrays, in that order.
@@ -56,7 +57,7 @@ PROTOCOLS: Registry[Protocol] = Registry("protocol")
 
 PROTOCOLS.register("message", help="Flower's Message API: ServerApp and ClientApp handlers")(
     Protocol(
-        rounds=lambda spec, federation: MessageRounds(spec.strategy),
+        rounds=lambda spec, federation: MessageRounds(cast(MessageStrategy, spec.strategy)),  # what it builds
         client_app=build_client_app,
         wire_tap=lambda grid, sink, wants, layout: WireTap(grid, sink, wants),
         strategy_tap=lambda strategy, sink, wants, layout: StrategyTap(strategy, sink, wants),
@@ -67,7 +68,8 @@ PROTOCOLS.register("message", help="Flower's Message API: ServerApp and ClientAp
 def _secagg_rounds(spec: ServerSpec, federation: Federation) -> SecAggRounds:
     largest = max(len(partition) for partition in federation.partitions)  # the default max_weight
     parameters = SecAggPlusParameters.from_config(spec.config, largest)
-    return SecAggRounds(spec.strategy, parameters, spec.config.seed, spec.config.federation.rounds)
+    strategy = cast(LegacyStrategy, spec.strategy)  # strategy.secagg builds a legacy strategy
+    return SecAggRounds(strategy, parameters, spec.config.seed, spec.config.federation.rounds)
 
 
 PROTOCOLS.register(SECAGG_STRATEGY, help="Flower's legacy path with SecAggPlusWorkflow and secaggplus_mod")(

@@ -16,6 +16,7 @@ import os
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from typing import Any
 
 from fedsim.config import ConfigError, ExperimentConfig
 from fedsim.core.errors import ExternalFailure, first_line
@@ -153,7 +154,8 @@ def start_ray(init_args: Mapping[str, object]) -> bool:
     keep_sigterm_from_ray()
     try:
         with sigterm_left_to_the_run():
-            ray.init(runtime_env={"env_vars": {"PYTHONPATH": pythonpath}}, **{"include_dashboard": False, **init_args})
+            options: dict[str, Any] = {"include_dashboard": False, **init_args}
+            ray.init(runtime_env={"env_vars": {"PYTHONPATH": pythonpath}}, **options)
     except Exception as error:  # e.g. "the current node timed out during startup" on a loaded machine: 32 lines
         reclaim_signals()
         address = init_args.get("address")

@@ -16,7 +16,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import torch
 from flwr.app import Context, Message, MessageType, RecordDict
@@ -94,7 +94,7 @@ def roll_call(grid: Grid, count: int, timeout: float = ROLL_CALL_TIMEOUT_S) -> d
         raise RuntimeError(f"client roll call failed: {reason}")
     node_of_partition: dict[int, int] = {}
     for reply in replies:
-        partition, node = int(reply.content[wire.IDENTITY][wire.PARTITION_ID]), reply.metadata.src_node_id
+        partition, node = int(cast(int, reply.content[wire.IDENTITY][wire.PARTITION_ID])), reply.metadata.src_node_id
         if not 0 <= partition < count:
             raise RuntimeError(
                 f"client roll call failed: node {node} holds partition-id {partition}; allowed: 0 to {count - 1}"

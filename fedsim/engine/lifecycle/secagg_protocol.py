@@ -23,7 +23,7 @@ import random
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -32,6 +32,7 @@ from flwr.common import NDArrays, parameters_to_ndarrays
 from flwr.common.secure_aggregation.secaggplus_constants import Stage
 from flwr.server import LegacyContext, ServerConfig
 from flwr.server.client_manager import SimpleClientManager
+from flwr.server.strategy import Strategy
 from flwr.server.workflow import SecAggPlusWorkflow
 from flwr.server.workflow.constant import MAIN_CONFIGS_RECORD, MAIN_PARAMS_RECORD
 from flwr.server.workflow.constant import Key as WorkflowKey
@@ -164,8 +165,8 @@ def seeded_random(seed: int) -> Iterator[None]:
 
 @dataclass(frozen=True)
 class Dropout:
-    stage: str
-    reason: str
+    stage: str | None
+    reason: str | None
 
 
 class ProtocolMonitor(ForwardingGrid):
@@ -208,7 +209,7 @@ class ProtocolMonitor(ForwardingGrid):
                     self._on_masked_vector(False)
         return replies
 
-    def _drop(self, node: int, stage: str, reason: str) -> None:
+    def _drop(self, node: int, stage: str | None, reason: str | None) -> None:
         self.dropped.setdefault(node, Dropout(stage, reason))
 
 
@@ -257,7 +258,10 @@ class SecAggRounds:
         for node in node_of_partition.values():
             clients.register(grid_client_proxy(node, grid, context.run_id))
         self.legacy = LegacyContext(
-            context, config=ServerConfig(num_rounds=self.rounds), strategy=self.strategy, client_manager=clients
+            context,
+            config=ServerConfig(num_rounds=self.rounds),
+            strategy=cast(Strategy, self.strategy),
+            client_manager=clients,
         )
         self.workflow = self.parameters.workflow()
         self.round_config = ConfigRecord()

@@ -85,7 +85,7 @@ class SharedServices:
         pools = self._actor_pools
 
         def sharing_actors(flower_backend: type) -> type:
-            class SharedActorsBackend(flower_backend):  # type: ignore[misc, valid-type]
+            class SharedActorsBackend(flower_backend):
                 def build(self, app_fn: Any) -> None:
                     key = json.dumps([self.client_resources, repr(self.actor_kwargs)], sort_keys=True)
                     pool = pools.pop(key, None)
