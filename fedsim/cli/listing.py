@@ -25,7 +25,7 @@ def _attack_table() -> Table:
         box=None,
     )
     for name, help_text in ATTACKS.describe().items():
-        options = ATTACKS.config(name)
+        options = ATTACKS.options(name)
         server = "malicious server" if options.threat_model == "malicious" else "honest server / wire"
         table.add_row(name, server, ", ".join(options.adapts_to) or "-", options.requires or "-", help_text)
     return table
@@ -47,7 +47,7 @@ def _preset_table() -> Table:
         box=None,
     )
     for name in ATTACKS.names():
-        for preset, settings in ATTACKS.config(name).presets.items():
+        for preset, settings in ATTACKS.options(name).presets.items():
             table.add_row(f"{name}@{preset}", settings.summary, settings.source)
     return table
 

@@ -210,8 +210,8 @@ class AdversaryConfig(Section):
                 base, preset = split_preset(name)
                 if base not in ATTACKS:
                     raise ValueError(f"portfolio_exclude: {ATTACKS.unknown_message(base)}")
-                if preset is not None and preset not in ATTACKS.config(base).presets:
-                    allowed = ", ".join(sorted(ATTACKS.config(base).presets)) or "none"
+                if preset is not None and preset not in ATTACKS.options(base).presets:
+                    allowed = ", ".join(sorted(ATTACKS.options(base).presets)) or "none"
                     raise ValueError(
                         f"portfolio_exclude: '{name}': {base} has no preset '{preset}'; allowed: {allowed}"
                     )
@@ -219,7 +219,7 @@ class AdversaryConfig(Section):
             for name in ATTACKS.names():
                 if name in excluded:  # an attack's name leaves out its presets too
                     continue
-                model = ATTACKS.config(name)
+                model = ATTACKS.options(name)
                 own = {key: value for key, value in shared.items() if key in model.model_fields}
                 attacks.append({"name": name, **own})
                 for preset, settings in model.presets.items():
@@ -281,7 +281,9 @@ class AdversaryConfig(Section):
                     "receives; set tap: server"
                 )
             if self.modification is None:
-                self.__dict__["modification"] = MODIFICATIONS.config("imprint")()
+                imprint = MODIFICATIONS.config("imprint")
+                assert imprint is not None, "the imprint modification registers its options model"
+                self.__dict__["modification"] = imprint()
         elif self.modification is not None:
             raise ValueError(
                 f"modification = {{name: {self.modification.name}, ...}}: only a malicious server "

@@ -64,9 +64,11 @@ def _threat_model(run: Run) -> str:
         if on
     ]
     granted.append(f"labels {knows.labels}")
+    # a malicious server always holds a modification (the config fills in imprint)
+    modification = adversary.modification
     server = (
-        f"malicious server sending {adversary.modification.name}, "
-        if adversary.server == "malicious"
+        f"malicious server sending {modification.name}, "
+        if adversary.server == "malicious" and modification is not None
         else "honest server, "
     )
     return f"{server}{adversary.tap} tap, targets {adversary.targets}; knows {', '.join(granted)}"

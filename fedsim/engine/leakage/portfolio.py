@@ -9,13 +9,12 @@ adaptive variants read the defenses' public options).
 from __future__ import annotations
 
 import logging
-from typing import cast
 
 from torch import nn
 
 from adversary.inversion.requirements import AttackSetting, DefenseInForce
 from adversary.registry import ATTACKS
-from fedsim.config import AttackOptions, ExperimentConfig
+from fedsim.config import ExperimentConfig
 from fedsim.core.errors import ConfigError
 from strategies.secagg import SECAGG_STRATEGY
 
@@ -89,9 +88,7 @@ def verdict_warning(config: ExperimentConfig) -> str | None:
         if defense in running:
             continue
         # every attack registers its options model
-        adaptive = [
-            name for name in ATTACKS.names() if defense in cast(type[AttackOptions], ATTACKS.config(name)).adapts_to
-        ]
+        adaptive = [name for name in ATTACKS.names() if defense in ATTACKS.options(name).adapts_to]
         would = f"{', '.join(adaptive)} would apply" if adaptive else "fedsim has no attack adapted to it"
         gaps.append(f"{defense} ({would})")
     unsaturated = config.adversary.portfolio == "strongest" and not config.adversary.budget.saturate
