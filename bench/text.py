@@ -56,9 +56,10 @@ SETTINGS = {
     "frozen embeddings, batch 8": (8, {}, [FreezeEmbeddingsDefense()]),
     "LoRA r=8, batch 8": (8, {"lora_rank": 8}, []),
     "LoRA r=128, batch 8": (8, {"lora_rank": 128}, []),
+    "frozen embeddings, batch 1": (1, {}, [FreezeEmbeddingsDefense()]),
 }
 #: where TAG and LAMP also run (they optimise for minutes where DAGER solves in seconds)
-OPTIMISATION_SETTINGS = [f"full, batch {b}" for b in (1, 2, 4, 8)]
+OPTIMISATION_SETTINGS = [*(f"full, batch {b}" for b in (1, 2, 4, 8)), "frozen embeddings, batch 1"]
 
 
 def client_update(model, data, rows, defenses) -> dict[str, torch.Tensor]:
