@@ -8,6 +8,7 @@ from adversary.attacks.tag import TagOptions, attack, sequence_length
 from adversary.inversion.requirements import AttackSetting
 from fedsim.config import parse_config
 from fedsim.core.errors import ConfigError
+from fedsim.engine.leakage.portfolio import attack_setting, resolve_attacks
 from fedsim.models import ModelConfig, build_model
 
 
@@ -47,15 +48,16 @@ def test_a_bad_option_is_one_line_naming_the_field():
     assert "\n" not in str(error.value) and "l1_weight" in str(error.value)
 
 
-def test_strongest_includes_it_for_text_models_only(tmp_path):
+def test_strongest_runs_tag_and_lamp_beside_dager_for_text_models_and_neither_for_images(tmp_path):
+    config = parse_config({"adversary": {"attacks": "strongest"}})
     gpt2 = tiny_gpt2(text_data(tmp_path), hidden=32)
     lenet = build_model(ModelConfig(name="lenet"), 1, 10, 28, seed=0)
 
-    def setting(model, name):
-        return AttackSetting(model=model, model_name=name, input_shape=(1, 1, 8), num_classes=10)
+    def portfolio(model, shape) -> set[str]:
+        resolved = resolve_attacks(config, attack_setting(config, model, shape, 10))
+        return {options.name for options in resolved.adversary.attacks}
 
-    assert "tag" in [
-        options.name for options in parse_config({"adversary": {"attacks": "strongest"}}).adversary.attacks
-    ]
-    assert TagOptions().refusal(setting(gpt2, "gpt2")) is None
-    assert TagOptions().refusal(setting(lenet, "lenet")) == "tag reconstructs text; lenet is an image model"
+    assert {"dager", "tag", "lamp"} <= portfolio(gpt2, (1, 1, 8))
+    assert not {"dager", "tag", "lamp"} & portfolio(lenet, (1, 28, 28))
+    setting = AttackSetting(model=lenet, model_name="lenet", input_shape=(1, 28, 28), num_classes=10)
+    assert TagOptions().refusal(setting) == "tag reconstructs text; lenet is an image model"
