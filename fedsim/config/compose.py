@@ -22,8 +22,8 @@ from fedsim.config.plugins import load_plugins
 from fedsim.config.sections import AdversaryConfig, ClientConfig, ExperimentConfig
 from fedsim.core.registry import Registry
 from fedsim.core.sections import PluginSection
+from fedsim.data.config import DataConfig
 from fedsim.data.registry import DATASETS, PARTITIONS
-from fedsim.data.sources import DataConfig
 from fedsim.models import MODELS, ModelConfig
 
 

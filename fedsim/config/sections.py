@@ -21,7 +21,7 @@ from adversary.registry import ATTACKS, split_preset
 from clients.defenses.base import DefenseConfig
 from clients.defenses.registry import DEFENSES
 from fedsim.core.sections import Section, check_device
-from fedsim.data.sources import DataConfig
+from fedsim.data.config import DataConfig
 from fedsim.models import ModelConfig
 from strategies.dp import DpConfig
 from strategies.registry import DP_MECHANISMS, STRATEGIES

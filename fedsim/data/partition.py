@@ -14,7 +14,7 @@ from fedsim.data.base import DataError
 from fedsim.data.registry import PARTITIONS
 
 if TYPE_CHECKING:
-    from fedsim.data.sources import DataConfig
+    from fedsim.data.config import DataConfig
 
 logger = logging.getLogger("fedsim")
 

@@ -9,7 +9,7 @@ from fedsim.core.registry import Registry
 from fedsim.core.sections import Section
 
 if TYPE_CHECKING:
-    from fedsim.data.sources import Loader
+    from fedsim.data.config import Loader
 
 DATASETS: Registry[Loader] = Registry("data set")
 PARTITIONS: Registry[type[Section]] = Registry("partition")
