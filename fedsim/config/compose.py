@@ -9,7 +9,7 @@ when this module is imported (after ``load_plugins``, so entry-point plugins are
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Optional, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Optional, Union, get_args, get_origin
 
 from pydantic import BaseModel, Discriminator, Field, Tag
 
@@ -17,6 +17,7 @@ from adversary.inversion.options import OptimizationOptions
 from adversary.inversion.regularizers import REGULARIZERS
 from adversary.modifications import MODIFICATIONS
 from adversary.registry import ATTACKS
+from adversary.tap_positions import TAPS
 from clients.defenses.registry import DEFENSES
 from fedsim.config.plugins import load_plugins
 from fedsim.config.sections import AdversaryConfig, ClientConfig, ExperimentConfig
@@ -106,6 +107,7 @@ def _compose() -> None:
     _retype(AdversaryConfig, "attacks", list[_union(ATTACKS)])  # type: ignore[misc]
     # Optional[...] as written before: the config reference prints the annotation
     _retype(AdversaryConfig, "modification", Optional[_union(MODIFICATIONS)])  # type: ignore[misc]  # noqa: UP045
+    _retype(AdversaryConfig, "tap", Literal[tuple(TAPS.names())])  # the positions by name, as the reference lists them
     _retype(ExperimentConfig, "data", _tagged_union(DATASETS, DataConfig))
     _retype(ExperimentConfig, "model", _tagged_union(MODELS, ModelConfig))
 
