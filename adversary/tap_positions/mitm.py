@@ -18,10 +18,9 @@ if TYPE_CHECKING:
 class WirePosition(TapPosition):
     """Wraps the grid: every message passes through it, none is changed."""
 
-    def attach(self, protocol: TapFactories, sink: Sink, wants: RoundFilter, layout: Layout) -> TapWiring:
+    def wrap(self, protocol: TapFactories, sink: Sink, wants: RoundFilter, layout: Layout) -> TapWiring:
         return TapWiring(lambda grid: protocol.wire_tap(grid, sink, wants, layout), lambda strategy: strategy)
 
 
-TAPS.register("mitm", help="each client's reply on the wire, as sent (after client-side defenses)")(
-    WirePosition(malicious_server=False, holds_aggregate=False)
-)
+POSITION = WirePosition(name="mitm", malicious_server=False, holds_aggregate=False)
+TAPS.register(POSITION.name, help="each client's reply on the wire, as sent (after client-side defenses)")(POSITION)

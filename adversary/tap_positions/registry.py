@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from fedsim.core.registry import Registry
 
 if TYPE_CHECKING:
     from adversary.secagg_taps import Layout
-    from adversary.taps import RoundFilter, Sink
+    from adversary.taps import RoundFilter, Sink, TappedUpdate
 
 
 class TapFactories(Protocol):
@@ -40,15 +40,26 @@ class TapWiring:
 class TapPosition(ABC):
     """Where the adversary listens; its help line in ``TAPS`` says what it observes."""
 
+    #: its name in ``TAPS`` (``adversary.tap``): what it writes as ``TappedUpdate.tap``, which the adversary keeps
+    name: str
     #: a malicious server can sit here: it attacks what it receives (``adversary.server: malicious``)
     malicious_server: bool
     #: it holds the aggregate the server releases, as an observed update of its own (a wire tap forms it
     #: itself from the replies it saw)
     holds_aggregate: bool
 
-    @abstractmethod
     def attach(self, protocol: TapFactories, sink: Sink, wants: RoundFilter, layout: Layout) -> TapWiring:
-        """The grid or strategy wrapper that hands ``sink`` what this position sees in the rounds ``wants`` picks."""
+        """The grid or strategy wrapper that hands ``sink`` what this position sees in the rounds ``wants`` picks,
+        each update under this position's name (a new position may reuse a protocol's wire or strategy tap)."""
+
+        def labelled(update: TappedUpdate) -> None:
+            sink(update if update.tap == self.name else replace(update, tap=self.name))
+
+        return self.wrap(protocol, labelled, wants, layout)
+
+    @abstractmethod
+    def wrap(self, protocol: TapFactories, sink: Sink, wants: RoundFilter, layout: Layout) -> TapWiring:
+        """Plug one of ``protocol``'s taps (``wire_tap`` or ``strategy_tap``) into the run, handing ``sink``."""
 
 
 TAPS: Registry[TapPosition] = Registry("tap position")

@@ -19,10 +19,11 @@ if TYPE_CHECKING:
 class StrategyPosition(TapPosition):
     """Wraps the strategy: it sees each round's replies and aggregate as the strategy does."""
 
-    def attach(self, protocol: TapFactories, sink: Sink, wants: RoundFilter, layout: Layout) -> TapWiring:
+    def wrap(self, protocol: TapFactories, sink: Sink, wants: RoundFilter, layout: Layout) -> TapWiring:
         return TapWiring(None, lambda strategy: protocol.strategy_tap(strategy, sink, wants, layout))
 
 
+POSITION = StrategyPosition(name="server", malicious_server=True, holds_aggregate=True)
 TAPS.register(
-    "server", help="what the server's strategy sees: each reply and the aggregate (only the sum under SecAgg+)"
-)(StrategyPosition(malicious_server=True, holds_aggregate=True))
+    POSITION.name, help="what the server's strategy sees: each reply and the aggregate (only the sum under SecAgg+)"
+)(POSITION)
