@@ -6,7 +6,8 @@
 * ``config``: ``DataConfig``, what every data set takes (the ``data:`` section), and the config models readers share;
 * ``load``: the one pipeline every source goes through (``load_dataset``): the reader, then the held-out
   test split, the first-N limits and the square resize, cached per process;
-* ``partition``: which training samples each client holds (``partition_indices``);
+* ``partition``: which training samples each client holds (``partition_indices``), cut by the scheme of
+  ``partitions`` (one module per scheme, each registering in ``PARTITIONS``; a new scheme is one new file);
 * ``normalization``: the ``ChannelStats`` a client normalises with (``channel_stats``), which attacks also
   use to map reconstructions back to image space;
 * ``base``: ``ImageDataset`` (float32 images in [0, 1] with labels) and ``DataError``;

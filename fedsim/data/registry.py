@@ -1,5 +1,6 @@
 """Registries of the data: data sets (``data.dataset`` -> loader) and partition schemes (``data.partition.name``
--> its config model), each with its config model; ``sources`` and ``partition`` register the built-in ones."""
+-> its config model), each with its config model; the modules of ``sources`` and ``partitions`` register the
+built-in ones."""
 
 from __future__ import annotations
 
