@@ -1,5 +1,5 @@
-"""What the readers share: their arrays turned into an ``ImageDataset``'s (float32 (N, C, H, W) in [0, 1], int64
-labels), images of one size stacked, the user's file found; one-line errors naming what is wrong."""
+"""What the readers share: arrays checked and converted to what an ``ImageDataset`` holds (float32 (N, C, H, W)
+in [0, 1], int64 labels), images of one size stacked, the user's file found; one-line errors naming what is wrong."""
 
 from __future__ import annotations
 
