@@ -1,5 +1,6 @@
 """Tap positions: `adversary.tap` names one registered in TAPS, and a new position is one new file."""
 
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -67,3 +68,13 @@ def test_a_new_file_in_the_tap_positions_package_registers_a_position_the_config
         refresh_plugins()
     with pytest.raises(ConfigError, match="unknown tap position 'server-inbox'"):
         parse_config({"adversary": {"tap": "server-inbox"}})
+
+
+def test_fedsim_list_shows_the_tap_positions_with_what_each_observes(capsys):
+    from fedsim.cli import main
+
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    listed = out[out.index("tap positions (adversary.tap)") :]
+    for name in TAPS:
+        assert re.search(rf"^\s*{name}\s+{re.escape(TAPS.describe()[name][:40])}", listed, re.MULTILINE)
