@@ -86,7 +86,7 @@ from clients.training import train_locally
 from fedsim.config import parse_config
 from fedsim.core.evaluation import evaluate
 from fedsim.core.seeding import derive_seed
-from fedsim.models.mlp import MLP
+from fedsim.models.architectures.mlp import MLP
 from strategies.dp import sensitivity
 from strategies.privacy import AggregatePrivacyLedger
 

@@ -1,7 +1,7 @@
 """Registries of the server side: strategies (name -> class built from the federation's sampling and the seed)
 and central-DP mechanisms (``strategy.dp.kind`` -> ``DpMechanism``), each with its config model.
 
-The strategy and mechanism modules register themselves when ``strategies`` imports them.
+The strategy and mechanism modules register themselves when ``strategies`` imports every module of its package.
 """
 
 from __future__ import annotations

@@ -68,7 +68,8 @@ class AttackOptions(PluginSection):
     threat_model: ClassVar[str] = "honest"
     #: what the attack needs beyond an update, in words, for `fedsim list` (``refusal`` checks it)
     requires: ClassVar[str] = ""
-    #: the inputs it reconstructs: "image", or "text" (token ids of a language model, ``fedsim.models.text``)
+    #: the inputs it reconstructs: "image", or "text" (token ids of a language model,
+    #: ``fedsim.models.architectures.text``)
     modality: ClassVar[str] = "image"
     #: published settings of this attack by name (``preset``); `attacks: strongest` runs each beside the defaults
     presets: ClassVar[dict[str, Preset]] = {}

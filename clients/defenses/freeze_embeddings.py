@@ -27,7 +27,8 @@ class FreezeEmbeddingsDefense(DefenseConfig):
 
 
 def word_embeddings(model: nn.Module) -> nn.Module:
-    """The input embedding of a text model (``fedsim.models.text.TextModel``); ModelError for any other model."""
+    """The input embedding of a text model (``fedsim.models.architectures.text.TextModel``); ModelError for any
+    other model."""
     base = getattr(model, "base", None)
     network = base() if callable(base) else None
     if network is None or not hasattr(network, "get_input_embeddings"):

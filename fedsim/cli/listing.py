@@ -56,6 +56,7 @@ def list_command(args: argparse.Namespace) -> int:
     from adversary import ATTACKS
     from adversary.inversion.regularizers import REGULARIZERS
     from adversary.priors import PRIORS
+    from adversary.tap_positions import TAPS
     from clients.defenses import DEFENSES
     from fedsim.data import DATASETS
     from fedsim.models import MODELS
@@ -69,6 +70,7 @@ def list_command(args: argparse.Namespace) -> int:
         ("strategies", STRATEGIES),
         ("differential privacy (strategy.dp.kind)", DP_MECHANISMS),
         ("defenses (client.defenses)", DEFENSES),
+        ("tap positions (adversary.tap)", TAPS),
         ("attacks", ATTACKS),
         ("regularizers (adversary.attacks[].regularizers)", REGULARIZERS),
         ("generative priors (the prior of ggssr; `fedsim prior train` makes one)", PRIORS),

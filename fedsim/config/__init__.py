@@ -41,7 +41,7 @@ from fedsim.config.strategy import StrategyConfig
 from fedsim.core.errors import ConfigError
 from fedsim.core.overrides import apply_override, parse_value, set_key
 from fedsim.core.sections import Section
-from fedsim.data.sources import DataConfig
+from fedsim.data.config import DataConfig
 from fedsim.models import ModelConfig
 from strategies.dp import DpConfig
 from strategies.secagg import SECAGG_MODULUS, SECAGG_STAGES, SECAGG_STRATEGY, SECAGG_TRAINING_STAGE, SecAggConfig

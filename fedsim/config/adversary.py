@@ -16,6 +16,8 @@ from adversary.audit.config import AuditConfig
 from adversary.inversion.options import AttackOptions
 from adversary.modifications import MODIFICATIONS, ModificationConfig
 from adversary.registry import ATTACKS, split_preset
+from adversary.tap_positions import TAPS
+from adversary.tap_positions.registry import malicious_server_positions
 from fedsim.core.sections import Section, check_device
 
 # Attacks: one options model per attack, discriminated by `name`, each declared and registered beside
@@ -128,7 +130,8 @@ class AttackTuning(Section):
 
 
 class AdversaryConfig(Section):
-    tap: Literal["mitm", "server"] = Field(
+    # fedsim.config.compose retypes it as the Literal of the registered tap positions
+    tap: str = Field(
         "mitm",
         description="`mitm`: each reply on the wire; `server`: what the strategy sees (only the sum under SecAgg+)",
     )
@@ -272,13 +275,20 @@ class AdversaryConfig(Section):
     def _device(cls, value: str) -> str:
         return check_device(value)
 
+    @field_validator("tap", mode="before")  # before the Literal that fedsim.config.compose puts there
+    @classmethod
+    def _known_tap(cls, value: Any) -> Any:
+        if isinstance(value, str) and value not in TAPS:
+            raise ValueError(TAPS.unknown_message(value))
+        return value
+
     @model_validator(mode="after")
     def _malicious_server(self) -> AdversaryConfig:
         if self.server == "malicious":
-            if self.tap != "server":
+            if not TAPS.get(self.tap).malicious_server:
                 raise ValueError(
                     f"server = malicious with tap = {self.tap}: the malicious server attacks what it "
-                    "receives; set tap: server"
+                    f"receives; set tap: {' or '.join(malicious_server_positions())}"
                 )
             if self.modification is None:
                 imprint = MODIFICATIONS.config("imprint")

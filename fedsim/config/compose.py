@@ -10,7 +10,7 @@ when this module is imported (after ``load_plugins``, so entry-point plugins are
 from __future__ import annotations
 
 from types import GenericAlias
-from typing import Annotated, Any, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, Discriminator, Field, Tag
 
@@ -18,6 +18,7 @@ from adversary.inversion.options import OptimizationOptions
 from adversary.inversion.regularizers import REGULARIZERS
 from adversary.modifications import MODIFICATIONS
 from adversary.registry import ATTACKS
+from adversary.tap_positions import TAPS
 from clients.defenses.registry import DEFENSES
 from fedsim.config.adversary import AdversaryConfig
 from fedsim.config.client import ClientConfig
@@ -25,8 +26,8 @@ from fedsim.config.experiment import ExperimentConfig
 from fedsim.config.plugins import load_plugins
 from fedsim.core.registry import Registry
 from fedsim.core.sections import PluginSection
+from fedsim.data.config import DataConfig
 from fedsim.data.registry import DATASETS, PARTITIONS
-from fedsim.data.sources import DataConfig
 from fedsim.models import MODELS, ModelConfig
 
 
@@ -112,6 +113,8 @@ def _compose() -> None:
     _retype(ClientConfig, "defenses", GenericAlias(list, _union(DEFENSES)))
     _retype(AdversaryConfig, "attacks", GenericAlias(list, _union(ATTACKS)))
     _retype(AdversaryConfig, "modification", Union.__getitem__((_union(MODIFICATIONS), None)))
+    # the positions by name, as the reference lists them
+    _retype(AdversaryConfig, "tap", Literal.__getitem__(tuple(TAPS.names())))
     _retype(ExperimentConfig, "data", _tagged_union(DATASETS, DataConfig))
     _retype(ExperimentConfig, "model", _tagged_union(MODELS, ModelConfig))
 

@@ -15,7 +15,7 @@ from fedsim.config.federation import FederationConfig
 from fedsim.config.output import OutputConfig, directory_name
 from fedsim.config.strategy import StrategyConfig
 from fedsim.core.sections import Section, check_device
-from fedsim.data.sources import DataConfig
+from fedsim.data.config import DataConfig
 from fedsim.models import ModelConfig
 from strategies.registry import DP_MECHANISMS
 from strategies.secagg import SECAGG_STRATEGY

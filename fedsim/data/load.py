@@ -21,7 +21,7 @@ from fedsim.data.base import DataError, ImageDataset
 from fedsim.data.registry import DATASETS
 
 if TYPE_CHECKING:
-    from fedsim.data.sources import DataConfig
+    from fedsim.data.config import DataConfig
 
 # Images resized per chunk, so that upsampling a large data set does not hold two float copies of it at once.
 _RESIZE_CHUNK = 2048

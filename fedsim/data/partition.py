@@ -1,45 +1,21 @@
-"""partition_indices: which training samples each simulated client holds, drawn by flwr-datasets partitioners."""
+"""partition_indices: which training samples each simulated client holds, drawn by flwr-datasets partitioners
+(the scheme's, ``fedsim.data.partitions``)."""
 
 from __future__ import annotations
 
 import logging
 import warnings
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from pydantic import Field
 
-from fedsim.core.sections import Section
 from fedsim.data.base import DataError
-from fedsim.data.registry import PARTITIONS
 
 if TYPE_CHECKING:
-    from fedsim.data.sources import DataConfig
+    from fedsim.data.config import DataConfig
+    from fedsim.data.partitions.base import PartitionScheme
 
 logger = logging.getLogger("fedsim")
-
-
-class IidPartition(Section):
-    name: Literal["iid"] = Field("iid", description="every client gets a uniformly random, equal share")
-
-
-class DirichletPartition(Section):
-    name: Literal["dirichlet"] = Field("dirichlet", description="label skew drawn from Dirichlet(alpha)")
-    alpha: float = Field(0.5, gt=0, description="concentration; small alpha = strong label skew")
-    min_partition_size: int = Field(1, ge=0, description="redraw until every client has this many samples")
-
-
-class PathologicalPartition(Section):
-    name: Literal["pathological"] = Field("pathological", description="each client holds only a few classes")
-    classes_per_client: int = Field(2, ge=1, description="number of distinct classes per client")
-
-
-# `data.partition.name` -> its config model (flwr-datasets' partitioner is chosen by ``_partitioner``)
-for _scheme in (IidPartition, DirichletPartition, PathologicalPartition):
-    _name = _scheme.model_fields["name"].default
-    PARTITIONS.register(_name, help=_scheme.model_fields["name"].description or "", config=_scheme)(_scheme)
-
-Partition = Annotated[IidPartition | DirichletPartition | PathologicalPartition, Field(discriminator="name")]
 
 
 def partition_indices(labels: np.ndarray, cfg: DataConfig, num_clients: int, seed: int) -> list[np.ndarray]:
@@ -58,7 +34,7 @@ def partition_indices(labels: np.ndarray, cfg: DataConfig, num_clients: int, see
             f"federation.num_clients = {num_clients}: more clients than the {len(labels)} training samples; "
             f"use fewer clients or more data (data.max_train_samples)"
         )
-    partitioner = _partitioner(cfg.partition, labels, num_clients, seed)
+    partitioner = cfg.partition.partitioner(labels, num_clients, seed)
     # Shuffle first: the partitioners cut the data (iid) or each class (dirichlet, pathological) into contiguous
     # runs in data set order, so without it a client's samples would be a fixed run of the source order (the seed
     # would at most move the cut points) and inherit any ordering of the source (e.g. one person's photos in a row).
@@ -70,44 +46,10 @@ def partition_indices(labels: np.ndarray, cfg: DataConfig, num_clients: int, see
         try:
             parts = [_indices(partitioner, client) for client in range(num_clients)]
         except ValueError as error:
-            raise _infeasible(cfg.partition, num_clients) from error
+            raise cfg.partition.infeasible(num_clients) from error
     _check_every_client_has_data(parts, cfg.partition)
     _log_unused(parts, labels)
     return parts
-
-
-def _partitioner(partition: Partition, labels: np.ndarray, num_clients: int, seed: int) -> Any:
-    from flwr_datasets.partitioner import DirichletPartitioner, IidPartitioner, PathologicalPartitioner
-
-    if isinstance(partition, IidPartition):
-        # IidPartitioner takes no seed and does not shuffle: the seeded shuffle before it provides the randomness.
-        return IidPartitioner(num_partitions=num_clients)
-    if isinstance(partition, DirichletPartition):
-        return DirichletPartitioner(
-            num_partitions=num_clients,
-            partition_by="label",
-            alpha=float(partition.alpha),
-            # A client without samples cannot train, so at least one sample is always required.
-            min_partition_size=max(1, partition.min_partition_size),
-            seed=seed,
-        )
-    if isinstance(partition, PathologicalPartition):
-        present = len(np.unique(labels))
-        if partition.classes_per_client > present:
-            raise DataError(
-                f"data.partition.classes_per_client = {partition.classes_per_client}: the training set has only "
-                f"{present} classes; use at most {present}"
-            )
-        return PathologicalPartitioner(
-            num_partitions=num_clients,
-            partition_by="label",
-            num_classes_per_partition=partition.classes_per_client,
-            # The setting of the paper it implements: client i surely holds class i mod C, so with at least
-            # as many clients as classes every class is used; the other classes are drawn with the seed.
-            class_assignment_mode="first-deterministic",
-            seed=seed,
-        )
-    raise TypeError(f"unknown partition config {type(partition).__name__}")
 
 
 def _indices(partitioner: Any, client: int) -> np.ndarray:
@@ -115,23 +57,7 @@ def _indices(partitioner: Any, client: int) -> np.ndarray:
     return np.sort(np.asarray(column, dtype=np.int64))
 
 
-def _infeasible(partition: Partition, num_clients: int) -> DataError:
-    """Phrase the partitioners' ValueErrors (raised after our own checks passed) in config terms."""
-    if isinstance(partition, DirichletPartition):
-        return DataError(
-            f"data.partition.alpha = {partition.alpha}: 10 Dirichlet draws all left some of the {num_clients} clients "
-            f"with fewer than {max(1, partition.min_partition_size)} samples; raise alpha, lower "
-            f"data.partition.min_partition_size or use fewer clients"
-        )
-    if isinstance(partition, PathologicalPartition):
-        return DataError(
-            f"data.partition.classes_per_client = {partition.classes_per_client}: with {num_clients} clients some "
-            f"class must be shared by more clients than it has samples; use fewer clients or classes per client"
-        )
-    return DataError(f"data.partition = {partition.name!r}: cannot split the training set over {num_clients} clients")
-
-
-def _check_every_client_has_data(parts: list[np.ndarray], partition: Partition) -> None:
+def _check_every_client_has_data(parts: list[np.ndarray], partition: PartitionScheme) -> None:
     empty = [client for client, part in enumerate(parts) if len(part) == 0]
     if empty:
         raise DataError(

@@ -1,5 +1,6 @@
 """Registries of the data: data sets (``data.dataset`` -> loader) and partition schemes (``data.partition.name``
--> its config model), each with its config model; ``sources`` and ``partition`` register the built-in ones."""
+-> its config model), each with its config model; the modules of ``sources`` and ``partitions`` register the
+built-in ones."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from fedsim.core.registry import Registry
 from fedsim.core.sections import Section
 
 if TYPE_CHECKING:
-    from fedsim.data.sources import Loader
+    from fedsim.data.config import Loader
 
 DATASETS: Registry[Loader] = Registry("data set")
 PARTITIONS: Registry[type[Section]] = Registry("partition")

@@ -1,6 +1,6 @@
 """Text data sets: token ids with next-token targets or class labels, read from local files or the Hugging Face hub.
 
-Two sources (registered in ``DATASETS``): ``text-files`` reads one file of the user's (``.txt``: one sequence a
+Two sources (in ``fedsim.data.sources``): ``text-files`` reads one file of the user's (``.txt``: one sequence a
 line; ``.csv`` / ``.jsonl``: a text column and, for classification, a label column) and ``hf-text`` reads a hub
 data set through ``datasets.load_dataset``. Both tokenize through ``fedsim.data.tokenizer`` into a
 ``TextDataset``, which then goes through the same pipeline as images (held-out test split, first-N limits).
@@ -22,8 +22,7 @@ import numpy as np
 from pydantic import Field
 
 from fedsim.data.base import DataError
-from fedsim.data.registry import DATASETS
-from fedsim.data.sources import DataConfig, FileDataConfig
+from fedsim.data.config import DataConfig, FileDataConfig
 from fedsim.data.tokenizer import TextTokenizer, load_tokenizer
 
 #: what ``nn.CrossEntropyLoss`` skips: the targets at padding
@@ -182,41 +181,6 @@ def to_dataset(
     return TextDataset(x_train, ids(train[1]), x_test, ids(test[1]), len(names), names, cfg.task, tokenizer)
 
 
-def _label_field(cfg: TextConfig) -> str | None:
+def label_field_of(cfg: TextConfig) -> str | None:
+    """The label column a source reads: only a classification task has one."""
     return cfg.label_field if cfg.task == "classification" else None
-
-
-@DATASETS.register(
-    "text-files",
-    help="your own text: a .txt file (one sequence a line), or .csv / .jsonl with text and label columns",
-    config=TextFileConfig,
-)
-def load_text_files(cfg: TextFileConfig) -> TextDataset:
-    rows = read_rows(cfg.path, cfg.text_field, _label_field(cfg))
-    return to_dataset(cfg, rows, ([], [] if rows[1] is not None else None))
-
-
-@DATASETS.register(
-    "hf-text",
-    help="a Hugging Face hub text data set via `datasets` (downloads): data.hub_name, its text and label fields",
-    config=HubTextConfig,
-)
-def load_hub_text(cfg: HubTextConfig) -> TextDataset:
-    splits = [cfg.train_split] + ([cfg.test_split] if cfg.test_split else [])
-    read = [hub_split(cfg, split) for split in splits]
-    return to_dataset(cfg, read[0], read[1] if len(read) > 1 else ([], [] if read[0][1] is not None else None))
-
-
-def hub_split(cfg: HubTextConfig, split: str) -> tuple[list[str], list | None]:
-    """One split of the hub data set, with one line when it cannot be read (offline, unknown name or split)."""
-    import datasets
-
-    try:
-        table = datasets.load_dataset(cfg.hub_name, cfg.hub_config, split=split, cache_dir=cfg.cache_dir)
-    except Exception as error:  # `datasets` raises ConnectionError, FileNotFoundError, ValueError, its own types
-        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise DataError(
-            f"data.hub_name = '{cfg.hub_name}' (split {split!r}): cannot be read ({first}); "
-            "check the name and the network, or save it as a .jsonl file and use dataset: text-files"
-        ) from None
-    return column(list(table), cfg.text_field, _label_field(cfg), f"hub data set '{cfg.hub_name}'")

@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING, Protocol
 import torch
 from torch import nn
 
+from fedsim.models.architectures.torchvision_adapter import TV_PREFIX, check_torchvision_name
 from fedsim.models.checkpoint import load_checkpoint
 from fedsim.models.registry import MODELS, ModelError
-from fedsim.models.torchvision_adapter import TV_PREFIX, check_torchvision_name
 
 if TYPE_CHECKING:
     from fedsim.models.registry import ModelConfig

@@ -8,11 +8,11 @@ from torch import nn
 
 from fedsim.config import ModelConfig
 from fedsim.models import MODELS, build_model
-from fedsim.models.text import TextModelConfig
+from fedsim.models.architectures.text import TextModelConfig
 
 #: the user's own class (`python`, model.target) is no architecture of fedsim's: its shape and options are the user's
 USER_CODE = {"python"}
-#: language models (fedsim.models.text) take token ids, not images: their own tests build them
+#: language models (fedsim.models.architectures.text) take token ids, not images: their own tests build them
 TEXT = {name for name in MODELS.names() if MODELS.config(name) is TextModelConfig}
 BUILT_IN = [  # `tv`: tv:<name>
     name for name in MODELS.names() if name not in MODELS.families and name not in USER_CODE and name not in TEXT

@@ -26,6 +26,7 @@ from flwr.serverapp import Grid
 
 import fedsim.core.wire as wire
 from adversary.secagg_taps import decode_masked_vector
+from adversary.tap_positions import TAPS
 from adversary.taps import ClientReport, RoundFilter, Sink, tapped_update
 from fedsim.core.errors import ConfigError
 from fedsim.core.messaging import ForwardingGrid, collect_replies
@@ -157,8 +158,8 @@ class AppGrid(ForwardingGrid):
                 return
             known.released = state = self._state(arrays)
             behind = sorted(known.reports, key=lambda report: report.client)
-        if self._tap == "server" and self._wants(server_round):
-            self._sink(tapped_update("server", server_round, known.global_state, state, behind, aggregate=True))
+        if TAPS.get(self._tap).holds_aggregate and self._wants(server_round):
+            self._sink(tapped_update(self._tap, server_round, known.global_state, state, behind, aggregate=True))
 
     def _finish_before(self, server_round: int) -> None:
         with self._lock:

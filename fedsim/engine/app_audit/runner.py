@@ -29,7 +29,7 @@ from fedsim.core.importing import on_path
 from fedsim.core.seeding import derive_seed
 from fedsim.core.stopping import StopSignal, force_exit, stop_on_signals
 from fedsim.data import ChannelStats
-from fedsim.data.sources import read_app_partitions
+from fedsim.data.sources.flower_app import read_app_partitions
 from fedsim.engine.app_audit.app import FlowerApp, load_components, read_app
 from fedsim.engine.app_audit.audit_file import AppSection
 from fedsim.engine.app_audit.classes import with_model_classes

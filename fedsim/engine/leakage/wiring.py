@@ -17,6 +17,7 @@ from flwr.serverapp import Grid
 from adversary.adversary import Adversary
 from adversary.malicious_server import LegacyMaliciousServer, MaliciousServer
 from adversary.modifications.base import PublicData
+from adversary.tap_positions import TAPS
 from adversary.threat_models import Architecture, LabelGrant, TrainingHyperparameters
 from adversary.workers import AttackWorkers, WorkerSettings, settings_for
 from clients.client_app import ClientSpec
@@ -101,11 +102,7 @@ def attach_adversary(
     wants = config.adversary.attacks_round
     protocol = protocol_of(config)  # what each tap sees depends on how the strategy's rounds travel
     layout = {name: tuple(value.shape) for name, value in architecture.model.state_dict().items()}
-    if config.adversary.tap == "mitm":
-        return AdversaryWiring(
-            adversary, lambda grid: protocol.wire_tap(grid, adversary.observe, wants, layout), lambda s: s
-        )
-    if config.adversary.server == "malicious":
+    if config.adversary.server == "malicious":  # validated: only at a position a malicious server can take
         public = public_data(federation, config.adversary.modification)
         scorer.extra_fields = {
             "threat_model": "malicious server",
@@ -137,9 +134,8 @@ def attach_adversary(
             )
 
         return AdversaryWiring(adversary, None, malicious)
-    return AdversaryWiring(
-        adversary, None, lambda strategy: protocol.strategy_tap(strategy, adversary.observe, wants, layout)
-    )
+    tapped = TAPS.get(config.adversary.tap).attach(protocol, adversary.observe, wants, layout)
+    return AdversaryWiring(adversary, tapped.wrap_grid, tapped.wrap_strategy)
 
 
 def input_shape_of(dataset: ImageDataset | TextDataset) -> tuple[int, int, int]:

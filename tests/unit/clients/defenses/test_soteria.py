@@ -7,7 +7,7 @@ from torch import nn
 
 from clients.defenses.soteria import unit_scores
 from fedsim.models import build_model
-from fedsim.models.lenet_fc import CLASSIFIER_LAYER, REPRESENTATION_LAYER, LeNetFcConfig
+from fedsim.models.architectures.lenet_fc import CLASSIFIER_LAYER, REPRESENTATION_LAYER, LeNetFcConfig
 
 
 def test_soteria_zeroes_the_columns_of_the_most_revealing_representation_units():

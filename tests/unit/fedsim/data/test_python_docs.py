@@ -1,7 +1,7 @@
 import importlib
 
 from fedsim.data import DataConfig, TextDataset, load_dataset
-from fedsim.data.python_docs import python_doc_sentences
+from fedsim.data.sources.python_docs import python_doc_sentences
 
 
 def test_the_standard_library_corpus_does_not_depend_on_what_the_process_imported():

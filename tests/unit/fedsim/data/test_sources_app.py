@@ -8,7 +8,7 @@ import torch
 from data_configs import data_config
 
 from fedsim.data import DataError
-from fedsim.data.sources import read_app_partitions
+from fedsim.data.sources.flower_app import read_app_partitions
 
 MODULE = """
 import torch

@@ -6,7 +6,7 @@ import pytest
 from torch import nn
 
 from fedsim.models import ModelError, build_model
-from fedsim.models.python_class import PythonClassConfig
+from fedsim.models.architectures.python_class import PythonClassConfig
 
 
 def build(**fields: object) -> nn.Module:

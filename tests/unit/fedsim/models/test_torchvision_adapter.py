@@ -12,7 +12,7 @@ from torch import nn
 
 from fedsim.config import ConfigError, parse_config
 from fedsim.models import ModelError, check_model_name
-from fedsim.models.torchvision_adapter import pretrained_weights_path
+from fedsim.models.architectures.torchvision_adapter import pretrained_weights_path
 
 
 @pytest.mark.parametrize("channels", [3, 1])

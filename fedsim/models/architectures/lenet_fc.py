@@ -15,8 +15,8 @@ import torch
 from pydantic import Field
 from torch import nn
 
+from fedsim.models.architectures.lenet import dlg_body
 from fedsim.models.layers import conv_out, make_activation, make_dropout
-from fedsim.models.lenet import dlg_body
 from fedsim.models.registry import MODELS, Activation, LayeredModelConfig
 
 #: the module names Soteria and the reports refer to
