@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord
@@ -104,7 +104,7 @@ def _state(arrays: ArrayRecord) -> dict[str, torch.Tensor]:
 def client_update(tap: str, server_round: int, global_state: dict[str, torch.Tensor], reply: Message) -> TappedUpdate:
     """One Message-API client's reply as a tap records it."""
     report = ClientReport.from_metrics(wire.reply_metrics(reply))
-    return tapped_update(tap, server_round, global_state, _state(reply.content[wire.ARRAYS]), [report])
+    return tapped_update(tap, server_round, global_state, _state(reply.content.array_records[wire.ARRAYS]), [report])
 
 
 class WireTap(ForwardingGrid):
@@ -126,10 +126,10 @@ class WireTap(ForwardingGrid):
                 if message.metadata.message_type != MessageType.TRAIN:
                     continue
                 content = message.content
-                server_round = int(content[wire.CONFIG][wire.SERVER_ROUND])
+                server_round = int(cast(int, content.config_records[wire.CONFIG][wire.SERVER_ROUND]))
                 if not self._wants(server_round):
                     continue
-                payload = content[wire.ARRAYS]
+                payload = content.array_records[wire.ARRAYS]
                 if id(payload) not in states:
                     states[id(payload)] = _state(payload)
                 self._sent[message_id] = (server_round, states[id(payload)])

@@ -6,21 +6,28 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import Field, field_validator, model_validator
 
 from fedsim.core.registry import Registry
 from fedsim.core.sections import PluginSection
 from fedsim.data.base import ImageDataset
+from fedsim.data.partitions.base import PartitionScheme
 from fedsim.data.partitions.iid import IidPartition
 from fedsim.data.registry import DATASETS, PARTITIONS
 
-#: the registered partition schemes (``fedsim.data.partitions``), told apart by ``name``
-Partition = Annotated[Union[tuple(PARTITIONS.configs().values())], Field(discriminator="name")]  # noqa: UP007
+#: the registered partition schemes (``fedsim.data.partitions``), told apart by ``name``; built from the registry
+#: at run time, so a type checker sees what every scheme is: a PartitionScheme
+if TYPE_CHECKING:
+    from fedsim.data.text import TextDataset
+
+    Partition = PartitionScheme
+else:
+    Partition = Annotated[Union[tuple(PARTITIONS.configs().values())], Field(discriminator="name")]  # noqa: UP007
 
 #: a data set's reader: its config model in, the source at native size out (``fedsim.data.sources``)
-Loader = Callable[[Any], ImageDataset]
+Loader = Callable[[Any], "ImageDataset | TextDataset"]
 
 
 class DataConfig(PluginSection):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import OrderedDict
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar, cast
 
 import numpy as np
 import torch
@@ -22,6 +22,10 @@ from fedsim.data.registry import DATASETS
 
 if TYPE_CHECKING:
     from fedsim.data.config import DataConfig
+    from fedsim.data.text import TextDataset
+
+#: what a reader returns (``fedsim.data.text`` sources give token ids, held out and cut as images are)
+AnyDataset = TypeVar("AnyDataset", ImageDataset, "TextDataset")
 
 # Images resized per chunk, so that upsampling a large data set does not hold two float copies of it at once.
 _RESIZE_CHUNK = 2048
@@ -52,17 +56,22 @@ _CACHE: OrderedDict[tuple[str, int], ImageDataset] = OrderedDict()
 
 
 def _load(cfg: DataConfig, seed: int) -> ImageDataset:
-    dataset = DATASETS.get(cfg.dataset)(cfg)
+    loaded = DATASETS.get(cfg.dataset)(cfg)
+    if not isinstance(loaded, ImageDataset):  # text (fedsim.data.text): token ids, nothing to resize
+        # a text data set goes where an image one does (the same fields; fedsim.data.text.TextDataset)
+        return cast(ImageDataset, _limited(loaded, cfg, seed))
+    # Subsetting before resizing gives the same images as after, without resizing samples that are dropped.
+    return square_images(_limited(loaded, cfg, seed), cfg.image_size, cfg.dataset)
+
+
+def _limited(dataset: AnyDataset, cfg: DataConfig, seed: int) -> AnyDataset:
+    """``dataset`` with a test split held out where it ships none, and the sample limits applied."""
     if len(dataset.y_test) == 0:
         dataset = hold_out_test_split(dataset, cfg.test_fraction, seed)
-    # Subsetting before resizing gives the same images as after, without resizing samples that are dropped.
-    dataset = first_samples(dataset, cfg.max_train_samples, cfg.max_test_samples)
-    if not isinstance(dataset, ImageDataset):  # text (fedsim.data.text): token ids, nothing to resize
-        return dataset
-    return square_images(dataset, cfg.image_size, cfg.dataset)
+    return first_samples(dataset, cfg.max_train_samples, cfg.max_test_samples)
 
 
-def hold_out_test_split(dataset: ImageDataset, test_fraction: float, seed: int) -> ImageDataset:
+def hold_out_test_split(dataset: AnyDataset, test_fraction: float, seed: int) -> AnyDataset:
     """Split ``test_fraction`` of the training set off as test set, stratified by label where possible."""
     from sklearn.model_selection import train_test_split
 
@@ -89,7 +98,7 @@ def hold_out_test_split(dataset: ImageDataset, test_fraction: float, seed: int) 
     )
 
 
-def first_samples(dataset: ImageDataset, max_train: int | None, max_test: int | None) -> ImageDataset:
+def first_samples(dataset: AnyDataset, max_train: int | None, max_test: int | None) -> AnyDataset:
     """Keep only the first ``max_train`` training and ``max_test`` test samples (None keeps all)."""
     return dataclasses.replace(
         dataset,

@@ -115,7 +115,8 @@ def _loader_images(cfg: AppDataConfig, loader: Any, partition: int) -> tuple[np.
     """Every batch of one loader, read once, mapped back to [0, 1] with the declared normalisation."""
     import torch
 
-    images, labels = [], []
+    images: list[torch.Tensor] = []
+    labels: list[torch.Tensor] = []
     for batch in loader:
         for key, field, into in ((cfg.image_key, "image_key", images), (cfg.label_key, "label_key", labels)):
             try:
