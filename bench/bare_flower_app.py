@@ -14,8 +14,8 @@ from flwr.clientapp import ClientApp
 from clients.training import train_locally
 from fedsim.config import ExperimentConfig
 from fedsim.core.seeding import derive_seed
-from fedsim.engine.lifecycle.assembly import run_model_of
-from fedsim.engine.lifecycle.runner import Federation, prepare_federation
+from fedsim.engine.assembly import run_model_of
+from fedsim.engine.lifecycle.federation import Federation, prepare_federation
 
 
 @functools.lru_cache(maxsize=1)

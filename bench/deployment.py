@@ -37,12 +37,12 @@ import torch
 
 from bench.common import CONFIGS, REPO
 from fedsim.config import ExperimentConfig, load_config
+from fedsim.engine.assembly import run_model_of
 from fedsim.engine.deployment.local_federation import SUPEREXEC_POLL_INTERVAL_S, LocalFederation
 from fedsim.engine.deployment.run_config import RunRequest
 from fedsim.engine.deployment.submit import SuperLink, submit
-from fedsim.engine.lifecycle.assembly import run_model_of
 from fedsim.engine.lifecycle.federation import prepare_federation
-from fedsim.engine.lifecycle.runner import run_experiment
+from fedsim.engine.run import run_experiment
 from fedsim.rundir.layout import METRICS_FILE
 
 #: what a SuperNode waits between asking for messages when it has none, and for its ClientApp's reply (Flower 1.42's

@@ -38,7 +38,7 @@ import torch
 import fedsim
 from bench.common import CIFAR, CONFIGS, add_data_dir, data_file
 from fedsim.config import AttackOptions, load_config
-from fedsim.engine.lifecycle.runner import run_experiment
+from fedsim.engine.run import run_experiment
 
 CONFIG = CONFIGS / "defense-comparison.yaml"
 VARIANTS: dict[str, str] = {

@@ -1,7 +1,7 @@
 """The Flower ClientApp (Message API): local training and local evaluation of the global model.
 
 The app is built by a factory around a ``ClientSpec`` (the sections a client reads, run directory,
-partitions; ``fedsim.engine.lifecycle.assembly.client_spec`` takes them from a run's config) and is
+partitions; ``fedsim.engine.assembly.client_spec`` takes them from a run's config) and is
 pickled into every Ray actor. Data and model are built once per actor process and reused across
 rounds. What a client sends back is its weights and a few metrics; what it trained on goes to the
 run's ground-truth store, never into the reply.

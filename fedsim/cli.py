@@ -65,7 +65,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     # gone once done; nothing is printed where stderr is not a terminal, so an error stays one line)
     with _status("importing torch, Flower and Ray", quiet=args.quiet):
         from fedsim.config import load_config
-        from fedsim.engine.lifecycle.runner import run_experiment
+        from fedsim.engine.run import run_experiment
 
     if args.resume is not None:
         if args.config is not None or args.set:
@@ -318,7 +318,7 @@ def _cmd_vulnerability(args: argparse.Namespace) -> int:
 
     from fedsim.config import load_config
     from fedsim.data import load_dataset
-    from fedsim.engine.lifecycle.assembly import run_model_of
+    from fedsim.engine.assembly import run_model_of
     from fedsim.judge.vulnerability import reconstruction_vulnerability
 
     config = load_config(args.config, args.set)

@@ -197,8 +197,19 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "judge": ("fedsim.judge",),
     # the config composed from the plugins' registries, and the run directory that records it
     "config": ("fedsim.config", "fedsim.rundir"),
-    # run lifecycle (runner, round driver, protocols), leakage scheduling and scoring, deployment
+    # the engine's components: run lifecycle (round driver, protocols, simulation engine, summary), leakage
+    # scheduling and scoring, the privacy audit's wiring; each takes the pieces of the config it reads
     "engine": ("fedsim.engine",),
+    # the composition roots, where a run's config is taken apart (engine.assembly) and its pieces put together:
+    # ``fedsim run`` (engine.run), ``fedsim audit`` (engine.app_audit), a deployed ServerApp (engine.deployment),
+    # on the one run skeleton they share (engine.session); no engine component imports them
+    "composition": (
+        "fedsim.engine.run",
+        "fedsim.engine.session",
+        "fedsim.engine.assembly",
+        "fedsim.engine.app_audit",
+        "fedsim.engine.deployment",
+    ),
     # what users call: command line, sweeps, reports, the notebook API
     "interface": ("fedsim.cli", "fedsim.sweep", "fedsim.reporting", "fedsim.rundir.reader", "fedsim"),
 }

@@ -9,7 +9,7 @@ from flwr.common.secure_aggregation.secaggplus_constants import RECORD_KEY_CONFI
 
 from clients.client_app import ClientSpec
 from fedsim.config import parse_config
-from fedsim.engine.lifecycle.assembly import client_spec_of, run_model_of, strategy_of
+from fedsim.engine.assembly import client_spec_of, run_model_of, strategy_of
 from fedsim.engine.lifecycle.federation import prepare_federation
 
 

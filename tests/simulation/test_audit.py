@@ -11,7 +11,7 @@ import fedsim
 from adversary.audit.bound import ceiling
 from clients.defenses.dpsgd import NOISE_OFF_FOR_TESTS
 from fedsim.config import parse_config
-from fedsim.engine.lifecycle.runner import run_experiment
+from fedsim.engine.run import run_experiment
 from fedsim.rundir.writer import RunStore
 
 pytestmark = [pytest.mark.simulation, pytest.mark.filterwarnings("ignore:Full backward hook is firing")]

@@ -16,6 +16,8 @@ from adversary.inversion.requirements import AttackSetting, DefenseInForce
 from adversary.registry import ATTACKS
 from fedsim.config import ExperimentConfig
 from fedsim.core.errors import ConfigError
+from fedsim.data import ImageDataset, TextDataset
+from fedsim.judge.metrics import Lpips
 from strategies.secagg import SECAGG_STRATEGY
 
 logger = logging.getLogger("fedsim")
@@ -71,6 +73,20 @@ def resolve_attacks(config: ExperimentConfig, setting: AttackSetting) -> Experim
         raise ConfigError(f"adversary.attacks = strongest: no attack applies to this run ({'; '.join(left_out)})")
     resolved = adversary.model_copy(update={"attacks": kept})
     return config.model_copy(update={"adversary": resolved})
+
+
+def with_attacks_resolved(
+    config: ExperimentConfig, architecture: nn.Module | None, dataset: ImageDataset | TextDataset
+) -> tuple[ExperimentConfig, Lpips | None]:
+    """The run's config with the attacks that apply (``resolve_attacks``) and the LPIPS network that scores them;
+    ``architecture``: the run's model (None where no attack is configured: the config is returned as it is).
+    An attack that cannot apply, or ``adversary.lpips: required`` without its weights, is refused here, before
+    the run directory exists."""
+    if not config.adversary.attacks or architecture is None:
+        return config, None
+    shape = (dataset.channels, dataset.image_size, dataset.image_size)
+    config = resolve_attacks(config, attack_setting(config, architecture, shape, dataset.num_classes))
+    return config, Lpips(config.adversary.lpips)
 
 
 def verdict_warning(config: ExperimentConfig) -> str | None:

@@ -229,21 +229,33 @@ def commit_round(spec: ServerSpec, server_round: int, state: State, outcome: dic
     spec.stop.check()
     scores = spec.evaluate(state)
     spec.stop.check()
-    spec.store.append(
-        {
-            "round": server_round,
-            "event": "eval",
-            **scores,
-            **outcome,
-            "seconds": round(time.perf_counter() - started, 4),
-        }
-    )
-    for hook in spec.round_hooks:  # before the commit: what they persist belongs to the round
-        hook(server_round)
-    spec.store.save_checkpoint(server_round, state)  # commits the round
-    if not spec.config.output.save_checkpoints:
-        spec.store.prune_checkpoints(keep=server_round)
+    fields = {**scores, **outcome, "seconds": round(time.perf_counter() - started, 4)}
+    record_round(spec.store, server_round, fields, state, spec.round_hooks, spec.config.output.save_checkpoints)
     spec.progress.round_finished(server_round, scores.get("accuracy"))
+
+
+def record_round(
+    store: RunStore,
+    server_round: int,
+    fields: Mapping[str, Any] | None,
+    state: State | None,
+    hooks: Iterable[Callable[[int], object]] = (),
+    keep_checkpoints: bool = True,
+) -> None:
+    """Write a round's `eval` row (``fields``; None: no row), run the round hooks, then commit the round with its
+    checkpoint (``state``; None: the round released no model, nothing to commit). Every run and every app audit
+    commits its rounds here (``fedsim.engine.session.RunSession.commit_round``).
+
+    ``keep_checkpoints`` False (``output.save_checkpoints``): only the last two checkpoints stay."""
+    if fields is not None:
+        store.append({"round": server_round, "event": "eval", **fields})
+    for hook in hooks:  # before the commit: what they persist belongs to the round
+        hook(server_round)
+    if state is None:
+        return
+    store.save_checkpoint(server_round, state)  # commits the round
+    if not keep_checkpoints:
+        store.prune_checkpoints(keep=server_round)
 
 
 def serve(spec: ServerSpec, protocol: RoundProtocol, grid: Grid, context: Context) -> None:

@@ -58,7 +58,7 @@ def test_a_stopped_run_abandons_its_attacks_at_once_records_none_and_keeps_them_
 
     from adversary.taps import TappedUpdate
     from fedsim.core.seeding import derive_seed
-    from fedsim.engine.leakage.wiring import attach_adversary
+    from fedsim.engine.assembly import adversary_of as attach_adversary
     from fedsim.engine.lifecycle.federation import partition_record, prepare_federation
     from fedsim.rundir.backlog import AttackBacklog
     from fedsim.rundir.layout import PARTITIONS_FILE

@@ -16,7 +16,8 @@ TRUTH_MODULES = {
     "fedsim.rundir.writer",
     "fedsim.engine.leakage.scoring",
     "fedsim.engine.leakage.wiring",
-    "fedsim.engine.lifecycle.runner",
+    "fedsim.engine.run",
+    "fedsim.engine.session",
 }
 ATTACKER_ROOTS = ["adversary.view", "adversary.threat_models", "adversary.adversary", "adversary.attacks"]
 
@@ -70,7 +71,7 @@ def test_no_import_path_leads_from_the_attacker_to_the_ground_truth():
 
 
 def test_the_scan_would_catch_a_leak():
-    seen = reachable(["fedsim.engine.lifecycle.runner"])
+    seen = reachable(["fedsim.engine.run"])
     assert "fedsim.rundir.ground_truth" in seen or "fedsim.rundir.writer" in seen
 
 
@@ -157,7 +158,7 @@ def test_inside_an_attack_worker_nothing_leads_to_the_ground_truth(tmp_path, mon
     from adversary.workers import ProcessAttackWorkers
     from fedsim.config import parse_config
     from fedsim.core.seeding import derive_seed
-    from fedsim.engine.leakage.wiring import attach_adversary
+    from fedsim.engine.assembly import adversary_of as attach_adversary
     from fedsim.engine.lifecycle.federation import partition_record, prepare_federation
     from fedsim.rundir.ground_truth import GroundTruthStore
     from fedsim.rundir.layout import PARTITIONS_FILE

@@ -17,7 +17,7 @@ from adversary.audit.canaries import ExampleCanaries
 from adversary.audit.config import CLIENT, audit_level, gaussian_mechanism
 from adversary.taps import StrategyTap
 from fedsim.config import ConfigError, parse_config
-from fedsim.engine.lifecycle.assembly import strategy_of
+from fedsim.engine.assembly import strategy_of
 
 pytestmark = pytest.mark.usefixtures("task_identity")  # messages built outside a Flower run (conftest.py)
 

@@ -12,7 +12,7 @@ import flwr.simulation
 import pytest
 from tiny_configs import tiny_config
 
-import fedsim.engine.lifecycle.runner as runner
+import fedsim.engine.lifecycle.simulation as runner
 from fedsim.core.stopping import StopRequested, StopSignal, stop_on_signals
 
 

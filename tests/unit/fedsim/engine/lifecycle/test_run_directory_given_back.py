@@ -12,7 +12,8 @@ from tiny_configs import tiny_config
 
 from fedsim.core.errors import ConfigError, RunInterrupted
 from fedsim.core.stopping import StopSignal
-from fedsim.engine.lifecycle.runner import federation_start_line, run_experiment
+from fedsim.engine.lifecycle.simulation import federation_start_line
+from fedsim.engine.run import run_experiment
 from fedsim.rundir.writer import RunStore
 
 
@@ -123,7 +124,7 @@ def test_a_resumed_run_logs_the_round_it_resumes_at(caplog, monkeypatch):
 
     import flwr.simulation
 
-    import fedsim.engine.lifecycle.runner as runner
+    import fedsim.engine.lifecycle.simulation as runner
 
     for name, stand_in in (("start_ray", lambda init_args: None), ("stop_ray", lambda: None)):
         monkeypatch.setattr(runner, name, stand_in)

@@ -25,7 +25,7 @@ from adversary.secagg_taps import LegacyStrategyTap, MaskedWireTap
 from adversary.taps import AGGREGATE
 from clients.legacy_client import secagg_client_mods
 from fedsim.core import messaging
-from fedsim.engine.lifecycle.assembly import client_spec_of, strategy_of
+from fedsim.engine.assembly import client_spec_of, strategy_of
 from fedsim.engine.lifecycle.progress import LogProgress
 from fedsim.engine.lifecycle.rounds import ServerSpec, run_rounds
 from fedsim.engine.lifecycle.secagg_protocol import SecAggPlusParameters, SecAggRounds
