@@ -195,6 +195,67 @@ def summary_of(cases: list[dict]) -> dict[str, float]:
     }
 
 
+def scale_table(model, state, x, y, repeats: int, out: dict[str, dict]) -> list[str]:
+    """The `scale` part: clients x images per client, FedAvg against SecAgg+ at its defaults."""
+    header = f"| clients x images | aggregation | {COLUMNS} |"
+    table = [header, "| --- | --- | --- | --- | --- | --- |"]
+    print(header + " rtf seconds (max) |", flush=True)
+    for clients in (2, 8, 32, 64):
+        for per_client in (1, 4, 8):
+            for name, secure in (("FedAvg", None), ("SecAgg+", SECAGG_DEFAULT)):
+                cases = [one_case(model, state, x, y, clients, per_client, [], secure, seed) for seed in range(repeats)]
+                key = f"{clients}x{per_client} {name}"
+                out[key] = summary_of(cases)
+                row = f"| {clients} x {per_client} | {name} | {cells(cases)} |"
+                table.append(row)
+                print(f"{row} {max(case['seconds'] for case in cases):.3f} |", flush=True)
+    return table
+
+
+def init_table(public: torch.Tensor, x, y, draws: int, out: dict[str, dict]) -> list[str]:
+    """The `init` part: the global LeNet's init and the weights behind the imprint block, one model per draw."""
+    header = (
+        "| global LeNet's init (8 clients x 4 images) | weights behind the block | aggregation "
+        f"| images recovered at >= 40 dB, per draw (of 32) | {COLUMNS} |"
+    )
+    table = [header, "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    print(header, flush=True)
+    for init in INITS:
+        for model_weights in MODEL_WEIGHTS:
+            # draw d: the global model initialised with seed d (how confident it is varies with the draw)
+            served = [imprinted_lenet(public, init, model_weights, seed) for seed in range(draws)]
+            states = [{k: v.detach().clone() for k, v in m.state_dict().items()} for m in served]
+            for name, secure in (("FedAvg", None), ("SecAgg+", SECAGG_DEFAULT)):
+                cases = [one_case(served[seed], states[seed], x, y, 8, 4, [], secure, seed) for seed in range(draws)]
+                key = f"init {init} {model_weights} {name}"
+                out[key] = summary_of(cases)
+                counts = ", ".join(str(case["recovered_count"]) for case in cases)
+                row = f"| {init} | {model_weights} | {name} | {counts} | {cells(cases)} |"
+                table.append(row)
+                print(row, flush=True)
+    return table
+
+
+def defense_table(model, state, x, y, repeats: int, out: dict[str, dict]) -> list[str]:
+    """The `defenses` part: each client defense under FedAvg, SecAgg+ at its defaults and at the server's choice."""
+    header = f"| defense (8 clients x 4 images) | aggregation | {COLUMNS} |"
+    table = [header, "| --- | --- | --- | --- | --- | --- |"]
+    print(header, flush=True)
+    for label, defenses in DEFENSE_CASES.items():
+        for name, secure in (
+            ("FedAvg", None),
+            ("SecAgg+ defaults (8, 2^22)", SECAGG_DEFAULT),
+            ("SecAgg+ server's choice (1, 2^28)", SECAGG_CHOSEN),
+        ):
+            cases = [one_case(model, state, x, y, 8, 4, defenses, secure, seed) for seed in range(repeats)]
+            key = f"defense {label} {name}"
+            out[key] = summary_of(cases)
+            row = f"| {label} | {name} | {cells(cases)} |"
+            table.append(row)
+            print(row, flush=True)
+    return table
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_data_dir(parser)
@@ -216,63 +277,11 @@ def main(argv: list[str] | None = None) -> None:
     out: dict[str, dict] = {}
     tables: list[list[str]] = []
     if args.part in ("scale", "all"):
-        header = f"| clients x images | aggregation | {COLUMNS} |"
-        table = [header, "| --- | --- | --- | --- | --- | --- |"]
-        print(header + " rtf seconds (max) |", flush=True)
-        for clients in (2, 8, 32, 64):
-            for per_client in (1, 4, 8):
-                for name, secure in (("FedAvg", None), ("SecAgg+", SECAGG_DEFAULT)):
-                    cases = [
-                        one_case(model, state, x, y, clients, per_client, [], secure, seed)
-                        for seed in range(args.repeats)
-                    ]
-                    key = f"{clients}x{per_client} {name}"
-                    out[key] = summary_of(cases)
-                    row = f"| {clients} x {per_client} | {name} | {cells(cases)} |"
-                    table.append(row)
-                    print(f"{row} {max(case['seconds'] for case in cases):.3f} |", flush=True)
-        tables.append(table)
+        tables.append(scale_table(model, state, x, y, args.repeats, out))
     if args.part in ("init", "all"):
-        header = (
-            "| global LeNet's init (8 clients x 4 images) | weights behind the block | aggregation "
-            f"| images recovered at >= 40 dB, per draw (of 32) | {COLUMNS} |"
-        )
-        table = [header, "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-        print(header, flush=True)
-        for init in INITS:
-            for model_weights in MODEL_WEIGHTS:
-                # draw d: the global model initialised with seed d (how confident it is varies with the draw)
-                served = [imprinted_lenet(public, init, model_weights, seed) for seed in range(args.init_draws)]
-                states = [{k: v.detach().clone() for k, v in m.state_dict().items()} for m in served]
-                for name, secure in (("FedAvg", None), ("SecAgg+", SECAGG_DEFAULT)):
-                    cases = [
-                        one_case(served[seed], states[seed], x, y, 8, 4, [], secure, seed)
-                        for seed in range(args.init_draws)
-                    ]
-                    key = f"init {init} {model_weights} {name}"
-                    out[key] = summary_of(cases)
-                    counts = ", ".join(str(case["recovered_count"]) for case in cases)
-                    row = f"| {init} | {model_weights} | {name} | {counts} | {cells(cases)} |"
-                    table.append(row)
-                    print(row, flush=True)
-        tables.append(table)
+        tables.append(init_table(public, x, y, args.init_draws, out))
     if args.part in ("defenses", "all"):
-        header = f"| defense (8 clients x 4 images) | aggregation | {COLUMNS} |"
-        table = [header, "| --- | --- | --- | --- | --- | --- |"]
-        print(header, flush=True)
-        for label, defenses in DEFENSE_CASES.items():
-            for name, secure in (
-                ("FedAvg", None),
-                ("SecAgg+ defaults (8, 2^22)", SECAGG_DEFAULT),
-                ("SecAgg+ server's choice (1, 2^28)", SECAGG_CHOSEN),
-            ):
-                cases = [one_case(model, state, x, y, 8, 4, defenses, secure, seed) for seed in range(args.repeats)]
-                key = f"defense {label} {name}"
-                out[key] = summary_of(cases)
-                row = f"| {label} | {name} | {cells(cases)} |"
-                table.append(row)
-                print(row, flush=True)
-        tables.append(table)
+        tables.append(defense_table(model, state, x, y, args.repeats, out))
     if args.docs:
         lines = [line for table in tables for line in [*table, ""]]
         write_between_markers(DOCS_PAGES[MARKER], MARKER, [*lines, *CONCLUSION.strip().splitlines()])

@@ -145,6 +145,97 @@ def train_prior(
         torch.set_num_threads(previous_threads)
 
 
+@dataclass
+class _Training:
+    """What a training run holds between steps: the model, its moving average, the noise schedule, the optimizer,
+    the steps taken and the seconds spent in earlier sessions (a resumed training's)."""
+
+    unet: Any
+    average: Any
+    scheduler: Any
+    optimizer: torch.optim.Optimizer
+    step: int = 0
+    earlier_seconds: float = 0.0
+
+
+def _start(out: Path, shape: tuple[int, ...], preset: str, spec: dict[str, Any], seed: int, resume: bool) -> _Training:
+    """A fresh training of ``preset``'s UNet for images of ``shape``, or the one saved in ``out`` with ``resume``."""
+    from diffusers import DDPMScheduler
+
+    if out.exists() and any(out.iterdir()) and not resume and (out / STATE).exists():
+        raise FileExistsError(f"{out} holds a prior in training; pass --resume to continue it")
+    out.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(seed)
+    _, c, h, _ = shape
+    unet = build_unet(h, c, preset)
+    average = copy.deepcopy(unet).requires_grad_(False)
+    scheduler = DDPMScheduler(num_train_timesteps=1000, beta_schedule="linear")
+    optimizer = torch.optim.AdamW(unet.parameters(), lr=spec["lr"])
+    training = _Training(unet, average, scheduler, optimizer)
+    if resume and (out / STATE).exists():
+        # imported here: the models package pulls in torchvision, which attack workers (importing the priors)
+        # must not load before they leave the server's working directory
+        from fedsim.models.checkpoint import load_weights_only
+
+        state = load_weights_only(out / STATE, str(out / STATE))  # tensors, state dicts, numbers: no code runs
+        unet.load_state_dict(state["unet"])
+        average.load_state_dict(state.get("ema", state["unet"]))
+        optimizer.load_state_dict(state["optimizer"])
+        training.step = int(state["step"])
+        training.earlier_seconds = float(state.get("seconds", 0.0))
+        torch.set_rng_state(state["rng"])
+    return training
+
+
+def _save(training: _Training, out: Path, record: PriorRecord, seconds: float) -> None:
+    """The state to resume from, the diffusers folder (the moving average) and the split record, with the steps and
+    ``seconds`` trained so far."""
+    torch.save(
+        {
+            "unet": training.unet.state_dict(),
+            "ema": training.average.state_dict(),
+            "optimizer": training.optimizer.state_dict(),
+            "step": training.step,
+            "rng": torch.get_rng_state(),
+            "seconds": seconds,
+        },
+        out / STATE,
+    )
+    training.average.save_pretrained(out / "unet")
+    training.scheduler.save_pretrained(out / "scheduler")
+    trained = {
+        "trained_steps": training.step,
+        "training_seconds": round(seconds, 1),
+        "threads": torch.get_num_threads(),
+    }
+    (out / RECORD).write_text(json.dumps({**asdict(record), **trained}, indent=1))
+
+
+def _denoising_step(
+    training: _Training, data: torch.Tensor, alphas: torch.Tensor, spec: dict[str, Any], total: int
+) -> torch.Tensor:
+    """One optimizer step on a random batch noised at random timesteps, then the moving average; returns the loss."""
+    unet, optimizer, step = training.unet, training.optimizer, training.step
+    for group in optimizer.param_groups:
+        group["lr"] = learning_rate(step, total, spec["lr"], spec["warmup"])
+    batch = data[torch.randint(0, data.shape[0], (spec["batch_size"],))]
+    t = torch.randint(0, 1000, (batch.shape[0],))
+    noise = torch.randn_like(batch)
+    a = alphas[t].reshape(-1, 1, 1, 1)
+    noisy = a.sqrt() * batch + (1 - a).sqrt() * noise
+    loss = torch.nn.functional.mse_loss(unet(noisy, t).sample, noise)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    # early on the average follows the weights closely (the warm-up of Adam's moments)
+    decay = min(spec["ema"], (1 + step) / (10 + step))
+    with torch.no_grad():
+        for kept, current in zip(training.average.parameters(), unet.parameters(), strict=True):
+            kept.lerp_(current, 1 - decay)
+    training.step = step + 1
+    return loss
+
+
 def _train(
     images: np.ndarray,
     out: Path,
@@ -159,78 +250,22 @@ def _train(
     progress: bool,
     checkpoint_every: int,
 ) -> PriorRecord:
-    from diffusers import DDPMScheduler
     from rich.progress import Progress
 
-    if out.exists() and any(out.iterdir()) and not resume and (out / STATE).exists():
-        raise FileExistsError(f"{out} holds a prior in training; pass --resume to continue it")
-    out.mkdir(parents=True, exist_ok=True)
-    torch.manual_seed(seed)
-    n, c, h, _ = images.shape
-    unet = build_unet(h, c, preset)
-    average = copy.deepcopy(unet).requires_grad_(False)
-    scheduler = DDPMScheduler(num_train_timesteps=1000, beta_schedule="linear")
-    optimizer = torch.optim.AdamW(unet.parameters(), lr=spec["lr"])
-    step, earlier_seconds = 0, 0.0
-    if resume and (out / STATE).exists():
-        # imported here: the models package pulls in torchvision, which attack workers (importing the priors)
-        # must not load before they leave the server's working directory
-        from fedsim.models.checkpoint import load_weights_only
-
-        state = load_weights_only(out / STATE, str(out / STATE))  # tensors, state dicts, numbers: no code runs
-        unet.load_state_dict(state["unet"])
-        average.load_state_dict(state.get("ema", state["unet"]))
-        optimizer.load_state_dict(state["optimizer"])
-        step = int(state["step"])
-        earlier_seconds = float(state.get("seconds", 0.0))
-        torch.set_rng_state(state["rng"])
+    training = _start(out, images.shape, preset, spec, seed, resume)
     data = torch.from_numpy(np.asarray(images, dtype=np.float32)) * 2 - 1  # diffusers' [-1, 1]
-    alphas = scheduler.alphas_cumprod.float()
+    alphas = training.scheduler.alphas_cumprod.float()
+    n, _, h, _ = images.shape
     record = PriorRecord(dataset, split, h, n, image_hashes(images), preset, total)
     start = time.perf_counter()
-
-    def save() -> None:
-        seconds = earlier_seconds + time.perf_counter() - start
-        torch.save(
-            {
-                "unet": unet.state_dict(),
-                "ema": average.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "step": step,
-                "rng": torch.get_rng_state(),
-                "seconds": seconds,
-            },
-            out / STATE,
-        )
-        average.save_pretrained(out / "unet")
-        scheduler.save_pretrained(out / "scheduler")
-        trained = {"trained_steps": step, "training_seconds": round(seconds, 1), "threads": torch.get_num_threads()}
-        (out / RECORD).write_text(json.dumps({**asdict(record), **trained}, indent=1))
-
-    unet.train()
+    training.unet.train()
     with Progress(disable=not progress) as bar:
-        task = bar.add_task("training prior", total=total, completed=step)
-        while step < total:
-            for group in optimizer.param_groups:
-                group["lr"] = learning_rate(step, total, spec["lr"], spec["warmup"])
-            batch = data[torch.randint(0, n, (spec["batch_size"],))]
-            t = torch.randint(0, 1000, (batch.shape[0],))
-            noise = torch.randn_like(batch)
-            a = alphas[t].reshape(-1, 1, 1, 1)
-            noisy = a.sqrt() * batch + (1 - a).sqrt() * noise
-            loss = torch.nn.functional.mse_loss(unet(noisy, t).sample, noise)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            # early on the average follows the weights closely (the warm-up of Adam's moments)
-            decay = min(spec["ema"], (1 + step) / (10 + step))
-            with torch.no_grad():
-                for kept, current in zip(average.parameters(), unet.parameters(), strict=True):
-                    kept.lerp_(current, 1 - decay)
-            step += 1
+        task = bar.add_task("training prior", total=total, completed=training.step)
+        while training.step < total:
+            loss = _denoising_step(training, data, alphas, spec, total)
             bar.update(task, advance=1, description=f"training prior (loss {loss.item():.3f})")
-            if step % checkpoint_every == 0 or step == total:
-                save()
+            if training.step % checkpoint_every == 0 or training.step == total:
+                _save(training, out, record, training.earlier_seconds + time.perf_counter() - start)
     return record
 
 

@@ -10,7 +10,8 @@ data sets) declare their own config models beside their code and register them; 
 (``plugins``) and composes the discriminated unions of ``client.defenses[]``, ``adversary.attacks[]``,
 ``data.partition``, ... from the registries (``compose``). Plugins never import this package.
 
-One module a job: ``sections`` (the section models), ``compose`` (plugin unions, the only place that
+One module a job: a module per section (``federation``, ``client``, ``strategy``, ``adversary``, ``output``) and
+``experiment`` (the root, with the checks that span sections), ``compose`` (plugin unions, the only place that
 retypes fields), ``errors`` (one-line messages), ``migrate`` (older configs), ``overrides`` (``--set``),
 ``files`` (reading, validating and writing configs), ``schema`` (the config reference).
 """
@@ -18,9 +19,13 @@ retypes fields), ``errors`` (one-line messages), ``migrate`` (older configs), ``
 from __future__ import annotations
 
 from adversary.inversion.options import AttackOptions
+from fedsim.config.adversary import AdversaryConfig
+from fedsim.config.client import ClientConfig
 
-# compose first of the package: it loads the plugins and puts their unions into the sections
+# compose, imported before files, migrate and the schema: it loads the plugins and puts their unions into the sections
 from fedsim.config.compose import refresh_plugins, tagged_fields
+from fedsim.config.experiment import ExperimentConfig
+from fedsim.config.federation import FederationConfig
 from fedsim.config.files import (
     SWEEP_SECTION,
     config_changes,
@@ -31,14 +36,8 @@ from fedsim.config.files import (
     with_absolute_paths,
 )
 from fedsim.config.migrate import SCHEMA_VERSION, upgrade
-from fedsim.config.sections import (
-    AdversaryConfig,
-    ClientConfig,
-    ExperimentConfig,
-    FederationConfig,
-    OutputConfig,
-    StrategyConfig,
-)
+from fedsim.config.output import OutputConfig
+from fedsim.config.strategy import StrategyConfig
 from fedsim.core.errors import ConfigError
 from fedsim.core.overrides import apply_override, parse_value, set_key
 from fedsim.core.sections import Section

@@ -1,7 +1,7 @@
 """Composing the config from the plugin registries: the only place that retypes config fields.
 
-Each field that holds a plugin's config is declared with the base of its config models (see
-``fedsim.config.sections``, ``DataConfig.partition``, ``OptimizationOptions.regularizers``); ``_compose`` puts
+Each field that holds a plugin's config is declared with the base of its config models (see the section
+modules of ``fedsim.config``, ``DataConfig.partition``, ``OptimizationOptions.regularizers``); ``_compose`` puts
 the discriminated union of every registered plugin there, innermost first, and rebuilds the models. It runs
 when this module is imported (after ``load_plugins``, so entry-point plugins are in), and again on
 ``refresh_plugins`` for plugins registered since.
@@ -18,8 +18,10 @@ from adversary.inversion.regularizers import REGULARIZERS
 from adversary.modifications import MODIFICATIONS
 from adversary.registry import ATTACKS
 from clients.defenses.registry import DEFENSES
+from fedsim.config.adversary import AdversaryConfig
+from fedsim.config.client import ClientConfig
+from fedsim.config.experiment import ExperimentConfig
 from fedsim.config.plugins import load_plugins
-from fedsim.config.sections import AdversaryConfig, ClientConfig, ExperimentConfig
 from fedsim.core.registry import Registry
 from fedsim.core.sections import PluginSection
 from fedsim.data.registry import DATASETS, PARTITIONS

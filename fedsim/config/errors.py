@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from fedsim.config.compose import PLUGIN_SECTIONS, first_model, tagged_fields
-from fedsim.config.sections import ExperimentConfig
+from fedsim.config.experiment import ExperimentConfig
 
 
 def _format_path(loc: tuple[Any, ...]) -> str:

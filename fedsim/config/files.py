@@ -16,8 +16,8 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from fedsim.config.errors import one_line
+from fedsim.config.experiment import ExperimentConfig
 from fedsim.config.migrate import SCHEMA_KEY, SCHEMA_VERSION, upgrade
-from fedsim.config.sections import ExperimentConfig
 from fedsim.core.config_text import read_yaml
 from fedsim.core.errors import ConfigError
 from fedsim.core.overrides import apply_override

@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from fedsim.config.compose import first_model, tagged_fields, variant_of
-from fedsim.config.sections import ExperimentConfig
+from fedsim.config.experiment import ExperimentConfig
 from fedsim.core.errors import ConfigError
 from fedsim.core.sections import upgrade_keys
 

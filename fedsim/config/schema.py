@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
 from fedsim.config.compose import PLUGIN_SECTIONS, first_model, tagged_fields
-from fedsim.config.sections import ExperimentConfig
+from fedsim.config.experiment import ExperimentConfig
 from fedsim.core.errors import ConfigError
 
 Row = tuple[str, str, str, str]

@@ -30,7 +30,7 @@ from adversary.taps import AGGREGATE
 from adversary.view import AttackerView
 from clients.client_app import ClientSpec, fit_locally
 from fedsim.config import AdversaryConfig
-from fedsim.config.sections import AttackTuning
+from fedsim.config.adversary import AttackTuning
 from fedsim.core.sections import PluginSection, Section
 from fedsim.core.seeding import derive_seed
 from fedsim.engine.lifecycle.federation import Federation

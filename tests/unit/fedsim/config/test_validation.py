@@ -74,7 +74,7 @@ def test_a_yaml_alias_bomb_is_bounded_and_one_line(tmp_path, capsys):
 
 @pytest.mark.parametrize(("attacked", "selects"), [([999_999_999], True), ("5-999999999", True), ([10**9 + 1], False)])
 def test_whether_the_adversary_attacks_a_round_is_known_without_walking_the_rounds(monkeypatch, attacked, selects):
-    from fedsim.config.sections import AdversaryConfig
+    from fedsim.config.adversary import AdversaryConfig
 
     asked, answer = [], AdversaryConfig.attacks_round
 

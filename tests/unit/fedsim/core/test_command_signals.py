@@ -10,6 +10,7 @@ import yaml
 from tiny_configs import tiny_raw
 
 import fedsim.cli as cli
+import fedsim.cli.report as cli_report
 from fedsim.core.command_signals import sigterm_interrupts
 from fedsim.core.errors import Interrupted
 
@@ -35,7 +36,7 @@ def test_a_sigterm_while_the_report_of_a_complete_run_is_written_says_the_run_is
 
     run_dir = tmp_path / "runs" / "done"
     monkeypatch.setattr(runner, "run_experiment", lambda *args, **kwargs: run_dir)
-    monkeypatch.setattr(cli, "_print_report", lambda run: signal.raise_signal(signal.SIGTERM))
+    monkeypatch.setattr(cli_report, "print_report", lambda run: signal.raise_signal(signal.SIGTERM))
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump(tiny_raw()))
     sigterm_interrupts()  # as the `fedsim` command does first

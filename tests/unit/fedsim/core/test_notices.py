@@ -3,7 +3,7 @@
 import logging
 import warnings
 
-from fedsim.cli import _setup_logging
+from fedsim.cli.console import setup_logging
 from fedsim.core.notices import warning_line
 
 
@@ -28,7 +28,7 @@ def test_the_command_line_shows_a_warning_as_one_line_without_the_code_that_warn
     try:
         with warnings.catch_warnings():  # restores Python's own display afterwards
             warnings.simplefilter("always")
-            _setup_logging(quiet=True)
+            setup_logging(quiet=True)
             warnings.warn("LPIPS unavailable, reported as None: no weights", LpipsUnavailableWarning, stacklevel=1)
     finally:
         logger.handlers[:], logger.level, logger.propagate = handlers, level, propagate

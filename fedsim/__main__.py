@@ -1,0 +1,5 @@
+"""``python -m fedsim``: the ``fedsim`` command."""
+
+from fedsim.cli import entry
+
+entry()
