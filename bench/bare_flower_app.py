@@ -21,7 +21,8 @@ from fedsim.engine.lifecycle.federation import Federation, prepare_federation
 @functools.lru_cache(maxsize=1)
 def cached_federation(config_json: str) -> Federation:
     """Data and partitions, loaded once per process, as Flower's quickstarts cache their FederatedDataset."""
-    return prepare_federation(ExperimentConfig.model_validate_json(config_json))
+    config = ExperimentConfig.model_validate_json(config_json)
+    return prepare_federation(config.data, config.federation.num_clients, config.seed)
 
 
 def build_client_app(config: ExperimentConfig) -> ClientApp:

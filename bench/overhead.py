@@ -93,7 +93,12 @@ def bare_flower_round_ends(config: ExperimentConfig) -> list[float]:
             evaluate_fn=evaluate_fn,
         )
 
-    run_simulation(server_app, client_app, config.federation.num_clients, backend_config=backend_config(config))
+    run_simulation(
+        server_app,
+        client_app,
+        config.federation.num_clients,
+        backend_config=backend_config(config.federation, config.adversary),
+    )
     return round_ends
 
 

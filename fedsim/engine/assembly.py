@@ -25,9 +25,9 @@ from clients.client_app import ClientSpec
 from clients.failures import FailureSchedule
 from fedsim.config import SECAGG_STRATEGY, SECAGG_TRAINING_STAGE, ClientConfig, ExperimentConfig
 from fedsim.core.seeding import derive_seed
-from fedsim.data import ChannelStats
+from fedsim.data import ChannelStats, ImageDataset, TextDataset
 from fedsim.engine.audit import AuditPieces, AuditWiring, attach_audit
-from fedsim.engine.leakage.portfolio import verdict_warning
+from fedsim.engine.leakage.portfolio import attack_setting, resolve_attacks, verdict_warning
 from fedsim.engine.leakage.rehearsal import PublicRehearsal, setting_description, tuned_attacks
 from fedsim.engine.leakage.wiring import (
     AdversaryPieces,
@@ -36,8 +36,9 @@ from fedsim.engine.leakage.wiring import (
     input_bounds_of,
     input_shape_of,
 )
-from fedsim.engine.lifecycle.federation import Federation
+from fedsim.engine.lifecycle.federation import Federation, prepare_federation
 from fedsim.engine.lifecycle.protocols import protocol_of
+from fedsim.engine.lifecycle.rounds import ServerSettings
 from fedsim.judge.metrics import Lpips
 from fedsim.models import DataShape, build_run_model
 from fedsim.rundir.writer import RunStore
@@ -112,6 +113,22 @@ def strategy_of(config: ExperimentConfig, history: Iterable[Mapping[str, Any]] =
     return build_strategy(config.strategy.name, config.federation, config.seed, config.strategy.dp, history)
 
 
+def federation_of(config: ExperimentConfig) -> Federation:
+    """The run's data side: ``data`` split among ``federation.num_clients`` clients under the run's seed."""
+    return prepare_federation(config.data, config.federation.num_clients, config.seed)
+
+
+def server_settings_of(config: ExperimentConfig) -> ServerSettings:
+    """What the server side reads of the run's config (``fedsim.engine.lifecycle.rounds.ServerSpec``)."""
+    return ServerSettings(
+        federation=config.federation,
+        seed=config.seed,
+        secagg=config.strategy.secagg,
+        keep_checkpoints=config.output.save_checkpoints,
+        last_attacked_round=config.adversary.last_attacked_round(),
+    )
+
+
 def run_model_of(config: ExperimentConfig, shape: DataShape, seed: int, *, with_weights: bool) -> nn.Module:
     """The run's model (``config.model``, built as ``client.dp_compatible_model`` says) for the data's shape;
     see ``fedsim.models.build_run_model``."""
@@ -170,10 +187,10 @@ def adversary_of(
         settings=config.adversary,
         architecture=architecture_of(config, federation, model_seed),
         training=training_of(config.client),
-        protocol=protocol_of(config),
+        protocol=protocol_of(config.strategy.name),
         seed=config.seed,
         defended=bool(config.client.defenses),
-        lower_bound=verdict_warning(config) is not None,
+        lower_bound=verdict_warning(config.adversary, config.client.defenses) is not None,
         legacy_path=config.strategy.name == SECAGG_STRATEGY,
         tuner=tuner_of(config, client_spec, federation),
     )
@@ -194,6 +211,24 @@ def privacy_audit_of(
         lr=config.client.lr,
         model=run_model_of(config, federation.dataset, seed=model_seed, with_weights=True),
         seed=config.seed,
-        protocol=protocol_of(config),
+        protocol=protocol_of(config.strategy.name),
     )
     return attach_audit(pieces, federation, store, committed)
+
+
+def with_attacks_resolved(
+    config: ExperimentConfig, architecture: nn.Module | None, dataset: ImageDataset | TextDataset
+) -> tuple[ExperimentConfig, Lpips | None]:
+    """The run's config with the attacks that apply (``resolve_attacks``) and the LPIPS network that scores them;
+    ``architecture``: the run's model (None where no attack is configured: the config is returned as it is).
+    An attack that cannot apply, or ``adversary.lpips: required`` without its weights, is refused here, before
+    the run directory exists."""
+    if not config.adversary.attacks or architecture is None:
+        return config, None
+    shape = (dataset.channels, dataset.image_size, dataset.image_size)
+    secagg = config.strategy.name == SECAGG_STRATEGY
+    setting = attack_setting(
+        config.adversary, config.client, config.model.name, secagg, architecture, shape, dataset.num_classes
+    )
+    adversary = resolve_attacks(config.adversary, config.client.defenses, setting)
+    return config.model_copy(update={"adversary": adversary}), Lpips(adversary.lpips)

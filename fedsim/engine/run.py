@@ -24,8 +24,15 @@ from fedsim.core.devices import resolve_device
 from fedsim.core.errors import RunInterrupted, TrainingFailed
 from fedsim.core.seeding import derive_seed
 from fedsim.core.stopping import StopRequested, StopSignal, force_exit, stop_on_signals
-from fedsim.engine.assembly import adversary_of, client_spec_of, privacy_audit_of, run_model_of, strategy_of
-from fedsim.engine.leakage.portfolio import with_attacks_resolved
+from fedsim.engine.assembly import (
+    adversary_of,
+    client_spec_of,
+    privacy_audit_of,
+    run_model_of,
+    server_settings_of,
+    strategy_of,
+    with_attacks_resolved,
+)
 from fedsim.engine.lifecycle.evaluation import CentralEvaluator
 from fedsim.engine.lifecycle.federation import Federation, prepare_federation
 from fedsim.engine.lifecycle.progress import LogProgress, RichProgress
@@ -101,8 +108,8 @@ def _run_experiment(
         last_round, initial_state = 0, None
     device = resolve_device(config.device)
     if engine is None:
-        engine = SimulationEngine(config, ray_resources, services)
-    federation = prepare_federation(config)
+        engine = SimulationEngine(config.federation, config.adversary, ray_resources, services)
+    federation = prepare_federation(config.data, config.federation.num_clients, config.seed)
     model_seed = derive_seed(config.seed, "model")
     if initial_state is None:
         initial_state = _initial_state(config, federation, model_seed)
@@ -115,14 +122,8 @@ def _run_experiment(
     if stop.requested:  # stopped while the data and models loaded: nothing written yet
         raise RunInterrupted(session.run_dir if session else None, stop.signum, last_round + 1)
     if session is None:  # created once data and model are known good: a failed start leaves no orphan directory
-        new = RunSession.create(
-            config,
-            str(device),
-            run_dir,
-            engine.environment(),
-            started=started,
-            keep_checkpoints=config.output.save_checkpoints,
-        )
+        store = RunStore.create(config, str(device), run_dir, engine.environment())
+        new = RunSession.create(store, started=started, keep_checkpoints=config.output.save_checkpoints)
         session = held.enter_context(new)
     else:
         session.record_resumption(str(device), engine.environment())
@@ -131,7 +132,7 @@ def _run_experiment(
         config, session, federation, initial_state, last_round, resume is not None, device, quiet, stop, services, lpips
     )
     _play(engine, config, session, server_spec, federation, client_spec, stop, resume is None)
-    summary = session.summarise(config)
+    summary = session.summarise(config.federation, config.adversary.last_attacked_round())
     untrained = rounds_without_update(session.store, after=last_round, withheld=_withheld_rounds(config))
     if untrained is not None:
         raise TrainingFailed(f"{untrained}; reasons in the fit rows of {session.run_dir / METRICS_FILE}")
@@ -187,7 +188,7 @@ def _assemble(
         session.attach_privacy_audit(privacy_audit_of(config, federation, session.store, model_seed, last_round))
     progress = LogProgress() if quiet else RichProgress()
     server_spec = ServerSpec(
-        config=config,
+        settings=server_settings_of(config),
         store=session.store,
         strategy=session.wrap_strategy(strategy),  # the audit's wrapping under the adversary's own
         initial_state=initial_state,
@@ -215,7 +216,7 @@ def _play(
     stopped: StopRequested | KeyboardInterrupt | None = None
     try:
         if server.start_round < config.federation.rounds:
-            protocol = protocol_of(config)  # Message API, or Flower's legacy path for SecAgg+
+            protocol = protocol_of(config.strategy.name)  # Message API, or Flower's legacy path for SecAgg+
             engine.play(protocol, server, federation, client)
     except (StopRequested, KeyboardInterrupt) as interrupt:  # KeyboardInterrupt: a signal the run did not handle
         stopped = interrupt

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from fedsim.config import ExperimentConfig
+from fedsim.config import ExperimentConfig, FederationConfig
 from fedsim.core.stopping import StopSignal
 from fedsim.engine.audit import AuditWiring
 from fedsim.engine.leakage.wiring import AdversaryWiring
@@ -45,18 +45,9 @@ class RunSession:
         self._given_back = False
 
     @classmethod
-    def create(
-        cls,
-        config: ExperimentConfig,
-        device: str,
-        run_dir: Path | None,
-        environment: dict[str, Any],
-        *,
-        started: float,
-        keep_checkpoints: bool,
-    ) -> RunSession:
-        """A new run directory (``RunStore.create``: claimed atomically, its config written, locked)."""
-        store = RunStore.create(config, device, run_dir, environment)
+    def create(cls, store: RunStore, *, started: float, keep_checkpoints: bool) -> RunSession:
+        """A session on a new run directory (``RunStore.create``: claimed atomically, its config written, locked),
+        given back if it ends before its first commit."""
         return cls(store, new_run=True, started=started, keep_checkpoints=keep_checkpoints)
 
     @classmethod
@@ -154,12 +145,18 @@ class RunSession:
         if wiring is not None and not (completed and wiring.adversary.finish(stop)):
             wiring.adversary.abandon()
 
-    def summarise(self, config: ExperimentConfig | None = None, extra: Mapping[str, Any] = {}) -> dict[str, Any]:
-        """Finish the privacy audit (its `audit` row), then write ``summary.json`` (``summarize``; ``config``: with
-        the run's utility, ``extra``: fields of the caller's) and return it."""
+    def summarise(
+        self,
+        federation: FederationConfig | None = None,
+        last_attacked_round: int = 0,
+        extra: Mapping[str, Any] = {},
+    ) -> dict[str, Any]:
+        """Finish the privacy audit (its `audit` row), then write ``summary.json`` (``summarize``; ``federation``:
+        with the run's utility, ``extra``: fields of the caller's) and return it."""
         if self.audit is not None:
             self.audit.finish()  # the `audit` row (summarize reads it); a warning if the bound exceeds the accountant
-        summary = {**summarize(self.store, time.perf_counter() - self.started, config), **extra}
+        elapsed = time.perf_counter() - self.started
+        summary = {**summarize(self.store, elapsed, federation, last_attacked_round), **extra}
         self.store.write_json(SUMMARY_FILE, summary)
         return summary
 

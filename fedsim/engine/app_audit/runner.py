@@ -40,8 +40,7 @@ from fedsim.engine.app_audit.metrics import app_evaluation
 from fedsim.engine.app_audit.recording import AppRecording
 from fedsim.engine.app_audit.server_watch import Recorder, watching_strategies
 from fedsim.engine.app_audit.workdir import app_working_directory, relative_paths, with_absolute_paths
-from fedsim.engine.assembly import adversary_of, run_model_of
-from fedsim.engine.leakage.portfolio import with_attacks_resolved
+from fedsim.engine.assembly import adversary_of, run_model_of, with_attacks_resolved
 from fedsim.engine.lifecycle.evaluation import CentralEvaluator
 from fedsim.engine.lifecycle.federation import Federation
 from fedsim.engine.lifecycle.ray_processes import RayProcesses
@@ -50,6 +49,7 @@ from fedsim.engine.lifecycle.simulation import backend_config as simulation_back
 from fedsim.engine.lifecycle.simulation import quiet_frameworks
 from fedsim.engine.lifecycle.summary import log_summary
 from fedsim.engine.session import RunSession
+from fedsim.rundir.writer import RunStore
 
 logger = logging.getLogger("fedsim")
 
@@ -88,7 +88,9 @@ def audit_app(
     environment = {"engine": ENGINE, "flower_app": str(app.path), "run_config": app.run_config}
     with (
         stop_on_signals(StopSignal(), force_exit) as stop,
-        RunSession.create(config, str(device), run_dir, environment, started=started, keep_checkpoints=True) as session,
+        RunSession.create(
+            RunStore.create(config, str(device), run_dir, environment), started=started, keep_checkpoints=True
+        ) as session,
     ):
         session.record_partitions(federation)
         if config.adversary.attacks:
@@ -197,7 +199,7 @@ def run_app(
         if tapped is not None:  # a legacy workflow keeps the global model in the server's state
             tapped.finish(context.state.array_records.get(LEGACY_PARAMETERS))
 
-    backend_config = simulation_backend_config(config)
+    backend_config = simulation_backend_config(config.federation, config.adversary)
     nodes = config.federation.num_clients
     with (
         RayProcesses(),

@@ -141,7 +141,8 @@ def client_spec(context: Context) -> tuple[ClientSpec, ExperimentConfig]:
         raise ConfigError(f"{where}: {error}") from None
     partition_of_node(context, config)
     try:
-        federation = prepare_federation(config)  # the seed fixes the partitions: the server derives the same
+        # the seed fixes the partitions: the server derives the same
+        federation = prepare_federation(config.data, config.federation.num_clients, config.seed)
     except (DataError, FileNotFoundError) as error:
         raise DataError(f"{where} cannot load its data: {error}") from None
     dataset = federation.dataset
@@ -187,7 +188,7 @@ class FedsimClientApp(ClientApp):
         if context.run_id not in self._apps:
             spec, config = client_spec(context)
             match_simulated_threads(config)
-            self._apps[context.run_id] = (protocol_of(config).client_app(spec), config)
+            self._apps[context.run_id] = (protocol_of(config.strategy.name).client_app(spec), config)
         app, config = self._apps[context.run_id]
         partition_of_node(context, config)  # every node of a simulation shares this process's app
         return app(message, context)

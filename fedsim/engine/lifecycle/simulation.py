@@ -13,7 +13,7 @@ from typing import Any
 from typing import Protocol as TypingProtocol
 
 from clients.client_app import ClientSpec
-from fedsim.config import ExperimentConfig
+from fedsim.config import AdversaryConfig, FederationConfig
 from fedsim.core.devices import resolve_device
 from fedsim.core.errors import ConfigError
 from fedsim.core.flower_private import canonical_ray_address
@@ -56,7 +56,10 @@ def quiet_frameworks() -> None:
 
 
 def backend_config(
-    config: ExperimentConfig, ray_resources: Mapping[str, float] | None = None, ray_address: str | None = None
+    federation: FederationConfig,
+    adversary: AdversaryConfig,
+    ray_resources: Mapping[str, float] | None = None,
+    ray_address: str | None = None,
 ) -> dict[str, Any]:
     """Flower's Ray backend settings; ``ray_resources`` (e.g. ``{"num_cpus": 1}``) caps this run's Ray instance,
     so that runs side by side (``fedsim sweep --parallel``) share the machine instead of each claiming all of it.
@@ -64,23 +67,27 @@ def backend_config(
 
     ``ray_address``: join that running Ray cluster instead (``federation.ray_address`` or ``RAY_ADDRESS``); its
     resources are the cluster's, so nothing is capped and Ray places the clients on its nodes."""
-    resources = config.federation.client_resources
+    resources = federation.client_resources
     logs = {"logging_level": logging.ERROR, "log_to_driver": False, "include_dashboard": False}
     if ray_address is not None:
         init_args = {**logs, "address": ray_address}
     else:
         machine_cpus = usable_cpus()
         check_fits_machine(
-            config, int((ray_resources or {}).get("num_cpus", machine_cpus)), machine_cpus, machine_gpus()
+            federation,
+            adversary,
+            int((ray_resources or {}).get("num_cpus", machine_cpus)),
+            machine_cpus,
+            machine_gpus(),
         )
-        attack_device = str(resolve_device(config.adversary.device)) if config.adversary.attacks else "cpu"
+        attack_device = str(resolve_device(adversary.device)) if adversary.attacks else "cpu"
         # "local": a Ray instance of the run's own, even when `ray start` left a cluster on this machine (which a
         # plain ray.init() would join, with the caps below refused there)
         init_args = {
             **logs,
             "address": "local",
             **(ray_resources or {}),
-            **ray_node_counts(config, attack_device, ray_resources),
+            **ray_node_counts(federation, adversary, attack_device, ray_resources),
         }
     return {"client_resources": {"num_cpus": resources.cpus, "num_gpus": resources.gpus}, "init_args": init_args}
 
@@ -92,12 +99,17 @@ class SimulationEngine:
 
     def __init__(
         self,
-        config: ExperimentConfig,
+        federation: FederationConfig,
+        adversary: AdversaryConfig,
         ray_resources: Mapping[str, float] | None = None,
         services: SharedServices | None = None,
     ) -> None:
+        """``federation`` and ``adversary``: the run's sections (its clients' and attack workers' resources, the Ray
+        cluster it joins)."""
+        self.federation = federation
+        self.adversary = adversary
         self.ray_resources = ray_resources
-        self.ray_address = cluster_address(config)
+        self.ray_address = cluster_address(federation.ray_address)
         self.services = services  # a sweep's Ray, kept between its runs
 
     def environment(self) -> dict[str, Any]:
@@ -110,11 +122,11 @@ class SimulationEngine:
             logger.info(
                 "on Ray cluster %s: the cluster's resources apply, not %s", self.ray_address, dict(self.ray_resources)
             )
-        settings = backend_config(server.config, self.ray_resources, self.ray_address)
+        settings = backend_config(self.federation, self.adversary, self.ray_resources, self.ray_address)
         simulation = {
             "server_app": protocol.server_app(server, federation),
             "client_app": protocol.client_app(client),
-            "num_supernodes": server.config.federation.num_clients,
+            "num_supernodes": self.federation.num_clients,
             "backend_config": settings,
         }
         if self.services is not None:  # Ray outlives the run: the sweep stops it (and its processes) at its end
@@ -149,7 +161,7 @@ def federation_start_line(server: ServerSpec) -> str:
     """What the log says as the federation starts, with the round the run plays first (a resumed run's too)."""
     resumed = f" (resumed after round {server.start_round})" if server.start_round > 0 else ""
     return (
-        f"starting the federation: {server.config.federation.num_clients} clients in Flower's simulation, "
+        f"starting the federation: {server.settings.federation.num_clients} clients in Flower's simulation, "
         f"then round {server.start_round + 1}{resumed}"
     )
 
@@ -162,13 +174,13 @@ def _ray_text(init_args: Mapping[str, Any], address: str | None) -> str:
     return f"{cpus:g} CPU(s) on this machine" if isinstance(cpus, int | float) else "on this machine"
 
 
-def cluster_address(config: ExperimentConfig) -> str | None:
+def cluster_address(ray_address: str | None) -> str | None:
     """The running Ray cluster this run joins: ``federation.ray_address``, else Ray's own ``RAY_ADDRESS``
     (``auto`` resolved to the cluster's GCS address), or None for a Ray instance of the run's own."""
-    requested = config.federation.ray_address or os.environ.get("RAY_ADDRESS") or None
+    requested = ray_address or os.environ.get("RAY_ADDRESS") or None
     if requested is None:
         return None
-    where = "federation.ray_address" if config.federation.ray_address else "RAY_ADDRESS"
+    where = "federation.ray_address" if ray_address else "RAY_ADDRESS"
     hint = "start one with `ray start --head`, or drop the setting for a Ray instance of the run's own"
     try:
         address = canonical_ray_address(requested)  # `auto`: the cluster `ray start` last started here

@@ -10,9 +10,8 @@ import torch
 from adversary.taps import AGGREGATE
 from adversary.view import AttackerView, LocalTraining
 from fedsim.config import AttackOptions, parse_config
-from fedsim.engine.assembly import client_spec_of, rehearsal_of, run_model_of
+from fedsim.engine.assembly import client_spec_of, federation_of, rehearsal_of, run_model_of
 from fedsim.engine.leakage.rehearsal import tuned_attacks
-from fedsim.engine.lifecycle.federation import prepare_federation
 
 LR = 0.5
 
@@ -28,7 +27,7 @@ def setting(defenses: list, tuning: dict, tmp_path, attacks: list) -> tuple:
             "adversary": {"attacks": attacks, "tuning": {"cache": str(tmp_path / "cache"), **tuning}},
         }
     )
-    federation = prepare_federation(config)
+    federation = federation_of(config)
     data = federation.dataset
     spec = client_spec_of(
         config,
