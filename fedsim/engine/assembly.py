@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 from torch import nn
 
-from adversary.audit.canaries import CarriedCanaries, ExampleCanaries
-from adversary.audit.config import CLIENT, EXAMPLE, audit_level, canary_norm
+from adversary.privacy_audit.canaries import CarriedCanaries, ExampleCanaries
+from adversary.privacy_audit.config import CLIENT, EXAMPLE, audit_level, canary_norm
 from adversary.threat_models import Architecture, TrainingHyperparameters
 from adversary.workers import AttackWorkers, WorkerSettings
 from clients.client_app import ClientSpec
@@ -26,7 +26,6 @@ from clients.failures import FailureSchedule
 from fedsim.config import SECAGG_STRATEGY, SECAGG_TRAINING_STAGE, ClientConfig, ExperimentConfig
 from fedsim.core.seeding import derive_seed
 from fedsim.data import ChannelStats, ImageDataset, TextDataset
-from fedsim.engine.audit import AuditPieces, AuditWiring, attach_audit
 from fedsim.engine.leakage.portfolio import attack_setting, resolve_attacks, verdict_warning
 from fedsim.engine.leakage.rehearsal import PublicRehearsal, setting_description, tuned_attacks
 from fedsim.engine.leakage.wiring import (
@@ -39,6 +38,7 @@ from fedsim.engine.leakage.wiring import (
 from fedsim.engine.lifecycle.federation import Federation, prepare_federation
 from fedsim.engine.lifecycle.protocols import protocol_of
 from fedsim.engine.lifecycle.rounds import ServerSettings
+from fedsim.engine.privacy_audit import PrivacyAuditPieces, PrivacyAuditWiring, attach_privacy_audit
 from fedsim.judge.metrics import Lpips
 from fedsim.models import DataShape, build_run_model
 from fedsim.rundir.writer import RunStore
@@ -83,14 +83,15 @@ def client_spec_of(
         failures=failure_schedule(config),
         dp=config.strategy.dp,
         ground_truth=config.output.ground_truth,
-        audit=example_canaries(config),  # adversary.audit at example level: the host's canaries
-        canary_clients=carried_canaries(config),  # adversary.audit at client level under SecAgg+
+        example_canaries=example_canaries(config),  # adversary.privacy_audit at example level: the host's canaries
+        canary_clients=carried_canaries(config),  # adversary.privacy_audit at client level under SecAgg+
     )
 
 
 def example_canaries(config: ExperimentConfig) -> ExampleCanaries | None:
-    """What the clients' spec carries under ``adversary.audit``: the host's canaries at example level, else nothing."""
-    audit, dp = config.adversary.audit, config.strategy.dp
+    """What the clients' spec carries under ``adversary.privacy_audit``: the host's canaries at example level, else
+    nothing."""
+    audit, dp = config.adversary.privacy_audit, config.strategy.dp
     if audit is None or audit_level(dp, config.strategy.secagg) != EXAMPLE:
         return None
     norm = canary_norm(audit, dp, config.client.defenses)
@@ -100,7 +101,7 @@ def example_canaries(config: ExperimentConfig) -> ExampleCanaries | None:
 
 def carried_canaries(config: ExperimentConfig) -> CarriedCanaries | None:
     """The canary clients the SecAgg+ clients carry in their masked vectors (client-level audit under SecAgg+)."""
-    audit, dp, secagg = config.adversary.audit, config.strategy.dp, config.strategy.secagg
+    audit, dp, secagg = config.adversary.privacy_audit, config.strategy.dp, config.strategy.secagg
     if audit is None or secagg is None or audit_level(dp, secagg) != CLIENT:
         return None
     norm = canary_norm(audit, dp, config.client.defenses, CLIENT)
@@ -199,12 +200,13 @@ def adversary_of(
 
 def privacy_audit_of(
     config: ExperimentConfig, federation: Federation, store: RunStore, model_seed: int, committed: int
-) -> AuditWiring:
-    """The privacy audit of ``adversary.audit`` attached to the run (``fedsim.engine.audit.attach_audit``), built
-    from the pieces of ``config`` it reads; ``committed``: a resumed run's last committed round."""
-    assert config.adversary.audit is not None
-    pieces = AuditPieces(
-        audit=config.adversary.audit,
+) -> PrivacyAuditWiring:
+    """The privacy audit of ``adversary.privacy_audit`` attached to the run
+    (``fedsim.engine.privacy_audit.attach_privacy_audit``), built from the pieces of ``config`` it reads;
+    ``committed``: a resumed run's last committed round."""
+    assert config.adversary.privacy_audit is not None
+    pieces = PrivacyAuditPieces(
+        audit=config.adversary.privacy_audit,
         dp=config.strategy.dp,
         secagg=config.strategy.secagg,
         defenses=config.client.defenses,
@@ -213,7 +215,7 @@ def privacy_audit_of(
         seed=config.seed,
         protocol=protocol_of(config.strategy.name),
     )
-    return attach_audit(pieces, federation, store, committed)
+    return attach_privacy_audit(pieces, federation, store, committed)
 
 
 def with_attacks_resolved(

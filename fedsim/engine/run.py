@@ -183,7 +183,7 @@ def _assemble(
         if queued:
             logger.info("re-running %d attack job(s) that the killed run left unfinished", queued)
     if (
-        config.adversary.audit
+        config.adversary.privacy_audit
     ):  # canary clients join the DP aggregate; the auditor's tap sees what its threat model sees
         session.attach_privacy_audit(privacy_audit_of(config, federation, session.store, model_seed, last_round))
     progress = LogProgress() if quiet else RichProgress()

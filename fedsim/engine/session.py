@@ -17,11 +17,11 @@ from typing import Any
 
 from fedsim.config import ExperimentConfig, FederationConfig
 from fedsim.core.stopping import StopSignal
-from fedsim.engine.audit import AuditWiring
 from fedsim.engine.leakage.wiring import AdversaryWiring
 from fedsim.engine.lifecycle.federation import Federation, partition_record
 from fedsim.engine.lifecycle.rounds import State, record_round
 from fedsim.engine.lifecycle.summary import summarize
+from fedsim.engine.privacy_audit import PrivacyAuditWiring
 from fedsim.rundir.layout import PARTITIONS_FILE, SUMMARY_FILE
 from fedsim.rundir.writer import RunStore
 
@@ -41,7 +41,7 @@ class RunSession:
         self.started = started
         self.keep_checkpoints = keep_checkpoints
         self.adversary: AdversaryWiring | None = None
-        self.audit: AuditWiring | None = None
+        self.privacy_audit: PrivacyAuditWiring | None = None
         self._given_back = False
 
     @classmethod
@@ -99,16 +99,16 @@ class RunSession:
         self.adversary = wiring
         return wiring
 
-    def attach_privacy_audit(self, wiring: AuditWiring) -> AuditWiring:
-        """The privacy audit (``fedsim.engine.audit``): its canary clients and taps join the server's, its scores
-        are saved with each round, its bound is recorded by ``summarise``."""
-        self.audit = wiring
+    def attach_privacy_audit(self, wiring: PrivacyAuditWiring) -> PrivacyAuditWiring:
+        """The privacy audit (``fedsim.engine.privacy_audit``): its canary clients and taps join the server's, its
+        scores are saved with each round, its bound is recorded by ``summarise``."""
+        self.privacy_audit = wiring
         return wiring
 
     def wrap_strategy(self, strategy: Any) -> Any:
         """The server's strategy with the audit's canary clients and taps, under the adversary's own wrapping."""
-        if self.audit is not None:
-            strategy = self.audit.wrap_strategy(strategy)
+        if self.privacy_audit is not None:
+            strategy = self.privacy_audit.wrap_strategy(strategy)
         return self.adversary.wrap_strategy(strategy) if self.adversary is not None else strategy
 
     @property
@@ -116,14 +116,14 @@ class RunSession:
         """The wire taps of the adversary and of the audit, on the server's grid (None: neither taps the wire)."""
         return chained(
             self.adversary.wrap_grid if self.adversary is not None else None,
-            self.audit.wrap_grid if self.audit is not None else None,
+            self.privacy_audit.wrap_grid if self.privacy_audit is not None else None,
         )
 
     @property
     def round_hooks(self) -> tuple[RoundHook, ...]:
         """What runs as a round ends, before its commit: the adversary's attacks, the audit's scores."""
         return ((self.adversary.adversary.round_finished,) if self.adversary is not None else ()) + (
-            (self.audit.round_finished,) if self.audit is not None else ()
+            (self.privacy_audit.round_finished,) if self.privacy_audit is not None else ()
         )
 
     def commit_round(
@@ -153,8 +153,9 @@ class RunSession:
     ) -> dict[str, Any]:
         """Finish the privacy audit (its `audit` row), then write ``summary.json`` (``summarize``; ``federation``:
         with the run's utility, ``extra``: fields of the caller's) and return it."""
-        if self.audit is not None:
-            self.audit.finish()  # the `audit` row (summarize reads it); a warning if the bound exceeds the accountant
+        if self.privacy_audit is not None:
+            # the `audit` row (summarize reads it); a warning if the bound exceeds the accountant's epsilon
+            self.privacy_audit.finish()
         elapsed = time.perf_counter() - self.started
         summary = {**summarize(self.store, elapsed, federation, last_attacked_round), **extra}
         self.store.write_json(SUMMARY_FILE, summary)

@@ -94,7 +94,7 @@ class PublicRehearsal:
             run_dir=Path(self._workdir.name),
             ground_truth=False,
             seed=derive_seed(0, "rehearsal"),
-            audit=None,
+            example_canaries=None,
         )
         self._problems: dict[tuple[int, int, bool], PublicProblems] = {}
 

@@ -10,7 +10,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from adversary.audit.auditor import audit_result_text, one_shot_text
+from adversary.privacy_audit.auditor import audit_result_text, one_shot_text
 from fedsim.config import FederationConfig
 from fedsim.config.federation import PlateauConfig
 from fedsim.core.plateau import Plateau, first_reaching, plateau_of
@@ -59,7 +59,7 @@ def summarize(
         "client_failures": sum(1 for r in fits if r.get("status") == "failed"),
         **privacy_spent(rows),
         "leakage": leakage_summary([r for r in rows if r["event"] == "attack"]),
-        # adversary.audit: the lower bound beside the accountant's epsilon (epsilon_example / epsilon_client)
+        # adversary.privacy_audit: the lower bound beside the accountant's epsilon (epsilon_example / epsilon_client)
         **({"audit": audit_summary(audits[-1])} if (audits := [r for r in rows if r["event"] == "audit"]) else {}),
         "wall_seconds_last_session": round(wall_seconds, 2),
     }

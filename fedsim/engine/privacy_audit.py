@@ -1,11 +1,12 @@
-"""``adversary.audit`` wired into one run: canaries into the training, a tap for the auditor, the bound at the end.
+"""``adversary.privacy_audit`` wired into one run: canaries into the training, a tap for the auditor, the bound at
+the end.
 
 Example level (neither ``strategy.dp`` nor SecAgg+): the host client inserts Dirac canaries (``clients.client_app``
 gets them in its spec) and a wire tap hands the auditor the host's updates as sent. Client level: under
 ``strategy.dp`` the canary clients' updates join the clipped sum inside the DP wrapper
 (``strategies.dp.FixedDenominatorMean.inserted``), before the noise; under SecAgg+ the sampled clients carry them
-inside the vectors they mask (``adversary.audit.canaries.CarriedCanaries``; the strategy hands out the slots),
-each with the weight of the federation's mean partition. Either way a strategy tap hands the auditor every
+inside the vectors they mask (``adversary.privacy_audit.canaries.CarriedCanaries``; the strategy hands out the
+slots), each with the weight of the federation's mean partition. Either way a strategy tap hands the auditor every
 aggregate the server releases (noised, or unmasked). The per-round scores are saved
 with each committed round (``AUDIT_SCORES_FILE``), so ``--resume`` continues the audit. When the run ends, an
 ``audit`` row (and ``summary.json``'s ``audit``) holds both bounds (epsilon-delta and f-DP) beside the
@@ -25,9 +26,9 @@ import torch
 from flwr.serverapp import Grid
 from torch import nn
 
-from adversary.audit.auditor import RunAuditor, audit_fields, audit_warning
-from adversary.audit.canaries import ExampleCanaries
-from adversary.audit.config import (
+from adversary.privacy_audit.auditor import RunAuditor, audit_fields, audit_warning
+from adversary.privacy_audit.canaries import ExampleCanaries
+from adversary.privacy_audit.config import (
     CLIENT,
     EXAMPLE,
     AuditConfig,
@@ -51,7 +52,7 @@ AUDIT_EVENT = "audit"
 
 
 @dataclass
-class AuditWiring:
+class PrivacyAuditWiring:
     auditor: RunAuditor
     store: RunStore
     level: str
@@ -109,11 +110,11 @@ def mean_partition(federation: Federation) -> float:
 
 
 @dataclass(frozen=True)
-class AuditPieces:
+class PrivacyAuditPieces:
     """What the privacy audit of a run is built from, taken out of the run's config by its composition root
     (``fedsim.engine.assembly.privacy_audit_of``)."""
 
-    audit: AuditConfig  # the run's ``adversary.audit``
+    audit: AuditConfig  # the run's ``adversary.privacy_audit``
     dp: Any | None  # ``strategy.dp`` (None: off)
     secagg: Any | None  # ``strategy.secagg`` (None: off)
     defenses: Sequence[Any]  # ``client.defenses``
@@ -123,7 +124,9 @@ class AuditPieces:
     protocol: Protocol  # how the strategy's rounds travel: what each tap sees
 
 
-def attach_audit(pieces: AuditPieces, federation: Federation, store: RunStore, committed: int) -> AuditWiring:
+def attach_privacy_audit(
+    pieces: PrivacyAuditPieces, federation: Federation, store: RunStore, committed: int
+) -> PrivacyAuditWiring:
     """The configured audit, its taps and canary clients; ``committed``: a resumed run's last committed round."""
     audit, dp, defenses = pieces.audit, pieces.dp, pieces.defenses
     level = audit_level(dp, pieces.secagg)
@@ -153,7 +156,7 @@ def attach_audit(pieces: AuditPieces, federation: Federation, store: RunStore, c
     gaussian = gaussian_mechanism(dp, defenses, level)
     if level == EXAMPLE:
         tap = (lambda grid: protocol.wire_tap(grid, auditor.observe, every_round, layout)) if white_box else None
-        return AuditWiring(auditor, store, level, tap, lambda strategy: strategy, initial, gaussian)
+        return PrivacyAuditWiring(auditor, store, level, tap, lambda strategy: strategy, initial, gaussian)
 
     def with_canary_clients(strategy: Any) -> Any:
         if isinstance(strategy, SecAggPlusFedAvg):  # the sampled clients carry the canary clients
@@ -162,9 +165,10 @@ def attach_audit(pieces: AuditPieces, federation: Federation, store: RunStore, c
             inner = strategy.strategy if isinstance(strategy, FedsimDp) else None
             if not isinstance(inner, FixedDenominatorMean):
                 raise TypeError(
-                    "adversary.audit at client level needs strategy.dp with the fixed-denominator estimator, or secagg+"
+                    "adversary.privacy_audit at client level needs strategy.dp with the fixed-denominator estimator, "
+                    "or secagg+"
                 )
             inner.inserted = auditor.inserted_updates(initial)
         return protocol.strategy_tap(strategy, auditor.observe, every_round, layout) if white_box else strategy
 
-    return AuditWiring(auditor, store, level, None, with_canary_clients, initial, gaussian)
+    return PrivacyAuditWiring(auditor, store, level, None, with_canary_clients, initial, gaussian)
