@@ -93,9 +93,17 @@ def saturation_budget(config: Any) -> SaturationBudget | None:
 class AdversarySettings(ThreatModel, Protocol):
     """The ``adversary`` section as the adversary reads it: its threat model, its attacks and their workers."""
 
-    attacks: Sequence[AttackOptions]
-    workers: int  # attack worker processes at once
-    resources: WorkerResources
+    @property
+    def attacks(self) -> Sequence[AttackOptions]:
+        """The attacks, resolved against the run."""
+
+    @property
+    def workers(self) -> int:
+        """Attack worker processes at once."""
+
+    @property
+    def resources(self) -> WorkerResources:
+        """What each worker may use."""
 
     def attacks_round(self, server_round: int) -> bool:
         """Whether round ``server_round`` is attacked."""

@@ -25,17 +25,33 @@ LabelGrant = Callable[[int, int, int], torch.Tensor]
 class Knowledge(Protocol):
     """What the threat model grants the attacker (``adversary.knows``)."""
 
-    local_training: bool  # the victims' lr, local steps and batch size
-    num_samples: bool  # the number of samples behind each update
-    bn_statistics: bool  # BatchNorm statistics of the victims' batches
+    @property
+    def local_training(self) -> bool:
+        """The victims' lr, local steps and batch size."""
+
+    @property
+    def num_samples(self) -> bool:
+        """The number of samples behind each update."""
+
+    @property
+    def bn_statistics(self) -> bool:
+        """BatchNorm statistics of the victims' batches."""
 
 
 class ThreatModel(Protocol):
     """What the views of a round read of the ``adversary`` section: where it taps, what it inverts, what it knows."""
 
-    tap: str  # mitm or server
-    targets: str  # per-client, aggregate or both
-    knows: Knowledge
+    @property
+    def tap(self) -> str:
+        """The tap position (``adversary.tap_positions``)."""
+
+    @property
+    def targets(self) -> str:
+        """per-client, aggregate or both."""
+
+    @property
+    def knows(self) -> Knowledge:
+        """What the threat model grants."""
 
     def attacks_client(self, client: int) -> bool:
         """Whether the updates of partition ``client`` are attacked."""

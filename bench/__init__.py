@@ -53,7 +53,7 @@ Benchmarks, and what each prints:
 - ``audit``: the one-run privacy audit's lower bounds on epsilon (epsilon-delta and f-DP) beside the
   accountant's, for DP-SGD and central DP at epsilon 1, 4 and 8 (with Andrew et al.'s estimate at client level)
   and for the defenses without epsilon, and the canaries' cost in accuracy; ``--docs`` writes it into
-  ``docs/results/audit.md`` and the README; ``--dpsgd``, DP-SGD at epsilon 4 beside the idealised mechanism.
+  ``docs/results/privacy-audit.md`` and the README; ``--dpsgd``, DP-SGD at epsilon 4 beside the idealised mechanism.
 - ``audit_design``: canary designs (count, guess counts, norm) audited on the idealised Gaussian mechanism,
   whose epsilon is known, each beside its ceiling (also ``audit --ideal``).
 - ``fedleak``: FedLeak (partial gradient matching, gradient regularisation) beside tuned Inverting Gradients and

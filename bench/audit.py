@@ -1,7 +1,7 @@
 """Empirical privacy audit: the one-run lower bound on epsilon beside the accountant's, mechanism by mechanism.
 
 Each case trains in process with fedsim's own client code (``clients.training.train_locally`` with the
-``dpsgd`` session or an update-level defense, ``adversary.audit``'s canaries, scores and bound), on MNIST
+``dpsgd`` session or an update-level defense, ``adversary.privacy_audit``'s canaries, scores and bound), on MNIST
 (``mnist_test.npz``: 10,000 images, shuffled per seed; half for training, half held out), an MLP with one hidden
 layer of 64 units (50,890 weights), SGD at lr 0.1, and reports the audit at 95 % confidence, delta 1e-5:
 
@@ -33,8 +33,8 @@ epsilon 8 cannot be reached by this audit size. Seeds 0-4 for dpsgd and the defe
 are 95 % bootstrap intervals over the seeds (``bench.common.interval``).
 
 Every audit is read by two analyses of the same guesses: the epsilon-delta bound (Steinke et al. 2023) and the
-f-DP bound for Gaussian DP (Mahloujifar et al. 2024, ``adversary.audit.fdp``); the central-DP rows also get Andrew
-et al.'s one-shot estimate (``adversary.audit.one_shot``), an estimate and not a bound.
+f-DP bound for Gaussian DP (Mahloujifar et al. 2024, ``adversary.privacy_audit.fdp``); the central-DP rows also
+get Andrew et al.'s one-shot estimate (``adversary.privacy_audit.one_shot``), an estimate and not a bound.
 
 Results are appended per (case, seed) to ``OUT/audit.jsonl``; a rerun skips what is there (resume).
 
@@ -42,7 +42,7 @@ Results are appended per (case, seed) to ``OUT/audit.jsonl``; a rerun skips what
     nice -n 15 .venv/bin/python -m bench.audit --ideal [--seeds 5]
     nice -n 15 .venv/bin/python -m bench.audit --dpsgd [--seeds 5] [--data-dir DIR] [--out DIR]
 
-``--docs`` writes the table into ``docs/results/audit.md`` and the README. ``--ideal`` audits the canary designs
+``--docs`` writes the table into ``docs/results/privacy-audit.md`` and the README. ``--ideal`` audits the canary designs
 of ``bench.audit_design`` on the idealised Gaussian mechanism (true epsilon known exactly; numpy only, minutes).
 ``--dpsgd`` runs the DP-SGD row at epsilon 4 alone (white-box, with canaries only; ``OUT/dpsgd-4.jsonl``) and sets
 it beside the idealised mechanism with the same canary design, and beside Gaussian scores that separate as
@@ -64,10 +64,10 @@ import numpy as np
 import torch
 from opacus.accountants.utils import get_noise_multiplier
 
-from adversary.audit.bound import audit_guesses, ceiling
-from adversary.audit.canaries import CanaryClients, CanaryExamples, DiracCanaries
-from adversary.audit.one_shot import one_shot_estimate
-from adversary.audit.scores import ClientCanaryScores, DiracScores, loss_scores
+from adversary.privacy_audit.bound import audit_guesses, ceiling
+from adversary.privacy_audit.canaries import CanaryClients, CanaryExamples, DiracCanaries
+from adversary.privacy_audit.one_shot import one_shot_estimate
+from adversary.privacy_audit.scores import ClientCanaryScores, DiracScores, loss_scores
 from bench.audit_design import DESIGNS, audit_design, gdp_mu, ideal_lines, separation_mu
 from bench.common import (
     DOCS_PAGES,

@@ -3,8 +3,8 @@
 Canary j is included with probability 1/2 and the auditor sees one score ``N(mu * norm * included_j, 1)``:
 a Gaussian mechanism of sensitivity 1 per canary (mu-GDP for each), no training, pure numpy. ``norm`` is the
 canary's norm as a fraction of the mechanism's sensitivity (1: the worst case the mechanism must hide). Its
-true epsilon at delta is mu-GDP's (``adversary.audit.fdp.gdp_epsilon``). Each design (canaries, guess counts,
-norm) is audited as a run is (``adversary.audit.bound.audit_guesses``: both analyses, Bonferroni over the guess
+true epsilon at delta is mu-GDP's (``adversary.privacy_audit.fdp.gdp_epsilon``). Each design (canaries, guess counts,
+norm) is audited as a run is (``adversary.privacy_audit.bound.audit_guesses``: both analyses, Bonferroni over the guess
 counts), over seeds, beside its ceiling: what the design reports when every guess is right.
 
     nice -n 15 .venv/bin/python -m bench.audit_design [--seeds 5]      (the same as bench.audit --ideal)
@@ -23,8 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize
 
-from adversary.audit.bound import GUESS_FRACTIONS, audit_guesses, ceiling
-from adversary.audit.fdp import gdp_epsilon
+from adversary.privacy_audit.bound import GUESS_FRACTIONS, audit_guesses, ceiling
+from adversary.privacy_audit.fdp import gdp_epsilon
 from bench.common import format_interval, interval
 
 EPSILONS, DELTA = (1.0, 4.0, 8.0), 1e-5  # as bench.audit's table

@@ -14,14 +14,15 @@ from flwr.clientapp import ClientApp
 from clients.training import train_locally
 from fedsim.config import ExperimentConfig
 from fedsim.core.seeding import derive_seed
-from fedsim.engine.lifecycle.assembly import run_model_of
-from fedsim.engine.lifecycle.runner import Federation, prepare_federation
+from fedsim.engine.assembly import run_model_of
+from fedsim.engine.lifecycle.federation import Federation, prepare_federation
 
 
 @functools.lru_cache(maxsize=1)
 def cached_federation(config_json: str) -> Federation:
     """Data and partitions, loaded once per process, as Flower's quickstarts cache their FederatedDataset."""
-    return prepare_federation(ExperimentConfig.model_validate_json(config_json))
+    config = ExperimentConfig.model_validate_json(config_json)
+    return prepare_federation(config.data, config.federation.num_clients, config.seed)
 
 
 def build_client_app(config: ExperimentConfig) -> ClientApp:

@@ -50,7 +50,7 @@ DOCS_PAGES: dict[str, Path] = {
     "compare-table": REPO / "docs" / "results" / "aggregation.md",
     "malicious-table": REPO / "docs" / "results" / "aggregation.md",
     "closed-form-table": REPO / "docs" / "results" / "aggregation.md",
-    "audit-table": REPO / "docs" / "results" / "audit.md",
+    "audit-table": REPO / "docs" / "results" / "privacy-audit.md",
 }
 
 

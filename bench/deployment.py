@@ -37,12 +37,12 @@ import torch
 
 from bench.common import CONFIGS, REPO
 from fedsim.config import ExperimentConfig, load_config
+from fedsim.engine.assembly import run_model_of
 from fedsim.engine.deployment.local_federation import SUPEREXEC_POLL_INTERVAL_S, LocalFederation
 from fedsim.engine.deployment.run_config import RunRequest
 from fedsim.engine.deployment.submit import SuperLink, submit
-from fedsim.engine.lifecycle.assembly import run_model_of
 from fedsim.engine.lifecycle.federation import prepare_federation
-from fedsim.engine.lifecycle.runner import run_experiment
+from fedsim.engine.run import run_experiment
 from fedsim.rundir.layout import METRICS_FILE
 
 #: what a SuperNode waits between asking for messages when it has none, and for its ClientApp's reply (Flower 1.42's
@@ -58,7 +58,8 @@ import fedsim.engine.deployment.app
 imported = time.perf_counter()
 from fedsim.config import load_config
 from fedsim.engine.lifecycle.federation import prepare_federation
-prepare_federation(load_config({config!r}, {overrides!r}))
+config = load_config({config!r}, {overrides!r})
+prepare_federation(config.data, config.federation.num_clients, config.seed)
 print(imported - started, time.perf_counter() - imported)
 """
 
@@ -132,7 +133,7 @@ def serialisation(config: ExperimentConfig, repeats: int = 20) -> float:
 
     array_record_to_proto, array_record_from_proto, ProtoArrayRecord = array_record_serde()
 
-    federation = prepare_federation(config)
+    federation = prepare_federation(config.data, config.federation.num_clients, config.seed)
     state = run_model_of(config, federation.dataset, seed=0, with_weights=True).state_dict()
     times = []
     for _ in range(repeats):

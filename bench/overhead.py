@@ -38,8 +38,10 @@ from flwr.simulation import run_simulation
 from bench.bare_flower_app import build_client_app, cached_federation
 from bench.common import CONFIGS, REPO
 from fedsim.config import ExperimentConfig, load_config
-from fedsim.engine.lifecycle.assembly import run_model_of
-from fedsim.engine.lifecycle.runner import CentralEvaluator, _backend_config, _quiet_frameworks, run_experiment
+from fedsim.engine.assembly import run_model_of
+from fedsim.engine.lifecycle.evaluation import CentralEvaluator
+from fedsim.engine.lifecycle.simulation import backend_config, quiet_frameworks
+from fedsim.engine.run import run_experiment
 from fedsim.rundir.writer import RunStore
 
 QUICKSTART = CONFIGS / "quickstart.yaml"
@@ -59,7 +61,9 @@ def bare_flower_round_ends(config: ExperimentConfig) -> list[float]:
     """When each round 0..R of the bare Flower simulation finished evaluating (time.perf_counter())."""
     federation = cached_federation(config.model_dump_json())
     dataset = federation.dataset
-    evaluator = CentralEvaluator(config, federation, torch.device("cpu"))
+    evaluator = CentralEvaluator(
+        run_model_of(config, dataset, seed=0, with_weights=False), federation, torch.device("cpu")
+    )
 
     def new_model() -> torch.nn.Module:
         return run_model_of(config, dataset, seed=0, with_weights=True)
@@ -89,7 +93,12 @@ def bare_flower_round_ends(config: ExperimentConfig) -> list[float]:
             evaluate_fn=evaluate_fn,
         )
 
-    run_simulation(server_app, client_app, config.federation.num_clients, backend_config=_backend_config(config))
+    run_simulation(
+        server_app,
+        client_app,
+        config.federation.num_clients,
+        backend_config=backend_config(config.federation, config.adversary),
+    )
     return round_ends
 
 
@@ -187,7 +196,7 @@ def main(argv: list[str] | None = None) -> None:
     config = load_config(args.config, overrides)
     # Ray's workers inherit the environment: let them import bench.bare_flower_app from the repository.
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
-    _quiet_frameworks()
+    quiet_frameworks()
     logging.getLogger("fedsim").setLevel(logging.WARNING)
     if args.fixed_cost:
         fixed_costs(args.config, overrides)

@@ -51,7 +51,8 @@ from bench.common import (
     write_between_markers,
 )
 from fedsim.config import load_config
-from fedsim.engine.lifecycle.runner import _quiet_frameworks, run_experiment
+from fedsim.engine.lifecycle.simulation import quiet_frameworks
+from fedsim.engine.run import run_experiment
 from fedsim.rundir.writer import RunStore
 
 CONFIG = CONFIGS / "per-client-vs-aggregated.yaml"
@@ -258,7 +259,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == "timing" and args.rounds < 3:
         parser.error("--rounds must be at least 3 (round 1 is warm-up)")
     data = data_file(args.data_dir, CIFAR)
-    _quiet_frameworks()
+    quiet_frameworks()
     logging.getLogger("fedsim").setLevel(logging.WARNING)
     timing(args, data) if args.command == "timing" else compare(args, data)
 

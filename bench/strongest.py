@@ -37,8 +37,8 @@ import torch
 
 import fedsim
 from bench.common import CIFAR, CONFIGS, add_data_dir, data_file
-from fedsim.config import AttackOptions, load_config
-from fedsim.engine.lifecycle.runner import run_experiment
+from fedsim.config import SECAGG_STRATEGY, AttackOptions, load_config
+from fedsim.engine.run import run_experiment
 
 CONFIG = CONFIGS / "defense-comparison.yaml"
 VARIANTS: dict[str, str] = {
@@ -133,7 +133,9 @@ def paper003_setup(data: Path, images: list[int]):
     raw["adversary"].pop("portfolio", None)
     config = parse_config(raw)
     model = build_model(config.model, 3, 10, 32, seed=0)
-    config = resolve_attacks(config, attack_setting(config, model, (3, 32, 32), 10))
+    secagg = config.strategy.name == SECAGG_STRATEGY
+    setting = attack_setting(config.adversary, config.client, config.model.name, secagg, model, (3, 32, 32), 10)
+    config = config.model_copy(update={"adversary": resolve_attacks(config.adversary, config.client.defenses, setting)})
     budget = saturation_budget(config.adversary)
     assert budget is not None, "attacks: strongest with adversary.budget.saturate saturates"
     return x, y, paper003_views(x, y), config.adversary.attacks, budget

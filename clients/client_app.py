@@ -1,7 +1,7 @@
 """The Flower ClientApp (Message API): local training and local evaluation of the global model.
 
 The app is built by a factory around a ``ClientSpec`` (the sections a client reads, run directory,
-partitions; ``fedsim.engine.lifecycle.assembly.client_spec`` takes them from a run's config) and is
+partitions; ``fedsim.engine.assembly.client_spec`` takes them from a run's config) and is
 pickled into every Ray actor. Data and model are built once per actor process and reused across
 rounds. What a client sends back is its weights and a few metrics; what it trained on goes to the
 run's ground-truth store, never into the reply.
@@ -23,7 +23,7 @@ from flwr.clientapp import ClientApp
 from torch import nn
 
 import fedsim.core.wire as wire
-from adversary.audit.canaries import CarriedCanaries, ExampleCanaries
+from adversary.privacy_audit.canaries import CarriedCanaries, ExampleCanaries
 from clients.defenses import DefenseContext
 from clients.defenses.base import TrainingContext
 from clients.defenses.pipeline import apply_update_defenses, pseudo_gradient, update_level, weights_to_send
@@ -71,8 +71,8 @@ class ClientSpec:
     failures: FailureSchedule
     dp: DpConfig | None  # strategy.dp: its client-side clipping runs in the client
     ground_truth: bool  # output.ground_truth: record what each client trained on
-    audit: ExampleCanaries | None = None  # adversary.audit at example level: the host's canaries
-    canary_clients: CarriedCanaries | None = None  # adversary.audit at client level under SecAgg+
+    example_canaries: ExampleCanaries | None = None  # adversary.privacy_audit at example level: the host's canaries
+    canary_clients: CarriedCanaries | None = None  # adversary.privacy_audit at client level under SecAgg+
 
     @property
     def cache_key(self) -> str:
@@ -197,7 +197,9 @@ def fit_locally(
         x = torch.full_like(x, float("nan"))
 
     ids = spec.partitions[partition]
-    if spec.audit is not None and spec.audit.examples and partition == spec.audit.host:  # black-box audit
+    if (
+        spec.example_canaries is not None and spec.example_canaries.examples and partition == spec.example_canaries.host
+    ):  # black-box audit
         x, y, ids = _with_canary_examples(spec, partition, x, y, ids)
     result = train_locally(
         model,
@@ -208,8 +210,10 @@ def fit_locally(
         seed=derive_seed(spec.seed, "train", server_round, partition),
         context=TrainingContext(server_round, spec.rounds, spec.run_dir / CLIENT_STATE_DIR / str(partition)),
         canaries=None
-        if spec.audit is None
-        else spec.audit.for_round(model, partition, server_round, min(spec.client.batch_size, len(x)) / len(x)),
+        if spec.example_canaries is None
+        else spec.example_canaries.for_round(
+            model, partition, server_round, min(spec.client.batch_size, len(x)) / len(x)
+        ),
     )
     used = _positions(ids, result.batches)
     weights, defense_records = _defend_update(
@@ -234,10 +238,12 @@ def _with_canary_examples(
     spec: ClientSpec, partition: int, x: torch.Tensor, y: torch.Tensor, ids: np.ndarray
 ) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
     """The host's data with the audit's included canary examples appended (black-box audit), under ids -1, -2, ..."""
-    assert spec.audit is not None
+    assert spec.example_canaries is not None
     dataset = load_dataset(spec.data, spec.seed)
     images = spec.stats[partition].normalize(torch.from_numpy(dataset.x_test))
-    extra_x, extra_y = spec.audit.example_set(images, torch.from_numpy(dataset.y_test), spec.num_classes).inserted()
+    extra_x, extra_y = spec.example_canaries.example_set(
+        images, torch.from_numpy(dataset.y_test), spec.num_classes
+    ).inserted()
     extra_ids = -1 - np.arange(len(extra_x))
     return torch.cat([x, extra_x.to(x.dtype)]), torch.cat([y, extra_y.to(y.dtype)]), np.concatenate([ids, extra_ids])
 

@@ -15,7 +15,7 @@ exactly what a FedAvg client would have sent. The mods around ``secaggplus_mod``
   exactly: the random masks cancel in the sum, the rounding does not.
 
 Under a client-level privacy audit the server hands each sampled client a slot of the canary clients,
-which it adds to what it masks (``adversary.audit.canaries.CarriedCanaries``): the canaries reach the
+which it adds to what it masks (``adversary.privacy_audit.canaries.CarriedCanaries``): the canaries reach the
 server only inside the unmasked sum, quantised and masked with the client's own update.
 """
 

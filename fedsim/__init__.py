@@ -75,7 +75,7 @@ def run(
     >>> fedsim.run({"federation": {"rounds": 2}, "data": {"dataset": "digits"}})      # doctest: +SKIP
     """
     from fedsim.config import load_config
-    from fedsim.engine.lifecycle.runner import run_experiment
+    from fedsim.engine.run import run_experiment
 
     assignments = [overrides] if isinstance(overrides, str) else list(overrides)  # one "KEY=VALUE" is one override
     return load_run(run_experiment(load_config(config, assignments), quiet=quiet))

@@ -12,7 +12,7 @@ weighted sum. The round itself (workflow, drop-outs, rows) is played by
 fedsim's FedAvg, and an ``aggregate_fit`` that releases the unmasked aggregate (Flower gives every
 ``FitRes`` the same aggregate, so averaging them again would only add rounding). Under a client-level
 privacy audit (``canary_weight`` set) it hands each sampled client a slot of the canary clients to carry
-inside its masked vector (``adversary.audit.canaries.CarriedCanaries``). ``SecAggConfig`` is its
+inside its masked vector (``adversary.privacy_audit.canaries.CarriedCanaries``). ``SecAggConfig`` is its
 `strategy.secagg` section.
 """
 

@@ -197,8 +197,19 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "judge": ("fedsim.judge",),
     # the config composed from the plugins' registries, and the run directory that records it
     "config": ("fedsim.config", "fedsim.rundir"),
-    # run lifecycle (runner, round driver, protocols), leakage scheduling and scoring, deployment
+    # the engine's components: run lifecycle (round driver, protocols, simulation engine, summary), leakage
+    # scheduling and scoring, the privacy audit's wiring; each takes the pieces of the config it reads
     "engine": ("fedsim.engine",),
+    # the composition roots, where a run's config is taken apart (engine.assembly) and its pieces put together:
+    # ``fedsim run`` (engine.run), ``fedsim audit`` (engine.app_audit), a deployed ServerApp (engine.deployment),
+    # on the one run skeleton they share (engine.session); no engine component imports them
+    "composition": (
+        "fedsim.engine.run",
+        "fedsim.engine.session",
+        "fedsim.engine.assembly",
+        "fedsim.engine.app_audit",
+        "fedsim.engine.deployment",
+    ),
     # what users call: command line, sweeps, reports, the notebook API
     "interface": ("fedsim.cli", "fedsim.sweep", "fedsim.reporting", "fedsim.rundir.reader", "fedsim"),
 }
@@ -240,3 +251,79 @@ def test_imports_run_one_way_down_the_layers():
     assert {layer_of(module) for module in graph} == set(range(len(LAYERS))), "every layer holds modules"
     offenders = upward_imports(graph)
     assert not offenders, "imports against the layers:\n" + "\n".join(offenders)
+
+
+# Where a whole ExperimentConfig may be handed in (a parameter, or a field of a class): the modules that load a
+# config, build one, or take one apart. Every other component receives the sections and values it reads (as the
+# RunStore, which takes the config only to record it, and the plugins, which never see it).
+WHOLE_CONFIG_ALLOWED = {
+    "fedsim.config": "the config package itself: it validates, migrates, composes and writes whole configs",
+    "fedsim.engine.run": "the composition root of `fedsim run`: it takes the config apart",
+    "fedsim.engine.assembly": "the taking apart itself: the pieces each plugin and component reads",
+    "fedsim.engine.app_audit.config": "the app audit's config, built from the audit file and the app",
+    "fedsim.engine.app_audit.runner": "the composition root of `fedsim audit`",
+    "fedsim.engine.app_audit.dp_watch": "adds the DP mods found in the app to the config the run records",
+    "fedsim.engine.app_audit.workdir": "resolves the config's paths before the app changes directory",
+    "fedsim.engine.deployment": "a deployed run's composition root: it reads the config out of Flower's run config",
+    "fedsim.rundir": "the run store records the config (writer) and reads it back (reader)",
+    "fedsim.cli": "interface: loads the config a command names",
+    "fedsim.sweep": "interface: a sweep's grid of configs",
+    "fedsim.reporting": "interface: reports read each run's recorded config",
+    "fedsim": "interface: the package's notebook API (fedsim.run) takes a config",
+}
+
+
+def whole_config_parameters(root: Path = ROOT) -> list[str]:
+    """``module:line name`` of every function parameter (or class field) annotated with ``ExperimentConfig``
+    outside WHOLE_CONFIG_ALLOWED (a module is allowed by its own name or a package above it; ``fedsim`` alone
+    is the package's ``__init__``)."""
+    found = []
+    for module, path in project_modules(root).items():
+        allowed = any(
+            module == name or (name != "fedsim" and module.startswith(name + ".")) for name in WHOLE_CONFIG_ALLOWED
+        )
+        if allowed:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            annotated: list[tuple[str, ast.expr | None]] = []
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                arguments = node.args
+                every = [
+                    *arguments.posonlyargs,
+                    *arguments.args,
+                    *arguments.kwonlyargs,
+                    arguments.vararg,
+                    arguments.kwarg,
+                ]
+                annotated = [(f"{node.name}({arg.arg})", arg.annotation) for arg in every if arg is not None]
+            elif isinstance(node, ast.ClassDef):
+                annotated = [
+                    (f"{node.name}.{ast.unparse(field.target)}", field.annotation)
+                    for field in node.body
+                    if isinstance(field, ast.AnnAssign)
+                ]
+            for name, annotation in annotated:
+                if annotation is not None and "ExperimentConfig" in ast.unparse(annotation):
+                    found.append(f"{module}:{annotation.lineno} {name}")
+    return found
+
+
+def test_a_whole_config_parameter_below_the_composition_roots_is_caught(tmp_path):
+    package = tmp_path / "fedsim"
+    (package / "engine").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "engine" / "__init__.py").write_text("")
+    (package / "engine" / "part.py").write_text(
+        "def ok(federation: FederationConfig) -> None: ...\n"
+        "def wide(config: ExperimentConfig | None, *, seed: int) -> None: ...\n"
+        "class Spec:\n    config: 'ExperimentConfig'\n"
+    )
+    assert whole_config_parameters(tmp_path) == [
+        "fedsim.engine.part:2 wide(config)",
+        "fedsim.engine.part:4 Spec.config",
+    ]
+
+
+def test_no_component_below_the_composition_roots_takes_the_whole_config():
+    offenders = whole_config_parameters()
+    assert not offenders, "take the sections read, not the whole ExperimentConfig:\n" + "\n".join(offenders)

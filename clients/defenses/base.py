@@ -80,7 +80,7 @@ class TrainingContext:
 
 
 class GradientInsertion(Protocol):
-    """Gradients a privacy auditor inserts into one client's round (``adversary.audit``'s canaries)."""
+    """Gradients a privacy auditor inserts into one client's round (``adversary.privacy_audit``'s canaries)."""
 
     def step_gradients(self, parameters: Sequence[torch.Tensor]) -> list[torch.Tensor] | None:
         """The summed gradients of the canary examples that joined this step, shaped as the trainable

@@ -21,7 +21,7 @@ into epsilon. What fedsim adds is the federated bookkeeping:
   ``delta`` defaults to 1e-5, below 1 / N for every partition of fewer than 100,000 samples; a config
   may set another, and every row records the delta its epsilon is for.
 
-Audits (``adversary.audit``): the plan's canary gradients are added to the sum of clipped per-sample
+Audits (``adversary.privacy_audit``): the plan's canary gradients are added to the sum of clipped per-sample
 gradients before the noise, as examples of the batch would be. ``FEDSIM_TEST_DPSGD_NOISE_OFF=1`` in the
 environment is a fault injection for tests of that audit: the optimizer adds no noise while the ledger still
 records the configured noise multiplier, i.e. DP broken behind the accountant's back. Nothing else reads it.

@@ -26,14 +26,14 @@ def validate_command(args: argparse.Namespace) -> int:
     if not (config.federation.ray_address or os.environ.get("RAY_ADDRESS")):  # a run of its own on this machine
         from fedsim.engine.lifecycle.ray_resources import check_fits_machine, machine_gpus, usable_cpus
 
-        check_fits_machine(config, usable_cpus(), usable_cpus(), machine_gpus())
+        check_fits_machine(config.federation, config.adversary, usable_cpus(), usable_cpus(), machine_gpus())
     print(
         f"{args.config}: valid ({config.federation.num_clients} clients, {config.federation.rounds} rounds, "
         f"{config.data.dataset}, {config.model.name})"
     )
     from fedsim.engine.leakage.portfolio import verdict_warning
 
-    warning = verdict_warning(config)
+    warning = verdict_warning(config.adversary, config.client.defenses)
     if warning is not None:
         print(warning)
     return 0

@@ -15,7 +15,7 @@ def vulnerability_command(args: argparse.Namespace) -> int:
 
     from fedsim.config import load_config
     from fedsim.data import load_dataset
-    from fedsim.engine.lifecycle.assembly import run_model_of
+    from fedsim.engine.assembly import run_model_of
     from fedsim.judge.vulnerability import reconstruction_vulnerability
 
     config = load_config(args.config, args.set)

@@ -17,7 +17,7 @@ def run_command(args: argparse.Namespace) -> int:
     # gone once done; nothing is printed where stderr is not a terminal, so an error stays one line)
     with status("importing torch, Flower and Ray", quiet=args.quiet):
         from fedsim.config import load_config
-        from fedsim.engine.lifecycle.runner import run_experiment
+        from fedsim.engine.run import run_experiment
 
     if args.resume is not None:
         if args.config is not None or args.set:

@@ -8,17 +8,17 @@ its attacks (or the `strongest` portfolio) with their budget and tuning, the ver
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from adversary.audit.config import AuditConfig
 from adversary.inversion.options import AttackOptions
 from adversary.modifications import MODIFICATIONS, ModificationConfig
+from adversary.privacy_audit.config import AuditConfig
 from adversary.registry import ATTACKS, split_preset
 from adversary.tap_positions import TAPS
 from adversary.tap_positions.registry import malicious_server_positions
-from fedsim.core.sections import Section, check_device
+from fedsim.core.sections import Renamed, Section, check_device
 
 # Attacks: one options model per attack, discriminated by `name`, each declared and registered beside
 # the attack in adversary/attacks (``AttackOptions(name=...)`` builds the one of that name). A malicious
@@ -196,10 +196,14 @@ class AdversaryConfig(Section):
         default_factory=VerdictTest,
         description="the verdict's test: its level and the random guesses per family it compares each score with",
     )
-    audit: AuditConfig | None = Field(
+    privacy_audit: AuditConfig | None = Field(
         None,
         description="one-run privacy audit (canaries): a lower bound on epsilon beside the accountant's; null = off",
     )
+
+    #: ``audit`` named the privacy audit until ``fedsim audit`` (a Flower app's audit) took the word: configs and
+    #: runs written before still load (``fedsim.config.migrate.upgrade``)
+    renamed_keys: ClassVar[tuple[Renamed, ...]] = (Renamed("audit", "privacy_audit"),)
 
     @model_validator(mode="before")
     @classmethod

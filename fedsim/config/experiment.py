@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator, model_validator
 
-from adversary.audit.config import CLIENT, audit_level
+from adversary.privacy_audit.config import CLIENT, audit_level
 from fedsim.config.adversary import AdversaryConfig
 from fedsim.config.client import ClientConfig
 from fedsim.config.federation import FederationConfig
@@ -71,33 +71,35 @@ class ExperimentConfig(Section):
 
     @model_validator(mode="after")
     def _audit_fits_the_run(self) -> ExperimentConfig:
-        audit, dp = self.adversary.audit, self.strategy.dp
+        audit, dp = self.adversary.privacy_audit, self.strategy.dp
         if audit is None:
             return self
         client_level = audit_level(dp, self.strategy.secagg) == CLIENT  # strategy.dp or SecAgg+
         if not client_level and audit.host >= self.federation.num_clients:
             raise ValueError(
-                f"adversary.audit.host = {audit.host}: must be < federation.num_clients ({self.federation.num_clients})"
+                f"adversary.privacy_audit.host = {audit.host}: must be < federation.num_clients "
+                f"({self.federation.num_clients})"
             )
         if self.adversary.server == "malicious":
             raise ValueError(
-                "adversary.audit with adversary.server = malicious: the clients would train the server's modified "
-                "model, not the one the canaries were drawn for; audit with an honest server"
+                "adversary.privacy_audit with adversary.server = malicious: the clients would train the server's "
+                "modified model, not the one the canaries were drawn for; audit with an honest server"
             )
         if audit.threat_model == "black-box" and client_level:
             raise ValueError(
-                "adversary.audit.threat_model = 'black-box': canary examples audit example-level DP; under strategy.dp "
-                f"or {SECAGG_STRATEGY} (client level) use white-box or final-model"
+                "adversary.privacy_audit.threat_model = 'black-box': canary examples audit example-level DP; under "
+                f"strategy.dp or {SECAGG_STRATEGY} (client level) use white-box or final-model"
             )
         if audit.threat_model == "black-box" and self.adversary.attacks:
             raise ValueError(
-                "adversary.audit.threat_model = 'black-box': the canary examples join the host's data, which the "
-                "attacks' ground truth does not hold; audit black-box in a run without adversary.attacks"
+                "adversary.privacy_audit.threat_model = 'black-box': the canary examples join the host's data, which "
+                "the attacks' ground truth does not hold; audit black-box in a run without adversary.attacks"
             )
         if dp is not None and (dp.estimator != "fixed-denominator" or DP_MECHANISMS.get(dp.kind).adaptive):
             raise ValueError(
-                f"adversary.audit with strategy.dp.kind = '{dp.kind}', estimator = '{dp.estimator}': canary clients "
-                "need a fixed clipping norm and the fixed-denominator estimator (kind server-fixed or client-fixed)"
+                f"adversary.privacy_audit with strategy.dp.kind = '{dp.kind}', estimator = '{dp.estimator}': canary "
+                "clients need a fixed clipping norm and the fixed-denominator estimator (kind server-fixed or "
+                "client-fixed)"
             )
         return self
 

@@ -1,7 +1,8 @@
 """Reading configs that older fedsim versions wrote: ``SCHEMA_VERSION``, and ``upgrade`` from any older one.
 
-Renamed keys are rewritten into their current shape (``Renamed``, one deprecation line each, naming the key
-path); configs of schema 2 and older lose the flat ``model`` / ``data`` keys that meant "nothing set" for
+Renamed keys are rewritten into their current shape (``Renamed``, declared by the section that renamed them, one
+deprecation line each, naming the key path; e.g. ``adversary.audit``, now ``adversary.privacy_audit``); configs
+of schema 2 and older lose the flat ``model`` / ``data`` keys that meant "nothing set" for
 the chosen model or data set (``FLAT_SECTION_DEFAULTS``). Run directories users already have keep reading.
 """
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from adversary.audit.auditor import audit_result_text, audit_warning, canary_text, one_shot_text
+from adversary.privacy_audit.auditor import audit_result_text, audit_warning, canary_text, one_shot_text
 from fedsim.core.atomic import inside
 from fedsim.reporting.render import markdown_table
 from fedsim.reporting.tables import CENTRAL_DP, defense_settings, parameter_text, round_privacy
@@ -72,7 +72,7 @@ def defense_lines(config: ExperimentConfig) -> list[str]:
 
 
 def audit_lines(summary: dict[str, Any] | None) -> list[str]:
-    """The privacy audit's bound beside the accountant's epsilon (``adversary.audit``), as Markdown lines."""
+    """The privacy audit's bound beside the accountant's epsilon (``adversary.privacy_audit``), as Markdown lines."""
     audit = (summary or {}).get("audit")
     if not audit:
         return []

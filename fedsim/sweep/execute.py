@@ -190,7 +190,7 @@ def execute_point(
 
     ``stop``: the sweep's stop request; a stopped run is an ``interrupted`` outcome (resumed with the sweep).
     ``services``: the sweep's Ray and attack workers, lent to the run (see fedsim.engine.lifecycle.services)."""
-    from fedsim.engine.lifecycle.runner import run_experiment
+    from fedsim.engine.run import run_experiment
     from fedsim.rundir.claim import give_back
     from fedsim.rundir.lock import RunDirectoryBusy, RunLock
 

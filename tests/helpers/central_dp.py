@@ -5,7 +5,7 @@ from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDic
 
 from adversary.taps import StrategyTap
 from fedsim.config import parse_config
-from fedsim.engine.lifecycle.assembly import strategy_of
+from fedsim.engine.assembly import strategy_of
 
 NUM_CLIENTS = 4
 GLOBAL = {"w": torch.linspace(-1.0, 1.0, 6).reshape(2, 3), "b": torch.tensor([0.5, -0.5])}

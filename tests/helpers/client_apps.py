@@ -9,8 +9,7 @@ from flwr.common.secure_aggregation.secaggplus_constants import RECORD_KEY_CONFI
 
 from clients.client_app import ClientSpec
 from fedsim.config import parse_config
-from fedsim.engine.lifecycle.assembly import client_spec_of, run_model_of, strategy_of
-from fedsim.engine.lifecycle.federation import prepare_federation
+from fedsim.engine.assembly import client_spec_of, federation_of, run_model_of, strategy_of
 
 
 def client_config(failures=(), strategy=None, timeout: float = 30.0):
@@ -29,7 +28,7 @@ def client_config(failures=(), strategy=None, timeout: float = 30.0):
 
 
 def client_spec(config, run_dir) -> ClientSpec:
-    federation = prepare_federation(config)
+    federation = federation_of(config)
     dataset = federation.dataset
     return client_spec_of(
         config,

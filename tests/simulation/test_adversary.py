@@ -7,7 +7,7 @@ import pytest
 from fake_clocks import install, stepping
 from tiny_configs import tiny_config
 
-from fedsim.engine.lifecycle.runner import run_experiment
+from fedsim.engine.run import run_experiment
 from fedsim.rundir.backlog import AttackBacklog
 from fedsim.rundir.writer import RunStore
 

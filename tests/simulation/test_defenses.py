@@ -13,7 +13,7 @@ from tiny_configs import TRAINING, merged, tiny_config
 import adversary.adversary as adversary_module
 from clients.defenses.privacy_ledger import ClientPrivacyLedger
 from fedsim.config import parse_config
-from fedsim.engine.lifecycle.runner import run_experiment
+from fedsim.engine.run import run_experiment
 from fedsim.rundir.writer import RunStore
 
 pytestmark = [
@@ -78,7 +78,7 @@ def test_a_chain_of_defenses_runs_two_rounds_and_the_wire_carries_its_output(tmp
 
 @pytest.mark.simulation
 def test_dpsgd_in_a_federation_reports_growing_epsilon_per_client_and_keeps_a_ledger_each(tmp_path):
-    from fedsim.engine.lifecycle.runner import run_experiment
+    from fedsim.engine.run import run_experiment
     from fedsim.rundir.ground_truth import GroundTruthStore
     from fedsim.rundir.writer import RunStore
 
@@ -115,7 +115,7 @@ def test_dpsgd_in_a_federation_reports_growing_epsilon_per_client_and_keeps_a_le
 
 @pytest.mark.simulation
 def test_a_federation_under_client_side_dp_records_noise_and_epsilon(tmp_path):
-    from fedsim.engine.lifecycle.runner import run_experiment
+    from fedsim.engine.run import run_experiment
     from fedsim.rundir.writer import RunStore
 
     raw = merged(

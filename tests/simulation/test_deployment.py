@@ -33,7 +33,7 @@ def _rows(run_dir: Path, event: str) -> list[dict]:
 def test_a_run_on_a_superlink_with_two_supernodes_is_the_simulations_run(tmp_path):
     from fedsim.engine.deployment.local_federation import LocalFederation
     from fedsim.engine.deployment.submit import SuperLink, submit
-    from fedsim.engine.lifecycle.runner import run_experiment
+    from fedsim.engine.run import run_experiment
 
     config = tiny_config(
         name="deployed",

@@ -16,7 +16,7 @@ from fedsim.rundir.writer import RunStore
 @pytest.mark.simulation
 def test_an_old_run_resumes_and_finishes_as_an_uninterrupted_one(tmp_path):
     """A real run, rewritten into the old layout after round 1, resumes to the same round-2 metrics."""
-    from fedsim.engine.lifecycle.runner import run_experiment
+    from fedsim.engine.run import run_experiment
 
     config = load_config(write_old_run(tmp_path / "template", RUNNABLE_OLD_CONFIG) / "config.yaml")
     config.output.dir, config.output.run_name = tmp_path, "run"

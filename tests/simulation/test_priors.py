@@ -13,7 +13,7 @@ pytest.importorskip("diffusers")
 def test_a_run_attacking_with_a_trained_prior_writes_attack_rows(trained, tmp_path):
     from tiny_configs import tiny_config
 
-    from fedsim.engine.lifecycle.runner import run_experiment
+    from fedsim.engine.run import run_experiment
     from fedsim.rundir.writer import RunStore
 
     _, folder = trained

@@ -17,7 +17,7 @@ from tiny_configs import TRAINING, merged, tiny_raw
 
 from fedsim.config import parse_config
 from fedsim.core.errors import TrainingFailed
-from fedsim.engine.lifecycle.runner import run_experiment
+from fedsim.engine.run import run_experiment
 from fedsim.reporting import write_report
 from fedsim.rundir.ground_truth import GroundTruthStore
 from fedsim.rundir.writer import RunStore

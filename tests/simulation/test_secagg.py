@@ -24,7 +24,7 @@ SIMULATED = merged(
 @pytest.fixture(scope="module")
 def fedavg_and_secagg(tmp_path_factory) -> tuple[RunStore, RunStore]:
     """The same federation and seed under FedAvg and SecAgg+ (server tap on round 2); client 1 fails in round 2."""
-    from fedsim.engine.lifecycle.runner import run_experiment
+    from fedsim.engine.run import run_experiment
 
     out = tmp_path_factory.mktemp("runs")
     fedavg = {**SIMULATED, "output": {"dir": str(out), "run_name": "fedavg"}}
@@ -79,7 +79,7 @@ def test_the_server_tap_never_gets_a_client_update_under_secagg(fedavg_and_secag
 
 @pytest.mark.simulation
 def test_attacking_masked_vectors_on_the_wire_recovers_nothing(tmp_path):
-    from fedsim.engine.lifecycle.runner import run_experiment
+    from fedsim.engine.run import run_experiment
 
     config = tiny_config(
         name="masked",

@@ -7,7 +7,7 @@ import pytest
 from text_corpus import write_corpus
 from tiny_configs import tiny_config
 
-from fedsim.engine.lifecycle.runner import run_experiment
+from fedsim.engine.run import run_experiment
 from fedsim.rundir.writer import RunStore
 
 pytestmark = pytest.mark.simulation

@@ -17,8 +17,9 @@ from fedsim.engine.app_audit.app import FlowerApp
 RUN_CONFIG_PREFIX = "run-config:"
 APP_SECTION = "app"
 CANARY_AUDIT_REFUSED = (
-    "adversary.audit: the audit of a Flower app measures no epsilon lower bound yet (its canaries would have to "
-    "enter the app's own data and DP, which fedsim does not do without editing the app); set adversary.audit: null"
+    "adversary.privacy_audit: the audit of a Flower app measures no epsilon lower bound yet (its canaries would have "
+    "to enter the app's own data and DP, which fedsim does not do without editing the app); set "
+    "adversary.privacy_audit: null"
 )
 #: what the app decides itself: an audit config that sets them would describe another federation
 DECIDED_BY_THE_APP = ("data", "federation", "strategy")

@@ -27,6 +27,6 @@ def audit_config(
     experiment, section = experiment_of(app, path, overrides)
     logger.info(nodes_line(app, section))
     config = parse_config(experiment)
-    if config.adversary.audit is not None:
+    if config.adversary.privacy_audit is not None:
         raise ConfigError(CANARY_AUDIT_REFUSED)
     return config, section

@@ -19,7 +19,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from adversary.taps import ClientReport
 from fedsim.config import ExperimentConfig
 from fedsim.core.devices import resolve_device
 from fedsim.core.errors import ConfigError, ExternalFailure, RunInterrupted, first_line
@@ -29,7 +28,7 @@ from fedsim.core.importing import on_path
 from fedsim.core.seeding import derive_seed
 from fedsim.core.stopping import StopSignal, force_exit, stop_on_signals
 from fedsim.data import ChannelStats
-from fedsim.data.sources.flower_app import read_app_partitions
+from fedsim.data.sources.flower_app import AppDataConfig, read_app_partitions
 from fedsim.engine.app_audit.app import FlowerApp, load_components, read_app
 from fedsim.engine.app_audit.audit_file import AppSection
 from fedsim.engine.app_audit.classes import with_model_classes
@@ -37,21 +36,19 @@ from fedsim.engine.app_audit.client_probe import ProbedClientApp
 from fedsim.engine.app_audit.config import audit_config
 from fedsim.engine.app_audit.dp_watch import DpWatch, log_dp_summary, with_found_defenses
 from fedsim.engine.app_audit.grid import AppGrid
-from fedsim.engine.app_audit.metrics import AppMetrics, app_evaluation
+from fedsim.engine.app_audit.metrics import app_evaluation
+from fedsim.engine.app_audit.recording import AppRecording
 from fedsim.engine.app_audit.server_watch import Recorder, watching_strategies
 from fedsim.engine.app_audit.workdir import app_working_directory, relative_paths, with_absolute_paths
-from fedsim.engine.leakage.portfolio import attack_setting, resolve_attacks
-from fedsim.engine.leakage.wiring import attach_adversary
-from fedsim.engine.lifecycle.assembly import run_model_of
-from fedsim.engine.lifecycle.federation import Federation, partition_record
+from fedsim.engine.assembly import adversary_of, run_model_of, with_attacks_resolved
+from fedsim.engine.lifecycle.evaluation import CentralEvaluator
+from fedsim.engine.lifecycle.federation import Federation
 from fedsim.engine.lifecycle.ray_processes import RayProcesses
 from fedsim.engine.lifecycle.ray_resources import start_ray, stop_ray
-from fedsim.engine.lifecycle.rounds import StoppableGrid
-from fedsim.engine.lifecycle.runner import CentralEvaluator, _backend_config, _quiet_frameworks
-from fedsim.engine.lifecycle.summary import log_summary, summarize
-from fedsim.judge.metrics import Lpips
-from fedsim.rundir.ground_truth import GroundTruthStore
-from fedsim.rundir.layout import PARTITIONS_FILE, SUMMARY_FILE
+from fedsim.engine.lifecycle.simulation import backend_config as simulation_backend_config
+from fedsim.engine.lifecycle.simulation import quiet_frameworks
+from fedsim.engine.lifecycle.summary import log_summary
+from fedsim.engine.session import RunSession
 from fedsim.rundir.writer import RunStore
 
 logger = logging.getLogger("fedsim")
@@ -70,7 +67,7 @@ def audit_app(
 ) -> Path:
     """Audit the Flower app in ``app_dir`` (``run_config``: `flwr run`'s --run-config) and return the run directory."""
     started = time.perf_counter()
-    _quiet_frameworks()
+    quiet_frameworks()
     app = read_app(app_dir, run_config)
     config, section = audit_config(app, config_path, overrides)
     config = with_absolute_paths(config)  # the app runs in its own working directory (``app_working_directory``)
@@ -80,80 +77,35 @@ def audit_app(
     importable(app.path)
     server_app, client_app = load_components(app)
     federation = app_federation(config, section)
-    dataset = federation.dataset
     model_seed = derive_seed(config.seed, "model")
-    architecture = run_model_of(config, dataset, seed=model_seed, with_weights=False)
+    architecture = run_model_of(config, federation.dataset, seed=model_seed, with_weights=False)
     federation = with_model_classes(federation, architecture)
     dataset = federation.dataset
     declared = [defense.name for defense in config.client.defenses]
     config, _ = with_found_defenses(config, client_app)  # the app's LocalDpMod: the attacks adapt to it
-    if config.adversary.attacks:  # an attack that cannot apply is refused here, before the run directory exists
-        shape = (dataset.channels, dataset.image_size, dataset.image_size)
-        config = resolve_attacks(config, attack_setting(config, architecture, shape, dataset.num_classes))
-    lpips = Lpips(config.adversary.lpips) if config.adversary.attacks else None
+    config, lpips = with_attacks_resolved(config, architecture, dataset)
     device = resolve_device(config.device)
     environment = {"engine": ENGINE, "flower_app": str(app.path), "run_config": app.run_config}
     with (
         stop_on_signals(StopSignal(), force_exit) as stop,
-        RunStore.create(config, str(device), run_dir, environment) as store,
+        RunSession.create(
+            RunStore.create(config, str(device), run_dir, environment), started=started, keep_checkpoints=True
+        ) as session,
     ):
-        store.write_json(PARTITIONS_FILE, partition_record(federation))
-        wiring = attach_adversary(config, federation, store, model_seed, lpips) if config.adversary.attacks else None
-        evaluator = CentralEvaluator(config, federation, device) if len(dataset.x_test) else None
-        truth = GroundTruthStore(store.run_dir)
-        dp_watch = DpWatch(store, declared)
-
-        def trained_on(server_round: int, report: ClientReport) -> None:
-            ids = federation.partitions[report.client]
-            steps = dp_watch.notes.steps(server_round, report.client, len(ids))  # what each local step drew
-            batches = [ids[step] for step in steps] if steps is not None else [ids]  # else: the whole split
-            truth.write(
-                server_round,
-                report.client,
-                [b.tolist() for b in batches],
-                [dataset.y_train[b].tolist() for b in batches],
-            )
-            ground_truth[(server_round, report.client)] = "steps" if steps is not None else "partition"
-
-        ground_truth: dict[tuple[int, int], str] = {}  # how each update's ground truth was known
-
-        def replied(server_round: int, event: str, client: int, metrics: dict[str, Any]) -> None:
-            known = {"ground_truth": ground_truth[(server_round, client)]} if event == "fit" else {}
-            store.append({"round": server_round, "event": event, "client": client, "status": "ok", **metrics, **known})
-
-        app_metrics = AppMetrics()
-
-        def round_done(server_round: int, state: dict[str, torch.Tensor] | None) -> None:
-            for earlier, fields in app_metrics.before(server_round):  # e.g. the app's evaluation of round 0
-                store.append({"round": earlier, "event": "eval", **fields})
-            own = app_metrics.of(server_round)
-            if state is not None or own:
-                scores = evaluator(state) if evaluator is not None and state is not None else {}
-                store.append({"round": server_round, "event": "eval", **scores, **own})
-            dp_watch.round_done()
-            if wiring is not None:
-                wiring.adversary.round_finished(server_round)
-            if state is not None:
-                store.save_checkpoint(server_round, state)
-
+        session.record_partitions(federation)
+        if config.adversary.attacks:
+            session.attach_adversary(adversary_of(config, federation, session.store, model_seed, lpips))
+        evaluator = (
+            CentralEvaluator(run_model_of(config, dataset, seed=0, with_weights=False), federation, device)
+            if len(dataset.x_test)
+            else None
+        )
+        dp_watch = DpWatch(session.store, declared)
+        recording = AppRecording(session, federation, evaluator, dp_watch)
         layout = {name: tuple(value.shape) for name, value in architecture.state_dict().items()}
-
-        def tapped(grid: Any) -> AppGrid:
-            return AppGrid(
-                StoppableGrid(grid, stop),  # innermost: a stop reaches the app's server wherever it waits on the grid
-                wiring.adversary.observe if wiring is not None else (lambda update: None),
-                tap=config.adversary.tap,
-                wants=config.adversary.attacks_round,
-                partition_of=node_partitions.__getitem__,
-                layout=layout,
-                trained_on=trained_on,
-                round_done=round_done,
-                replied=replied,
-            )
-
-        node_partitions: dict[int, int] = {}
+        tapped = recording.tapped(stop, tap=config.adversary.tap, wants=config.adversary.attacks_round, layout=layout)
         try:
-            with app_working_directory(store.run_dir):  # what the app writes lands in the run directory
+            with app_working_directory(session.run_dir):  # what the app writes lands in the run directory
                 run_app(
                     app,
                     server_app,
@@ -161,42 +113,38 @@ def audit_app(
                     config,
                     section,
                     wrap_grid=tapped,
-                    node_partitions=node_partitions,
+                    node_partitions=recording.node_partitions,
                     stop=stop,
-                    record_metrics=app_metrics.record,
+                    record_metrics=recording.app_metrics.record,
                     strategy_started=dp_watch.strategy_started,
                 )
         except BaseException as failure:  # a failed or interrupted app: its attacks are dropped at once
-            if wiring is not None:
-                wiring.adversary.abandon()
-            kept = _give_back_uncommitted(store)
-            if stop.requested:
-                raise RunInterrupted(kept, stop.signum) from failure
-            if isinstance(failure, Exception) and not isinstance(failure, ConfigError | ExternalFailure):
-                raise app_failure(failure, kept) from failure
-            raise
-        if wiring is not None and not wiring.adversary.finish(stop):
-            wiring.adversary.abandon()
+            replacement = _failed(session, stop, failure)
+            if replacement is None:
+                raise
+            raise replacement from failure
+        session.end_attacks(stop, completed=True)
         if stop.requested:
-            raise RunInterrupted(store.run_dir, stop.signum)
-        summary = summarize(store, time.perf_counter() - started)
-        evals = [row for row in store.rows() if row["event"] == "eval"]
-        summary["app_evaluation"] = app_evaluation(evals[-1]) if evals else {}
-        summary["app_dp"] = dp_watch.summary()
-        store.write_json(SUMMARY_FILE, summary)
+            raise RunInterrupted(session.run_dir, stop.signum)
+        evals = [row for row in session.store.rows() if row["event"] == "eval"]
+        app_summary = {"app_evaluation": app_evaluation(evals[-1]) if evals else {}, "app_dp": dp_watch.summary()}
+        summary = session.summarise(extra=app_summary)
         log_summary(summary)
         log_dp_summary(summary["app_dp"])
-        return store.run_dir
+        return session.run_dir
 
 
-def _give_back_uncommitted(store: RunStore) -> Path | None:
-    """After a failed or stopped audit that committed no round: fedsim's own files go (an empty run would only be in
-    the way of a retry), and the folder too where this audit made it (``RunStore.discard``). None when the folder
-    is gone, else the directory that stays."""
-    if store.last_committed_round() is not None:
-        return store.run_dir
-    store.discard()
-    return store.run_dir if store.run_dir.exists() else None
+def _failed(session: RunSession, stop: StopSignal, failure: BaseException) -> BaseException | None:
+    """What an app that failed or was stopped raises instead of ``failure`` (None: ``failure`` itself), once its
+    attacks are abandoned and an uncommitted directory is given back (an empty run would only be in the way of a
+    retry)."""
+    session.end_attacks(stop, completed=False)
+    kept = session.give_back_uncommitted()
+    if stop.requested:
+        return RunInterrupted(kept, stop.signum)
+    if isinstance(failure, Exception) and not isinstance(failure, ConfigError | ExternalFailure):
+        return app_failure(failure, kept)
+    return None
 
 
 def app_failure(failure: Exception, run_dir: Path | None) -> ExternalFailure:
@@ -219,7 +167,9 @@ def importable(app_path: Path) -> None:
 
 def app_federation(config: ExperimentConfig, section: AppSection) -> Federation:
     """The app's training images per partition, read through its own data function (scoring side only)."""
-    dataset, partitions = read_app_partitions(config.data)
+    data = config.data
+    assert isinstance(data, AppDataConfig), "an app audit's config reads the app's data (audit_config sets it)"
+    dataset, partitions = read_app_partitions(data)
     stats = ChannelStats(tuple(section.mean), tuple(section.std))
     return Federation(dataset, partitions, tuple(stats for _ in partitions), stats)
 
@@ -251,7 +201,7 @@ def run_app(
         if tapped is not None:  # a legacy workflow keeps the global model in the server's state
             tapped.finish(context.state.array_records.get(LEGACY_PARAMETERS))
 
-    backend_config = _backend_config(config)
+    backend_config = simulation_backend_config(config.federation, config.adversary)
     nodes = config.federation.num_clients
     with (
         RayProcesses(),

@@ -4,7 +4,7 @@
 SuperNodes. Each gets everything from its ``Context``, nothing from memory the other holds:
 
 * the ServerApp reads the experiment from the run config (``fedsim.engine.deployment.run_config``) and runs it
-  exactly as a simulation does (``fedsim.engine.lifecycle.runner.run_experiment``), on the grid the SuperLink
+  exactly as a simulation does (``fedsim.engine.run.run_experiment``), on the grid the SuperLink
   hands it: the run directory, the adversary and its taps, scoring and checkpoints all live on the SuperLink's
   machine;
 * the ClientApp reads the experiment from the run config and its partition from the node config
@@ -31,8 +31,8 @@ import fedsim.core.wire as wire
 from clients.client_app import ClientSpec
 from fedsim.config import ConfigError, ExperimentConfig, config_changes, dump_config, load_config
 from fedsim.data import DataError
+from fedsim.engine.assembly import client_spec_of
 from fedsim.engine.deployment.run_config import RunRequest, client_config, from_run_config
-from fedsim.engine.lifecycle.assembly import client_spec_of
 from fedsim.engine.lifecycle.federation import Federation, prepare_federation
 from fedsim.engine.lifecycle.protocols import Protocol, protocol_of
 from fedsim.engine.lifecycle.rounds import ServerSpec
@@ -95,7 +95,7 @@ server_app = ServerApp()
 
 @server_app.main()
 def _serve(grid: Grid, context: Context) -> None:
-    from fedsim.engine.lifecycle.runner import (
+    from fedsim.engine.run import (
         run_experiment,
     )  # the server side only: a ClientApp process need not import it
 
@@ -141,7 +141,8 @@ def client_spec(context: Context) -> tuple[ClientSpec, ExperimentConfig]:
         raise ConfigError(f"{where}: {error}") from None
     partition_of_node(context, config)
     try:
-        federation = prepare_federation(config)  # the seed fixes the partitions: the server derives the same
+        # the seed fixes the partitions: the server derives the same
+        federation = prepare_federation(config.data, config.federation.num_clients, config.seed)
     except (DataError, FileNotFoundError) as error:
         raise DataError(f"{where} cannot load its data: {error}") from None
     dataset = federation.dataset
@@ -187,7 +188,7 @@ class FedsimClientApp(ClientApp):
         if context.run_id not in self._apps:
             spec, config = client_spec(context)
             match_simulated_threads(config)
-            self._apps[context.run_id] = (protocol_of(config).client_app(spec), config)
+            self._apps[context.run_id] = (protocol_of(config.strategy.name).client_app(spec), config)
         app, config = self._apps[context.run_id]
         partition_of_node(context, config)  # every node of a simulation shares this process's app
         return app(message, context)

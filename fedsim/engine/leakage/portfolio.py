@@ -9,26 +9,33 @@ adaptive variants read the defenses' public options).
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 from torch import nn
 
 from adversary.inversion.requirements import AttackSetting, DefenseInForce
 from adversary.registry import ATTACKS
-from fedsim.config import ExperimentConfig
+from clients.defenses.base import DefenseConfig
+from fedsim.config import AdversaryConfig, ClientConfig
 from fedsim.core.errors import ConfigError
-from strategies.secagg import SECAGG_STRATEGY
 
 logger = logging.getLogger("fedsim")
 
 
 def attack_setting(
-    config: ExperimentConfig, model: nn.Module, input_shape: tuple[int, int, int], num_classes: int
+    adversary: AdversaryConfig,
+    client: ClientConfig,
+    model_name: str,
+    secagg: bool,
+    model: nn.Module,
+    input_shape: tuple[int, int, int],
+    num_classes: int,
 ) -> AttackSetting:
-    """The run as the attacks' requirements see it: the agreed model, the defenses' public options, the threat model."""
-    adversary, client = config.adversary, config.client
+    """The run as the attacks' requirements see it: the agreed model (``model``, named ``model.name``), the
+    defenses' public options, the threat model; ``secagg``: the strategy is SecAgg+."""
     return AttackSetting(
         model=model,
-        model_name=config.model.name,
+        model_name=model_name,
         input_shape=input_shape,
         num_classes=num_classes,
         defenses=tuple(DefenseInForce(d.name, d.model_dump(exclude={"name"})) for d in client.defenses),
@@ -36,7 +43,7 @@ def attack_setting(
         targets=adversary.targets,
         server=adversary.server,
         modification=adversary.modification.name if adversary.modification is not None else None,
-        secagg=config.strategy.name == SECAGG_STRATEGY,
+        secagg=secagg,
         knows_local_training=adversary.knows.local_training,
         knows_num_samples=adversary.knows.num_samples,
         knows_labels=adversary.knows.labels == "known",
@@ -49,10 +56,11 @@ def attack_setting(
     )
 
 
-def resolve_attacks(config: ExperimentConfig, setting: AttackSetting) -> ExperimentConfig:
-    """``config`` with the attacks that apply to ``setting``, adapted to its defenses
-    (ConfigError: a listed one cannot)."""
-    adversary = config.adversary
+def resolve_attacks(
+    adversary: AdversaryConfig, defenses: Sequence[DefenseConfig], setting: AttackSetting
+) -> AdversaryConfig:
+    """``adversary`` with the attacks that apply to ``setting``, adapted to its defenses (ConfigError: a listed one
+    cannot); ``defenses``: the client defenses in force (``client.defenses``)."""
     kept, left_out = [], []
     for index, options in enumerate(adversary.attacks):
         reason = options.refusal(setting)
@@ -62,36 +70,35 @@ def resolve_attacks(config: ExperimentConfig, setting: AttackSetting) -> Experim
             left_out.append(f"{options.label} ({reason})")
         else:
             raise ConfigError(f"adversary.attacks[{index}] = {options.name}: {reason}")
-    warning = verdict_warning(config.model_copy(update={"adversary": adversary.model_copy(update={"attacks": kept})}))
+    warning = verdict_warning(adversary.model_copy(update={"attacks": kept}), defenses)
     if warning is not None:
         logger.warning(warning)
     if left_out:
         logger.info("strongest: running %s; left out %s", ", ".join(o.label for o in kept), "; ".join(left_out))
     if adversary.attacks and not kept:
         raise ConfigError(f"adversary.attacks = strongest: no attack applies to this run ({'; '.join(left_out)})")
-    resolved = adversary.model_copy(update={"attacks": kept})
-    return config.model_copy(update={"adversary": resolved})
+    return adversary.model_copy(update={"attacks": kept})
 
 
-def verdict_warning(config: ExperimentConfig) -> str | None:
+def verdict_warning(adversary: AdversaryConfig, defenses: Sequence[DefenseConfig]) -> str | None:
     """One line where the run's leakage under a client defense cannot be read as the defense's protection: no
     attack adapted to a defense in force runs, or `strongest` will not saturate (None where neither holds).
 
     The report marks such leakage as a lower bound (rows' ``lower_bound``)."""
-    attacks = config.adversary.attacks
-    defenses = [defense.name for defense in config.client.defenses]
-    if not attacks or not defenses:
+    attacks = adversary.attacks
+    names = [defense.name for defense in defenses]
+    if not attacks or not names:
         return None
     running = {defense for options in attacks for defense in options.adapts_to}
     gaps = []
-    for defense in dict.fromkeys(defenses):
+    for defense in dict.fromkeys(names):
         if defense in running:
             continue
         # every attack registers its options model
         adaptive = [name for name in ATTACKS.names() if defense in ATTACKS.options(name).adapts_to]
         would = f"{', '.join(adaptive)} would apply" if adaptive else "fedsim has no attack adapted to it"
         gaps.append(f"{defense} ({would})")
-    unsaturated = config.adversary.portfolio == "strongest" and not config.adversary.budget.saturate
+    unsaturated = adversary.portfolio == "strongest" and not adversary.budget.saturate
     if not gaps and not unsaturated:
         return None
     reasons = []

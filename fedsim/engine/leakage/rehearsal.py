@@ -16,6 +16,7 @@ in client mods and the strategy, outside ``fit_locally``, and are not rehearsed 
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -28,33 +29,36 @@ from adversary.inversion.tuning import PublicProblems, TuningTask, search_space
 from adversary.taps import AGGREGATE
 from adversary.view import AttackerView
 from clients.client_app import ClientSpec, fit_locally
-from fedsim.config import ExperimentConfig
+from clients.defenses.base import DefenseConfig
+from fedsim.config import AdversaryConfig
+from fedsim.config.adversary import AttackTuning
+from fedsim.core.sections import Section
 from fedsim.core.seeding import derive_seed
 from fedsim.engine.lifecycle.federation import Federation
 from fedsim.judge.scoring import public_ssim
 
 
-def tuned_attacks(config: ExperimentConfig) -> set[str]:
-    """Labels of the attacks ``adversary.tuning.select`` selects among the run's (resolved) attacks."""
-    which = config.adversary.tuning.select
+def tuned_attacks(adversary: AdversaryConfig, defenses: Iterable[DefenseConfig]) -> set[str]:
+    """Labels of the attacks ``adversary.tuning.select`` selects among the run's (resolved) attacks, given the
+    client defenses in force."""
+    which = adversary.tuning.select
     if which == "none":
         return set()
-    defenses = {defense.name for defense in config.client.defenses}
+    names = {defense.name for defense in defenses}
     return {
         options.label
-        for options in config.adversary.attacks
-        if search_space(options) and (which == "all" or defenses & set(options.adapts_to))
+        for options in adversary.attacks
+        if search_space(options) and (which == "all" or names & set(options.adapts_to))
     }
 
 
-def setting_description(config: ExperimentConfig) -> dict[str, Any]:
+def setting_description(data: Section, model: Section, client: Section, adversary: AdversaryConfig) -> dict[str, Any]:
     """What a tuning depends on besides the attack: data set, model, the clients' training and defenses, the
     threat model. The run's seed is left out: a tuning carries over to other seeds of the same setting."""
-    adversary = config.adversary
     return {
-        "data": config.data.model_dump(mode="json", exclude={"partitioner"}),
-        "model": config.model.model_dump(mode="json"),
-        "client": config.client.model_dump(mode="json"),
+        "data": data.model_dump(mode="json", exclude={"partitioner"}),
+        "model": model.model_dump(mode="json"),
+        "client": client.model_dump(mode="json"),
         "tap": adversary.tap,
         "knows": adversary.knows.model_dump(mode="json"),
     }
@@ -63,14 +67,22 @@ def setting_description(config: ExperimentConfig) -> dict[str, Any]:
 class PublicRehearsal:
     """Builds the tuning task of an attack on a group of targets: public problems rehearsed like the targets."""
 
-    def __init__(self, config: ExperimentConfig, client: ClientSpec, federation: Federation) -> None:
-        tuning = config.adversary.tuning
+    def __init__(
+        self,
+        tuning: AttackTuning,
+        attacks: set[str],
+        setting: dict[str, Any],
+        client: ClientSpec,
+        federation: Federation,
+    ) -> None:
+        """``attacks``: the labels of the attacks tuned (``tuned_attacks``); ``setting``: what a tuning depends on
+        (``setting_description``); ``client``: what the run's clients are handed."""
         self.tuning = tuning
-        self.attacks = tuned_attacks(config)
+        self.attacks = attacks
         # Not the run's seed: the problems, the rehearsed training and the search are the same for every seed of a
         # setting, so that a tuning cached for one seed is exactly what another seed would compute.
         self.seed = derive_seed(0, "tuning")
-        self.setting = setting_description(config)
+        self.setting = setting
         self.cache_dir = str(Path(tuning.cache).expanduser()) if tuning.cache is not None else None
         dataset = federation.dataset
         self.public_images = torch.from_numpy(dataset.x_test)  # [0, 1]
@@ -83,7 +95,7 @@ class PublicRehearsal:
             run_dir=Path(self._workdir.name),
             ground_truth=False,
             seed=derive_seed(0, "rehearsal"),
-            audit=None,
+            example_canaries=None,
         )
         self._problems: dict[tuple[int, int, bool], PublicProblems] = {}
 

@@ -35,7 +35,7 @@ from fedsim.engine.lifecycle.federation import Federation
 from fedsim.judge.floor import FLOOR_DRAWS, FLOOR_LEVEL, UNKNOWN, Floor, PublicSplit, public_floor
 from fedsim.judge.images import plot_trajectory, save_grid
 from fedsim.judge.metrics import Lpips
-from fedsim.judge.scoring import image_space, score_reconstruction, score_trajectory
+from fedsim.judge.scoring import AttackScore, image_space, score_reconstruction, score_trajectory
 from fedsim.rundir.ground_truth import GroundTruthStore
 from fedsim.rundir.layout import RECONSTRUCTIONS_DIR, grid_file, trajectory_file
 from fedsim.rundir.writer import RunStore
@@ -149,18 +149,7 @@ class LeakageScorer:
         truth = self.truth_for(view)
         if len(truth.labels) == 0:  # e.g. DP-SGD's Poisson sampling drew empty batches: nothing to leak
             with self._lock:
-                self.store.append(
-                    {
-                        "round": view.round,
-                        "event": "attack",
-                        "tap": view.tap,
-                        "target": view.target,
-                        "attack": options.label,
-                        "status": "no-data",
-                        **self.extra_fields,
-                        "error": "the target trained on no sample this round (empty batches)",
-                    }
-                )
+                self.store.append(self._no_data_row(view, options))
             return
         if isinstance(self.federation.dataset, TextDataset):
             self._record_text(view, options, reconstruction)
@@ -207,20 +196,19 @@ class LeakageScorer:
             self.store.append(row)
             if self.save_images:
                 self._save_images(view, options, truth, reconstruction, score, row.get("trajectory"))
-        logger.info(
-            "round %d %s %s: PSNR %s dB, SSIM %.3f (%s), label accuracy %.0f%% (%d images, %.1fs)",
-            view.round,
-            view.target,
-            options.label,
-            f"{score.psnr_mean:.2f}" if score.psnr_mean is not None else "inf",
-            score.ssim_mean,
-            row["verdict"]
-            if floor is None
-            else f"{row['verdict']}, p {row['p_value']:.3f}, floor {_text(row['floor_ssim'])}",
-            100 * score.label_accuracy,
-            len(truth.labels),
-            reconstruction.seconds,
-        )
+        _log_scored(view, options, reconstruction, score, row, with_floor=floor is not None)
+
+    def _no_data_row(self, view: AttackerView, options: AttackOptions) -> dict[str, Any]:
+        return {
+            "round": view.round,
+            "event": "attack",
+            "tap": view.tap,
+            "target": view.target,
+            "attack": options.label,
+            "status": "no-data",
+            **self.extra_fields,
+            "error": "the target trained on no sample this round (empty batches)",
+        }
 
     def _record_text(self, view: AttackerView, options: AttackOptions, reconstruction: Reconstruction) -> None:
         """A text attack's row: its sequences scored against the target's (``text_rows``), its floor and verdict."""
@@ -303,3 +291,29 @@ def _text(value: float | None) -> str:
 
 def _finite_or_none(value: float | None) -> float | None:
     return value if value is not None and math.isfinite(value) else None
+
+
+def _log_scored(
+    view: AttackerView,
+    options: AttackOptions,
+    reconstruction: Reconstruction,
+    score: AttackScore,
+    row: dict[str, Any],
+    *,
+    with_floor: bool,
+) -> None:
+    """One log line per scored reconstruction: PSNR, SSIM and the verdict against its floor."""
+    logger.info(
+        "round %d %s %s: PSNR %s dB, SSIM %.3f (%s), label accuracy %.0f%% (%d images, %.1fs)",
+        view.round,
+        view.target,
+        options.label,
+        f"{score.psnr_mean:.2f}" if score.psnr_mean is not None else "inf",
+        score.ssim_mean,
+        row["verdict"]
+        if not with_floor
+        else f"{row['verdict']}, p {row['p_value']:.3f}, floor {_text(row['floor_ssim'])}",
+        100 * score.label_accuracy,
+        row["batch_size"],
+        reconstruction.seconds,
+    )

@@ -7,10 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from fedsim.config import ExperimentConfig
 from fedsim.data import (
     TOKEN_IDS,
     ChannelStats,
+    DataConfig,
     DataError,
     ImageDataset,
     TextDataset,
@@ -30,13 +30,13 @@ class Federation:
     test_stats: ChannelStats
 
 
-def prepare_federation(config: ExperimentConfig) -> Federation:
-    dataset = load_dataset(config.data, config.seed)
-    clients = config.federation.num_clients
-    partitions = tuple(partition_indices(partition_labels(dataset, config), config.data, clients, config.seed))
+def prepare_federation(data: DataConfig, num_clients: int, seed: int) -> Federation:
+    """The data set of ``data``, split among ``num_clients`` clients, and how each normalises."""
+    dataset = load_dataset(data, seed)
+    partitions = tuple(partition_indices(partition_labels(dataset, data), data, num_clients, seed))
     if isinstance(dataset, TextDataset):  # token ids: embedded as they are, never normalised
         return Federation(dataset, partitions, tuple(TOKEN_IDS for _ in partitions), TOKEN_IDS)
-    client_stats, test_stats = federation_stats(dataset.x_train, partitions, config.data.normalize)
+    client_stats, test_stats = federation_stats(dataset.x_train, partitions, data.normalize)
     return Federation(dataset, partitions, client_stats, test_stats)
 
 
@@ -45,14 +45,14 @@ def sequence_labels(dataset: ImageDataset | TextDataset) -> np.ndarray | None:
     return dataset.y_train if dataset.y_train.ndim == 1 else None
 
 
-def partition_labels(dataset: ImageDataset | TextDataset, config: ExperimentConfig) -> np.ndarray:
+def partition_labels(dataset: ImageDataset | TextDataset, data: DataConfig) -> np.ndarray:
     """What the partitioner splits by: the class ids, or (next-token text) one label, which only iid splits."""
     labels = sequence_labels(dataset)
     if labels is not None:
         return labels
-    if config.data.partition.name != "iid":
+    if data.partition.name != "iid":
         raise DataError(
-            f"data.partition.name = '{config.data.partition.name}': next-token text has no class labels to skew; "
+            f"data.partition.name = '{data.partition.name}': next-token text has no class labels to skew; "
             "use iid (or data.task: classification)"
         )
     return np.zeros(len(dataset.y_train), dtype=np.int64)

@@ -21,7 +21,7 @@ from adversary.secagg_taps import Layout, LegacyStrategyTap, MaskedWireTap
 from adversary.taps import RoundFilter, Sink, StrategyTap, WireTap
 from clients.client_app import ClientSpec, build_client_app
 from clients.legacy_client import build_legacy_client_app
-from fedsim.config import SECAGG_STRATEGY, ExperimentConfig
+from fedsim.config import SECAGG_STRATEGY
 from fedsim.core.registry import Registry
 from fedsim.engine.lifecycle.federation import Federation
 from fedsim.engine.lifecycle.message_protocol import MessageRounds
@@ -67,9 +67,10 @@ PROTOCOLS.register("message", help="Flower's Message API: ServerApp and ClientAp
 
 def _secagg_rounds(spec: ServerSpec, federation: Federation) -> SecAggRounds:
     largest = max(len(partition) for partition in federation.partitions)  # the default max_weight
-    parameters = SecAggPlusParameters.from_config(spec.config, largest)
-    strategy = cast(LegacyStrategy, spec.strategy)  # strategy.secagg builds a legacy strategy
-    return SecAggRounds(strategy, parameters, spec.config.seed, spec.config.federation.rounds)
+    settings = spec.settings
+    assert settings.secagg is not None, f"strategy.name is not {SECAGG_STRATEGY}"
+    parameters = SecAggPlusParameters.of(settings.secagg, settings.federation, largest)
+    return SecAggRounds(cast(LegacyStrategy, spec.strategy), parameters, settings.seed, settings.federation.rounds)
 
 
 PROTOCOLS.register(SECAGG_STRATEGY, help="Flower's legacy path with SecAggPlusWorkflow and secaggplus_mod")(
@@ -82,5 +83,6 @@ PROTOCOLS.register(SECAGG_STRATEGY, help="Flower's legacy path with SecAggPlusWo
 )
 
 
-def protocol_of(config: ExperimentConfig) -> Protocol:
-    return PROTOCOLS.get(STRATEGIES.get(config.strategy.name).protocol)
+def protocol_of(strategy: str) -> Protocol:
+    """How the rounds of the strategy named ``strategy`` (``strategy.name``) travel."""
+    return PROTOCOLS.get(STRATEGIES.get(strategy).protocol)

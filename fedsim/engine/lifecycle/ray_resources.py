@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from fedsim.config import ConfigError, ExperimentConfig
+from fedsim.config import AdversaryConfig, ConfigError, FederationConfig
 from fedsim.core.errors import ExternalFailure, first_line
 from fedsim.core.flower_private import (
     disable_ray_failure_signal_handler,
@@ -30,7 +30,8 @@ logger = logging.getLogger("fedsim")
 
 
 def ray_node_counts(
-    config: ExperimentConfig,
+    federation: FederationConfig,
+    adversary: AdversaryConfig,
     attack_device: str,
     ray_resources: Mapping[str, float] | None = None,
     machine_cpus: int | None = None,
@@ -42,11 +43,10 @@ def ray_node_counts(
     ``adversary.device``. Without attacks, the caps pass through unchanged.
     """
     caps = {key: int(value) for key, value in (ray_resources or {}).items() if key in ("num_cpus", "num_gpus")}
-    adversary = config.adversary
     if not adversary.attacks:
         return caps
     cpus = caps.get("num_cpus", machine_cpus if machine_cpus is not None else usable_cpus())
-    client = config.federation.client_resources
+    client = federation.client_resources
     reserved_cpus = adversary.workers * adversary.resources.cpus
     left = math.floor(cpus - reserved_cpus + 1e-9)
     if left < client.cpus:
@@ -83,14 +83,16 @@ def ray_node_counts(
     return counts
 
 
-def check_fits_machine(config: ExperimentConfig, ray_cpus: int, machine_cpus: int, machine_gpus: int) -> None:
+def check_fits_machine(
+    federation: FederationConfig, adversary: AdversaryConfig, ray_cpus: int, machine_cpus: int, machine_gpus: int
+) -> None:
     """Refuse, in one line, a run this machine cannot hold: a client needing more CPUs or GPUs than the run's Ray
     instance has (Flower's actor pool would be empty and the run would hang), or more attack workers than the
     machine has cores for (each is a process with its own copy of the model and the views).
 
     ``ray_cpus``: the CPUs of the run's own Ray instance (a sweep's share under ``--parallel``); a run that joins a
     Ray cluster is checked against the cluster by Ray, not here."""
-    client = config.federation.client_resources
+    client = federation.client_resources
     if client.cpus > ray_cpus:
         raise ConfigError(
             f"federation.client_resources.cpus = {client.cpus:g}: no client fits in the {ray_cpus} CPU(s) this run "
@@ -101,7 +103,6 @@ def check_fits_machine(config: ExperimentConfig, ray_cpus: int, machine_cpus: in
             f"federation.client_resources.gpus = {client.gpus:g}: this machine has {machine_gpus} GPU(s); "
             f"allowed: at most {machine_gpus}"
         )
-    adversary = config.adversary
     if adversary.attacks and adversary.workers * adversary.resources.cpus > machine_cpus:
         allowed = max(1, math.floor(machine_cpus / adversary.resources.cpus + 1e-9))
         raise ConfigError(

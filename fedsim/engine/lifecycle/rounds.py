@@ -23,13 +23,14 @@ from flwr.app import Context, Message, MessageType, RecordDict
 from flwr.serverapp import Grid, ServerApp
 
 import fedsim.core.wire as wire
-from fedsim.config import ExperimentConfig
+from fedsim.config import FederationConfig
 from fedsim.core.messaging import PULL_INTERVAL_S, ForwardingGrid, collect_replies
 from fedsim.core.stopping import StopSignal
 from fedsim.engine.lifecycle.progress import LogProgress
 from fedsim.engine.lifecycle.summary import training_plateau
 from fedsim.rundir.writer import RunStore
 from strategies.base import ServerStrategy
+from strategies.secagg import SecAggConfig
 
 logger = logging.getLogger("fedsim")
 
@@ -113,9 +114,20 @@ def client_fields(metrics: Mapping[str, Any]) -> dict[str, Any]:
     return {key.replace("-", "_"): value for key, value in metrics.items() if key != wire.PARTITION_ID}
 
 
+@dataclass(frozen=True)
+class ServerSettings:
+    """What the server side reads of a run's config (``fedsim.engine.assembly.server_settings_of`` takes it out)."""
+
+    federation: FederationConfig
+    seed: int
+    secagg: SecAggConfig | None = None  # ``strategy.secagg`` (None: not SecAgg+)
+    keep_checkpoints: bool = True  # ``output.save_checkpoints``: else only the last two stay
+    last_attacked_round: int = 0  # a plateau never stops the run before it (``training_plateau``)
+
+
 @dataclass
 class ServerSpec:
-    config: ExperimentConfig
+    settings: ServerSettings
     store: RunStore
     strategy: ServerStrategy  # a registered strategy (see strategies.STRATEGIES), perhaps wrapped (DP, a tap)
     initial_state: State
@@ -158,8 +170,8 @@ class RoundProtocol(Protocol):
 
 def run_rounds(spec: ServerSpec, protocol: RoundProtocol, grid: Grid, context: Context) -> None:
     """Play rounds ``start_round + 1 .. federation.rounds`` with ``protocol``, committing each one."""
-    config, strategy, progress = spec.config, spec.strategy, spec.progress
-    federation = config.federation
+    strategy, progress = spec.strategy, spec.progress
+    federation = spec.settings.federation
     node_of_partition = roll_call(grid, federation.num_clients, federation.round_timeout)
     partition_of_node = {node: partition for partition, node in node_of_partition.items()}
     strategy.bind(node_of_partition)
@@ -195,9 +207,10 @@ def run_rounds(spec: ServerSpec, protocol: RoundProtocol, grid: Grid, context: C
 
 def at_plateau(spec: ServerSpec) -> bool:
     """Whether test accuracy has stopped improving (``federation.plateau``): then no further round is played."""
-    if spec.config.federation.plateau is None:
+    criterion = spec.settings.federation.plateau
+    if criterion is None:
         return False
-    plateau = training_plateau(spec.config, spec.store.rows())
+    plateau = training_plateau(criterion, spec.settings.last_attacked_round, spec.store.rows())
     if plateau is not None:
         logger.info(
             "round %d: test accuracy stopped improving (%.4f at the plateau, best %.4f in round %d): training stops",
@@ -218,7 +231,7 @@ def start_run(spec: ServerSpec) -> None:
     if spec.start_round == 0 and spec.store.last_committed_round() is None:  # not a run resumed at round 0
         spec.store.append({"round": 0, "event": "eval", **spec.evaluate(spec.initial_state)})
         spec.store.save_checkpoint(0, spec.initial_state)
-    spec.progress.start(spec.config.federation.rounds, spec.start_round)
+    spec.progress.start(spec.settings.federation.rounds, spec.start_round)
 
 
 def commit_round(spec: ServerSpec, server_round: int, state: State, outcome: dict[str, Any], started: float) -> None:
@@ -229,21 +242,33 @@ def commit_round(spec: ServerSpec, server_round: int, state: State, outcome: dic
     spec.stop.check()
     scores = spec.evaluate(state)
     spec.stop.check()
-    spec.store.append(
-        {
-            "round": server_round,
-            "event": "eval",
-            **scores,
-            **outcome,
-            "seconds": round(time.perf_counter() - started, 4),
-        }
-    )
-    for hook in spec.round_hooks:  # before the commit: what they persist belongs to the round
-        hook(server_round)
-    spec.store.save_checkpoint(server_round, state)  # commits the round
-    if not spec.config.output.save_checkpoints:
-        spec.store.prune_checkpoints(keep=server_round)
+    fields = {**scores, **outcome, "seconds": round(time.perf_counter() - started, 4)}
+    record_round(spec.store, server_round, fields, state, spec.round_hooks, spec.settings.keep_checkpoints)
     spec.progress.round_finished(server_round, scores.get("accuracy"))
+
+
+def record_round(
+    store: RunStore,
+    server_round: int,
+    fields: Mapping[str, Any] | None,
+    state: State | None,
+    hooks: Iterable[Callable[[int], object]] = (),
+    keep_checkpoints: bool = True,
+) -> None:
+    """Write a round's `eval` row (``fields``; None: no row), run the round hooks, then commit the round with its
+    checkpoint (``state``; None: the round released no model, nothing to commit). Every run and every app audit
+    commits its rounds here (``fedsim.engine.session.RunSession.commit_round``).
+
+    ``keep_checkpoints`` False (``output.save_checkpoints``): only the last two checkpoints stay."""
+    if fields is not None:
+        store.append({"round": server_round, "event": "eval", **fields})
+    for hook in hooks:  # before the commit: what they persist belongs to the round
+        hook(server_round)
+    if state is None:
+        return
+    store.save_checkpoint(server_round, state)  # commits the round
+    if not keep_checkpoints:
+        store.prune_checkpoints(keep=server_round)
 
 
 def serve(spec: ServerSpec, protocol: RoundProtocol, grid: Grid, context: Context) -> None:

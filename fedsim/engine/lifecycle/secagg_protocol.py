@@ -39,13 +39,14 @@ from flwr.server.workflow.constant import Key as WorkflowKey
 from flwr.serverapp import Grid
 
 import fedsim.core.wire as wire
-from fedsim.config import SECAGG_STRATEGY, ExperimentConfig
+from fedsim.config import FederationConfig
 from fedsim.core.flower_private import grid_client_proxy, recorddict_compat
 from fedsim.core.messaging import ForwardingGrid, collect_replies
 from fedsim.core.seeding import derive_seed
 from fedsim.engine.lifecycle.rounds import NO_REPLY, Round, RoundResult, client_fields
 from strategies.base import LegacyStrategy
 from strategies.fedavg import sample_size
+from strategies.secagg import SecAggConfig
 
 logger = logging.getLogger("fedsim")
 
@@ -93,9 +94,9 @@ class SecAggPlusParameters:
     timeout: float  # seconds each stage waits for replies; a client silent that long has dropped out
 
     @classmethod
-    def from_config(cls, config: ExperimentConfig, largest_partition: int) -> SecAggPlusParameters:
-        secagg, federation = config.strategy.secagg, config.federation
-        assert secagg is not None, f"strategy.name is not {SECAGG_STRATEGY}"
+    def of(cls, secagg: SecAggConfig, federation: FederationConfig, largest_partition: int) -> SecAggPlusParameters:
+        """The parameters of ``strategy.secagg`` for ``federation``'s sampled clients; ``largest_partition``: the
+        default ``max_weight``."""
         sampled = sample_size(federation.num_clients, federation.fraction_fit, federation.min_fit_clients)
         return cls(
             sampled=sampled,

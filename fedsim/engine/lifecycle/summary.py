@@ -10,8 +10,9 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from adversary.audit.auditor import audit_result_text, one_shot_text
-from fedsim.config import ExperimentConfig
+from adversary.privacy_audit.auditor import audit_result_text, one_shot_text
+from fedsim.config import FederationConfig
+from fedsim.config.federation import PlateauConfig
 from fedsim.core.plateau import Plateau, first_reaching, plateau_of
 from fedsim.rundir.layout import CLIENT_ERROR_LOG, METRICS_FILE
 from fedsim.rundir.privacy import (
@@ -28,14 +29,19 @@ from fedsim.rundir.writer import RunStore
 logger = logging.getLogger("fedsim")
 
 
-def summarize(store: RunStore, wall_seconds: float, config: ExperimentConfig | None = None) -> dict[str, Any]:
+def summarize(
+    store: RunStore,
+    wall_seconds: float,
+    federation: FederationConfig | None = None,
+    last_attacked_round: int = 0,
+) -> dict[str, Any]:
     """What ``summary.json`` holds: the final and best scores, client failures, the privacy spent and leakage
     per attack.
 
     The privacy spent is ``epsilon_example`` / ``delta_example`` (DP-SGD, add/remove one sample of a client) and
     ``epsilon_client`` / ``delta_client`` (``strategy.dp``, add/remove one client), None where that mechanism is
-    not in force (``fedsim.rundir.privacy``). With the run's ``config``: its plateau and rounds to the target accuracy
-    (``utility_summary``)."""
+    not in force (``fedsim.rundir.privacy``). With the run's ``federation`` section: its plateau and rounds to the
+    target accuracy (``utility_summary``; ``last_attacked_round``: see ``training_plateau``)."""
     rows = store.rows()
     evals = [r for r in rows if r["event"] == "eval"]
     fits = [r for r in rows if r["event"] == "fit"]
@@ -48,12 +54,12 @@ def summarize(store: RunStore, wall_seconds: float, config: ExperimentConfig | N
         },
         # an audited app's own evaluation of a round fedsim did not score (its round 0) has no accuracy of fedsim's
         "best_accuracy": max((r["accuracy"] for r in evals if r.get("accuracy") is not None), default=None),
-        **(utility_summary(config, rows) if config is not None else {}),
+        **(utility_summary(federation, last_attacked_round, rows) if federation is not None else {}),
         "client_updates": len(fits),
         "client_failures": sum(1 for r in fits if r.get("status") == "failed"),
         **privacy_spent(rows),
         "leakage": leakage_summary([r for r in rows if r["event"] == "attack"]),
-        # adversary.audit: the lower bound beside the accountant's epsilon (epsilon_example / epsilon_client)
+        # adversary.privacy_audit: the lower bound beside the accountant's epsilon (epsilon_example / epsilon_client)
         **({"audit": audit_summary(audits[-1])} if (audits := [r for r in rows if r["event"] == "audit"]) else {}),
         "wall_seconds_last_session": round(wall_seconds, 2),
     }
@@ -65,15 +71,16 @@ def accuracy_by_round(rows: list[dict[str, Any]]) -> list[tuple[int, float]]:
     return sorted(by_round.items())
 
 
-def training_plateau(config: ExperimentConfig, rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+def training_plateau(
+    criterion: PlateauConfig | None, last_attacked: int, rows: list[dict[str, Any]]
+) -> dict[str, Any] | None:
     """Where ``federation.plateau`` holds: its ``round``, the ``accuracy`` at the plateau (``fedsim.core.plateau``),
     the ``best_accuracy`` by then and its ``best_round``; None when the criterion is off or does not hold yet.
-    It never holds before the last attacked round: the attacks of a run that stops at its plateau all happen."""
-    criterion = config.federation.plateau
+    It never holds before ``last_attacked`` (``adversary.last_attacked_round()``): the attacks of a run that stops at
+    its plateau all happen."""
     if criterion is None:
         return None
     evaluated = accuracy_by_round(rows)
-    last_attacked = config.adversary.last_attacked_round()
     not_before = next((index for index, (r, _) in enumerate(evaluated) if r >= last_attacked), len(evaluated))
     plateau: Plateau | None = plateau_of(
         [accuracy for _, accuracy in evaluated], criterion.patience, criterion.min_delta, not_before
@@ -88,13 +95,13 @@ def training_plateau(config: ExperimentConfig, rows: list[dict[str, Any]]) -> di
     }
 
 
-def utility_summary(config: ExperimentConfig, rows: list[dict[str, Any]]) -> dict[str, Any]:
+def utility_summary(federation: FederationConfig, last_attacked: int, rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The plateau (round reached, accuracy there) under ``federation.plateau`` and the first round reaching
     ``federation.target_accuracy``, each None where it is off or was not reached."""
     summary: dict[str, Any] = {}
-    if config.federation.plateau is not None:
-        summary["plateau"] = training_plateau(config, rows)
-    target = config.federation.target_accuracy
+    if federation.plateau is not None:
+        summary["plateau"] = training_plateau(federation.plateau, last_attacked, rows)
+    target = federation.target_accuracy
     if target is not None:
         evaluated = accuracy_by_round(rows)
         reached = first_reaching([accuracy for _, accuracy in evaluated], target)

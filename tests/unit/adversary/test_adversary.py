@@ -58,8 +58,9 @@ def test_a_stopped_run_abandons_its_attacks_at_once_records_none_and_keeps_them_
 
     from adversary.taps import TappedUpdate
     from fedsim.core.seeding import derive_seed
-    from fedsim.engine.leakage.wiring import attach_adversary
-    from fedsim.engine.lifecycle.federation import partition_record, prepare_federation
+    from fedsim.engine.assembly import adversary_of as attach_adversary
+    from fedsim.engine.assembly import federation_of
+    from fedsim.engine.lifecycle.federation import partition_record
     from fedsim.rundir.backlog import AttackBacklog
     from fedsim.rundir.layout import PARTITIONS_FILE
     from fedsim.rundir.writer import RunStore
@@ -74,7 +75,7 @@ def test_a_stopped_run_abandons_its_attacks_at_once_records_none_and_keeps_them_
             "adversary": {"targets": "per-client", "workers": 1, "attacks": [{"name": "ig", "iterations": 10**7}]},
         }
     )
-    federation = prepare_federation(config)
+    federation = federation_of(config)
     store = RunStore.create(config, "cpu", tmp_path / "run")
     store.write_json(PARTITIONS_FILE, partition_record(federation))
     adversary = attach_adversary(config, federation, store, derive_seed(config.seed, "model")).adversary

@@ -16,7 +16,8 @@ TRUTH_MODULES = {
     "fedsim.rundir.writer",
     "fedsim.engine.leakage.scoring",
     "fedsim.engine.leakage.wiring",
-    "fedsim.engine.lifecycle.runner",
+    "fedsim.engine.run",
+    "fedsim.engine.session",
 }
 ATTACKER_ROOTS = ["adversary.view", "adversary.threat_models", "adversary.adversary", "adversary.attacks"]
 
@@ -70,7 +71,7 @@ def test_no_import_path_leads_from_the_attacker_to_the_ground_truth():
 
 
 def test_the_scan_would_catch_a_leak():
-    seen = reachable(["fedsim.engine.lifecycle.runner"])
+    seen = reachable(["fedsim.engine.run"])
     assert "fedsim.rundir.ground_truth" in seen or "fedsim.rundir.writer" in seen
 
 
@@ -157,8 +158,9 @@ def test_inside_an_attack_worker_nothing_leads_to_the_ground_truth(tmp_path, mon
     from adversary.workers import ProcessAttackWorkers
     from fedsim.config import parse_config
     from fedsim.core.seeding import derive_seed
-    from fedsim.engine.leakage.wiring import attach_adversary
-    from fedsim.engine.lifecycle.federation import partition_record, prepare_federation
+    from fedsim.engine.assembly import adversary_of as attach_adversary
+    from fedsim.engine.assembly import federation_of
+    from fedsim.engine.lifecycle.federation import partition_record
     from fedsim.rundir.ground_truth import GroundTruthStore
     from fedsim.rundir.layout import PARTITIONS_FILE
     from fedsim.rundir.writer import RunStore
@@ -180,7 +182,7 @@ def test_inside_an_attack_worker_nothing_leads_to_the_ground_truth(tmp_path, mon
             },
         }
     )
-    federation = prepare_federation(config)  # the server's data cache now holds the training set
+    federation = federation_of(config)  # the server's data cache now holds the training set
     store = RunStore.create(config, "cpu", run_dir)
     store.write_json(PARTITIONS_FILE, partition_record(federation))
     # The server as a user may start it: from inside the run directory, naming it on the command line.

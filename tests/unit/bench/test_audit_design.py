@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from adversary.audit.fdp import gdp_epsilon
+from adversary.privacy_audit.fdp import gdp_epsilon
 from bench.audit_design import Design, audit_design, gaussian_scores, gdp_mu, separation_mu
 
 

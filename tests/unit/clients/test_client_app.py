@@ -92,7 +92,7 @@ def test_a_served_pickle_is_refused_and_never_run(tmp_path, verify):
 def test_a_served_description_is_built_by_the_clients_own_code(tmp_path):
     from adversary.modifications.imprint import ImprintedModel
     from adversary.modifications.served import describe, rebuild
-    from fedsim.engine.lifecycle.assembly import run_model_of
+    from fedsim.engine.assembly import run_model_of
 
     config = client_config()
     agreed = run_model_of(config, client_spec(config, tmp_path), seed=0, with_weights=True)

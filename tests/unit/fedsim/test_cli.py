@@ -289,7 +289,7 @@ class _StoppedBeforeRoundZeroEngine(_InterruptedEngine):
 
 
 def test_ctrl_c_during_a_run_names_its_real_run_directory_and_the_round_it_stopped(tmp_path, capsys, monkeypatch):
-    import fedsim.engine.lifecycle.runner as runner
+    import fedsim.engine.run as runner
 
     monkeypatch.setattr(runner, "SimulationEngine", _InterruptedEngine)
     config = write_config(tmp_path, federation={"rounds": 3}, output={"dir": str(tmp_path / "runs")})
@@ -300,7 +300,7 @@ def test_ctrl_c_during_a_run_names_its_real_run_directory_and_the_round_it_stopp
 
 
 def test_a_stop_before_the_first_commit_exits_143_on_sigterm_and_leaves_no_run_directory(tmp_path, capsys, monkeypatch):
-    import fedsim.engine.lifecycle.runner as runner
+    import fedsim.engine.run as runner
 
     monkeypatch.setattr(runner, "SimulationEngine", _StoppedBeforeRoundZeroEngine)
     config = write_config(tmp_path, output={"dir": str(tmp_path / "runs")})
@@ -311,7 +311,7 @@ def test_a_stop_before_the_first_commit_exits_143_on_sigterm_and_leaves_no_run_d
 
 
 def test_ctrl_c_before_the_run_directory_exists_gives_a_hint_without_a_placeholder(tmp_path, capsys, monkeypatch):
-    import fedsim.engine.lifecycle.runner as runner
+    import fedsim.engine.run as runner
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
@@ -353,7 +353,7 @@ def test_a_full_disk_during_a_run_is_one_line_naming_the_file_and_the_resume(
     from full_disk import fill_the_disk_for_atomic_writes
 
     import fedsim.core.atomic as atomic
-    import fedsim.engine.lifecycle.runner as runner
+    import fedsim.engine.run as runner
 
     config = write_config(tmp_path, output={"dir": str(tmp_path / "runs")})
     run_dir = tmp_path / "runs" / "r"

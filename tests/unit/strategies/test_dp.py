@@ -12,7 +12,7 @@ from tiny_configs import tiny_config
 
 from adversary.taps import AGGREGATE
 from fedsim.config import ConfigError, parse_config
-from fedsim.engine.lifecycle.assembly import strategy_of
+from fedsim.engine.assembly import strategy_of
 from strategies.base import MessageStrategy
 from strategies.dp import DP_MECHANISMS, client_mods, effective_noise_multiplier, sensitivity
 
@@ -150,8 +150,7 @@ def test_the_noise_std_is_sigma_times_clip_over_the_sampled_clients():
 
 def test_the_client_mod_clips_what_a_client_sends(tmp_path):
     from clients.client_app import build_client_app
-    from fedsim.engine.lifecycle.assembly import client_spec_of, run_model_of
-    from fedsim.engine.lifecycle.federation import prepare_federation
+    from fedsim.engine.assembly import client_spec_of, federation_of, run_model_of
 
     def client_reply(dp):
         config = tiny_config(
@@ -163,7 +162,7 @@ def test_the_client_mod_clips_what_a_client_sends(tmp_path):
             output={"ground_truth": False},
             **({"strategy": {"dp": dp}} if dp else {}),
         )
-        federation = prepare_federation(config)
+        federation = federation_of(config)
         dataset = federation.dataset
         spec = client_spec_of(
             config,

@@ -93,7 +93,7 @@ def test_defaults_follow_the_number_of_sampled_clients():
         config = parse_config(
             {"strategy": {"name": "secagg+"}, "federation": {"num_clients": clients, "fraction_fit": fraction}}
         )
-        resolved = SecAggPlusParameters.from_config(config, largest_partition=40)
+        resolved = SecAggPlusParameters.of(config.strategy.secagg, config.federation, largest_partition=40)
         assert (resolved.sampled, resolved.num_shares, resolved.threshold, resolved.max_weight) == (
             clients * fraction,
             shares,

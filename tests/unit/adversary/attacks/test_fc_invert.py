@@ -192,9 +192,8 @@ def portfolio(model_name: str) -> list[str]:
         }
     )
     model = build_model(config.model, 1, 10, SIDE, seed=0)
-    return [
-        options.name for options in resolve_attacks(config, attack_setting(config, model, SHAPE, 10)).adversary.attacks
-    ]
+    setting = attack_setting(config.adversary, config.client, config.model.name, False, model, SHAPE, 10)
+    return [options.name for options in resolve_attacks(config.adversary, config.client.defenses, setting).attacks]
 
 
 def test_strongest_runs_both_on_an_mlp_and_neither_on_conv_models():

@@ -122,7 +122,7 @@ def test_a_batchnorm_model_is_refused_in_one_line_naming_the_layer():
 
 
 def test_the_run_refuses_a_batchnorm_model_before_any_round(tmp_path):
-    from fedsim.engine.lifecycle.runner import run_experiment
+    from fedsim.engine.run import run_experiment
 
     config = tiny_config(
         data={"max_train_samples": 40},

@@ -105,3 +105,15 @@ def test_a_config_from_a_newer_fedsim_is_refused_in_one_line():
 
     with pytest.raises(ConfigError, match=f"schema_version = 99: this fedsim reads versions up to {SCHEMA_VERSION}"):
         parse_config({"schema_version": 99})
+
+
+def test_a_config_written_before_the_privacy_audit_was_named_apart_still_loads(tmp_path):
+    # adversary.audit, before `fedsim audit` (a Flower app's audit) took the word: a run's config.yaml dumps it
+    old = {"schema_version": SCHEMA_VERSION, "strategy": {"dp": {}}, "adversary": {"audit": {"canaries": 300}}}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(old))
+    config = load_config(tmp_path / "config.yaml")
+    assert config.adversary.privacy_audit is not None and config.adversary.privacy_audit.canaries == 300
+    assert "privacy_audit:" in dump_config(config) and "\n  audit:" not in dump_config(config)
+    assert parse_config({"adversary": {"audit": None}}).adversary.privacy_audit is None  # an old run's unset audit
+    with pytest.raises(Exception, match="keep only privacy_audit"):
+        parse_config({"adversary": {"audit": {"canaries": 300}, "privacy_audit": {"canaries": 200}}})

@@ -32,7 +32,7 @@ def test_sigterm_outside_a_run_interrupts_as_ctrl_c_does(sigterm_restored):
 def test_a_sigterm_while_the_report_of_a_complete_run_is_written_says_the_run_is_complete(
     tmp_path, capsys, monkeypatch, sigterm_restored
 ):
-    import fedsim.engine.lifecycle.runner as runner
+    import fedsim.engine.run as runner
 
     run_dir = tmp_path / "runs" / "done"
     monkeypatch.setattr(runner, "run_experiment", lambda *args, **kwargs: run_dir)

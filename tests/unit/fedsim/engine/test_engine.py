@@ -15,7 +15,7 @@ from adversary.secagg_taps import LegacyStrategyTap, MaskedWireTap
 from adversary.taps import StrategyTap, WireTap
 from fedsim.config import parse_config
 from fedsim.core.messaging import ForwardingGrid
-from fedsim.engine.lifecycle.assembly import strategy_of
+from fedsim.engine.assembly import strategy_of
 from fedsim.engine.lifecycle.secagg_protocol import ProtocolMonitor
 from strategies import STRATEGIES
 from strategies.base import LegacyStrategy, MessageStrategy, ServerStrategy

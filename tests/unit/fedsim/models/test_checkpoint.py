@@ -57,7 +57,7 @@ def test_missing_or_unreadable_checkpoint(tmp_path: Path) -> None:
 
 
 def test_a_checkpoint_full_of_nan_is_refused(tmp_path):
-    from fedsim.engine.lifecycle.assembly import run_model_of
+    from fedsim.engine.assembly import run_model_of
     from fedsim.models import ModelError
 
     config = tiny_config()

@@ -70,7 +70,7 @@ def test_a_real_full_tmpfs_gives_an_oserror_not_torchs_runtime_error(tmp_path):
 def test_a_full_disk_in_a_sweep_point_is_one_line_with_the_sweep_resume_and_no_traceback(tmp_path, monkeypatch, caplog):
     import tempfile
 
-    import fedsim.engine.lifecycle.runner as runner
+    import fedsim.engine.run as runner
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     sweep_dir = tmp_path / "s"

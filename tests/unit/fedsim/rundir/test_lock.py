@@ -95,9 +95,9 @@ def test_reading_a_run_takes_no_lock(stopped_run):
 
 
 def test_a_run_that_fails_after_opening_its_directory_releases_the_lock(stopped_run, monkeypatch):
-    import fedsim.engine.lifecycle.runner as runner
+    import fedsim.engine.run as runner
 
-    def broken_data(config):
+    def broken_data(data, num_clients, seed):
         raise RuntimeError("the data went away")
 
     monkeypatch.setattr(runner, "prepare_federation", broken_data)

@@ -68,7 +68,7 @@ def test_a_point_whose_run_another_process_writes_stays_pending_and_is_not_marke
 def test_a_point_that_fails_is_one_line_and_its_traceback_goes_to_a_log(tmp_path, caplog, monkeypatch):
     import tempfile
 
-    import fedsim.engine.lifecycle.runner as runner
+    import fedsim.engine.run as runner
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
 

@@ -72,8 +72,10 @@ def test_a_bad_app_section_value_is_one_line_naming_it():
 
 
 def test_a_canary_audit_the_app_audit_cannot_run_is_refused_instead_of_ignored():
-    with pytest.raises(ConfigError, match=r"^adversary.audit: the audit of a Flower app measures no epsilon lower"):
-        audit_config(read_app(QUICKSTART_APP), QUICKSTART_AUDIT, ["adversary.audit={canaries: 100}"])
+    with pytest.raises(
+        ConfigError, match=r"^adversary.privacy_audit: the audit of a Flower app measures no epsilon lower"
+    ):
+        audit_config(read_app(QUICKSTART_APP), QUICKSTART_AUDIT, ["adversary.privacy_audit={canaries: 100}"])
 
 
 def test_a_local_dp_mod_of_the_app_is_added_to_the_defenses_the_attacks_adapt_to():

@@ -63,12 +63,12 @@ def test_a_clientapp_that_cannot_find_its_data_names_its_node_and_the_path(tmp_p
 
 
 def test_the_partitions_a_clientapp_derives_are_the_servers(tmp_path):
+    from fedsim.engine.assembly import federation_of
     from fedsim.engine.deployment.app import client_spec
-    from fedsim.engine.lifecycle.federation import prepare_federation
 
     config = tiny_config(data={"partition": {"name": "dirichlet", "alpha": 0.5}})
     spec, _ = client_spec(
         _context({"partition-id": 0, "num-partitions": 2}, to_run_config(RunRequest(config, tmp_path)))
     )
-    server = prepare_federation(config)
+    server = federation_of(config)
     assert all((a == b).all() for a, b in zip(spec.partitions, server.partitions, strict=True))

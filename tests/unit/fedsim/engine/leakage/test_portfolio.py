@@ -28,14 +28,24 @@ def strongest_config(**adversary):
     )
 
 
+def setting_of(config):
+    return attack_setting(config.adversary, config.client, config.model.name, False, tiny_model(), SHAPE, 5)
+
+
+def resolved(config):
+    """``config`` with the attacks that apply to a tiny model, as a run's composition root resolves them."""
+    adversary = resolve_attacks(config.adversary, config.client.defenses, setting_of(config))
+    return config.model_copy(update={"adversary": adversary})
+
+
 def test_strongest_keeps_the_attacks_that_apply_and_adapts_them():
     config = strongest_config()
     assert config.adversary.portfolio == "strongest"
-    setting = attack_setting(config, tiny_model(), SHAPE, 5)
-    names = [options.name for options in resolve_attacks(config, setting).adversary.attacks]
+    setting = setting_of(config)
+    names = [options.name for options in resolve_attacks(config.adversary, config.client.defenses, setting).attacks]
     assert {"dlg", "ig", "ig-prune"} <= set(names)
     assert not {"ig-noise", "ig-soteria", "ig-dropout", "ig-clip", "gradinversion"} & set(names)
-    (prune,) = [o for o in resolve_attacks(config, setting).adversary.attacks if o.label == "ig-prune"]
+    (prune,) = [o for o in resolved(config).adversary.attacks if o.label == "ig-prune"]
     assert prune.match_entries == "nonzero"
 
 
@@ -49,7 +59,7 @@ def test_an_attack_named_where_it_cannot_apply_is_refused_in_one_line():
         }
     )
     with pytest.raises(ConfigError) as error:
-        resolve_attacks(config, attack_setting(config, tiny_model(), SHAPE, 5))
+        resolved(config)
     message = str(error.value)
     assert "\n" not in message
     assert message.startswith("adversary.attacks[0] = ig-soteria: ig-soteria adapts to soteria")
@@ -59,9 +69,9 @@ def test_a_sweep_point_with_strongest_matches_the_run_that_resolved_it():
     from fedsim.sweep.execute import _comparable
 
     config = strongest_config()
-    resolved = resolve_attacks(config, attack_setting(config, tiny_model(), SHAPE, 5))
-    assert len(resolved.adversary.attacks) < len(config.adversary.attacks)
-    assert _comparable(resolved) == _comparable(config)
+    kept = resolved(config)
+    assert len(kept.adversary.attacks) < len(config.adversary.attacks)
+    assert _comparable(kept) == _comparable(config)
     other = parse_config(
         {
             **config.model_dump(mode="json"),
@@ -89,6 +99,7 @@ def test_validate_warns_in_one_line_where_no_attack_adapts_to_the_defense(capsys
 def test_an_unsaturated_portfolio_under_a_defense_is_a_lower_bound():
     from fedsim.engine.leakage.portfolio import verdict_warning
 
-    assert verdict_warning(strongest_config()) is None
+    saturated = strongest_config()
+    assert verdict_warning(saturated.adversary, saturated.client.defenses) is None
     unsaturated = strongest_config(budget={"saturate": False})
-    assert "does not saturate" in verdict_warning(unsaturated)
+    assert "does not saturate" in verdict_warning(unsaturated.adversary, unsaturated.client.defenses)

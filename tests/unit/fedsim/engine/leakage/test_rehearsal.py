@@ -10,9 +10,8 @@ import torch
 from adversary.taps import AGGREGATE
 from adversary.view import AttackerView, LocalTraining
 from fedsim.config import AttackOptions, parse_config
-from fedsim.engine.leakage.rehearsal import PublicRehearsal, tuned_attacks
-from fedsim.engine.lifecycle.assembly import client_spec_of, run_model_of
-from fedsim.engine.lifecycle.federation import prepare_federation
+from fedsim.engine.assembly import client_spec_of, federation_of, rehearsal_of, run_model_of
+from fedsim.engine.leakage.rehearsal import tuned_attacks
 
 LR = 0.5
 
@@ -28,7 +27,7 @@ def setting(defenses: list, tuning: dict, tmp_path, attacks: list) -> tuple:
             "adversary": {"attacks": attacks, "tuning": {"cache": str(tmp_path / "cache"), **tuning}},
         }
     )
-    federation = prepare_federation(config)
+    federation = federation_of(config)
     data = federation.dataset
     spec = client_spec_of(
         config,
@@ -62,7 +61,7 @@ def target_view(config, federation, target: str = "client:0") -> AttackerView:
 def test_a_rehearsed_update_is_one_client_step_on_a_public_image_from_the_rounds_model(tmp_path):
     config, federation, spec = setting([], {"select": "all", "problems": 2}, tmp_path, [{"name": "ig"}])
     view = target_view(config, federation)
-    task = PublicRehearsal(config, spec, federation).task(config.adversary.attacks[0], [view])
+    task = rehearsal_of(config, spec, federation).task(config.adversary.attacks[0], [view])
     assert task is not None and task.tuned_round == 2 and task.setting["num_samples"] == 1
     problems = task.problems
     assert [v.target for v in problems.views] == ["public:0", "public:1"]
@@ -83,21 +82,22 @@ def test_only_the_selected_attacks_on_per_client_targets_are_rehearsed(tmp_path)
     attacks = [{"name": "ig"}, {"name": "ig-noise"}]
     config, federation, spec = setting([{"name": "noise", "sigma": 0.01}], {}, tmp_path, attacks)
     ig, ig_noise = (AttackOptions(**attack) for attack in attacks)
-    assert tuned_attacks(config) == {"ig-noise"}  # by default: the attacks adapted to a defense in force
-    rehearsal = PublicRehearsal(config, spec, federation)
+    # by default: the attacks adapted to a defense in force
+    assert tuned_attacks(config.adversary, config.client.defenses) == {"ig-noise"}
+    rehearsal = rehearsal_of(config, spec, federation)
     view = target_view(config, federation)
     assert rehearsal.task(ig, [view]) is None
     assert rehearsal.task(ig_noise, [view]) is not None
     assert rehearsal.task(ig_noise, [target_view(config, federation, AGGREGATE)]) is None  # no public twin
     none, *_ = setting([{"name": "noise", "sigma": 0.01}], {"select": "none"}, tmp_path, attacks)
-    assert tuned_attacks(none) == set()
+    assert tuned_attacks(none.adversary, none.client.defenses) == set()
 
 
 def test_a_rehearsal_applies_the_clients_defenses(tmp_path):
     defended = [{"name": "prune", "ratio": 0.9}]
     config, federation, spec = setting(defended, {"select": "all", "problems": 1}, tmp_path, [{"name": "ig"}])
     view = target_view(config, federation)
-    (public,) = PublicRehearsal(config, spec, federation).task(config.adversary.attacks[0], [view]).problems.views
+    (public,) = rehearsal_of(config, spec, federation).task(config.adversary.attacks[0], [view]).problems.views
     changed = [int((view.global_state[n] != public.observed_state[n]).sum()) for n, _ in view.model.named_parameters()]
     total = sum(p.numel() for p in view.model.parameters())
     assert 0 < sum(changed) <= 0.1 * total + len(changed)  # prune 0.9 keeps about a tenth of the entries
@@ -113,7 +113,7 @@ def test_the_public_problems_do_not_depend_on_the_runs_seed_which_the_cache_key_
     other = config.model_copy(update={"seed": config.seed + 1})
     view = target_view(config, federation)
     tasks = [
-        PublicRehearsal(c, s, federation).task(c.adversary.attacks[0], [view])
+        rehearsal_of(c, s, federation).task(c.adversary.attacks[0], [view])
         for c, s in ((config, spec), (other, replace(spec, seed=other.seed)))
     ]
     assert tasks[0].setting == tasks[1].setting and tasks[0].seed == tasks[1].seed

@@ -12,8 +12,9 @@ import flwr.simulation
 import pytest
 from tiny_configs import tiny_config
 
-import fedsim.engine.lifecycle.runner as runner
+import fedsim.engine.lifecycle.simulation as runner
 from fedsim.core.stopping import StopRequested, StopSignal, stop_on_signals
+from fedsim.engine.assembly import server_settings_of
 
 
 class _NoProtocol:
@@ -36,8 +37,11 @@ def started(monkeypatch):
 
 
 def _play(stop: StopSignal) -> None:
-    server = types.SimpleNamespace(config=tiny_config(), stop=stop, start_round=0)
-    runner.SimulationEngine(server.config).play(_NoProtocol(), server, federation=None, client=None)
+    config = tiny_config()
+    server = types.SimpleNamespace(settings=server_settings_of(config), stop=stop, start_round=0)
+    runner.SimulationEngine(config.federation, config.adversary).play(
+        _NoProtocol(), server, federation=None, client=None
+    )
 
 
 def test_a_stop_asked_for_before_ray_starts_starts_neither_ray_nor_the_federation(started):

@@ -6,6 +6,7 @@ import pytest
 import torch
 from tiny_configs import tiny_config
 
+from fedsim.engine.assembly import server_settings_of
 from fedsim.engine.lifecycle.progress import LogProgress
 from fedsim.engine.lifecycle.rounds import NON_FINITE_AGGREGATE, RoundResult, ServerSpec, run_rounds
 from fedsim.rundir.writer import RunStore
@@ -38,7 +39,9 @@ def test_a_non_finite_aggregate_is_never_committed(tmp_path, monkeypatch):
     store = RunStore.create(config, "cpu")
     initial = {"w": torch.ones(2, 2)}
     monkeypatch.setattr("fedsim.engine.lifecycle.rounds.roll_call", lambda grid, count, timeout=None: {0: 10, 1: 11})
-    spec = ServerSpec(config, store, TwoClients(), initial, 0, lambda state: {"accuracy": 0.5}, LogProgress())
+    spec = ServerSpec(
+        server_settings_of(config), store, TwoClients(), initial, 0, lambda state: {"accuracy": 0.5}, LogProgress()
+    )
     run_rounds(spec, NonFiniteAggregate(), grid=None, context=None)
     evals = [row for row in store.rows() if row["event"] == "eval" and row["round"] > 0]
     assert [(row["model_updated"], row["error"]) for row in evals] == [(False, NON_FINITE_AGGREGATE)] * 2
@@ -69,7 +72,14 @@ def test_a_round_that_ends_after_a_stop_request_is_not_committed(tmp_path, monke
     monkeypatch.setattr("fedsim.engine.lifecycle.rounds.roll_call", lambda grid, count, timeout=None: {0: 10, 1: 11})
     stop = StopSignal()
     spec = ServerSpec(
-        config, store, TwoClients(), {"w": torch.ones(2)}, 0, lambda state: {"accuracy": 0.5}, LogProgress(), stop=stop
+        server_settings_of(config),
+        store,
+        TwoClients(),
+        {"w": torch.ones(2)},
+        0,
+        lambda state: {"accuracy": 0.5},
+        LogProgress(),
+        stop=stop,
     )
     with pytest.raises(StopRequested):
         run_rounds(spec, StoppedDuringTheRound(stop), grid=None, context=None)
@@ -134,7 +144,13 @@ def test_training_stops_at_the_plateau_but_never_before_the_last_attacked_round(
     monkeypatch.setattr("fedsim.engine.lifecycle.rounds.roll_call", lambda grid, count, timeout=None: {0: 10, 1: 11})
     accuracies = [0.1, 0.5, 0.9, 0.9, 0.905, 0.9, 0.9, 0.95, 0.99, 0.99, 0.99]  # flat from round 2 to 6
     spec = ServerSpec(
-        config, store, TwoClients(), {"w": torch.ones(1)}, 0, accuracy_by_weight(accuracies), LogProgress()
+        server_settings_of(config),
+        store,
+        TwoClients(),
+        {"w": torch.ones(1)},
+        0,
+        accuracy_by_weight(accuracies),
+        LogProgress(),
     )
     run_rounds(spec, Improving(), grid=None, context=None)
     assert store.last_committed_round() == played

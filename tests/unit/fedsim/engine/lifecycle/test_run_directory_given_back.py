@@ -12,7 +12,9 @@ from tiny_configs import tiny_config
 
 from fedsim.core.errors import ConfigError, RunInterrupted
 from fedsim.core.stopping import StopSignal
-from fedsim.engine.lifecycle.runner import federation_start_line, run_experiment
+from fedsim.engine.assembly import server_settings_of
+from fedsim.engine.lifecycle.simulation import federation_start_line
+from fedsim.engine.run import run_experiment
 from fedsim.rundir.writer import RunStore
 
 
@@ -113,7 +115,9 @@ def test_a_run_that_fails_after_round_zero_keeps_its_directory_to_resume(tmp_pat
     ("start_round", "line_ends"), [(0, "then round 1"), (3, "then round 4 (resumed after round 3)")]
 )
 def test_the_federation_start_names_the_round_the_run_plays_first(start_round, line_ends):
-    server = SimpleNamespace(start_round=start_round, config=tiny_config(federation={"num_clients": 2}))
+    server = SimpleNamespace(
+        start_round=start_round, settings=server_settings_of(tiny_config(federation={"num_clients": 2}))
+    )
     line = federation_start_line(server)
     assert line == f"starting the federation: 2 clients in Flower's simulation, {line_ends}"
 
@@ -123,7 +127,7 @@ def test_a_resumed_run_logs_the_round_it_resumes_at(caplog, monkeypatch):
 
     import flwr.simulation
 
-    import fedsim.engine.lifecycle.runner as runner
+    import fedsim.engine.lifecycle.simulation as runner
 
     for name, stand_in in (("start_ray", lambda init_args: None), ("stop_ray", lambda: None)):
         monkeypatch.setattr(runner, name, stand_in)
@@ -131,7 +135,7 @@ def test_a_resumed_run_logs_the_round_it_resumes_at(caplog, monkeypatch):
     monkeypatch.setattr(flwr.simulation, "run_simulation", lambda **simulation: None)
     protocol = SimpleNamespace(server_app=lambda *args: None, client_app=lambda *args: None)
     config = tiny_config(federation={"num_clients": 2, "rounds": 5})
-    server = SimpleNamespace(start_round=3, config=config, stop=StopSignal())
+    server = SimpleNamespace(start_round=3, settings=server_settings_of(config), stop=StopSignal())
     with caplog.at_level(logging.INFO, logger="fedsim"):
-        runner.SimulationEngine(server.config).play(protocol, server, None, None)
+        runner.SimulationEngine(config.federation, config.adversary).play(protocol, server, None, None)
     assert "then round 4 (resumed after round 3)" in caplog.text and "then round 1" not in caplog.text

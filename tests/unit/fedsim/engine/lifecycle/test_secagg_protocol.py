@@ -25,7 +25,7 @@ from adversary.secagg_taps import LegacyStrategyTap, MaskedWireTap
 from adversary.taps import AGGREGATE
 from clients.legacy_client import secagg_client_mods
 from fedsim.core import messaging
-from fedsim.engine.lifecycle.assembly import client_spec_of, strategy_of
+from fedsim.engine.assembly import client_spec_of, server_settings_of, strategy_of
 from fedsim.engine.lifecycle.progress import LogProgress
 from fedsim.engine.lifecycle.rounds import ServerSpec, run_rounds
 from fedsim.engine.lifecycle.secagg_protocol import SecAggPlusParameters, SecAggRounds
@@ -100,7 +100,7 @@ def run_protocol(
     if server_sink is not None:
         strategy = LegacyStrategyTap(strategy, server_sink, LAYOUT)
     server = ServerSpec(
-        config=config,
+        settings=server_settings_of(config),
         store=store,
         strategy=strategy,
         initial_state=start_state,
@@ -109,7 +109,9 @@ def run_protocol(
         progress=LogProgress(),
         wrap_grid=(lambda g: MaskedWireTap(g, wire_sink, LAYOUT)) if wire_sink is not None else None,
     )
-    parameters = SecAggPlusParameters.from_config(config, largest_partition=examples_of(num_clients - 1))
+    parameters = SecAggPlusParameters.of(
+        config.strategy.secagg, config.federation, largest_partition=examples_of(num_clients - 1)
+    )
     main_grid = server.wrap_grid(grid) if server.wrap_grid else grid
     rounds = SecAggRounds(strategy, parameters, config.seed, config.federation.rounds)
     run_rounds(
@@ -146,7 +148,7 @@ def test_flower_runs_the_protocol_with_exactly_the_configured_integers(tmp_path,
     config = secagg_config(num_clients=clients, **secagg)
     store, grid = run_protocol(config, tmp_path)
     setup = [m for m in grid.sent if m.content.config_records.get(RECORD_KEY_CONFIGS, {}).get(Key.STAGE) == Stage.SETUP]
-    resolved = SecAggPlusParameters.from_config(config, examples_of(clients - 1))
+    resolved = SecAggPlusParameters.of(config.strategy.secagg, config.federation, examples_of(clients - 1))
     assert len(setup) == clients
     for message in setup:
         settings = message.content.config_records[RECORD_KEY_CONFIGS]

@@ -69,19 +69,23 @@ def test_the_summary_reports_the_plateau_and_the_rounds_to_the_target_accuracy()
         federation={"rounds": 20, "plateau": {"patience": 2, "min_delta": 0.01}, "target_accuracy": 0.9}
     )
     rows = evals(0.1, 0.7, 0.91, 0.915, 0.912, 0.95)
-    assert utility_summary(config, rows) == {
+    assert utility_summary(config.federation, config.adversary.last_attacked_round(), rows) == {
         "plateau": {"round": 4, "accuracy": pytest.approx((0.915 + 0.912) / 2), "best_round": 2, "best_accuracy": 0.91},
         "target_accuracy": 0.9,
         "rounds_to_target": 2,
     }
 
 
+def plateau_of_run(config, rows):
+    return training_plateau(config.federation.plateau, config.adversary.last_attacked_round(), rows)
+
+
 def test_the_plateau_never_holds_before_the_last_attacked_round():
     plateau = {"rounds": 20, "plateau": {"patience": 2, "min_delta": 0.0}}
     rows = evals(0.5, 0.5, 0.5, 0.5, 0.5, 0.5)
     flat = {"accuracy": 0.5, "best_round": 0, "best_accuracy": 0.5}
-    assert training_plateau(tiny_config(federation=plateau), rows) == {"round": 2, **flat}
+    assert plateau_of_run(tiny_config(federation=plateau), rows) == {"round": 2, **flat}
     attacked = tiny_config(federation=plateau, adversary={"attacks": [{"name": "dlg"}], "rounds": [1, 5]})
-    assert training_plateau(attacked, rows) == {"round": 5, **flat}
-    assert training_plateau(attacked, rows[:5]) is None
-    assert training_plateau(tiny_config(federation={"rounds": 20}), rows) is None  # criterion off
+    assert plateau_of_run(attacked, rows) == {"round": 5, **flat}
+    assert plateau_of_run(attacked, rows[:5]) is None
+    assert plateau_of_run(tiny_config(federation={"rounds": 20}), rows) is None  # criterion off

@@ -4,7 +4,8 @@ from text_corpus import write_corpus
 from tiny_configs import tiny_config
 
 from fedsim.data import TOKEN_IDS, DataError
-from fedsim.engine.lifecycle.federation import partition_record, prepare_federation
+from fedsim.engine.assembly import federation_of
+from fedsim.engine.lifecycle.federation import partition_record
 
 
 def text_config(tmp_path, partition="iid", **data):
@@ -17,7 +18,7 @@ def text_config(tmp_path, partition="iid", **data):
 
 
 def test_a_next_token_corpus_is_split_iid_and_its_token_ids_are_not_normalised(tmp_path):
-    federation = prepare_federation(text_config(tmp_path))
+    federation = federation_of(text_config(tmp_path))
 
     assert len(federation.partitions) == 4
     held = np.concatenate(federation.partitions)
@@ -27,11 +28,11 @@ def test_a_next_token_corpus_is_split_iid_and_its_token_ids_are_not_normalised(t
 
 def test_a_label_skewed_partition_of_next_token_text_is_refused_in_one_line(tmp_path):
     with pytest.raises(DataError, match=r"data.partition.name = 'dirichlet': next-token text has no class labels"):
-        prepare_federation(text_config(tmp_path, partition="dirichlet"))
+        federation_of(text_config(tmp_path, partition="dirichlet"))
 
 
 def test_the_partition_record_of_text_names_each_clients_samples_without_label_counts(tmp_path):
-    record = partition_record(prepare_federation(text_config(tmp_path)))
+    record = partition_record(federation_of(text_config(tmp_path)))
 
     for client in record["clients"]:
         assert "label_counts" not in client and client["num_examples"] == len(client["sample_ids"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from clients.defenses.dpsgd import NOISE_OFF_FOR_TESTS
-from tests.helpers.audit_training import audited_dpsgd
+from tests.helpers.privacy_audit_training import audited_dpsgd
 
 # Opacus' hook on the first layer, whose input needs no gradient; clients.defenses.dpsgd silences it too
 pytestmark = pytest.mark.filterwarnings("ignore:Full backward hook is firing")

@@ -1,11 +1,12 @@
-"""``adversary.audit`` wired into one run: canaries into the training, a tap for the auditor, the bound at the end.
+"""``adversary.privacy_audit`` wired into one run: canaries into the training, a tap for the auditor, the bound at
+the end.
 
 Example level (neither ``strategy.dp`` nor SecAgg+): the host client inserts Dirac canaries (``clients.client_app``
 gets them in its spec) and a wire tap hands the auditor the host's updates as sent. Client level: under
 ``strategy.dp`` the canary clients' updates join the clipped sum inside the DP wrapper
 (``strategies.dp.FixedDenominatorMean.inserted``), before the noise; under SecAgg+ the sampled clients carry them
-inside the vectors they mask (``adversary.audit.canaries.CarriedCanaries``; the strategy hands out the slots),
-each with the weight of the federation's mean partition. Either way a strategy tap hands the auditor every
+inside the vectors they mask (``adversary.privacy_audit.canaries.CarriedCanaries``; the strategy hands out the
+slots), each with the weight of the federation's mean partition. Either way a strategy tap hands the auditor every
 aggregate the server releases (noised, or unmasked). The per-round scores are saved
 with each committed round (``AUDIT_SCORES_FILE``), so ``--resume`` continues the audit. When the run ends, an
 ``audit`` row (and ``summary.json``'s ``audit``) holds both bounds (epsilon-delta and f-DP) beside the
@@ -17,22 +18,29 @@ from __future__ import annotations
 
 import copy
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 from flwr.serverapp import Grid
+from torch import nn
 
-from adversary.audit.auditor import RunAuditor, audit_fields, audit_warning
-from adversary.audit.canaries import ExampleCanaries
-from adversary.audit.config import CLIENT, EXAMPLE, audit_delta, audit_level, canary_norm, gaussian_mechanism
+from adversary.privacy_audit.auditor import RunAuditor, audit_fields, audit_warning
+from adversary.privacy_audit.canaries import ExampleCanaries
+from adversary.privacy_audit.config import (
+    CLIENT,
+    EXAMPLE,
+    AuditConfig,
+    audit_delta,
+    audit_level,
+    canary_norm,
+    gaussian_mechanism,
+)
 from adversary.taps import every_round
-from fedsim.config import ExperimentConfig
 from fedsim.core.seeding import derive_seed
-from fedsim.engine.lifecycle.assembly import run_model_of
 from fedsim.engine.lifecycle.federation import Federation
-from fedsim.engine.lifecycle.protocols import protocol_of
+from fedsim.engine.lifecycle.protocols import Protocol
 from fedsim.rundir.writer import RunStore
 from strategies.dp import FedsimDp, FixedDenominatorMean
 from strategies.secagg import SecAggPlusFedAvg
@@ -44,7 +52,7 @@ AUDIT_EVENT = "audit"
 
 
 @dataclass
-class AuditWiring:
+class PrivacyAuditWiring:
     auditor: RunAuditor
     store: RunStore
     level: str
@@ -101,16 +109,29 @@ def mean_partition(federation: Federation) -> float:
     return float(sum(len(partition) for partition in federation.partitions) / len(federation.partitions))
 
 
-def attach_audit(
-    config: ExperimentConfig, federation: Federation, store: RunStore, model_seed: int, committed: int
-) -> AuditWiring:
+@dataclass(frozen=True)
+class PrivacyAuditPieces:
+    """What the privacy audit of a run is built from, taken out of the run's config by its composition root
+    (``fedsim.engine.assembly.privacy_audit_of``)."""
+
+    audit: AuditConfig  # the run's ``adversary.privacy_audit``
+    dp: Any | None  # ``strategy.dp`` (None: off)
+    secagg: Any | None  # ``strategy.secagg`` (None: off)
+    defenses: Sequence[Any]  # ``client.defenses``
+    lr: float  # ``client.lr``
+    model: nn.Module  # the run's initial global model (its weights: those of round 0)
+    seed: int  # the run's seed
+    protocol: Protocol  # how the strategy's rounds travel: what each tap sees
+
+
+def attach_privacy_audit(
+    pieces: PrivacyAuditPieces, federation: Federation, store: RunStore, committed: int
+) -> PrivacyAuditWiring:
     """The configured audit, its taps and canary clients; ``committed``: a resumed run's last committed round."""
-    audit = config.adversary.audit
-    assert audit is not None
-    dp, defenses = config.strategy.dp, config.client.defenses
-    level = audit_level(dp, config.strategy.secagg)
-    model = run_model_of(config, federation.dataset, seed=model_seed, with_weights=True)
-    seed, examples = derive_seed(config.seed, "audit"), None
+    audit, dp, defenses = pieces.audit, pieces.dp, pieces.defenses
+    level = audit_level(dp, pieces.secagg)
+    model = pieces.model
+    seed, examples = derive_seed(pieces.seed, "audit"), None
     if audit.threat_model == "black-box":  # the canary examples as the host holds them: its normalisation
         dataset = federation.dataset
         images = federation.client_stats[audit.host].normalize(torch.from_numpy(dataset.x_test))
@@ -123,19 +144,19 @@ def attach_audit(
         seed=seed,
         norm=canary_norm(audit, dp, defenses, level),
         delta=audit_delta(dp, defenses, level),
-        lr=config.client.lr,
+        lr=pieces.lr,
         examples=examples,
     )
     if committed and (store.run_dir / AUDIT_SCORES_FILE).is_file():
         auditor.restore(store.read_json(AUDIT_SCORES_FILE), committed)
-    protocol = protocol_of(config)
+    protocol = pieces.protocol
     layout = {name: tuple(value.shape) for name, value in model.state_dict().items()}
     initial = {name: value.detach().clone() for name, value in model.state_dict().items()}
     white_box = audit.threat_model == "white-box"  # the others read the final model only: no tap
     gaussian = gaussian_mechanism(dp, defenses, level)
     if level == EXAMPLE:
         tap = (lambda grid: protocol.wire_tap(grid, auditor.observe, every_round, layout)) if white_box else None
-        return AuditWiring(auditor, store, level, tap, lambda strategy: strategy, initial, gaussian)
+        return PrivacyAuditWiring(auditor, store, level, tap, lambda strategy: strategy, initial, gaussian)
 
     def with_canary_clients(strategy: Any) -> Any:
         if isinstance(strategy, SecAggPlusFedAvg):  # the sampled clients carry the canary clients
@@ -144,9 +165,10 @@ def attach_audit(
             inner = strategy.strategy if isinstance(strategy, FedsimDp) else None
             if not isinstance(inner, FixedDenominatorMean):
                 raise TypeError(
-                    "adversary.audit at client level needs strategy.dp with the fixed-denominator estimator, or secagg+"
+                    "adversary.privacy_audit at client level needs strategy.dp with the fixed-denominator estimator, "
+                    "or secagg+"
                 )
             inner.inserted = auditor.inserted_updates(initial)
         return protocol.strategy_tap(strategy, auditor.observe, every_round, layout) if white_box else strategy
 
-    return AuditWiring(auditor, store, level, None, with_canary_clients, initial, gaussian)
+    return PrivacyAuditWiring(auditor, store, level, None, with_canary_clients, initial, gaussian)

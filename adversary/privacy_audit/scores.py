@@ -22,7 +22,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from adversary.audit.canaries import CanaryClients, DiracCanaries
+from adversary.privacy_audit.canaries import CanaryClients, DiracCanaries
 
 
 def flat_change(

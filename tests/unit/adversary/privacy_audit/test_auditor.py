@@ -11,13 +11,13 @@ from central_dp import reply
 from flwr.app import ArrayRecord, ConfigRecord
 from torch import nn
 
-from adversary.audit.auditor import RunAuditor, audit_fields, audit_warning
-from adversary.audit.bound import AuditResult
-from adversary.audit.canaries import ExampleCanaries
-from adversary.audit.config import CLIENT, audit_level, gaussian_mechanism
+from adversary.privacy_audit.auditor import RunAuditor, audit_fields, audit_warning
+from adversary.privacy_audit.bound import AuditResult
+from adversary.privacy_audit.canaries import ExampleCanaries
+from adversary.privacy_audit.config import CLIENT, audit_level, gaussian_mechanism
 from adversary.taps import StrategyTap
 from fedsim.config import ConfigError, parse_config
-from fedsim.engine.lifecycle.assembly import strategy_of
+from fedsim.engine.assembly import strategy_of
 
 pytestmark = pytest.mark.usefixtures("task_identity")  # messages built outside a Flower run (conftest.py)
 
@@ -37,13 +37,13 @@ def audited_rounds(noise_multiplier: float, rounds: int = 3) -> tuple[RunAuditor
             "seed": 5,
             "federation": {"num_clients": CLIENTS},
             "strategy": {"dp": {"noise_multiplier": noise_multiplier, "clipping_norm": 1.0}},
-            "adversary": {"audit": {"canaries": 200}},
+            "adversary": {"privacy_audit": {"canaries": 200}},
         }
     )
     strategy = strategy_of(config)
-    auditor = RunAuditor(config.adversary.audit, CLIENT, Flat(), seed=1, norm=1.0, delta=1e-5, lr=0.1)
+    auditor = RunAuditor(config.adversary.privacy_audit, CLIENT, Flat(), seed=1, norm=1.0, delta=1e-5, lr=0.1)
     state = {"w": torch.zeros(DIMENSION)}
-    strategy.strategy.inserted = auditor.inserted_updates(state)  # what fedsim.engine.audit does
+    strategy.strategy.inserted = auditor.inserted_updates(state)  # what fedsim.engine.privacy_audit does
     tapped = StrategyTap(strategy, auditor.observe)
     tapped.bind({partition: 100 + partition for partition in range(CLIENTS)})
     released = []
@@ -131,7 +131,7 @@ def test_without_a_gaussian_mechanism_the_result_is_the_epsilon_delta_bound():
     ],
 )
 def test_the_mechanisms_that_claim_gaussian_noise_are_central_dp_and_dpsgd_at_their_own_level(raw, gaussian):
-    config = parse_config({**raw, "adversary": {"audit": {}}})
+    config = parse_config({**raw, "adversary": {"privacy_audit": {}}})
     level = audit_level(config.strategy.dp, config.strategy.secagg)
     assert gaussian_mechanism(config.strategy.dp, config.client.defenses, level) is gaussian
 
@@ -140,31 +140,31 @@ def test_the_mechanisms_that_claim_gaussian_noise_are_central_dp_and_dpsgd_at_th
     ("raw", "message"),
     [
         (
-            {"federation": {"num_clients": 2}, "adversary": {"audit": {"host": 2}}},
-            "adversary.audit.host = 2: must be < federation.num_clients (2)",
+            {"federation": {"num_clients": 2}, "adversary": {"privacy_audit": {"host": 2}}},
+            "adversary.privacy_audit.host = 2: must be < federation.num_clients (2)",
         ),
         (
-            {"strategy": {"dp": {"estimator": "weighted-mean"}}, "adversary": {"audit": {}}},
+            {"strategy": {"dp": {"estimator": "weighted-mean"}}, "adversary": {"privacy_audit": {}}},
             "canary clients need a fixed clipping norm and the fixed-denominator estimator",
         ),
-        ({"adversary": {"audit": {"confidence": 1.0}}}, "adversary.audit.confidence = 1.0"),
+        ({"adversary": {"privacy_audit": {"confidence": 1.0}}}, "adversary.privacy_audit.confidence = 1.0"),
         (
-            {"strategy": {"name": "secagg+"}, "adversary": {"audit": {"threat_model": "black-box"}}},
+            {"strategy": {"name": "secagg+"}, "adversary": {"privacy_audit": {"threat_model": "black-box"}}},
             "under strategy.dp or secagg+ (client level) use white-box or final-model",
         ),
         (
-            {"adversary": {"audit": {}, "tap": "server", "server": "malicious"}},
-            "adversary.audit with adversary.server = malicious",
+            {"adversary": {"privacy_audit": {}, "tap": "server", "server": "malicious"}},
+            "adversary.privacy_audit with adversary.server = malicious",
         ),
         (
-            {"strategy": {"dp": {}}, "adversary": {"audit": {"threat_model": "black-box"}}},
+            {"strategy": {"dp": {}}, "adversary": {"privacy_audit": {"threat_model": "black-box"}}},
             "canary examples audit example-level DP; under strategy.dp or secagg+ (client level) use white-box",
         ),
         (
-            {"adversary": {"audit": {"threat_model": "black-box"}, "attacks": ["dlg"]}},
+            {"adversary": {"privacy_audit": {"threat_model": "black-box"}, "attacks": ["dlg"]}},
             "audit black-box in a run without adversary.attacks",
         ),
-        ({"adversary": {"audit": {"threat_model": "grey"}}}, "adversary.audit.threat_model = 'grey'"),
+        ({"adversary": {"privacy_audit": {"threat_model": "grey"}}}, "adversary.privacy_audit.threat_model = 'grey'"),
     ],
 )
 def test_bad_audit_settings_fail_in_one_line(raw, message):
@@ -174,7 +174,7 @@ def test_bad_audit_settings_fail_in_one_line(raw, message):
 
 
 def test_the_audit_is_off_by_default():
-    assert parse_config({}).adversary.audit is None
+    assert parse_config({}).adversary.privacy_audit is None
 
 
 def test_black_box_scores_are_minus_the_final_model_loss_on_the_canary_examples():
@@ -182,7 +182,9 @@ def test_black_box_scores_are_minus_the_final_model_loss_on_the_canary_examples(
     plan = ExampleCanaries(20, 0.0, host=0, seed=4, examples=True)
     examples = plan.example_set(images, labels, 3)
     model = nn.Sequential(nn.Flatten(), nn.Linear(4, 3))
-    config = parse_config({"adversary": {"audit": {"threat_model": "black-box", "canaries": 20}}}).adversary.audit
+    config = parse_config(
+        {"adversary": {"privacy_audit": {"threat_model": "black-box", "canaries": 20}}}
+    ).adversary.privacy_audit
     auditor = RunAuditor(config, "example", model, seed=4, norm=1.0, delta=1e-5, lr=0.1, examples=examples)
     trained = nn.Sequential(nn.Flatten(), nn.Linear(4, 3))  # the final model, as the run's last checkpoint holds it
     final = trained.state_dict()

@@ -6,9 +6,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from adversary.audit.bound import AuditResult, audit_guesses
-from adversary.audit.canaries import DiracCanaries
-from adversary.audit.scores import DiracScores
+from adversary.privacy_audit.bound import AuditResult, audit_guesses
+from adversary.privacy_audit.canaries import DiracCanaries
+from adversary.privacy_audit.scores import DiracScores
 from clients.defenses.base import TrainingContext
 from clients.training import train_locally
 from tests.helpers.dp_training import client, dpsgd

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from adversary.audit.fdp import best_gaussian_bound
+from adversary.privacy_audit.fdp import best_gaussian_bound
 
 EPSILON_DELTA, GAUSSIAN_FDP = "epsilon-delta", "f-DP (Gaussian)"
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from adversary.audit.bound import (
+from adversary.privacy_audit.bound import (
     audit_guesses,
     epsilon_lower_bound,
     guesses_at,

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from adversary.audit.bound import GUESS_FRACTIONS, audit_guesses, ceiling, epsilon_lower_bound
-from adversary.audit.fdp import MU_CEILING, excess, gdp_delta, gdp_epsilon, mu_lower_bounds
+from adversary.privacy_audit.bound import GUESS_FRACTIONS, audit_guesses, ceiling, epsilon_lower_bound
+from adversary.privacy_audit.fdp import MU_CEILING, excess, gdp_delta, gdp_epsilon, mu_lower_bounds
 
 BETA = 0.05 / len(GUESS_FRACTIONS)
 

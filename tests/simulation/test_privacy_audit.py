@@ -8,10 +8,10 @@ import pytest
 from tiny_configs import TRAINING, merged, tiny_config
 
 import fedsim
-from adversary.audit.bound import ceiling
+from adversary.privacy_audit.bound import ceiling
 from clients.defenses.dpsgd import NOISE_OFF_FOR_TESTS
 from fedsim.config import parse_config
-from fedsim.engine.lifecycle.runner import run_experiment
+from fedsim.engine.run import run_experiment
 from fedsim.rundir.writer import RunStore
 
 pytestmark = [pytest.mark.simulation, pytest.mark.filterwarnings("ignore:Full backward hook is firing")]
@@ -25,7 +25,7 @@ def test_dpsgd_without_its_noise_gets_a_bound_above_its_epsilon_and_a_warning(tm
         model={"name": "mlp3", "init": "default"},  # ~100k weights: a canary stands out of its own coordinate
         federation={"rounds": 3},
         client={"batch_size": 20, "local_steps": 15, "defenses": [{"name": "dpsgd", "target_epsilon": 4.0}]},
-        adversary={"audit": {"canaries": 2000}},
+        adversary={"privacy_audit": {"canaries": 2000}},
         output={"dir": str(tmp_path), "run_name": "run"},
     )
     with caplog.at_level(logging.WARNING, logger="fedsim"):
@@ -49,7 +49,7 @@ def test_secagg_runs_get_a_client_level_bound_and_andrew_et_al_estimate_from_the
             TRAINING,
             name="secagg-audit",
             strategy={"name": "secagg+"},
-            adversary={"audit": {"canaries": 500}},
+            adversary={"privacy_audit": {"canaries": 500}},
             output={"dir": str(tmp_path), "run_name": "run"},
         )
     )

@@ -15,11 +15,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from adversary.audit.bound import EPSILON_DELTA, GAUSSIAN_FDP, AuditResult, audit_guesses
-from adversary.audit.canaries import CanaryClients, CanaryExamples, DiracCanaries, ExampleCanaries
-from adversary.audit.config import CLIENT, EXAMPLE, AuditConfig
-from adversary.audit.one_shot import OneShotEstimate, one_shot_estimate
-from adversary.audit.scores import flat_change, loss_scores
+from adversary.privacy_audit.bound import EPSILON_DELTA, GAUSSIAN_FDP, AuditResult, audit_guesses
+from adversary.privacy_audit.canaries import CanaryClients, CanaryExamples, DiracCanaries, ExampleCanaries
+from adversary.privacy_audit.config import CLIENT, EXAMPLE, AuditConfig
+from adversary.privacy_audit.one_shot import OneShotEstimate, one_shot_estimate
+from adversary.privacy_audit.scores import flat_change, loss_scores
 from adversary.taps import AGGREGATE, TappedUpdate
 
 

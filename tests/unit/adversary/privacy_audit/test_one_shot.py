@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from adversary.audit.fdp import gdp_epsilon
-from adversary.audit.one_shot import one_shot_estimate
+from adversary.privacy_audit.fdp import gdp_epsilon
+from adversary.privacy_audit.one_shot import one_shot_estimate
 
 
 def cosines(shift: float, canaries: int, seed: int, spread: float = 0.01) -> tuple[np.ndarray, np.ndarray]:

@@ -10,9 +10,9 @@ import torch
 from torch import nn
 
 import fedsim.core.wire as wire
-from adversary.audit.auditor import RunAuditor
-from adversary.audit.canaries import CanaryClients, CarriedCanaries
-from adversary.audit.config import CLIENT
+from adversary.privacy_audit.auditor import RunAuditor
+from adversary.privacy_audit.canaries import CanaryClients, CarriedCanaries
+from adversary.privacy_audit.config import CLIENT
 from adversary.taps import ClientReport, tapped_update
 from clients.legacy_client import SecAggClient
 from fedsim.config import parse_config
@@ -71,8 +71,8 @@ def secagg_sum(sent: list[torch.Tensor]) -> torch.Tensor:
 
 def test_the_unmasked_sum_holds_each_canary_client_with_its_weight_and_the_auditor_finds_them():
     carried, model = CarriedCanaries(CANARIES, 1.0, SEED), Flat()
-    config = parse_config({"strategy": {"name": "secagg+"}, "adversary": {"audit": {"canaries": CANARIES}}})
-    auditor = RunAuditor(config.adversary.audit, CLIENT, Flat(), seed=SEED, norm=1.0, delta=1e-5, lr=0.1)
+    config = parse_config({"strategy": {"name": "secagg+"}, "adversary": {"privacy_audit": {"canaries": CANARIES}}})
+    auditor = RunAuditor(config.adversary.privacy_audit, CLIENT, Flat(), seed=SEED, norm=1.0, delta=1e-5, lr=0.1)
     generator = torch.Generator().manual_seed(0)
     state = torch.zeros(DIMENSION)
     for server_round in (1, 2):

@@ -1,4 +1,4 @@
-"""``adversary.audit``: a one-run privacy audit of the run's DP mechanism, in the run that trains and attacks.
+"""``adversary.privacy_audit``: a one-run privacy audit of the run's DP mechanism, in the run that trains and attacks.
 
 Its level follows the mechanism: with ``strategy.dp``, or under SecAgg+ (where the server sees only the
 aggregate), the audit is client level (canary clients, adjacency add/remove one client); otherwise example
@@ -19,7 +19,7 @@ EXAMPLE, CLIENT = "example", "client"
 
 
 class AuditConfig(Section):
-    """Off by default (``adversary.audit: null``)."""
+    """Off by default (``adversary.privacy_audit: null``)."""
 
     canaries: int = Field(
         1000,

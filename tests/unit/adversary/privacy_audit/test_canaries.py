@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from adversary.audit.canaries import CanaryClients, CanaryExamples, DiracCanaries, inclusion
+from adversary.privacy_audit.canaries import CanaryClients, CanaryExamples, DiracCanaries, inclusion
 from clients.training import train_locally
 from tests.helpers.dp_training import IDS, client, dpsgd, toy
 

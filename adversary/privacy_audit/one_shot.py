@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from adversary.audit.fdp import gdp_epsilon
+from adversary.privacy_audit.fdp import gdp_epsilon
 
 
 @dataclass(frozen=True)
