@@ -25,7 +25,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fedsim.rundir.reader import Run, Sweep, load_run, load_sweep
+from fedsim.rundir.reader import Run, load_run
+from fedsim.rundir.sweep_reader import Sweep, load_sweep
 
 if TYPE_CHECKING:
     from fedsim.config import ExperimentConfig

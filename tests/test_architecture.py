@@ -211,7 +211,14 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "fedsim.engine.deployment",
     ),
     # what users call: command line, sweeps, reports, the notebook API
-    "interface": ("fedsim.cli", "fedsim.sweep", "fedsim.reporting", "fedsim.rundir.reader", "fedsim"),
+    "interface": (
+        "fedsim.cli",
+        "fedsim.sweep",
+        "fedsim.reporting",
+        "fedsim.rundir.reader",
+        "fedsim.rundir.sweep_reader",
+        "fedsim",
+    ),
 }
 
 

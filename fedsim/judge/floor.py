@@ -39,7 +39,7 @@ scores; the verdict is read on SSIM, the metric every leakage table leads with.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -480,28 +480,3 @@ def public_floor(
         _random_family(LABEL_PUBLIC, label_picks, images, labels, truth, truth_labels),
     )
     return Floor(families, level)
-
-
-def verdict_of(row: dict[str, object]) -> str:
-    """A recorded attack row's verdict; ``unknown`` for rows without one (older fedsim, no public split)."""
-    verdict = row.get("verdict")
-    return verdict if verdict in (LEAKS, AT_FLOOR) else UNKNOWN
-
-
-def oracle_p_value(row: dict[str, object], selected_over: int) -> float | None:
-    """The p-value of a row picked as the best of ``selected_over`` by the ground truth: per family
-    ``1 - (1 - p)^N`` from the row's single-guess p-values, the largest over families (None: an older row)."""
-    singles = row.get("p_values")
-    if not isinstance(singles, dict) or not singles:
-        return None
-    return max(float(p) if selected_over == 1 else 1.0 - (1.0 - float(p)) ** selected_over for p in singles.values())
-
-
-def oracle_floor(row: dict[str, object], selected_over: int) -> float | None:
-    """The SSIM critical value for a pick among ``selected_over`` by the ground truth (None: not recorded, or too
-    many candidates for the draws to test)."""
-    critical = row.get("floor_ssim_best_of")
-    if not isinstance(critical, Sequence) or not 1 <= selected_over <= len(critical):
-        return None
-    value = critical[selected_over - 1]
-    return None if value is None else float(value)

@@ -8,7 +8,7 @@ Where no result carries that yardstick, the pick is the lowest p-value, correcte
 results (``1 - (1 - p)^N`` per guess family), which keeps the level too.
 
 The best result by SSIM against the truth, which no attacker has, is reported beside it as an upper bound: the
-*oracle*, tested against the best of ``N`` guesses (``fedsim.judge.floor.oracle_p_value``); it never decides a verdict.
+*oracle*, tested against the best of ``N`` guesses (``oracle_p_value``); it never decides a verdict.
 
 **Per cell** (a defense at one strength, a round, the aggregate of a sweep...): ``k`` of ``n`` targets leak, with a
 95 % Clopper-Pearson interval on the share, and the cell ``leaks`` when ``k`` is significantly above what the
@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
-from fedsim.judge.floor import AT_FLOOR, FLOOR_LEVEL, LEAKS, UNKNOWN, oracle_floor, oracle_p_value, significant
+from fedsim.judge.floor import AT_FLOOR, FLOOR_LEVEL, LEAKS, UNKNOWN, significant
 
 MIN_TARGETS = 30  # targets per published cell for the binomial test to have power against a few leaking targets
 ATTACKER_PICK = "attacker's pick"  # lowest gradient match
@@ -191,3 +191,28 @@ def judge_cell(verdicts: Sequence[str] | Iterable[str], level: float = FLOOR_LEV
     interval = binomtest(leaking, targets).proportion_ci(0.95, method="exact")
     verdict = LEAKS if significant(float(test.pvalue), level) else AT_FLOOR
     return CellVerdict(leaking, targets, float(interval.low), float(interval.high), float(test.pvalue), verdict, level)
+
+
+def verdict_of(row: dict[str, object]) -> str:
+    """A recorded attack row's verdict; ``unknown`` for rows without one (older fedsim, no public split)."""
+    verdict = row.get("verdict")
+    return verdict if verdict in (LEAKS, AT_FLOOR) else UNKNOWN
+
+
+def oracle_p_value(row: dict[str, object], selected_over: int) -> float | None:
+    """The p-value of a row picked as the best of ``selected_over`` by the ground truth: per family
+    ``1 - (1 - p)^N`` from the row's single-guess p-values, the largest over families (None: an older row)."""
+    singles = row.get("p_values")
+    if not isinstance(singles, dict) or not singles:
+        return None
+    return max(float(p) if selected_over == 1 else 1.0 - (1.0 - float(p)) ** selected_over for p in singles.values())
+
+
+def oracle_floor(row: dict[str, object], selected_over: int) -> float | None:
+    """The SSIM critical value for a pick among ``selected_over`` by the ground truth (None: not recorded, or too
+    many candidates for the draws to test)."""
+    critical = row.get("floor_ssim_best_of")
+    if not isinstance(critical, Sequence) or not 1 <= selected_over <= len(critical):
+        return None
+    value = critical[selected_over - 1]
+    return None if value is None else float(value)

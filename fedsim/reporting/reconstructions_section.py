@@ -7,7 +7,7 @@ import pandas as pd
 
 from fedsim.reporting import gallery, tables
 from fedsim.reporting.render import Gallery, ReportSection, Text
-from fedsim.rundir.reader import Sweep
+from fedsim.rundir.sweep_reader import Sweep
 
 RECONSTRUCTIONS_TITLE = "Reconstructions: every attacked client and the aggregate, per attacked round"
 

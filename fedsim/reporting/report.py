@@ -43,7 +43,8 @@ from fedsim.rundir.layout import (
     UTILITY_ROUNDS_FIGURE,
     UTILITY_ROUNDS_TABLE,
 )
-from fedsim.rundir.reader import Sweep, is_run_dir, load_run, load_sweep
+from fedsim.rundir.reader import is_run_dir, load_run
+from fedsim.rundir.sweep_reader import Sweep, load_sweep
 
 # every file a report writes under report/, checked before the first is written
 REPORT_FILES = (

@@ -8,7 +8,8 @@ import pandas as pd
 from fedsim.reporting import tables
 from fedsim.reporting.render import Code, ReportSection, Table, Text
 from fedsim.rundir.layout import CONFIG_FILE, ENVIRONMENT_FILE, RUNS_TABLE
-from fedsim.rundir.reader import Run, Sweep
+from fedsim.rundir.reader import Run
+from fedsim.rundir.sweep_reader import Sweep
 
 VERSION_KEYS = ("fedsim", "flwr", "ray", "torch", "torchvision", "numpy", "opacus")
 

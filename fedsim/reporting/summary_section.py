@@ -14,7 +14,8 @@ from fedsim.reporting.render import ReportSection, Table, Text
 from fedsim.reporting.runs_sections import short_name
 from fedsim.rundir.layout import ATTACKS_TABLE
 from fedsim.rundir.privacy import ADJACENCY, DELTA_CLIENT, DELTA_EXAMPLE, EPSILON_CLIENT, EPSILON_EXAMPLE, epsilon_text
-from fedsim.rundir.reader import Run, Sweep, ground_truth_selection
+from fedsim.rundir.reader import Run, ground_truth_selection
+from fedsim.rundir.sweep_reader import Sweep
 
 
 def _strongest_text(rows: pd.DataFrame) -> str:

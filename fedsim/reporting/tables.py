@@ -12,12 +12,13 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from fedsim.judge.floor import AT_FLOOR, LEAKS, UNKNOWN, verdict_of
+from fedsim.judge.floor import AT_FLOOR, LEAKS, UNKNOWN
 from fedsim.judge.scoring import PSNR_CAP_DB
-from fedsim.judge.verdict import CellVerdict, TargetVerdict, judge_cell, judge_target
+from fedsim.judge.verdict import CellVerdict, TargetVerdict, judge_cell, judge_target, verdict_of
 from fedsim.reporting import summaries
 from fedsim.rundir.privacy import DELTA_CLIENT, DELTA_EXAMPLE, EPSILON_CLIENT, EPSILON_EXAMPLE, PRIVACY_COLUMNS
-from fedsim.rundir.reader import SELECTED_OVER, Run, Sweep
+from fedsim.rundir.reader import SELECTED_OVER, Run
+from fedsim.rundir.sweep_reader import Sweep
 
 if TYPE_CHECKING:
     from fedsim.config import ExperimentConfig

@@ -20,7 +20,7 @@ import yaml
 from fedsim.config import SWEEP_SECTION
 from fedsim.core.atomic import write_json_atomic, write_text_atomic
 from fedsim.rundir.layout import SWEEP_CONFIG, SWEEP_MANIFEST
-from fedsim.rundir.reader import sweep_point_dir
+from fedsim.rundir.sweep_reader import sweep_point_dir
 from fedsim.sweep.grid import Axis, SweepPoint
 
 STATUSES = ("pending", "running", "complete", "failed", "interrupted")

@@ -22,13 +22,11 @@ from fedsim.judge.floor import (
     BaselineScores,
     Floor,
     PublicSplit,
-    oracle_floor,
-    oracle_p_value,
     public_floor,
-    verdict_of,
 )
 from fedsim.judge.matching import pair_by_mse
 from fedsim.judge.metrics import ssim
+from fedsim.judge.verdict import oracle_floor, oracle_p_value, verdict_of
 
 DEFENSE_CONFIG = Path(__file__).resolve().parents[4] / "configs" / "defense-evaluation.yaml"
 

@@ -12,7 +12,7 @@ from fedsim.judge.verdict import judge_target
 from fedsim.reporting.gallery import round_galleries, score_lines, strongest_cards, title_band
 from fedsim.reporting.tables import attack_results
 from fedsim.rundir.layout import grid_file
-from fedsim.rundir.reader import Sweep
+from fedsim.rundir.sweep_reader import Sweep
 from fedsim.rundir.writer import RunStore
 
 
