@@ -54,8 +54,8 @@ def test_strongest_runs_tag_and_lamp_beside_dager_for_text_models_and_neither_fo
     lenet = build_model(ModelConfig(name="lenet"), 1, 10, 28, seed=0)
 
     def portfolio(model, shape) -> set[str]:
-        resolved = resolve_attacks(config, attack_setting(config, model, shape, 10))
-        return {options.name for options in resolved.adversary.attacks}
+        setting = attack_setting(config.adversary, config.client, config.model.name, False, model, shape, 10)
+        return {options.name for options in resolve_attacks(config.adversary, config.client.defenses, setting).attacks}
 
     assert {"dager", "tag", "lamp"} <= portfolio(gpt2, (1, 1, 8))
     assert not {"dager", "tag", "lamp"} & portfolio(lenet, (1, 28, 28))
