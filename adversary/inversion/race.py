@@ -15,7 +15,9 @@ attacks in rungs instead:
 * a target whose race is down to ``budget.finalists`` attacks goes straight to the last rung;
 * after the last rung the saturation step takes over as before (``saturation.saturate``): each target's
   ``leaders`` best finalists get more iterations and restarts until more stops changing the answer, each leader on
-  the targets it leads.
+  the targets it leads. The race's last rung already is such a growth: where going from the finalist's previous
+  rung to its own budget (iterations and restarts both grown) changed no target's answer, by the saturation
+  step's own rule, the finalist is saturated without another pass; elsewhere the passes start from its own budget.
 
 With one finalist (the default) this is plain successive halving, 7 attacks -> 4 -> 2 -> 1 over 3 rungs: on paper
 003's set-up the IG presets match the update's direction well at a fraction of their budget, where L-BFGS DLG has
@@ -49,6 +51,7 @@ from adversary.inversion.saturation import (
     CAPPED,
     NOT_LEADING,
     SaturationBudget,
+    SmallerRun,
     gradient_match,
     input_range,
     run_portfolio,
@@ -113,6 +116,9 @@ class Race:
     def __init__(self, entries: Sequence[tuple[AttackOptions, RunOn]], views: Sequence[AttackerView], device) -> None:
         self.entries, self.views, self.device = entries, views, device
         self.results: dict[int, dict[int, Reconstruction]] = {a: {} for a in range(len(entries))}
+        # per attack and target, the iterations and restarts its latest result was asked for, and the run before it
+        self.asked: dict[int, dict[int, tuple[int, int]]] = {a: {} for a in range(len(entries))}
+        self.smaller: dict[int, dict[int, SmallerRun]] = {a: {} for a in range(len(entries))}
         self.errors: dict[int, BaseException] = {}
         self.alive: list[list[int]] = [
             [a for a, (options, _) in enumerate(entries) if saturable(options)] for _ in views
@@ -134,8 +140,12 @@ class Race:
             logger.warning("race: %s failed at %s (%s)", options.label, rung, error)
             return
         matches = _matched(self.views, targets, recs, self.device) if saturable(options) else [None] * len(targets)
+        asked = (int(getattr(options, "iterations", 0) or 0), int(getattr(options, "restarts", 1) or 1))
         for t, rec, match in zip(targets, recs, matches, strict=True):
+            if t in self.results[attack]:
+                self.smaller[attack][t] = SmallerRun(self.results[attack][t], *self.asked[attack][t])
             self.results[attack][t] = dataclasses.replace(rec, gradient_match=match)
+            self.asked[attack][t] = asked
         shown = [m for m in matches if m is not None]
         logger.info(
             "race %s: %s at %d iterations x %d restarts on %d target(s): gradient match %s (%.0f s)",
@@ -236,7 +246,8 @@ def _saturate_leaders(race: Race, budget: SaturationBudget) -> None:
 
         try:
             ranges = [input_range(view) for view in views]
-            saturated = saturate(run_here, options, first, budget, seconds, ranges)  # type: ignore[arg-type]
+            smaller = [race.smaller[attack].get(t) for t in targets]
+            saturated = saturate(run_here, options, first, budget, seconds, ranges, smaller)  # type: ignore[arg-type]
         except Exception:  # keep the last rung, unsaturated, if a longer pass fails (memory)
             saturated = [dataclasses.replace(rec, saturation=CAPPED) for rec in first]
         matches = _matched(race.views, targets, saturated, race.device)

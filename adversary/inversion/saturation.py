@@ -91,6 +91,45 @@ def moved(before: torch.Tensor, after: torch.Tensor, input_range: torch.Tensor |
     return float(change.pow(2).mean().sqrt())
 
 
+@dataclass(frozen=True)
+class SmallerRun:
+    """An earlier run of the same attack on the same target with less budget (a raced portfolio's previous rung):
+    its result, and the iterations and restarts it was asked for."""
+
+    result: Reconstruction
+    iterations: int
+    restarts: int
+
+
+def changed_answer(
+    before: Reconstruction, after: Reconstruction, width: torch.Tensor | None, budget: SaturationBudget
+) -> bool:
+    """Whether ``after`` (more budget) changed ``before``'s answer: a lower objective by more than the tolerance
+    *and* a reconstruction moved by more than the resolution (module docstring)."""
+    return (
+        improvement(before.objective, after.objective) > budget.tolerance
+        and moved(before.images, after.images, width) > budget.resolution
+    )
+
+
+def stalled_already(
+    smaller: Sequence[SmallerRun | None] | None,
+    first: Sequence[Reconstruction],
+    size: dict[str, int],
+    ranges: Sequence[torch.Tensor | None],
+    budget: SaturationBudget,
+) -> set[str]:
+    """The dimensions whose last growth is already known to have changed no target's answer: where every target
+    has a smaller run of the attack (``smaller``), neither run was cut, and growing to ``first``'s budget changed
+    no answer, each dimension that grew on every target from there (both, after a raced portfolio's rung)."""
+    if smaller is None or any(run is None or run.result.cut for run in smaller) or any(rec.cut for rec in first):
+        return set()
+    runs = [run for run in smaller if run is not None]
+    if any(changed_answer(run.result, rec, width, budget) for run, rec, width in zip(runs, first, ranges, strict=True)):
+        return set()
+    return {dim for dim in size if all(getattr(run, dim) < size[dim] for run in runs)}
+
+
 def saturate(
     run: Run,
     options: OptimizationOptions,
@@ -98,6 +137,7 @@ def saturate(
     budget: SaturationBudget,
     seconds: float | None,
     input_ranges: Sequence[torch.Tensor | None] | None = None,
+    smaller: Sequence[SmallerRun | None] | None = None,
 ) -> list[Reconstruction]:
     """``options``' results ``first`` (one per target) rerun with more budget until neither more iterations nor
     more restarts change any target's answer (module docstring), or the budget (``seconds`` for this attack) runs
@@ -109,13 +149,20 @@ def saturate(
     helped), and such a pass runs only the added restarts; an improvement from either lets both grow again.
     Saturated: the last growth of each dimension changed no target; capped: a dimension reached its cap (or the
     time ran out) before it stopped helping.
+
+    ``smaller``: per target a run with less budget that ``first`` grew from (a raced portfolio's previous rung).
+    Where that growth changed no target's answer, it counts as the last growth of each dimension it grew, by the
+    same rule as a pass: an attack whose last rung changed nothing is saturated without another pass.
     """
     best = list(first)
     ranges = list(input_ranges) if input_ranges is not None else [None] * len(best)
     size = {"iterations": int(options.iterations), "restarts": int(options.restarts)}
     caps = {"iterations": budget.max_iterations, "restarts": budget.max_restarts}
     deadline = clock.now() + seconds if seconds is not None else None  # seconds <= 0: no time left
-    stalled: set[str] = set()  # dimensions whose last growth changed no target's answer
+    # dimensions whose last growth changed no target's answer
+    stalled: set[str] = stalled_already(smaller, first, size, ranges, budget)
+    if stalled:
+        logger.info("saturation: %s: its last growth (%s) changed no answer", options.label, " and ".join(stalled))
     phase = "iterations"  # the dimension that helped last is grown again first
     while True:
         grown = {dim: min(value * budget.growth, max(caps[dim], value)) for dim, value in size.items()}
@@ -148,9 +195,7 @@ def saturate(
             time.perf_counter() - started,
         )
         changed = [
-            improvement(old.objective, new.objective) > budget.tolerance
-            and moved(old.images, new.images, width) > budget.resolution
-            for old, new, width in zip(best, results, ranges, strict=True)
+            changed_answer(old, new, width, budget) for old, new, width in zip(best, results, ranges, strict=True)
         ]
         best = [
             dataclasses.replace(new, restarts=size["restarts"]) if new.objective < old.objective else old

@@ -163,3 +163,29 @@ def test_with_one_finalist_the_race_halves_down_to_the_one_attack_that_runs_its_
     assert asked[0][:3] == [(100, (0,)), (200, (0,)), (400, (0,))]
     assert [outcome[0].eliminated_at for outcome in outcomes] == [None, 1, 0, 0]
     assert outcomes[0][0].saturation == SATURATED
+
+
+def test_a_finalist_whose_last_rung_changed_no_answer_is_saturated_without_another_pass(monkeypatch):
+    objective_yardstick(monkeypatch)
+    views = [SimpleNamespace(input_bounds=None)] * 2
+    converged_early, asked = attack_with_quality([1.0, 2.0])  # objective / min(iterations, 400): flat from 400 on
+    losing, _ = attack_with_quality([50.0, 50.0])
+    options = AttackOptions(name="dlg", iterations=800, restarts=2)
+    budget = SaturationBudget(leaders=1, rungs=1, max_iterations=6400, max_restarts=8)
+    outcomes = race_portfolio([(options, converged_early), (options, losing)], views, budget, torch.device("cpu"))
+    # rung 0 (400 x 1), then the finalist's own budget (800 x 2), and no pass more: growing both iterations and
+    # restarts from rung 0 changed neither target's answer
+    assert [iterations for iterations, _ in asked] == [400, 800]
+    assert all(rec.saturation == SATURATED for rec in outcomes[0])
+
+
+def test_a_finalist_whose_last_rung_still_helped_gets_the_saturation_passes(monkeypatch):
+    objective_yardstick(monkeypatch)
+    views = [SimpleNamespace(input_bounds=None)]
+    still_learning, asked = attack_with_quality([1.0])  # improves up to 400 iterations
+    losing, _ = attack_with_quality([50.0])
+    options = AttackOptions(name="dlg", iterations=200, restarts=2)
+    budget = SaturationBudget(leaders=1, rungs=1, max_iterations=6400, max_restarts=8)
+    outcomes = race_portfolio([(options, still_learning), (options, losing)], views, budget, torch.device("cpu"))
+    assert [iterations for iterations, _ in asked][:3] == [100, 200, 400]  # rung 0, own budget, a saturation pass
+    assert outcomes[0][0].saturation == SATURATED and outcomes[0][0].iterations == 400
