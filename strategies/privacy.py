@@ -1,7 +1,7 @@
 """Client-level (epsilon, delta) of the global models a DP strategy releases, one release per round.
 
 Flower 1.41's fixed-clipping wrappers can take an accountant of their own
-(``flwr.supercore.privacy_accounting``), but it cannot be used here: it needs the optional
+(Flower's privacy-accounting module), but it cannot be used here: it needs the optional
 ``dp-accounting`` package (``flwr[dp]``, not installed), refuses strategies that override
 ``FedAvg.aggregate_train`` (ours does, for reproducible order and `min_fit_clients`), requires equal
 client weights, accounts without sampling amplification only, and the adaptive wrappers have none.

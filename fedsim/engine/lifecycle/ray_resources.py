@@ -135,7 +135,7 @@ def start_ray(init_args: Mapping[str, object]) -> bool:
 
     ``ray.init`` replaces the process's SIGTERM handler with a ``sys.exit`` that lands wherever the main thread
     happens to be; started here, the run takes the signal back right after (``reclaim_signals``), and Flower's
-    backend finds Ray running and keeps it (``RayBackend.init_ray``). Returns whether this call started it.
+    backend finds Ray running and keeps it. Returns whether this call started it.
     """
     import ray
 
@@ -143,7 +143,7 @@ def start_ray(init_args: Mapping[str, object]) -> bool:
 
     if ray.is_initialized():
         return False
-    # Flower's own set-up (flwr.server.superlink.fleet.vce.backend.raybackend): the client actors need the
+    # as Flower's own Ray backend sets it up: the client actors need the
     # driver's import path
     pythonpath = os.pathsep.join(sys.path)
     if os.environ.get("PYTHONPATH"):

@@ -2,7 +2,7 @@
 
 Flower runs SecAgg+ as the fit step of its legacy ``DefaultWorkflow``, whose loop always starts at
 round 1 and keeps no per-client record. ``SecAggRounds`` keeps Flower's pieces as they are (a
-``LegacyContext`` holding the legacy strategy and a client manager of ``GridClientProxy`` nodes, and
+``LegacyContext`` holding the legacy strategy and a client manager of Flower's client proxies over the grid, and
 ``SecAggPlusWorkflow`` called once per round, exactly as ``DefaultWorkflow`` calls its fit workflow);
 the driver (``fedsim.engine.lifecycle.rounds``) adds the roll call, resuming, the `eval` row and the commit.
 
