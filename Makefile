@@ -27,8 +27,10 @@ install: $(STAMP)
 run: install
 	$(BIN)/fedsim run $(CONFIG) --report
 
+# two workers, each test file on one of them (tests/conftest.py groups them; module fixtures run once); the simulation
+# files come first, so the longest ones start early
 test: install
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
 
 # The contract of fedsim.core.flower_private (Flower's and Ray's private names) with Flower's nightly release, installed
 # beside the project's own Flower into FLOWER_NIGHTLY (it shadows it there only); skipped where the index is unreachable.

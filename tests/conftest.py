@@ -4,7 +4,30 @@ tests/helpers/tiny_configs.py; the tiny real sweep the simulations share: tests/
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+
+def pytest_configure(config):
+    """Under pytest-xdist (``make test`` runs two workers) each worker keeps to one thread of its own, and so do
+    the processes it starts: two workers with two intra-op threads each would fight over two cores."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ.setdefault(variable, "1")
+        import torch
+
+        torch.set_num_threads(1)
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
+def pytest_collection_modifyitems(config, items):
+    """Under ``--dist loadgroup`` each test file runs on one worker (its module fixtures run once), and the tests
+    that read the session's tiny sweep (tests/simulation/conftest.py) on one worker between them."""
+    for item in items:
+        shares_the_sweep = "tiny_sweep" in getattr(item, "fixturenames", ())
+        group = "tiny-sweep" if shares_the_sweep else item.path.relative_to(config.rootpath).as_posix()
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(autouse=True)
