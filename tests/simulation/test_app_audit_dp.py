@@ -69,3 +69,26 @@ def test_a_local_dp_mod_whose_noise_supports_a_far_larger_epsilon_is_flagged(tmp
     assert len(flagged) >= 2 and "not the 10 it states" in flagged[0]
     summary = json.loads((run.path / "summary.json").read_text())
     assert len(summary["app_dp"]["contradicted"]) == 2
+
+
+def test_opacus_apps_nodes_get_a_measured_lower_bound_beside_their_own_epsilon(tmp_path, fedsim_log):
+    data = write_image_parquet(tmp_path / "images.parquet", 60)
+    run_config = f'{TINY} data-files="{data}"'
+    audit = "adversary.privacy_audit={canaries: 10}"
+    run = fedsim.load_run(audit_app(OPACUS_APP, OPACUS_AUDIT, [*SETTINGS, audit, f"output.dir={tmp_path}"], run_config))
+
+    bounds = run.events("app_privacy_audit").sort_values("client")
+    assert bounds["client"].tolist() == [0, 1]
+    assert (bounds["audit_adjacency"] == "example").all() and (bounds["audit_updates"] == 1).all()
+    assert (bounds["audit_delta"] == 1e-5).all()  # the delta the app asked its accountant for
+    claims = run.events("fit").sort_values("client")["epsilon"].to_numpy()
+    assert bounds["epsilon_example"].to_numpy() == pytest.approx(claims)  # the app's own, per node
+    assert (bounds["audit_epsilon_lower"] < bounds["epsilon_example"]).all()  # DP-SGD as configured: not contradicted
+    assert (bounds["audit_included"] > 0).all()
+    fits = run.events("fit")
+    assert (fits["ground_truth"] == "steps").all()  # the canaries are not among what a step drew of the partition
+    lines = [r.getMessage() for r in fedsim_log.records if r.getMessage().startswith("privacy audit, node")]
+    assert len(lines) == 2 and "beside the app's own epsilon" in lines[0]
+    assert not [r for r in fedsim_log.records if "is contradicted" in r.getMessage()]
+    summary = json.loads((run.path / "summary.json").read_text())
+    assert set(summary["app_dp"]["privacy_audit"]) == {"0", "1"}

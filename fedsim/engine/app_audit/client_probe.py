@@ -22,6 +22,8 @@ from typing import Any, cast
 import numpy as np
 
 import fedsim.core.wire as wire
+from fedsim.engine.app_audit.data_canaries import DataCanaries, canaries_for
+from fedsim.engine.app_audit.notes import TRAIN
 
 #: the notes of the call running in this thread (None outside a probed call)
 _NOTES: contextvars.ContextVar[list[dict[str, Any]] | None] = contextvars.ContextVar("fedsim_dp_notes", default=None)
@@ -29,23 +31,29 @@ _STEPS: contextvars.ContextVar[list[list[Any]] | None] = contextvars.ContextVar(
 _INSTALLED: set[str] = set()
 
 OPACUS = "opacus-dpsgd"
+OPACUS_SPENT = "opacus-epsilon-spent"  # what the app asked Opacus' accountant: its own epsilon claim and its delta
 LOCAL_DP = "flower-localdp"
 
 
 class ProbedClientApp:
     """The app's ClientApp with its DP noted beside each call (see the module docstring)."""
 
-    def __init__(self, app: Any, notes_dir: Path) -> None:
+    def __init__(self, app: Any, notes_dir: Path, canaries: DataCanaries | None = None) -> None:
+        """``canaries``: the privacy audit's, added to the app's training data in train calls (None: no audit)."""
         self._app = app
         self._notes_dir = Path(notes_dir)
+        self._canaries = canaries
 
     def __call__(self, message: Any, context: Any) -> Any:
         install_recorders()
         notes: list[dict[str, Any]] = []
         steps: list[list[Any]] = []
         token, steps_token = _NOTES.set(notes), _STEPS.set(steps)
+        training = str(message.metadata.message_type) == TRAIN
+        partition = int(context.node_config.get(wire.PARTITION_ID, -1))
         try:
-            return self._app(message=message, context=context)
+            with canaries_for(self._canaries if training else None, partition):
+                return self._app(message=message, context=context)
         finally:
             _NOTES.reset(token)
             _STEPS.reset(steps_token)
@@ -84,6 +92,7 @@ def install_recorders() -> None:
         else:
             for name in ("make_private", "make_private_with_epsilon"):
                 setattr(PrivacyEngine, name, _noting_opacus(getattr(PrivacyEngine, name)))
+            setattr(PrivacyEngine, "get_epsilon", _noting_spent(PrivacyEngine.get_epsilon))  # noqa: B010
     if "steps" not in _INSTALLED:
         _INSTALLED.add("steps")
         from torch.utils.data import dataloader
@@ -106,7 +115,10 @@ def _noting_steps(next_index: Any) -> Any:
         indices = next_index(iterator)  # StopIteration ends the epoch as before
         steps = _STEPS.get()
         if steps is not None:
-            steps.append([len(iterator._dataset), np.atleast_1d(np.asarray(indices, dtype=np.int64)).tolist()])
+            # the privacy audit's canaries follow the app's own samples: a step is noted by the samples it drew
+            size = getattr(iterator._dataset, "base_size", len(iterator._dataset))
+            drawn = np.atleast_1d(np.asarray(indices, dtype=np.int64))
+            steps.append([size, drawn[drawn < size].tolist()])
         return indices
 
     return noted
@@ -131,6 +143,18 @@ def _noting_opacus(make_private: Any) -> Any:
             }
         )
         return made
+
+    return noted
+
+
+def _noting_spent(get_epsilon: Any) -> Any:
+    @functools.wraps(get_epsilon)
+    def noted(engine: Any, delta: float) -> Any:
+        epsilon = get_epsilon(engine, delta)
+        history = getattr(engine.accountant, "history", [])
+        steps = sum(int(entry[-1]) for entry in history if isinstance(entry, tuple))
+        note({"mechanism": OPACUS_SPENT, "epsilon": float(epsilon), "delta": float(delta), "accountant_steps": steps})
+        return epsilon
 
     return noted
 

@@ -22,6 +22,7 @@ from fedsim.engine.app_audit.dp import (
     unadapted_line,
 )
 from fedsim.engine.app_audit.notes import Notes
+from fedsim.engine.app_audit.privacy_audit import AUDIT_EVENT, AppPrivacyAudit, finish_audit
 from fedsim.rundir.writer import RunStore
 
 logger = logging.getLogger("fedsim")
@@ -55,8 +56,10 @@ def with_found_defenses(config: ExperimentConfig, client_app: Any) -> tuple[Expe
 class DpWatch:
     """Collects what the app's DP was found doing (``fedsim.engine.app_audit.dp``) into the run's rows."""
 
-    def __init__(self, store: RunStore, declared: list[str]) -> None:
+    def __init__(self, store: RunStore, declared: list[str], privacy_audit: AppPrivacyAudit | None = None) -> None:
+        """``privacy_audit``: the app's canary audit, whose bounds the summary holds beside the app's claims."""
         self.store = store
+        self.privacy_audit = privacy_audit
         self.notes = Notes(Path(store.run_dir) / NOTES_FOLDER)
         self._declared = declared
         self._turned = 0  # the notes' calls already written as rows
@@ -99,6 +102,12 @@ class DpWatch:
                 summary.setdefault("server_accountant", []).append({"mechanism": type(strategy).__name__, **spent})
         found = [row for row in rows if row.get("event") == DP_EVENT]
         summary["unadapted"] = unadapted_line(found, self._declared)
+        if self.privacy_audit is not None:
+            bounds = finish_audit(self.privacy_audit, found, self.notes.step_counts())
+            last = max((int(row["round"]) for row in rows if row.get("event") == "eval"), default=0)
+            for fields in bounds:
+                self.store.append({"round": last, "event": AUDIT_EVENT, **fields})
+            summary["privacy_audit"] = {str(fields["client"]): fields for fields in bounds}
         return summary
 
 

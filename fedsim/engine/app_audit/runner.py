@@ -37,6 +37,7 @@ from fedsim.engine.app_audit.config import audit_config
 from fedsim.engine.app_audit.dp_watch import DpWatch, log_dp_summary, with_found_defenses
 from fedsim.engine.app_audit.grid import AppGrid
 from fedsim.engine.app_audit.metrics import app_evaluation
+from fedsim.engine.app_audit.privacy_audit import app_privacy_audit
 from fedsim.engine.app_audit.recording import AppRecording
 from fedsim.engine.app_audit.server_watch import Recorder, watching_strategies
 from fedsim.engine.app_audit.workdir import app_working_directory, relative_paths, with_absolute_paths
@@ -100,16 +101,17 @@ def audit_app(
             if len(dataset.x_test)
             else None
         )
-        dp_watch = DpWatch(session.store, declared)
+        dp_watch = DpWatch(session.store, declared, app_privacy_audit(config, federation, architecture))
         recording = AppRecording(session, federation, evaluator, dp_watch)
         layout = {name: tuple(value.shape) for name, value in architecture.state_dict().items()}
         tapped = recording.tapped(stop, tap=config.adversary.tap, wants=config.adversary.attacks_round, layout=layout)
+        canaries = dp_watch.privacy_audit.data if dp_watch.privacy_audit is not None else None
         try:
             with app_working_directory(session.run_dir):  # what the app writes lands in the run directory
                 run_app(
                     app,
                     server_app,
-                    ProbedClientApp(client_app, dp_watch.notes.folder),
+                    ProbedClientApp(client_app, dp_watch.notes.folder, canaries),
                     config,
                     section,
                     wrap_grid=tapped,
