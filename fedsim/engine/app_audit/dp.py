@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from fedsim.core.flower_private import client_app_mods
-from fedsim.engine.app_audit.client_probe import LOCAL_DP, OPACUS
+from fedsim.engine.app_audit.client_probe import LOCAL_DP, OPACUS, OPACUS_SPENT
 from fedsim.engine.app_audit.notes import Notes
 
 DP_EVENT = "app_dp"
@@ -153,10 +153,15 @@ def epsilon_claims(rows: Iterable[Mapping[str, Any]]) -> dict[int, dict[str, flo
 
 def dp_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """What ``summary.json`` says of the app's DP: each mechanism found with its parameters per client, the app's
-    own epsilon claims per client, and the claims the measured noise contradicts."""
+    own epsilon claims per client (its train metrics, and what it last asked Opacus' accountant, with the delta and
+    the steps that accountant saw), and the claims the measured noise contradicts."""
     found = [row for row in rows if row.get("event") == DP_EVENT]
     mechanisms: dict[str, dict[str, Any]] = {}
+    accountant: dict[str, dict[str, Any]] = {}  # what the app last asked Opacus' accountant, per client
     for row in found:
+        if row["mechanism"] == OPACUS_SPENT:
+            accountant[str(row["client"])] = {k: row[k] for k in ("epsilon", "delta", "accountant_steps") if k in row}
+            continue
         parameters = {
             k: v for k, v in row.items() if k not in ("round", "event", "client", "mechanism", "schema", "time")
         }
@@ -165,6 +170,7 @@ def dp_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "mechanisms": mechanisms,
         "epsilon_claims": {str(client): claim for client, claim in epsilon_claims(rows).items()},
+        "opacus_accountant": accountant,
         "contradicted": [line for row in found if (line := local_dp_contradiction(row)) is not None],
     }
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from fedsim.config import ExperimentConfig, parse_config
+from fedsim.engine.app_audit.data_canaries import DataCanaries
 from fedsim.engine.app_audit.dp import (
     DP_EVENT,
     as_defenses,
@@ -65,6 +66,11 @@ class DpWatch:
         self._turned = 0  # the notes' calls already written as rows
         self._strategies: list[Any] = []
         self._lock = threading.Lock()
+
+    @property
+    def canaries(self) -> DataCanaries | None:
+        """What the nodes' probes add to the app's training data (None without a privacy audit)."""
+        return self.privacy_audit.data if self.privacy_audit is not None else None
 
     def strategy_started(self, strategy: Any) -> None:
         """The app's server started a strategy: a DP wrapper is recorded with its parameters (round 0)."""
@@ -122,6 +128,14 @@ def log_dp_summary(summary: dict[str, Any]) -> None:
     for client, claims in summary["epsilon_claims"].items():
         logger.info(
             "the app's own epsilon claim, client %s: %s", client, ", ".join(f"{k} {v:.4g}" for k, v in claims.items())
+        )
+    for client, spent in summary.get("opacus_accountant", {}).items():
+        logger.info(
+            "the app's Opacus accountant, client %s: epsilon %.4g at delta %g (over the %d DP-SGD steps it saw)",
+            client,
+            spent["epsilon"],
+            spent["delta"],
+            spent.get("accountant_steps", 0),
         )
     for spent in summary.get("server_accountant", []):
         logger.info(

@@ -34,7 +34,6 @@ from adversary.privacy_audit.canaries import CanaryExamples
 from adversary.privacy_audit.config import EXAMPLE, AuditConfig
 from adversary.privacy_audit.scores import update_loss_scores
 from adversary.taps import TappedUpdate
-from fedsim.config import ExperimentConfig
 from fedsim.core.errors import ConfigError
 from fedsim.core.seeding import derive_seed
 from fedsim.data import ChannelStats
@@ -51,13 +50,14 @@ THREAT_MODEL = "white-box"
 CLIENT_SOURCE = "client:"
 
 
-def app_privacy_audit(config: ExperimentConfig, federation: Federation, model: nn.Module) -> AppPrivacyAudit | None:
-    """The audit of ``adversary.privacy_audit`` (None where it is off), its canaries drawn for every node."""
-    audit, data = config.adversary.privacy_audit, config.data
+def app_privacy_audit(
+    audit: AuditConfig | None, data: AppDataConfig, seed: int, federation: Federation, model: nn.Module
+) -> AppPrivacyAudit | None:
+    """The audit of ``adversary.privacy_audit`` (None where it is off), its canaries drawn for every node from the
+    run's ``seed``."""
     if audit is None:
         return None
-    assert isinstance(data, AppDataConfig), "an app audit's config reads the app's data (audit_config sets it)"
-    canaries = node_canaries(audit, federation, federation.test_stats, derive_seed(config.seed, "audit"))
+    canaries = node_canaries(audit, federation, federation.test_stats, derive_seed(seed, "audit"))
     return AppPrivacyAudit(audit, model, canaries, data_canaries(data, canaries))
 
 

@@ -101,17 +101,19 @@ def audit_app(
             if len(dataset.x_test)
             else None
         )
-        dp_watch = DpWatch(session.store, declared, app_privacy_audit(config, federation, architecture))
+        audit = app_privacy_audit(
+            config.adversary.privacy_audit, data_of(config), config.seed, federation, architecture
+        )
+        dp_watch = DpWatch(session.store, declared, audit)
         recording = AppRecording(session, federation, evaluator, dp_watch)
         layout = {name: tuple(value.shape) for name, value in architecture.state_dict().items()}
         tapped = recording.tapped(stop, tap=config.adversary.tap, wants=config.adversary.attacks_round, layout=layout)
-        canaries = dp_watch.privacy_audit.data if dp_watch.privacy_audit is not None else None
         try:
             with app_working_directory(session.run_dir):  # what the app writes lands in the run directory
                 run_app(
                     app,
                     server_app,
-                    ProbedClientApp(client_app, dp_watch.notes.folder, canaries),
+                    ProbedClientApp(client_app, dp_watch.notes.folder, dp_watch.canaries),
                     config,
                     section,
                     wrap_grid=tapped,
@@ -167,11 +169,15 @@ def importable(app_path: Path) -> None:
         os.environ["PYTHONPATH"] = os.pathsep.join([folder, *paths])
 
 
+def data_of(config: ExperimentConfig) -> AppDataConfig:
+    """The app's data function, as the audit config names it."""
+    assert isinstance(config.data, AppDataConfig), "an app audit's config reads the app's data (audit_config sets it)"
+    return config.data
+
+
 def app_federation(config: ExperimentConfig, section: AppSection) -> Federation:
     """The app's training images per partition, read through its own data function (scoring side only)."""
-    data = config.data
-    assert isinstance(data, AppDataConfig), "an app audit's config reads the app's data (audit_config sets it)"
-    dataset, partitions = read_app_partitions(data)
+    dataset, partitions = read_app_partitions(data_of(config))
     stats = ChannelStats(tuple(section.mean), tuple(section.std))
     return Federation(dataset, partitions, tuple(stats for _ in partitions), stats)
 
