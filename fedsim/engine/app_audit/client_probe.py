@@ -33,6 +33,7 @@ _INSTALLED: set[str] = set()
 OPACUS = "opacus-dpsgd"
 OPACUS_SPENT = "opacus-epsilon-spent"  # what the app asked Opacus' accountant: its own epsilon claim and its delta
 LOCAL_DP = "flower-localdp"
+LOCAL_DP_REFUSED = "flower-localdp-refused"  # LocalDpMod answered a reply of the app with an error (readdressed)
 
 
 class ProbedClientApp:
@@ -172,6 +173,9 @@ def _noting_local_dp(call: Any) -> Any:
 
         sent = _only_arrays(message)
         reply = call(mod, message, context, capturing)
+        misaddressed = reply.has_error() and reply.metadata.reply_to_message_id != message.metadata.message_id
+        if misaddressed and _NOTES.get() is not None:  # in an audited node's call (the class is patched for good)
+            return readdressed(reply, message)
         finding = {
             "mechanism": LOCAL_DP,
             "clipping_norm": float(mod.clipping_norm),
@@ -186,6 +190,21 @@ def _noting_local_dp(call: Any) -> Any:
         return reply
 
     return noted
+
+
+def readdressed(error_reply: Any, message: Any) -> Any:
+    """The error ``LocalDpMod`` returns, as the reply to the server's ``message``.
+
+    ``LocalDpMod``, a mod of the whole ClientApp, refuses a reply without exactly one ArrayRecord (an evaluate
+    reply) with an error addressed to that inner reply instead of to the server's message (Flower 1.42's
+    ``_handle_err(out_msg, ...)``): the server never receives an answer and waits for its timeout. The audit
+    hands the server the same error as the answer it waits for (the app's evaluation fails as it is written to, at
+    once), and notes it."""
+    from flwr.app import Message
+
+    reason = str(error_reply.error.reason)
+    note({"mechanism": LOCAL_DP_REFUSED, "message_type": str(message.metadata.message_type), "reason": reason})
+    return Message(error_reply.error, reply_to=message)
 
 
 def _only_arrays(message: Any) -> list[np.ndarray] | None:

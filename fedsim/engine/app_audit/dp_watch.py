@@ -18,6 +18,7 @@ from fedsim.engine.app_audit.dp import (
     finding_rows,
     local_dp_contradiction,
     mods_found,
+    refusal_line,
     strategy_found,
     strategy_spent,
     unadapted_line,
@@ -65,6 +66,7 @@ class DpWatch:
         self._declared = declared
         self._turned = 0  # the notes' calls already written as rows
         self._strategies: list[Any] = []
+        self._refusal_said = False
         self._lock = threading.Lock()
 
     @property
@@ -95,6 +97,10 @@ class DpWatch:
             line = local_dp_contradiction(row)
             if line is not None:
                 logger.warning(line)
+            refused = refusal_line(row)
+            if refused is not None and not self._refusal_said:  # the same on every node and round: said once
+                self._refusal_said = True
+                logger.warning(refused)
 
     def summary(self) -> dict[str, Any]:
         """``summary.json``'s ``app_dp``: mechanisms per client, the app's epsilon claims, contradicted claims, and
