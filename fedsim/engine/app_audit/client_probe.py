@@ -22,7 +22,7 @@ from typing import Any, cast
 import numpy as np
 
 import fedsim.core.wire as wire
-from fedsim.engine.app_audit.data_canaries import DataCanaries, canaries_for
+from fedsim.engine.app_audit.data_canaries import DataCanaries, WithCanaries, canaries_for
 from fedsim.engine.app_audit.notes import TRAIN
 
 #: the notes of the call running in this thread (None outside a probed call)
@@ -117,7 +117,8 @@ def _noting_steps(next_index: Any) -> Any:
         steps = _STEPS.get()
         if steps is not None:
             # the privacy audit's canaries follow the app's own samples: a step is noted by the samples it drew
-            size = getattr(iterator._dataset, "base_size", len(iterator._dataset))
+            data = iterator._dataset
+            size = data.base_size if isinstance(data, WithCanaries) else len(data)
             drawn = np.atleast_1d(np.asarray(indices, dtype=np.int64))
             steps.append([size, drawn[drawn < size].tolist()])
         return indices
