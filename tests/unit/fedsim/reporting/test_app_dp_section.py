@@ -51,7 +51,7 @@ def test_each_node_shows_its_dp_the_apps_own_epsilon_and_the_bound_beside_it():
     assert (row["node"], row["DP found"]) == ("0", "opacus-dpsgd")
     assert row["settings"] == "noise_multiplier 1, max_grad_norm 1"
     assert row["app's own epsilon"] == "epsilon 3.58 (Opacus' accountant: delta 1e-05, 12 steps)"
-    assert row["audit lower bound (example level)"].startswith("0.40 (epsilon-delta")
+    assert row["audit lower bound (example level)"] == "0.40 (epsilon-delta) at 95%, delta 1e-05"
     assert row["claim"] == "not contradicted"
     assert "<strong>" not in render_html("report", [section])
 
@@ -59,6 +59,13 @@ def test_each_node_shows_its_dp_the_apps_own_epsilon_and_the_bound_beside_it():
 def test_a_claim_below_the_measured_bound_is_said_in_bold():
     section = section_of(app_audit(claimed=0.2, measured=1.5))
     assert "<strong>audit-opacus: the measured lower bound on epsilon (1.50" in render_html("report", [section])
+
+
+def test_a_bound_without_a_claim_beside_it_checks_none():
+    audited = app_audit(claimed=1.0, measured=1.9)
+    audited.summary["app_dp"]["privacy_audit"]["0"]["epsilon_example"] = None
+    (table,) = [block for block in section_of(audited).blocks if isinstance(block, Table)]
+    assert table.frame.iloc[0]["claim"] == "none to check"
 
 
 def test_runs_that_are_not_app_audits_have_no_such_section_and_no_claim():
