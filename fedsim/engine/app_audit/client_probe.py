@@ -33,6 +33,7 @@ _INSTALLED: set[str] = set()
 OPACUS = "opacus-dpsgd"
 OPACUS_SPENT = "opacus-epsilon-spent"  # what the app asked Opacus' accountant: its own epsilon claim and its delta
 LOCAL_DP = "flower-localdp"
+CANARIES_ENTERED = "audit-canaries-entered"  # the privacy audit's canaries the app's data function added in a call
 LOCAL_DP_REFUSED = "flower-localdp-refused"  # LocalDpMod answered a reply of the app with an error (readdressed)
 
 
@@ -53,8 +54,11 @@ class ProbedClientApp:
         training = str(message.metadata.message_type) == TRAIN
         partition = int(context.node_config.get(wire.PARTITION_ID, -1))
         try:
-            with canaries_for(self._canaries if training else None, partition):
-                return self._app(message=message, context=context)
+            with canaries_for(self._canaries if training else None, partition) as entered:
+                reply = self._app(message=message, context=context)
+                if entered is not None:
+                    note({"mechanism": CANARIES_ENTERED, "data_function_calls": len(entered), "added": sum(entered)})
+                return reply
         finally:
             _NOTES.reset(token)
             _STEPS.reset(steps_token)

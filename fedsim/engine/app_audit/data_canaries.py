@@ -22,8 +22,8 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, Dataset, RandomSampler
 
-#: (the plan, the node's partition id) while a probed train call of an audited node runs
-_ACTIVE: contextvars.ContextVar[tuple[DataCanaries, int] | None] = contextvars.ContextVar(
+#: (the plan, the node's partition id, the canaries added per call) while a probed train call of an audited node runs
+_ACTIVE: contextvars.ContextVar[tuple[DataCanaries, int, list[int]] | None] = contextvars.ContextVar(
     "fedsim_canaries", default=None
 )
 _WRAPPED = "__fedsim_canaries__"  # marks the wrapper, so that a module is never wrapped twice
@@ -44,15 +44,18 @@ class DataCanaries:
 
 
 @contextlib.contextmanager
-def canaries_for(plan: DataCanaries | None, partition: int) -> Iterator[None]:
-    """While inside (one train call of the node with ``partition``), the app's data function adds its canaries."""
+def canaries_for(plan: DataCanaries | None, partition: int) -> Iterator[list[int] | None]:
+    """While inside (one train call of the node with ``partition``), the app's data function adds its canaries; yields
+    the count added per call of it (None where the node has no canaries), which the probe notes: canaries that never
+    entered (an app that reads its data elsewhere) must not pass for an audited node."""
     if plan is None or partition not in plan.inserted:
-        yield
+        yield None
         return
     install(plan.function)
-    token = _ACTIVE.set((plan, partition))
+    entered: list[int] = []
+    token = _ACTIVE.set((plan, partition, entered))
     try:
-        yield
+        yield entered
     finally:
         _ACTIVE.reset(token)
 
@@ -65,7 +68,7 @@ def install(function: str) -> None:
     home = sys.modules.get(module_name)
     original = getattr(home, attribute, None) if home is not None else None
     if original is None:
-        return  # the app has not imported it: it cannot call it either
+        return  # the app has not imported it (or names it deeper): the probe notes that no canary entered
     original = getattr(original, _WRAPPED, original)
     wrapped = _wrapping(original)
     for name, module in list(sys.modules.items()):
@@ -82,7 +85,11 @@ def _wrapping(original: Any) -> Any:
     def data_function(*args: Any, **kwargs: Any) -> Any:
         outputs = original(*args, **kwargs)
         active = _ACTIVE.get()
-        return outputs if active is None else with_canaries(outputs, *active)
+        if active is None:
+            return outputs
+        plan, partition, entered = active
+        entered.append(len(plan.inserted[partition][1]))
+        return with_canaries(outputs, plan, partition)
 
     setattr(data_function, _WRAPPED, original)
     return data_function

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from fedsim.core.flower_private import client_app_mods
-from fedsim.engine.app_audit.client_probe import LOCAL_DP, LOCAL_DP_REFUSED, OPACUS, OPACUS_SPENT
+from fedsim.engine.app_audit.client_probe import CANARIES_ENTERED, LOCAL_DP, LOCAL_DP_REFUSED, OPACUS, OPACUS_SPENT
 from fedsim.engine.app_audit.notes import Notes
 
 DP_EVENT = "app_dp"
@@ -174,8 +174,8 @@ def dp_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         if row["mechanism"] == OPACUS_SPENT:
             accountant[str(row["client"])] = {k: row[k] for k in ("epsilon", "delta", "accountant_steps") if k in row}
             continue
-        if row["mechanism"] == LOCAL_DP_REFUSED:
-            continue  # not a setting: the replies LocalDpMod refused (``refusal_line``)
+        if row["mechanism"] in (LOCAL_DP_REFUSED, CANARIES_ENTERED):
+            continue  # not settings: the replies LocalDpMod refused (``refusal_line``), the audit's own canaries
         parameters = {
             k: v for k, v in row.items() if k not in ("round", "event", "client", "mechanism", "schema", "time")
         }

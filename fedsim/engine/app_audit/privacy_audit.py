@@ -38,7 +38,7 @@ from fedsim.core.errors import ConfigError
 from fedsim.core.seeding import derive_seed
 from fedsim.data import ChannelStats
 from fedsim.data.sources.flower_app import AppDataConfig
-from fedsim.engine.app_audit.client_probe import OPACUS, OPACUS_SPENT
+from fedsim.engine.app_audit.client_probe import CANARIES_ENTERED, OPACUS, OPACUS_SPENT
 from fedsim.engine.app_audit.data_canaries import DataCanaries
 from fedsim.engine.lifecycle.federation import Federation
 
@@ -108,6 +108,15 @@ def claims_of(dp_rows: Iterable[Mapping[str, Any]]) -> dict[int, Claim]:
         if row.get("mechanism") == OPACUS_SPENT:
             claims[int(row["client"])] = Claim(row["epsilon"], row["delta"], int(row.get("accountant_steps", 0)))
     return claims
+
+
+def canaries_entered(dp_rows: Iterable[Mapping[str, Any]]) -> dict[int, int]:
+    """Per node, the train calls whose data function added its canaries (``CANARIES_ENTERED`` notes)."""
+    entered: dict[int, int] = {}
+    for row in dp_rows:
+        if row.get("mechanism") == CANARIES_ENTERED and row.get("data_function_calls", 0) > 0:
+            entered[int(row["client"])] = entered.get(int(row["client"]), 0) + 1
+    return entered
 
 
 class AppPrivacyAudit:
@@ -189,8 +198,17 @@ def finish_audit(
     """Every node's audit fields (its row), each said in one line, a contradicted claim in one loud line."""
     claims = claims_of(dp_rows)
     private = {int(row["client"]) for row in dp_rows if row.get("mechanism") == OPACUS}
+    entered = canaries_entered(dp_rows)
     rows = []
     for partition in sorted(audit.canaries):
+        if not entered.get(partition):
+            logger.warning(
+                "privacy audit, node %d: no canary entered its training (its train calls never called %s, which the "
+                "audit config names as app.data.function): no bound",
+                partition,
+                audit.data.function,
+            )
+            continue
         fields = audit.node_fields(partition, claims.get(partition), partition in private, steps_of.get(partition, 0))
         if fields is None:
             logger.warning(

@@ -19,8 +19,9 @@ from in_process_grid import InProcessGrid
 from adversary.privacy_audit.canaries import CanaryExamples
 from adversary.privacy_audit.config import AuditConfig
 from adversary.privacy_audit.scores import update_loss_scores
-from fedsim.engine.app_audit.client_probe import OPACUS, OPACUS_SPENT, ProbedClientApp
+from fedsim.engine.app_audit.client_probe import CANARIES_ENTERED, OPACUS, OPACUS_SPENT, ProbedClientApp
 from fedsim.engine.app_audit.data_canaries import DataCanaries
+from fedsim.engine.app_audit.dp import read_notes
 from fedsim.engine.app_audit.notes import Notes
 from fedsim.engine.app_audit.privacy_audit import AppPrivacyAudit, finish_audit
 
@@ -108,6 +109,8 @@ def test_canaries_join_the_training_loader_of_their_node_only_and_only_while_it_
 
     by_size = sorted((int(m["num-examples"]), float(m["pixel_sum"]), int(m["test_size"])) for m in replies)
     assert by_size == [(6, 4 * sum(range(6)), 2), (9, 4 * sum(range(7)) + 2 * 400.0, 2)]  # node 1: 7 + 2 canaries
+    entered = [row for row in read_notes(tmp_path) if row["mechanism"] == CANARIES_ENTERED]
+    assert [(row["client"], row["added"]) for row in entered] == [(1, 2)]  # node 0 has no canaries in this plan
     steps = Notes(tmp_path).steps(1, 1, 7)
     assert sorted(i for batch in steps for i in batch) == list(range(7))  # its own samples; the canaries are not
     assert client.seen(1)[0] == 7  # outside a probed train call: the app's own data
@@ -139,6 +142,9 @@ def fedsim_log(caplog):
         logger.removeHandler(caplog.handler)
 
 
+ENTERED = {"round": 1, "client": 0, "mechanism": CANARIES_ENTERED, "data_function_calls": 1, "added": 200}
+
+
 def separated_audit(canaries: int = 400) -> AppPrivacyAudit:
     """Node 0's scores separate its included canaries perfectly (a mechanism hiding nothing)."""
     plan = CanaryExamples.draw(torch.zeros(canaries, 1, 2, 2), torch.zeros(canaries), canaries, 3, seed=1)
@@ -151,6 +157,7 @@ def separated_audit(canaries: int = 400) -> AppPrivacyAudit:
 @pytest.mark.parametrize(("claimed", "contradicted"), [(0.5, True), (50.0, False)])
 def test_a_nodes_bound_above_the_apps_claim_is_one_loud_line(fedsim_log, claimed, contradicted):
     dp_rows = [
+        ENTERED,
         {"round": 1, "client": 0, "mechanism": OPACUS, "noise_multiplier": 1.0},
         {"round": 1, "client": 0, "mechanism": OPACUS_SPENT, "epsilon": claimed, "delta": 1e-5, "accountant_steps": 3},
     ]
@@ -169,5 +176,11 @@ def test_a_nodes_bound_above_the_apps_claim_is_one_loud_line(fedsim_log, claimed
 def test_a_node_whose_updates_were_never_seen_in_clear_gets_no_bound(fedsim_log):
     audit = separated_audit()
     audit.updates[0] = 0
-    assert finish_audit(audit, [], {}) == []
+    assert finish_audit(audit, [ENTERED], {}) == []
     assert "privacy audit, node 0: none of its updates was seen in clear" in fedsim_log.text
+
+
+def test_a_node_whose_training_never_took_its_canaries_gets_no_bound(fedsim_log):
+    missed = {**ENTERED, "data_function_calls": 0, "added": 0}  # the app read its data through another function
+    assert finish_audit(separated_audit(), [missed], {}) == []
+    assert "privacy audit, node 0: no canary entered its training (its train calls never called" in fedsim_log.text
