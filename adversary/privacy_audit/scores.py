@@ -6,6 +6,9 @@
   white-box score of Steinke et al. (2023);
 * example level, black-box (the final model only): a canary example's score is minus its loss under the final
   model, with the wrong label it was trained on;
+* example level, white-box with canary examples (an audited Flower app, whose training takes examples, not
+  gradients): a canary example's score is how much the update sent lowered its loss (before minus after), summed
+  over the rounds;
 * client level (Andrew et al. 2024): a canary client's score is the cosine between the model's change and
   its direction, summed over rounds (white-box: every round's aggregate) or of the final model against the
   initial one (black-box).
@@ -74,3 +77,20 @@ def loss_scores(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch: int =
     ]
     model.train(was_training)
     return -torch.cat(losses).double().numpy()
+
+
+@torch.no_grad()
+def update_loss_scores(
+    model: nn.Module,
+    before: Mapping[str, torch.Tensor],
+    after: Mapping[str, torch.Tensor],
+    x: torch.Tensor,
+    y: torch.Tensor,
+) -> np.ndarray:
+    """How much one update (the model ``before`` -> ``after``) learned each canary example: its loss, with the
+    (wrong) label it would be trained on, before minus after. The white-box score of canary examples: it reads the
+    update the adversary observes, never whether a canary was included."""
+    model.load_state_dict(before)
+    before_scores = loss_scores(model, x, y)  # minus the losses
+    model.load_state_dict(after)
+    return loss_scores(model, x, y) - before_scores

@@ -186,7 +186,8 @@ def _html_gallery(block: Gallery) -> str:
 
 def _inline(text: str) -> str:
     escaped = html.escape(text)
-    return re.sub(r"`([^`]+)`", r"<code>\1</code>", escaped)
+    strong = re.sub(r"\*\*([^*]+)\*\*", r"<strong>\1</strong>", escaped)  # Markdown's bold, as the .md shows it
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", strong)
 
 
 def _relative(path: Path, start: Path) -> str:

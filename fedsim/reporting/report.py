@@ -14,6 +14,7 @@ from pathlib import Path
 
 from fedsim.core.atomic import inside
 from fedsim.reporting import defense_curves, tables
+from fedsim.reporting.app_dp_section import app_dp_section
 from fedsim.reporting.chance import chance_levels
 from fedsim.reporting.comparison_sections import defense_curves_section, frontier_section
 from fedsim.reporting.frontier import baselines, frontier_table
@@ -125,6 +126,8 @@ def write_full_report(path: Path, sweep: Sweep | None = None) -> list[Path]:
     written_figures: list[Path] = []
     # what leaked and what it cost first; how each number was produced after
     sections = [summary_section(sweep, attacks, unscored, final, chance)]
+    app_dp = app_dp_section(sweep)  # an audited app's own DP, its claims and the bounds beside them
+    sections += [app_dp] if app_dp is not None else []
     sections += reconstructions_sections(sweep, attacks)
     sections.append(utility_section(rounds, names, out, written_figures))
     sections.append(leakage_section(leakage, unscored, names, out, written_figures))

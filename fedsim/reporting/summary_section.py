@@ -9,6 +9,7 @@ from fedsim.engine.leakage.no_iterations import NO_ITERATIONS
 from fedsim.judge.floor import AT_FLOOR
 from fedsim.judge.scoring import PSNR_CAP_DB
 from fedsim.reporting import tables
+from fedsim.reporting.app_dp_section import app_dp_of, claimed_text
 from fedsim.reporting.chance import ChanceLevel
 from fedsim.reporting.render import ReportSection, Table, Text
 from fedsim.reporting.runs_sections import short_name
@@ -104,7 +105,7 @@ def summary_section(
                 "strongest leakage, per client": _leakage_cell(own, unrun, "per-client"),
                 "strongest leakage, aggregate": _leakage_cell(own, unrun, "aggregate"),
                 "final test accuracy": _accuracy_text(accuracy, rounds, chance.get(name)),
-                EPSILON_EXAMPLE: _epsilon_cell(spent, EPSILON_EXAMPLE, DELTA_EXAMPLE),
+                EPSILON_EXAMPLE: _epsilon_cell(spent, EPSILON_EXAMPLE, DELTA_EXAMPLE, run),
                 EPSILON_CLIENT: _epsilon_cell(spent, EPSILON_CLIENT, DELTA_CLIENT),
                 "threat model": _threat_model(run),
             }
@@ -124,10 +125,13 @@ def summary_section(
     return ReportSection("Summary", [text, Table(pd.DataFrame(rows))])
 
 
-def _epsilon_cell(spent: pd.Series, epsilon: str, delta: str) -> str:
-    """One epsilon of a run's final row with its delta, or ``no DP`` where that mechanism is not in force."""
+def _epsilon_cell(spent: pd.Series, epsilon: str, delta: str, run: Run | None = None) -> str:
+    """One epsilon of a run's final row with its delta, or ``no DP`` where that mechanism is not in force; for an
+    audited app whose DP fedsim does not run, what the app claims itself."""
     value = spent.get(epsilon)
     if value is None or pd.isna(value):
-        return "no DP"
+        app_dp = app_dp_of(run.summary) if run is not None else None
+        claimed = claimed_text(app_dp) if app_dp is not None else None
+        return f"{claimed} (see The app's DP)" if claimed else "no DP"
     delta_value = spent.get(delta)
     return epsilon_text(float(value), None if delta_value is None or pd.isna(delta_value) else float(delta_value))

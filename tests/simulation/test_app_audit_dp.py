@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 
 import pytest
 from flower_apps import LOCAL_DP_APP, LOCAL_DP_AUDIT, OPACUS_APP, OPACUS_AUDIT, write_image_parquet
@@ -40,11 +41,14 @@ def test_opacus_dp_sgd_is_found_per_node_beside_the_apps_own_epsilon_and_central
     run_config = f'{TINY} data-files="{data}"'
     run = fedsim.load_run(audit_app(OPACUS_APP, OPACUS_AUDIT, [*SETTINGS, f"output.dir={tmp_path}"], run_config))
 
-    found = run.events("app_dp").sort_values("client")
-    assert found["mechanism"].tolist() == ["opacus-dpsgd", "opacus-dpsgd"]
+    rows = run.events("app_dp").sort_values("client")
+    found = rows[rows["mechanism"] == "opacus-dpsgd"]
+    assert found["client"].tolist() == [0, 1]
     assert found["noise_multiplier"].tolist() == [1.0, 1.5] and found["max_grad_norm"].tolist() == [1.0, 1.0]
     fits = run.events("fit").sort_values("client")
     assert (fits["epsilon"] > 0).all()  # the app's own claim, per node
+    asked = rows[rows["mechanism"] == "opacus-epsilon-spent"]  # what it asked Opacus' accountant, at which delta
+    assert asked["epsilon"].tolist() == pytest.approx(fits["epsilon"].tolist()) and (asked["delta"] == 1e-5).all()
     assert (fits["ground_truth"] == "steps").all()  # what Opacus' Poisson batches drew, not the whole split
     evals = run.events("eval")
     assert evals["round"].tolist() == [0, 1] and evals["app_central_accuracy"].between(0, 1).all()
@@ -69,3 +73,29 @@ def test_a_local_dp_mod_whose_noise_supports_a_far_larger_epsilon_is_flagged(tmp
     assert len(flagged) >= 2 and "not the 10 it states" in flagged[0]
     summary = json.loads((run.path / "summary.json").read_text())
     assert len(summary["app_dp"]["contradicted"]) == 2
+
+
+def test_opacus_apps_nodes_get_a_measured_lower_bound_beside_their_own_epsilon(tmp_path, fedsim_log, monkeypatch):
+    task = sys.modules.get("opacusexample.task")
+    if task is not None:  # the app caches its data set per process (as Flower's example does): this test's own
+        monkeypatch.setattr(task, "fds", None)
+    data = write_image_parquet(tmp_path / "images.parquet", 60)
+    run_config = f'{TINY} data-files="{data}"'
+    audit = "adversary.privacy_audit={canaries: 10}"
+    run = fedsim.load_run(audit_app(OPACUS_APP, OPACUS_AUDIT, [*SETTINGS, audit, f"output.dir={tmp_path}"], run_config))
+
+    bounds = run.events("app_privacy_audit").sort_values("client")
+    assert bounds["client"].tolist() == [0, 1]
+    assert (bounds["audit_adjacency"] == "example").all() and (bounds["audit_updates"] == 1).all()
+    assert (bounds["audit_delta"] == 1e-5).all()  # the delta the app asked its accountant for
+    claims = run.events("fit").sort_values("client")["epsilon"].to_numpy()
+    assert bounds["epsilon_example"].to_numpy() == pytest.approx(claims)  # the app's own, per node
+    assert (bounds["audit_epsilon_lower"] < bounds["epsilon_example"]).all()  # DP-SGD as configured: not contradicted
+    assert (bounds["audit_included"] > 0).all()
+    fits = run.events("fit")
+    assert (fits["ground_truth"] == "steps").all()  # the canaries are not among what a step drew of the partition
+    lines = [r.getMessage() for r in fedsim_log.records if r.getMessage().startswith("privacy audit, node")]
+    assert len(lines) == 2 and "beside the app's own epsilon" in lines[0]
+    assert not [r for r in fedsim_log.records if "is contradicted" in r.getMessage()]
+    summary = json.loads((run.path / "summary.json").read_text())
+    assert set(summary["app_dp"]["privacy_audit"]) == {"0", "1"}

@@ -16,11 +16,14 @@ from fedsim.engine.app_audit.app import FlowerApp
 
 RUN_CONFIG_PREFIX = "run-config:"
 APP_SECTION = "app"
-CANARY_AUDIT_REFUSED = (
-    "adversary.privacy_audit: the audit of a Flower app measures no epsilon lower bound yet (its canaries would have "
-    "to enter the app's own data and DP, which fedsim does not do without editing the app); set "
-    "adversary.privacy_audit: null"
-)
+#: what an app audit's canaries support: mislabelled held-out images through the app's data function, scored from
+#: each node's updates as sent (``fedsim.engine.app_audit.privacy_audit``); every other setting is refused in one line
+PRIVACY_AUDIT_REFUSED = {
+    "threat_model": "an app audit scores each node's updates as sent (white-box); leave threat_model out",
+    "canary_norm": "an app audit's canaries are examples, clipped as the app clips its own; leave canary_norm out",
+    "host": "an app audit gives every node its own canaries; leave host out",
+}
+PRIVACY_AUDIT_SECTIONS = ("privacy_audit", "audit")  # its name, and the name it had
 #: what the app decides itself: an audit config that sets them would describe another federation
 DECIDED_BY_THE_APP = ("data", "federation", "strategy")
 
@@ -71,6 +74,25 @@ def resolve_run_config(value: Any, run_config: dict[str, Any], where: str = "") 
     return value
 
 
+def refuse_unsupported_privacy_audit(adversary: Any, section: AppSection) -> None:
+    """One line where ``adversary.privacy_audit`` asks an app audit for what its canaries cannot do."""
+    if not isinstance(adversary, dict):
+        return
+    for name in PRIVACY_AUDIT_SECTIONS:
+        audit = adversary.get(name)
+        if audit is None:
+            continue
+        given = audit if isinstance(audit, dict) else {}
+        for key, why in PRIVACY_AUDIT_REFUSED.items():
+            if key in given and not (key == "threat_model" and given[key] == "white-box"):
+                raise ConfigError(f"adversary.{name}.{key} = {given[key]!r}: {why}")
+        if section.data.test_output is None:
+            raise ConfigError(
+                f"adversary.{name}: its canaries are held-out images the nodes never train on; name the app's "
+                f"held-out loader in app.data.test_output"
+            )
+
+
 def nodes_line(app: FlowerApp, section: AppSection) -> str:
     """How many nodes the app is simulated with and why, in one line (a wrong count fails in the app's own code)."""
     if section.num_supernodes is not None:
@@ -99,6 +121,7 @@ def experiment_of(
         first = error.errors()[0]
         field = ".".join(str(part) for part in (APP_SECTION, *first["loc"]))
         raise ConfigError(f"{field} = {first.get('input')!r}: {first['msg']}") from None
+    refuse_unsupported_privacy_audit(raw.get("adversary"), section)
     nodes = section.num_supernodes or app.num_supernodes
     experiment = copy.deepcopy(raw)
     experiment.setdefault("name", f"audit-{app.name}")

@@ -22,6 +22,8 @@ from typing import Any, cast
 import numpy as np
 
 import fedsim.core.wire as wire
+from fedsim.engine.app_audit.data_canaries import DataCanaries, WithCanaries, canaries_for
+from fedsim.engine.app_audit.notes import TRAIN
 
 #: the notes of the call running in this thread (None outside a probed call)
 _NOTES: contextvars.ContextVar[list[dict[str, Any]] | None] = contextvars.ContextVar("fedsim_dp_notes", default=None)
@@ -29,23 +31,34 @@ _STEPS: contextvars.ContextVar[list[list[Any]] | None] = contextvars.ContextVar(
 _INSTALLED: set[str] = set()
 
 OPACUS = "opacus-dpsgd"
+OPACUS_SPENT = "opacus-epsilon-spent"  # what the app asked Opacus' accountant: its own epsilon claim and its delta
 LOCAL_DP = "flower-localdp"
+CANARIES_ENTERED = "audit-canaries-entered"  # the privacy audit's canaries the app's data function added in a call
+LOCAL_DP_REFUSED = "flower-localdp-refused"  # LocalDpMod answered a reply of the app with an error (readdressed)
 
 
 class ProbedClientApp:
     """The app's ClientApp with its DP noted beside each call (see the module docstring)."""
 
-    def __init__(self, app: Any, notes_dir: Path) -> None:
+    def __init__(self, app: Any, notes_dir: Path, canaries: DataCanaries | None = None) -> None:
+        """``canaries``: the privacy audit's, added to the app's training data in train calls (None: no audit)."""
         self._app = app
         self._notes_dir = Path(notes_dir)
+        self._canaries = canaries
 
     def __call__(self, message: Any, context: Any) -> Any:
         install_recorders()
         notes: list[dict[str, Any]] = []
         steps: list[list[Any]] = []
         token, steps_token = _NOTES.set(notes), _STEPS.set(steps)
+        training = str(message.metadata.message_type) == TRAIN
+        partition = int(context.node_config.get(wire.PARTITION_ID, -1))
         try:
-            return self._app(message=message, context=context)
+            with canaries_for(self._canaries if training else None, partition) as entered:
+                reply = self._app(message=message, context=context)
+                if entered is not None:
+                    note({"mechanism": CANARIES_ENTERED, "data_function_calls": len(entered), "added": sum(entered)})
+                return reply
         finally:
             _NOTES.reset(token)
             _STEPS.reset(steps_token)
@@ -84,6 +97,7 @@ def install_recorders() -> None:
         else:
             for name in ("make_private", "make_private_with_epsilon"):
                 setattr(PrivacyEngine, name, _noting_opacus(getattr(PrivacyEngine, name)))
+            setattr(PrivacyEngine, "get_epsilon", _noting_spent(PrivacyEngine.get_epsilon))  # noqa: B010
     if "steps" not in _INSTALLED:
         _INSTALLED.add("steps")
         from torch.utils.data import dataloader
@@ -106,7 +120,11 @@ def _noting_steps(next_index: Any) -> Any:
         indices = next_index(iterator)  # StopIteration ends the epoch as before
         steps = _STEPS.get()
         if steps is not None:
-            steps.append([len(iterator._dataset), np.atleast_1d(np.asarray(indices, dtype=np.int64)).tolist()])
+            # the privacy audit's canaries follow the app's own samples: a step is noted by the samples it drew
+            data = iterator._dataset
+            size = data.base_size if isinstance(data, WithCanaries) else len(data)
+            drawn = np.atleast_1d(np.asarray(indices, dtype=np.int64))
+            steps.append([size, drawn[drawn < size].tolist()])
         return indices
 
     return noted
@@ -135,6 +153,18 @@ def _noting_opacus(make_private: Any) -> Any:
     return noted
 
 
+def _noting_spent(get_epsilon: Any) -> Any:
+    @functools.wraps(get_epsilon)
+    def noted(engine: Any, delta: float) -> Any:
+        epsilon = get_epsilon(engine, delta)
+        history = getattr(engine.accountant, "history", [])
+        steps = sum(int(entry[-1]) for entry in history if isinstance(entry, tuple))
+        note({"mechanism": OPACUS_SPENT, "epsilon": float(epsilon), "delta": float(delta), "accountant_steps": steps})
+        return epsilon
+
+    return noted
+
+
 def _noting_local_dp(call: Any) -> Any:
     @functools.wraps(call)
     def noted(mod: Any, message: Any, context: Any, call_next: Any) -> Any:
@@ -148,6 +178,9 @@ def _noting_local_dp(call: Any) -> Any:
 
         sent = _only_arrays(message)
         reply = call(mod, message, context, capturing)
+        misaddressed = reply.has_error() and reply.metadata.reply_to_message_id != message.metadata.message_id
+        if misaddressed and _NOTES.get() is not None:  # in an audited node's call (the class is patched for good)
+            return readdressed(reply, message)
         finding = {
             "mechanism": LOCAL_DP,
             "clipping_norm": float(mod.clipping_norm),
@@ -162,6 +195,21 @@ def _noting_local_dp(call: Any) -> Any:
         return reply
 
     return noted
+
+
+def readdressed(error_reply: Any, message: Any) -> Any:
+    """The error ``LocalDpMod`` returns, as the reply to the server's ``message``.
+
+    ``LocalDpMod``, a mod of the whole ClientApp, refuses a reply without exactly one ArrayRecord (an evaluate
+    reply) with an error addressed to that inner reply instead of to the server's message (Flower 1.42's
+    ``_handle_err(out_msg, ...)``): the server never receives an answer and waits for its timeout. The audit
+    hands the server the same error as the answer it waits for (the app's evaluation fails as it is written to, at
+    once), and notes it."""
+    from flwr.app import Message
+
+    reason = str(error_reply.error.reason)
+    note({"mechanism": LOCAL_DP_REFUSED, "message_type": str(message.metadata.message_type), "reason": reason})
+    return Message(error_reply.error, reply_to=message)
 
 
 def _only_arrays(message: Any) -> list[np.ndarray] | None:

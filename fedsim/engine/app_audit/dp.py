@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from fedsim.core.flower_private import client_app_mods
-from fedsim.engine.app_audit.client_probe import LOCAL_DP, OPACUS
+from fedsim.engine.app_audit.client_probe import CANARIES_ENTERED, LOCAL_DP, LOCAL_DP_REFUSED, OPACUS, OPACUS_SPENT
 from fedsim.engine.app_audit.notes import Notes
 
 DP_EVENT = "app_dp"
@@ -139,6 +139,18 @@ def local_dp_contradiction(row: Mapping[str, Any]) -> str | None:
     )
 
 
+def refusal_line(row: Mapping[str, Any]) -> str | None:
+    """One line where ``LocalDpMod`` refused a reply of the app (its evaluate replies carry no ArrayRecord)."""
+    if row.get("mechanism") != LOCAL_DP_REFUSED:
+        return None
+    return (
+        f"LocalDpMod refused the app's {row['message_type']} reply on client {row['client']} ({row['reason']}): the "
+        f"app's {row['message_type']} fails on every node; under `flwr run` the server would wait for its timeout, "
+        f"since Flower addresses that error to the app's reply, not to the server's message (the audit hands it to "
+        f"the server); apply LocalDpMod to training alone (@app.train(mods=[...])) or evaluate on no client"
+    )
+
+
 def epsilon_claims(rows: Iterable[Mapping[str, Any]]) -> dict[int, dict[str, float]]:
     """Per client, the last value of each number its train replies named like ``epsilon`` (the app's own claim)."""
     claims: dict[int, dict[str, float]] = {}
@@ -153,10 +165,17 @@ def epsilon_claims(rows: Iterable[Mapping[str, Any]]) -> dict[int, dict[str, flo
 
 def dp_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """What ``summary.json`` says of the app's DP: each mechanism found with its parameters per client, the app's
-    own epsilon claims per client, and the claims the measured noise contradicts."""
+    own epsilon claims per client (its train metrics, and what it last asked Opacus' accountant, with the delta and
+    the steps that accountant saw), and the claims the measured noise contradicts."""
     found = [row for row in rows if row.get("event") == DP_EVENT]
     mechanisms: dict[str, dict[str, Any]] = {}
+    accountant: dict[str, dict[str, Any]] = {}  # what the app last asked Opacus' accountant, per client
     for row in found:
+        if row["mechanism"] == OPACUS_SPENT:
+            accountant[str(row["client"])] = {k: row[k] for k in ("epsilon", "delta", "accountant_steps") if k in row}
+            continue
+        if row["mechanism"] in (LOCAL_DP_REFUSED, CANARIES_ENTERED):
+            continue  # not settings: the replies LocalDpMod refused (``refusal_line``), the audit's own canaries
         parameters = {
             k: v for k, v in row.items() if k not in ("round", "event", "client", "mechanism", "schema", "time")
         }
@@ -165,6 +184,8 @@ def dp_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "mechanisms": mechanisms,
         "epsilon_claims": {str(client): claim for client, claim in epsilon_claims(rows).items()},
+        "opacus_accountant": accountant,
+        "local_dp_refused": sum(1 for row in found if row["mechanism"] == LOCAL_DP_REFUSED),
         "contradicted": [line for row in found if (line := local_dp_contradiction(row)) is not None],
     }
 

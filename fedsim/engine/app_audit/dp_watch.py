@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from fedsim.config import ExperimentConfig, parse_config
+from fedsim.engine.app_audit.data_canaries import DataCanaries
 from fedsim.engine.app_audit.dp import (
     DP_EVENT,
     as_defenses,
@@ -17,11 +18,13 @@ from fedsim.engine.app_audit.dp import (
     finding_rows,
     local_dp_contradiction,
     mods_found,
+    refusal_line,
     strategy_found,
     strategy_spent,
     unadapted_line,
 )
 from fedsim.engine.app_audit.notes import Notes
+from fedsim.engine.app_audit.privacy_audit import AUDIT_EVENT, AppPrivacyAudit, finish_audit
 from fedsim.rundir.writer import RunStore
 
 logger = logging.getLogger("fedsim")
@@ -55,13 +58,21 @@ def with_found_defenses(config: ExperimentConfig, client_app: Any) -> tuple[Expe
 class DpWatch:
     """Collects what the app's DP was found doing (``fedsim.engine.app_audit.dp``) into the run's rows."""
 
-    def __init__(self, store: RunStore, declared: list[str]) -> None:
+    def __init__(self, store: RunStore, declared: list[str], privacy_audit: AppPrivacyAudit | None = None) -> None:
+        """``privacy_audit``: the app's canary audit, whose bounds the summary holds beside the app's claims."""
         self.store = store
+        self.privacy_audit = privacy_audit
         self.notes = Notes(Path(store.run_dir) / NOTES_FOLDER)
         self._declared = declared
         self._turned = 0  # the notes' calls already written as rows
         self._strategies: list[Any] = []
+        self._refusal_said = False
         self._lock = threading.Lock()
+
+    @property
+    def canaries(self) -> DataCanaries | None:
+        """What the nodes' probes add to the app's training data (None without a privacy audit)."""
+        return self.privacy_audit.data if self.privacy_audit is not None else None
 
     def strategy_started(self, strategy: Any) -> None:
         """The app's server started a strategy: a DP wrapper is recorded with its parameters (round 0)."""
@@ -86,6 +97,10 @@ class DpWatch:
             line = local_dp_contradiction(row)
             if line is not None:
                 logger.warning(line)
+            refused = refusal_line(row)
+            if refused is not None and not self._refusal_said:  # the same on every node and round: said once
+                self._refusal_said = True
+                logger.warning(refused)
 
     def summary(self) -> dict[str, Any]:
         """``summary.json``'s ``app_dp``: mechanisms per client, the app's epsilon claims, contradicted claims, and
@@ -99,6 +114,12 @@ class DpWatch:
                 summary.setdefault("server_accountant", []).append({"mechanism": type(strategy).__name__, **spent})
         found = [row for row in rows if row.get("event") == DP_EVENT]
         summary["unadapted"] = unadapted_line(found, self._declared)
+        if self.privacy_audit is not None:
+            bounds = finish_audit(self.privacy_audit, found, self.notes.step_counts())
+            last = max((int(row["round"]) for row in rows if row.get("event") == "eval"), default=0)
+            for fields in bounds:
+                self.store.append({"round": last, "event": AUDIT_EVENT, **fields})
+            summary["privacy_audit"] = {str(fields["client"]): fields for fields in bounds}
         return summary
 
 
@@ -113,6 +134,14 @@ def log_dp_summary(summary: dict[str, Any]) -> None:
     for client, claims in summary["epsilon_claims"].items():
         logger.info(
             "the app's own epsilon claim, client %s: %s", client, ", ".join(f"{k} {v:.4g}" for k, v in claims.items())
+        )
+    for client, spent in summary.get("opacus_accountant", {}).items():
+        logger.info(
+            "the app's Opacus accountant, client %s: epsilon %.4g at delta %g (over the %d DP-SGD steps it saw)",
+            client,
+            spent["epsilon"],
+            spent["delta"],
+            spent.get("accountant_steps", 0),
         )
     for spent in summary.get("server_accountant", []):
         logger.info(

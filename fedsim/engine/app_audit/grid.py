@@ -33,6 +33,7 @@ from fedsim.core.messaging import ForwardingGrid, collect_replies
 
 #: where Flower's strategies put the round number of a message (Message API: also in the train config)
 ROUND_KEY = wire.SERVER_ROUND
+MITM = "mitm"  # the position that sees each client's update as sent (what the privacy audit scores)
 
 
 @dataclass
@@ -59,7 +60,10 @@ class AppGrid(ForwardingGrid):
         trained_on: Callable[[int, ClientReport], None],
         round_done: Callable[[int, dict[str, torch.Tensor] | None], object],
         replied: Callable[[int, str, int, dict[str, float | int]], object] = lambda *reply: None,
+        audit: Sink | None = None,
     ) -> None:
+        """``audit``: the privacy audit's sink, handed every client update sent in clear, every round, whatever the
+        adversary's tap and rounds (``fedsim.engine.app_audit.privacy_audit``)."""
         super().__init__(grid)
         self._sink = sink
         self._tap = tap
@@ -69,6 +73,7 @@ class AppGrid(ForwardingGrid):
         self._trained_on = trained_on
         self._round_done = round_done
         self._replied = replied
+        self._audit = audit
         self._lock = threading.Lock()
         self._sent: dict[str, tuple[int, int]] = {}  # train message id -> (round, partition)
         self._evaluating: dict[str, tuple[int, int]] = {}  # evaluate message id -> (round, partition)
@@ -126,6 +131,8 @@ class AppGrid(ForwardingGrid):
                 known = self._rounds.get(server_round)
                 if known is not None:
                     known.reports.append(report)
+            if known is not None and arrays is not None and self._audit is not None:
+                self._audit(tapped_update(MITM, server_round, known.global_state, self._state(arrays), [report]))
             if known is not None and self._wants(server_round):
                 if arrays is not None:
                     observed = self._state(arrays)

@@ -47,3 +47,12 @@ class Notes:
             drawn = self._steps.get((server_round, client), [])
         batches = [indices for size, indices in drawn if size == dataset_size and indices]
         return batches or None
+
+    def step_counts(self) -> dict[int, int]:
+        """Per client, the batches its train calls drew, over every round so far (a DP-SGD step each)."""
+        self.refresh()
+        with self._lock:
+            counts: dict[int, int] = {}
+            for (_, client), drawn in self._steps.items():
+                counts[client] = counts.get(client, 0) + len(drawn)
+        return counts

@@ -8,10 +8,9 @@ from __future__ import annotations
 from importlib import metadata
 from pathlib import Path
 
-from fedsim.core.errors import ConfigError
 from fedsim.core.schema_check import check_against_schema
 from fedsim.engine.app_audit.app import FlowerApp, read_app
-from fedsim.engine.app_audit.audit_file import CANARY_AUDIT_REFUSED, experiment_of
+from fedsim.engine.app_audit.audit_file import experiment_of
 
 #: written by ``python -m fedsim.config.schema`` (a test keeps it current)
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "config" / "experiment.schema.json"  # fedsim/config/
@@ -23,9 +22,7 @@ def preflight(
 ) -> FlowerApp:
     """The app, once everything above is found sound (ConfigError: one line naming what is not)."""
     app = read_app(app_dir, run_config)
-    experiment, _ = experiment_of(app, config_path, overrides)
-    if (experiment.get("adversary") or {}).get("audit") is not None:
-        raise ConfigError(CANARY_AUDIT_REFUSED)
+    experiment, _ = experiment_of(app, config_path, overrides)  # refuses what an app's privacy audit cannot do
     if not list(metadata.entry_points(group=PLUGIN_GROUP)) and SCHEMA_FILE.is_file():
         check_against_schema(experiment, SCHEMA_FILE)
     return app

@@ -97,6 +97,7 @@ class AppRecording:
                 trained_on=self.trained_on,
                 round_done=self.round_done,
                 replied=self.replied,
+                audit=self.dp_watch.privacy_audit.observe if self.dp_watch.privacy_audit is not None else None,
             )
 
         return wrap

@@ -37,6 +37,7 @@ from fedsim.engine.app_audit.config import audit_config
 from fedsim.engine.app_audit.dp_watch import DpWatch, log_dp_summary, with_found_defenses
 from fedsim.engine.app_audit.grid import AppGrid
 from fedsim.engine.app_audit.metrics import app_evaluation
+from fedsim.engine.app_audit.privacy_audit import app_privacy_audit
 from fedsim.engine.app_audit.recording import AppRecording
 from fedsim.engine.app_audit.server_watch import Recorder, watching_strategies
 from fedsim.engine.app_audit.workdir import app_working_directory, relative_paths, with_absolute_paths
@@ -100,7 +101,10 @@ def audit_app(
             if len(dataset.x_test)
             else None
         )
-        dp_watch = DpWatch(session.store, declared)
+        audit = app_privacy_audit(
+            config.adversary.privacy_audit, data_of(config), config.seed, federation, architecture
+        )
+        dp_watch = DpWatch(session.store, declared, audit)
         recording = AppRecording(session, federation, evaluator, dp_watch)
         layout = {name: tuple(value.shape) for name, value in architecture.state_dict().items()}
         tapped = recording.tapped(stop, tap=config.adversary.tap, wants=config.adversary.attacks_round, layout=layout)
@@ -109,7 +113,7 @@ def audit_app(
                 run_app(
                     app,
                     server_app,
-                    ProbedClientApp(client_app, dp_watch.notes.folder),
+                    ProbedClientApp(client_app, dp_watch.notes.folder, dp_watch.canaries),
                     config,
                     section,
                     wrap_grid=tapped,
@@ -165,11 +169,15 @@ def importable(app_path: Path) -> None:
         os.environ["PYTHONPATH"] = os.pathsep.join([folder, *paths])
 
 
+def data_of(config: ExperimentConfig) -> AppDataConfig:
+    """The app's data function, as the audit config names it."""
+    assert isinstance(config.data, AppDataConfig), "an app audit's config reads the app's data (audit_config sets it)"
+    return config.data
+
+
 def app_federation(config: ExperimentConfig, section: AppSection) -> Federation:
     """The app's training images per partition, read through its own data function (scoring side only)."""
-    data = config.data
-    assert isinstance(data, AppDataConfig), "an app audit's config reads the app's data (audit_config sets it)"
-    dataset, partitions = read_app_partitions(data)
+    dataset, partitions = read_app_partitions(data_of(config))
     stats = ChannelStats(tuple(section.mean), tuple(section.std))
     return Federation(dataset, partitions, tuple(stats for _ in partitions), stats)
 

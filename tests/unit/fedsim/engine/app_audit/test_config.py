@@ -71,11 +71,33 @@ def test_a_bad_app_section_value_is_one_line_naming_it():
         audit_config(read_app(QUICKSTART_APP), QUICKSTART_AUDIT, ["app.rounds=0"])
 
 
-def test_a_canary_audit_the_app_audit_cannot_run_is_refused_instead_of_ignored():
+def test_a_canary_audit_of_the_app_is_accepted_where_its_canaries_can_enter_the_apps_data():
+    config, _ = audit_config(read_app(QUICKSTART_APP), QUICKSTART_AUDIT, ["adversary.privacy_audit={canaries: 8}"])
+    assert config.adversary.privacy_audit is not None and config.adversary.privacy_audit.canaries == 8
+
+
+@pytest.mark.parametrize(
+    ("setting", "refusal"),
+    [
+        ("{threat_model: final-model}", r"^adversary.privacy_audit.threat_model = 'final-model': an app audit scores"),
+        ("{canary_norm: 2.0}", r"^adversary.privacy_audit.canary_norm = 2.0: an app audit's canaries are examples"),
+        ("{host: 1}", r"^adversary.privacy_audit.host = 1: an app audit gives every node its own canaries"),
+    ],
+)
+def test_a_canary_audit_the_app_audit_cannot_run_is_refused_in_one_line(setting, refusal):
+    with pytest.raises(ConfigError, match=refusal):
+        audit_config(read_app(QUICKSTART_APP), QUICKSTART_AUDIT, [f"adversary.privacy_audit={setting}"])
+
+
+def test_a_canary_audit_without_held_out_images_for_canaries_is_refused():
     with pytest.raises(
-        ConfigError, match=r"^adversary.privacy_audit: the audit of a Flower app measures no epsilon lower"
+        ConfigError, match=r"^adversary.privacy_audit: its canaries are held-out images .* app.data.test_output$"
     ):
-        audit_config(read_app(QUICKSTART_APP), QUICKSTART_AUDIT, ["adversary.privacy_audit={canaries: 100}"])
+        audit_config(
+            read_app(QUICKSTART_APP),
+            QUICKSTART_AUDIT,
+            ["app.data.test_output=null", "adversary.privacy_audit={canaries: 8}"],
+        )
 
 
 def test_a_local_dp_mod_of_the_app_is_added_to_the_defenses_the_attacks_adapt_to():

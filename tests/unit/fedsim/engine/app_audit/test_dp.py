@@ -24,6 +24,7 @@ from fedsim.engine.app_audit.dp import (
     local_dp_contradiction,
     mods_found,
     read_notes,
+    refusal_line,
     strategy_found,
     supported_epsilon,
     unadapted_line,
@@ -216,3 +217,31 @@ def test_opacus_poisson_batches_are_noted_as_the_steps_drew_them(tmp_path):
     play(ProbedClientApp(opacus_app(), tmp_path))
     steps = Notes(tmp_path).steps(1, 0, dataset_size=8)
     assert steps is not None and all(0 <= index < 8 for step in steps for index in step)
+
+
+def evaluating_local_dp_app() -> ClientApp:
+    app = local_dp_app(sensitivity=1.0)
+
+    @app.evaluate()
+    def evaluate(message: Message, context: Context) -> Message:
+        return Message(RecordDict({"metrics": MetricRecord({"num-examples": 4, "acc": 0.5})}), reply_to=message)
+
+    return app
+
+
+def evaluate_message() -> Message:
+    message = Message(RecordDict({"arrays": ArrayRecord(GLOBAL), "config": ConfigRecord({})}), 700, "evaluate")
+    message.metadata.__dict__["_message_id"] = "evaluate-1"  # as the grid numbers what it pushes
+    return message
+
+
+def test_local_dp_mods_refusal_of_an_evaluate_reply_reaches_the_server_instead_of_leaving_it_waiting(tmp_path):
+    context = Context(run_id=1, node_id=700, node_config={"partition-id": 0}, state=RecordDict(), run_config={})
+    unprobed = evaluating_local_dp_app()(evaluate_message(), context)
+    assert unprobed.metadata.reply_to_message_id != "evaluate-1"  # Flower's: an answer to the app's own reply
+
+    reply = ProbedClientApp(evaluating_local_dp_app(), tmp_path)(evaluate_message(), context)
+    assert reply.has_error() and reply.metadata.reply_to_message_id == "evaluate-1"
+    assert "LocalDpMod expects exactly one ArrayRecord" in reply.error.reason
+    (row,) = read_notes(tmp_path)
+    assert refusal_line(row).startswith("LocalDpMod refused the app's evaluate reply on client 0 (LocalDpMod expects")
