@@ -84,3 +84,29 @@ def test_the_fedavg_aggregate_of_two_clients_gives_back_both_batches(tmp_path):
     texts, _ = recovered(data, view)
 
     assert sorted(texts) == sorted(data.decode(data.x_train[:4]))
+
+
+def test_a_lora_update_gives_back_a_batch_of_two_sequences_in_the_first_round(tmp_path):
+    # only the adapters train; B starts at zero, so A's update is zero and B's carries the span of A x
+    data = text_data(tmp_path, max_length=8)
+    rows = [0, 1]
+    model = tiny_gpt2(data, lora_rank=32)
+    view = one_step_view(data, model, rows)
+    moved = {name for name, value in view.parameter_delta().items() if value.abs().max() > 0}
+    assert moved and all(".lora_B." in name for name in moved)
+
+    texts, _ = recovered(data, view)
+
+    assert sorted(texts) == sorted(data.decode(data.x_train[rows]))
+
+
+def test_a_lora_update_after_a_warm_up_round_still_gives_back_its_batch(tmp_path):
+    data = text_data(tmp_path, max_length=8)
+    model = tiny_gpt2(data, lora_rank=32)
+    one_step_view(data, model, [4, 5])  # round 1: B moves off zero, A's update is now mostly float rounding
+    rows = [0, 1]
+    view = one_step_view(data, model, rows)
+
+    texts, _ = recovered(data, view)
+
+    assert sorted(texts) == sorted(data.decode(data.x_train[rows]))
