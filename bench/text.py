@@ -14,8 +14,10 @@ shard and takes one step on a Poisson batch of expected size ``batch`` (Opacus; 
 delta 1e-5 over the 2 rounds, each client's epsilon as its accountant reports it). Under SecAgg+ the aggregate is
 what Flower's SecAgg+ hands the server: every client's weights scaled by its weight factor, quantised with Flower's
 own stochastic quantiser (clipping range 8, 2^22 levels), summed and dequantised as ``SecAggPlusWorkflow`` does;
-only the aggregate is a target there, and DAGER runs twice: as is, and told the quantisation noise that the
-protocol's public parameters and the clear sample counts imply (``update_noise``). The update, the federation and
+only the aggregate is a target there. Where noise of a known size is in an update (SecAgg+'s quantisation, from
+the protocol's public parameters and the clear sample counts; DP-SGD's Gaussian noise, lr x noise multiplier x C /
+expected batch size per step, from the defense's public options, over sqrt(4) on the aggregate) DAGER runs twice: as
+is, and told that noise (``update_noise``: the adaptive attack). The update, the federation and
 the attacker are the library's own, outside the engine. DAGER attacks every target; TAG and LAMP, which optimise
 for minutes where DAGER solves in seconds, client 0 of the ``OPTIMISATION_SETTINGS`` and the aggregate of the
 ``AGGREGATE_OPTIMISATION_SETTINGS`` with ``--iterations`` Adam steps and ``--restarts`` restarts (far below their
@@ -105,16 +107,16 @@ def seeded(*key: object) -> np.random.Generator:
     return np.random.default_rng(zlib.crc32(json.dumps(key).encode()))
 
 
-def client_update(model, data, rows, setting: Setting, batch: int, context) -> tuple[dict, np.ndarray]:
-    """The weights a client sends after one SGD step from ``model``'s weights, and the rows it trained on."""
+def client_update(model, data, rows, setting: Setting, batch: int, context) -> tuple[dict, np.ndarray, dict]:
+    """The weights a client sends after one SGD step from ``model``'s weights, the rows it trained on and its
+    defense's records."""
     local = copy.deepcopy(model)
     x, y = torch.from_numpy(data.x_train[rows]), torch.from_numpy(data.y_train[rows])
     settings = ClientConfig(lr=LR, batch_size=batch, local_steps=1, defenses=list(setting.defenses))
     result = train_locally(local, x, y, np.arange(len(rows)), settings, seed=0, context=context)
     used = np.asarray(rows)[np.unique(np.concatenate([np.asarray(b, dtype=np.int64) for b in result.batches]))]
-    epsilon = result.defense_records.get("defense.dpsgd.epsilon")
     weights = {name: value.detach().clone() for name, value in local.state_dict().items()}
-    return weights, used, epsilon
+    return weights, used, result.defense_records
 
 
 def fedavg(sent: list[dict]) -> dict:
@@ -162,7 +164,7 @@ def view_of(model, start, observed, target: str, count: int, length: int) -> Att
 class Round:
     start: dict
     targets: list  # (target, observed weights, rows trained on)
-    noise: float | None = None  # SecAgg+'s quantisation noise per entry
+    noise: dict = field(default_factory=dict)  # target -> the known noise per entry of its update
     epsilons: list = field(default_factory=list)
 
 
@@ -179,25 +181,36 @@ def federation(name: str, data, args) -> tuple[object, Round]:
             for client, shard in enumerate(shards):
                 rows = shard if setting.dp else shard[(server_round - 1) * setting.batch : server_round * setting.batch]
                 context = TrainingContext(server_round, ROUNDS, Path(ledgers) / str(client))
-                weights, trained, epsilon = client_update(model, data, rows, setting, setting.batch, context)
+                weights, trained, records = client_update(model, data, rows, setting, setting.batch, context)
                 sent.append(weights)
                 used.append(trained)
-                epsilons.append(epsilon)
+                epsilons.append(records.get("defense.dpsgd.epsilon"))
             if setting.secagg:
-                aggregate, noise = secagg_aggregate(sent, [len(shard) for shard in shards])
+                aggregate, quantisation = secagg_aggregate(sent, [len(shard) for shard in shards])
+                noise = {"aggregate": quantisation}
             else:
-                aggregate, noise = fedavg(sent), None
+                aggregate, noise = fedavg(sent), dp_noise(setting, records)
             model.load_state_dict(aggregate)
     targets = [] if setting.secagg else [(f"client:{i}", sent[i], used[i]) for i in range(CLIENTS)]
     targets.append(("aggregate", aggregate, np.concatenate(used)))
     return model, Round(start, targets, noise, epsilons)
 
 
+def dp_noise(setting: Setting, records: dict) -> dict:
+    """DP-SGD's noise per entry of one step's update (lr x sigma x C / expected batch size; the FedAvg of 4
+    clients' independent noise: over sqrt(4)), from the defense's public options; empty without DP-SGD."""
+    if not setting.dp:
+        return {}
+    (defense,) = setting.defenses
+    client = LR * records["defense.dpsgd.noise_multiplier"] * defense.max_grad_norm / setting.batch
+    return {**{f"client:{i}": client for i in range(CLIENTS)}, "aggregate": client / np.sqrt(CLIENTS)}
+
+
 def attacks_for(name: str, target: str, round_: Round, args) -> dict:
     """The attacks run on ``target`` in setting ``name``: name -> (options, attack function)."""
     found = {"dager": (DagerOptions(), dager_attack)}
-    if round_.noise is not None:
-        told = DagerOptions(update_noise=round_.noise, max_prefixes=args.max_prefixes)
+    if target in round_.noise:
+        told = DagerOptions(update_noise=round_.noise[target], max_prefixes=args.max_prefixes)
         found["dager (noise known)"] = (told, dager_attack)
     budget = dict(iterations=args.iterations, restarts=args.restarts)
     optimised = {
@@ -233,7 +246,7 @@ def run_setting(name: str, data, args, done: set, out) -> list[dict]:
                 "tokens": int((truth != data.pad_id).sum()),
                 "seconds": seconds,
                 "epsilon": max(e for e in round_.epsilons) if round_.epsilons[0] is not None else None,
-                "update_noise": round_.noise,
+                "update_noise": round_.noise.get(target),
                 **text_row(result.tokens.numpy(), truth, data.x_test, data.pad_id, rng, args.draws),
             }
             out.write(json.dumps(row) + "\n")
