@@ -177,7 +177,7 @@ def federation(name: str, data, args) -> tuple[object, Round]:
     with tempfile.TemporaryDirectory() as ledgers:
         for server_round in range(1, ROUNDS + 1):
             start = {key: value.clone() for key, value in model.state_dict().items()}
-            sent, used, epsilons = [], [], []
+            sent, used, epsilons, multipliers = [], [], [], []
             for client, shard in enumerate(shards):
                 rows = shard if setting.dp else shard[(server_round - 1) * setting.batch : server_round * setting.batch]
                 context = TrainingContext(server_round, ROUNDS, Path(ledgers) / str(client))
@@ -185,25 +185,28 @@ def federation(name: str, data, args) -> tuple[object, Round]:
                 sent.append(weights)
                 used.append(trained)
                 epsilons.append(records.get("defense.dpsgd.epsilon"))
+                multipliers.append(records.get("defense.dpsgd.noise_multiplier"))
             if setting.secagg:
                 aggregate, quantisation = secagg_aggregate(sent, [len(shard) for shard in shards])
                 noise = {"aggregate": quantisation}
             else:
-                aggregate, noise = fedavg(sent), dp_noise(setting, records)
+                aggregate, noise = fedavg(sent), dp_noise(setting, multipliers)
             model.load_state_dict(aggregate)
     targets = [] if setting.secagg else [(f"client:{i}", sent[i], used[i]) for i in range(CLIENTS)]
     targets.append(("aggregate", aggregate, np.concatenate(used)))
     return model, Round(start, targets, noise, epsilons)
 
 
-def dp_noise(setting: Setting, records: dict) -> dict:
-    """DP-SGD's noise per entry of one step's update (lr x sigma x C / expected batch size; the FedAvg of 4
-    clients' independent noise: over sqrt(4)), from the defense's public options; empty without DP-SGD."""
+def dp_noise(setting: Setting, multipliers: list) -> dict:
+    """DP-SGD's noise per entry of one step's update (lr x sigma x C / expected batch size; in the FedAvg of the
+    clients' independent noise, the root of their mean square over sqrt(4)), from the defense's public options
+    (sigma: each client's, set by its target epsilon and sampling rate); empty without DP-SGD."""
     if not setting.dp:
         return {}
     (defense,) = setting.defenses
-    client = LR * records["defense.dpsgd.noise_multiplier"] * defense.max_grad_norm / setting.batch
-    return {**{f"client:{i}": client for i in range(CLIENTS)}, "aggregate": client / np.sqrt(CLIENTS)}
+    clients = [LR * sigma * defense.max_grad_norm / setting.batch for sigma in multipliers]
+    aggregate = float(np.sqrt(np.mean(np.square(clients))) / np.sqrt(CLIENTS))
+    return {**{f"client:{i}": noise for i, noise in enumerate(clients)}, "aggregate": aggregate}
 
 
 def attacks_for(name: str, target: str, round_: Round, args) -> dict:
