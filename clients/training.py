@@ -136,7 +136,12 @@ def train_locally(
             outputs = session.model(inputs)
             # An empty (Poisson) batch has no loss; its step, and the noise DP-SGD adds to it, still happen.
             empty = len(positions) == 0
-            loss = outputs.sum() if empty else loss_fn(outputs, targets)
+            if empty:
+                loss = outputs.sum()
+            elif session.clips_per_sample and targets.dim() > 1:
+                loss = per_sequence_loss(outputs, targets)
+            else:
+                loss = loss_fn(outputs, targets)
             penalty = session.penalty()
             objective = loss if penalty is None else loss + penalty
             if not torch.isfinite(objective):
@@ -155,6 +160,18 @@ def train_locally(
         labels=[y[torch.from_numpy(p)].tolist() for p in schedule],
         defense_records={f"{prefix}.{key}": float(value) for key, value in record.items()},
     )
+
+
+def per_sequence_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """The mean over sequences of each sequence's mean token loss (padding, target -100, left out).
+
+    ``nn.CrossEntropyLoss`` averages over the batch's real tokens, so one sequence's gradient would be scaled by
+    how many tokens the others hold; under per-sample clipping (DP-SGD) a sample's gradient may depend on itself
+    alone, or removing one sample changes the others' contributions beyond the clipping bound.
+    """
+    losses = nn.functional.cross_entropy(logits, targets, reduction="none")  # (B, L); 0 where ignored
+    counts = (targets != -100).sum(dim=1).clamp(min=1)
+    return (losses.sum(dim=1) / counts).mean()
 
 
 def add_to_batch_gradient(model: nn.Module, canaries: GradientInsertion, batch_size: int) -> None:

@@ -18,8 +18,26 @@ position, which the attacker computes for every vocabulary entry from the public
 
 The update is ``w_t - w_{t+1}``, a multiple of the gradient after one SGD step (the span does not depend on the
 learning rate); after several steps it is a sum of gradients at nearby weights, whose span the paper reports is
-still close enough. LoRA: the update of the adapter ``lora_A`` (rank r) has rows in the same span, and spans it
-only when r exceeds the batch's tokens (and ``lora_B`` is no longer zero, i.e. after the first round).
+still close enough.
+
+**LoRA** (only the adapters train: ``W + s B A``, A of shape (r, D), B of shape (out, r)). With
+G = sum_i delta_i x_i^T the frozen layer's gradient, ``dL/dA = s B^T G`` has rows in the span of the x_i (what
+the paper's span check reads), and ``dL/dB = s G A^T = s sum_i delta_i (A x_i)^T`` has rows in the span of the
+projected inputs A x_i. DAGER reads ``lora_B``'s update and checks a candidate's A x against that span (r wide):
+B starts at zero, so ``dL/dA`` is zero in the first round and, while B stays small, so small beside A's weights
+that the float32 rounding of ``A_t - A_{t+1}`` buries it (measured: no drop in its spectrum after one round),
+where B's update is as large as B itself. A (public, random at the start) keeps A x of distinct token vectors
+apart as long as the batch holds fewer token vectors than r: the rank sets the batch DAGER can read.
+
+**Known noise** (``update_noise``): SecAgg+ quantises every client's weights to a grid of step
+``2 clipping_range / quantization_range`` with stochastic rounding, which leaves noise of a known standard
+deviation in every entry of the aggregate (``step sqrt(K / 6) / sum of the clients' weight factors``; 7.8e-7 with
+Flower's defaults and 4 clients). Its singular values reach about ``std (sqrt(m) + sqrt(n))`` for an m x n update,
+above the weakest directions of a batch's span, so the spectrum shows no drop and the span reads as the whole
+space. With the noise known the span is cut at ``NOISE_MARGIN`` times that edge and both thresholds widen to
+``SLACK_SHARE`` of how far the noise can tilt the smallest kept direction (its edge over that singular value):
+tokens whose directions sink below the noise are lost, and sequence ends, read from where no extension passes,
+blur (a sequence runs on with another's tokens).
 
 The attacker needs no data and no prior; it knows the public architecture and weights, as any honest server.
 Sequences are returned shortest distance first; when more are found than ``num_samples``, the closest are kept,
@@ -33,7 +51,8 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Sequence
-from typing import ClassVar, Literal
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
 
 import torch
 from pydantic import Field
@@ -46,6 +65,11 @@ from adversary.view import AttackerView, Reconstruction
 
 #: the smallest drop (natural log) between consecutive singular values that separates the batch from rounding
 MIN_GAP = 2.3  # a factor of 10
+#: with known noise in the update, singular values below this multiple of the noise's largest are not the batch's
+NOISE_MARGIN = 2.0
+#: the share of that bound a distance may reach (the bound is the worst case; on SecAgg+ aggregates of a small
+#: GPT-2 the batch's own tokens stayed below a tenth of it at block 1, a half at block 2)
+SLACK_SHARE = 0.5
 
 
 class DagerOptions(AttackOptions):
@@ -65,6 +89,13 @@ class DagerOptions(AttackOptions):
     )
     layer2_threshold: float = Field(
         1e-3, gt=0, lt=1, description="largest relative distance of a prefix's block-2 input to the block-2 span"
+    )
+    update_noise: float | None = Field(
+        None,
+        ge=0,
+        description="standard deviation of the noise known to be in each entry of the update (SecAgg+'s "
+        "quantisation, from its public parameters); the span is cut where the noise's spectrum ends and the "
+        "thresholds widen by how far that noise can tilt it (null = float rounding only)",
     )
     max_prefixes: int = Field(
         4096, ge=1, description="prefixes kept per position (the closest), bounding the search when spans are loose"
@@ -91,14 +122,40 @@ def projections(model: nn.Module) -> list[tuple[str, nn.Module]]:
     return [(name, module) for name, module in model.named_modules() if name.endswith("attn.c_attn")]
 
 
-def span_basis(model: nn.Module, delta: dict[str, torch.Tensor], block: int, rank_tolerance: float) -> torch.Tensor:
-    """(D, r) orthonormal basis of the span of block ``block``'s projection inputs, read off its update."""
+@dataclass(frozen=True)
+class Span:
+    """The span of one block's projection inputs as an update shows it: orthonormal columns ``basis`` in the space
+    of ``probe`` x (``probe``: None for the inputs themselves; LoRA's A, (r, D), for their projections A x)."""
+
+    basis: torch.Tensor
+    probe: torch.Tensor | None = None
+    slack: float = 0.0  # how far known noise can tilt the span: its largest singular value over the smallest kept
+
+    def threshold(self, threshold: float) -> float:
+        """``threshold`` widened to a share of the span's slack."""
+        return max(threshold, SLACK_SHARE * self.slack)
+
+    def distance(self, vectors: torch.Tensor) -> torch.Tensor:
+        """Relative distance of each row of ``vectors`` (block inputs) to the span (1 = orthogonal)."""
+        return distance(vectors if self.probe is None else vectors @ self.probe.T, self.basis)
+
+
+def span_of(model: nn.Module, global_state, delta: dict[str, torch.Tensor], block: int, options: DagerOptions) -> Span:
+    """The span of block ``block``'s projection inputs read off its update: the weight's, or LoRA's B's."""
     name, _ = projections(model)[block]
-    lora = f"{name}.lora_A.default.weight"
-    # Conv1D stores (in, out): columns in the input space; LoRA's A is (r, in): rows in it
-    update = delta[lora].T if lora in delta else delta[f"{name}.weight"]
+    lora_b = f"{name}.lora_B.default.weight"
+    if lora_b in delta:  # (out, r): rows in the span of A x_i
+        update, probe = delta[lora_b].T, global_state[f"{name}.lora_A.default.weight"].double()
+    else:  # Conv1D stores (in, out): columns in the input space
+        update, probe = delta[f"{name}.weight"], None
     left, singular, _ = torch.linalg.svd(update.double(), full_matrices=False)
-    return left[:, : span_rank(singular, rank_tolerance)]
+    if options.update_noise is None:
+        return Span(left[:, : span_rank(singular, options.rank_tolerance)], probe)
+    # i.i.d. noise of std s in an m x n matrix has singular values up to about s (sqrt(m) + sqrt(n))
+    edge = options.update_noise * (update.shape[0] ** 0.5 + update.shape[1] ** 0.5)
+    rank = int((singular > NOISE_MARGIN * edge).sum())
+    slack = float(edge / singular[rank - 1]) if rank else 1.0
+    return Span(left[:, :rank], probe, slack)
 
 
 def span_rank(singular: torch.Tensor, tolerance: float) -> int:
@@ -149,18 +206,18 @@ def block_inputs(model: nn.Module, ids: torch.Tensor, block: int) -> torch.Tenso
     return captured[0]
 
 
-def layer1_candidates(model: nn.Module, basis: torch.Tensor, vocab: int, length: int, threshold: float) -> list:
+def layer1_candidates(model: nn.Module, span: Span, vocab: int, length: int, threshold: float) -> list:
     """Per position, the tokens whose block-1 input lies in the span: a row of one token repeated gives them all."""
     distances = []
     for start in range(0, vocab, 1024):
         ids = torch.arange(start, min(vocab, start + 1024))[:, None].expand(-1, length)
-        distances.append(distance(block_inputs(model, ids, 0), basis))
+        distances.append(span.distance(block_inputs(model, ids, 0)))
     by_position = torch.cat(distances).T  # (L, V)
     return [torch.nonzero(row < threshold).flatten() for row in by_position]
 
 
 def decode(
-    model: nn.Module, basis: torch.Tensor, candidates: list[torch.Tensor], options: DagerOptions
+    model: nn.Module, span: Span, candidates: list[torch.Tensor], threshold: float, max_prefixes: int
 ) -> list[tuple[list[int], float]]:
     """Greedy layer-2 decoding: every finished sequence with its mean block-2 distance."""
     prefixes = torch.zeros(1, 0, dtype=torch.int64)
@@ -172,9 +229,9 @@ def decode(
         parents = torch.arange(len(prefixes)).repeat_interleave(len(tokens))
         extended = torch.cat([prefixes[parents], tokens.repeat(len(prefixes))[:, None]], dim=1)
         chunks = [chunk for chunk in extended.split(1024) if len(chunk)]
-        gaps = torch.cat([distance(block_inputs(model, chunk, 1)[:, -1], basis) for chunk in chunks] or [scores[:0]])
-        kept = torch.nonzero(gaps < options.layer2_threshold).flatten()
-        kept = kept[torch.argsort(gaps[kept])][: options.max_prefixes]
+        gaps = torch.cat([span.distance(block_inputs(model, chunk, 1)[:, -1]) for chunk in chunks] or [scores[:0]])
+        kept = torch.nonzero(gaps < threshold).flatten()
+        kept = kept[torch.argsort(gaps[kept])][:max_prefixes]
         ended = set(range(len(prefixes))) - set(parents[kept].tolist())
         finished += [(prefixes[i].tolist(), float(scores[i]) / position) for i in sorted(ended) if position > 0]
         scores = scores[parents[kept]] + gaps[kept]
@@ -184,33 +241,34 @@ def decode(
 
 
 def passes_anything(
-    model: nn.Module, basis: torch.Tensor, block: int, vocab: int, length: int, threshold: float, generator
+    model: nn.Module, span: Span, block: int, vocab: int, length: int, threshold: float, generator
 ) -> bool:
     """Whether most inputs of random token sequences lie in the span: it is then the whole space the block's
     inputs live in (the batch held more tokens than the layer is wide), and the check tells nothing."""
     ids = torch.randint(vocab, (16, length), generator=generator)
     inputs = block_inputs(model, ids, block)
-    return bool((distance(inputs.reshape(-1, inputs.shape[-1]), basis) < threshold).double().mean() > 0.5)
+    return bool((span.distance(inputs.reshape(-1, inputs.shape[-1])) < threshold).double().mean() > 0.5)
 
 
 def recover(view: AttackerView, options: DagerOptions, seed: int = 0) -> tuple[torch.Tensor, float]:
     """(num_samples, L) token ids padded with the model's padding id, and the mean block-2 distance."""
-    model = copy.deepcopy(view.model).double().eval()
+    model: Any = copy.deepcopy(view.model).double().eval()  # a TextModel (base(), pad_id)
     model.load_state_dict(
         {name: value.double() if value.is_floating_point() else value for name, value in view.global_state.items()}
     )
-    delta = view.parameter_delta()
+    delta = {name: value.double() for name, value in view.parameter_delta().items()}
+    global_state = model.state_dict()
     length = view.input_shape[-1]
     with torch.no_grad():
-        bases = [span_basis(model, delta, block, options.rank_tolerance) for block in (0, 1)]
+        spans = [span_of(model, global_state, delta, block, options) for block in (0, 1)]
         vocab = model.base().get_input_embeddings().num_embeddings
-        thresholds = (options.layer1_threshold, options.layer2_threshold)
+        thresholds = (spans[0].threshold(options.layer1_threshold), spans[1].threshold(options.layer2_threshold))
         generator = torch.Generator().manual_seed(seed)
-        if any(passes_anything(model, bases[b], b, vocab, length, thresholds[b], generator) for b in (0, 1)):
+        if any(passes_anything(model, spans[b], b, vocab, length, thresholds[b], generator) for b in (0, 1)):
             found = []
         else:
-            candidates = layer1_candidates(model, bases[0], vocab, length, options.layer1_threshold)
-            found = decode(model, bases[1], candidates, options)[: view.num_samples]
+            candidates = layer1_candidates(model, spans[0], vocab, length, thresholds[0])
+            found = decode(model, spans[1], candidates, thresholds[1], options.max_prefixes)[: view.num_samples]
     ids = torch.full((view.num_samples, length), model.pad_id, dtype=torch.int64)
     for row, (tokens, _) in enumerate(found):
         ids[row, : len(tokens)] = torch.tensor(tokens, dtype=torch.int64)

@@ -194,7 +194,8 @@ def attack(views: Sequence[AttackerView], options: LampOptions, seed: int, devic
 
 ATTACKS.register(
     "lamp",
-    help="LAMP (Balunovic et al. 2022): text by matching the update (cosine, embedding-norm regulariser) "
-    "alternated with token reorderings scored with a language-model prior; per client or aggregated",
+    help="LAMP (Balunovic et al. 2022): text by matching the update (L2 + L1 by default, or cosine; "
+    "embedding-norm regulariser) alternated with token reorderings scored with a language-model prior; "
+    "per client or aggregated",
     config=LampOptions,
 )(attack)

@@ -117,6 +117,9 @@ class TrainingSession:
     """
 
     inserts_canaries = False
+    #: clips each sample's gradient: its loss must depend on that sample alone (``train_locally`` then averages a
+    #: sequence's token losses within the sequence, not over the batch's tokens, whose count the others set)
+    clips_per_sample = False
 
     def __init__(
         self, model: nn.Module, optimizer: torch.optim.Optimizer, schedule: list[np.ndarray] | None = None

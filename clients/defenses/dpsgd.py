@@ -44,6 +44,7 @@ from pydantic import Field, model_validator
 from torch import nn
 
 from clients.defenses.base import DefenseConfig, DefenseEntry, GradientInsertion, TrainingPlan, TrainingSession
+from clients.defenses.opacus_text import register_text_rules
 from clients.defenses.privacy_ledger import ClientPrivacyLedger, LedgerEntry, epsilon
 from clients.defenses.registry import DEFENSES
 from fedsim.core.seeding import derive_seed
@@ -164,11 +165,13 @@ class DpsgdSession(TrainingSession):
     """One round under DP-SGD: the model wrapped in a GradSampleModule, the optimizer in a DPOptimizer."""
 
     inserts_canaries = True
+    clips_per_sample = True
 
     def __init__(self, config: DpsgdDefense, plan: TrainingPlan) -> None:
         from opacus import GradSampleModule
         from opacus.optimizers import DPOptimizer
 
+        register_text_rules(plan.model)
         check_model(plan.model, config)
         self.config = config
         self.context = plan.context

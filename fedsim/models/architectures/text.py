@@ -59,7 +59,10 @@ class TextModel(nn.Module):
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         # right padding: a causal model's real tokens never see it anyway; a masked one is told by the mask
         mask = (ids != self.pad_id).long()
-        logits = self.network(input_ids=ids, attention_mask=mask).logits
+        # one row of positions per sequence: the models' own default is a single row broadcast over the batch,
+        # and per-sample gradients (DP-SGD) of the position embeddings need each sequence's own
+        positions = torch.arange(ids.shape[1], device=ids.device).expand_as(ids)
+        logits = self.network(input_ids=ids, attention_mask=mask, position_ids=positions).logits
         return logits.transpose(1, 2) if self.task == "next-token" else logits
 
     def base(self) -> nn.Module:

@@ -84,3 +84,56 @@ def test_the_fedavg_aggregate_of_two_clients_gives_back_both_batches(tmp_path):
     texts, _ = recovered(data, view)
 
     assert sorted(texts) == sorted(data.decode(data.x_train[:4]))
+
+
+def test_a_lora_update_gives_back_a_batch_of_two_sequences_in_the_first_round(tmp_path):
+    # only the adapters train; B starts at zero, so A's update is zero and B's carries the span of A x
+    data = text_data(tmp_path, max_length=8)
+    rows = [0, 1]
+    model = tiny_gpt2(data, lora_rank=32)
+    view = one_step_view(data, model, rows)
+    moved = {name for name, value in view.parameter_delta().items() if value.abs().max() > 0}
+    assert moved and all(".lora_B." in name for name in moved)
+
+    texts, _ = recovered(data, view)
+
+    assert sorted(texts) == sorted(data.decode(data.x_train[rows]))
+
+
+def test_a_lora_update_after_a_warm_up_round_still_gives_back_its_batch(tmp_path):
+    data = text_data(tmp_path, max_length=8)
+    model = tiny_gpt2(data, lora_rank=32)
+    one_step_view(data, model, [4, 5])  # round 1: B moves off zero, A's update is now mostly float rounding
+    rows = [0, 1]
+    view = one_step_view(data, model, rows)
+
+    texts, _ = recovered(data, view)
+
+    assert sorted(texts) == sorted(data.decode(data.x_train[rows]))
+
+
+def test_known_noise_in_the_update_is_cut_off_the_span_instead_of_filling_it(tmp_path):
+    # SecAgg+'s quantisation adds noise of a known size to every entry: read as float rounding it fills the
+    # span (nothing comes back); known, the span is cut where the noise's spectrum ends
+    data = text_data(tmp_path, max_length=8)
+    rows = [0, 1]
+    view = one_step_view(data, tiny_gpt2(data), rows)
+    noise = 3e-5
+    generator = torch.Generator().manual_seed(0)
+    observed = {
+        name: value + noise * torch.randn(value.shape, generator=generator) if value.is_floating_point() else value
+        for name, value in view.observed_state.items()
+    }
+    noisy = dataclasses.replace(view, observed_state=observed)
+    truth = data.x_train[rows]
+    real = truth != data.pad_id
+
+    def tokens_right(options: DagerOptions) -> float:
+        (result,) = attack([noisy], options, seed=0, device=torch.device("cpu"))
+        found = result.tokens.numpy()
+        return max(
+            (found[order][real] == truth[real]).mean() for order in ([0, 1], [1, 0])
+        )  # either pairing of the two sequences
+
+    assert tokens_right(DagerOptions()) == 0
+    assert tokens_right(DagerOptions(update_noise=noise)) > 0.5  # 0.78 measured; a random guess: 1 in 39
