@@ -117,6 +117,7 @@ def test_canaries_join_the_training_loader_of_their_node_only_and_only_while_it_
 
 
 def test_an_update_that_learned_a_canary_scores_it_above_one_it_never_saw():
+    torch.manual_seed(0)
     model = torch.nn.Linear(4, 3)
     x, y = torch.eye(4)[:2], torch.tensor([2, 0])
     before = {name: value.detach().clone() for name, value in model.state_dict().items()}
@@ -127,7 +128,8 @@ def test_an_update_that_learned_a_canary_scores_it_above_one_it_never_saw():
         optimizer.step()
     after = {name: value.detach().clone() for name, value in model.state_dict().items()}
     scores = update_loss_scores(torch.nn.Linear(4, 3), before, after, x, y)
-    assert scores[0] > 1.0 and scores[0] > scores[1] + 1.0
+    # the update lowered the learned canary's loss and raised the other's (its label's logit lost the bias)
+    assert scores[0] > 0.5 > 0 > scores[1]
 
 
 @pytest.fixture()
