@@ -124,6 +124,8 @@ def app_dp_section(sweep: Sweep) -> ReportSection | None:
                     f"{spent['claimed_epsilon_client']:.3g} at delta {spent['claimed_delta_client']:g} (client level)."
                 )
             )
+        for record in dp.get("attacks_adapted_to", []):  # the DP found before the run, which the attacks knew
+            blocks.append(Text(f"{short_name(sweep.runs[name])}: {record['line']}."))
         if dp.get("unadapted"):
             blocks.append(Text(f"{short_name(sweep.runs[name])}: {dp['unadapted']}"))
     return ReportSection("The app's DP", blocks)

@@ -36,10 +36,23 @@ def fedsim_log(caplog):
         logger.removeHandler(caplog.handler)
 
 
-def test_opacus_dp_sgd_is_found_per_node_beside_the_apps_own_epsilon_and_central_accuracy(tmp_path, fedsim_log):
+def test_opacus_dp_sgd_is_found_before_the_attacks_are_chosen_and_per_node_beside_the_apps_own_epsilon(
+    tmp_path, fedsim_log
+):
     data = write_image_parquet(tmp_path / "images.parquet", 10)
     run_config = f'{TINY} data-files="{data}"'
-    run = fedsim.load_run(audit_app(OPACUS_APP, OPACUS_AUDIT, [*SETTINGS, f"output.dir={tmp_path}"], run_config))
+    adapted = "adversary.attacks=[{name: ig-dpsgd, iterations: 5}]"  # refused where no dpsgd is known to be in force
+    settings = [*SETTINGS, adapted, f"output.dir={tmp_path}"]
+    run = fedsim.load_run(audit_app(OPACUS_APP, OPACUS_AUDIT, settings, run_config))
+
+    # the dry call of the app's first round found DP-SGD before the attacks were chosen: the adapted attack ran, told
+    # the least noise of any node (node 0's 1.0) and Opacus' clip; its noise in the update's units: 1 step, batch 4
+    assert [d.name for d in run.config.client.defenses] == ["dpsgd"]
+    assert run.config.client.defenses[0].noise_multiplier == 1.0
+    (attack,) = run.config.adversary.attacks
+    assert (attack.name, attack.per_sample_clip, attack.loss) == ("ig-dpsgd", 1.0, "l2")
+    assert attack.noise_sigma == pytest.approx(1.0 * 1.0 / 4)
+    assert set(run.events("attack")["attack"]) == {"ig-dpsgd"} and (run.events("attack")["status"] == "ok").all()
 
     rows = run.events("app_dp").sort_values("client")
     found = rows[rows["mechanism"] == "opacus-dpsgd"]
@@ -54,7 +67,9 @@ def test_opacus_dp_sgd_is_found_per_node_beside_the_apps_own_epsilon_and_central
     assert evals["round"].tolist() == [0, 1] and evals["app_central_accuracy"].between(0, 1).all()
     summary = json.loads((run.path / "summary.json").read_text())
     assert set(summary["app_dp"]["epsilon_claims"]) == {"0", "1"}
-    assert summary["app_dp"]["unadapted"].startswith("warning: the app trains with DP the attacks did not know (dpsgd)")
+    assert summary["app_dp"]["unadapted"] is None  # the attacks knew it
+    (record,) = summary["app_dp"]["attacks_adapted_to"]
+    assert record["nodes"] == {"0": 1.0, "1": 1.5} and record["found_by"] == ["a dry call of the app's first round"]
     assert "no evaluated round" not in fedsim_log.text
 
 

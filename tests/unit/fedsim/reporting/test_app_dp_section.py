@@ -61,6 +61,13 @@ def test_a_claim_below_the_measured_bound_is_said_in_bold():
     assert "<strong>audit-opacus: the measured lower bound on epsilon (1.50" in render_html("report", [section])
 
 
+def test_the_dp_the_attacks_were_adapted_to_before_the_run_is_said_with_where_it_was_found():
+    audited = app_audit(claimed=1.0, measured=0.1)
+    line = "the attacks adapt to client defense dpsgd (noise_multiplier 1, max_grad_norm 1), found before the run by x"
+    audited.summary["app_dp"]["attacks_adapted_to"] = [{"defense": {"name": "dpsgd"}, "line": line}]
+    assert f"audit-opacus: {line}." in render_html("report", [section_of(audited)])
+
+
 def test_a_bound_without_a_claim_beside_it_checks_none():
     audited = app_audit(claimed=1.0, measured=1.9)
     audited.summary["app_dp"]["privacy_audit"]["0"]["epsilon_example"] = None
