@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from fedsim.config import ExperimentConfig, parse_config
+from fedsim.engine.app_audit.client_canaries import ClientLevelAudit
 from fedsim.engine.app_audit.client_probe import LOCAL_DP
 from fedsim.engine.app_audit.data_canaries import DataCanaries
 from fedsim.engine.app_audit.dp import (
@@ -129,15 +130,18 @@ class DpWatch:
         declared: list[str],
         privacy_audit: AppPrivacyAudit | None = None,
         adapted: list[dict[str, Any]] | None = None,
+        client_level: ClientLevelAudit | None = None,
     ) -> None:
         """``declared``: the client defenses the attacks knew; ``privacy_audit``: the app's canary audit, whose
         bounds the summary holds beside the app's claims; ``adapted``: the defenses found before the run that the
-        attacks adapted to (``with_found_defenses``)."""
+        attacks adapted to (``with_found_defenses``); ``client_level``: canary clients through the app's own
+        ``LocalDpMod`` or server-side DP wrapper, run at the end (None: no privacy audit)."""
         self.store = store
         self.privacy_audit = privacy_audit
         self.notes = Notes(Path(store.run_dir) / NOTES_FOLDER)
         self._declared = declared
         self._adapted = list(adapted or [])
+        self._client_level = client_level
         self._turned = 0  # the notes' calls already written as rows
         self._strategies: list[Any] = []
         self._refusal_said = False
@@ -195,6 +199,12 @@ class DpWatch:
             for fields in bounds:
                 self.store.append({"round": last, "event": AUDIT_EVENT, **fields})
             summary["privacy_audit"] = {str(fields["client"]): fields for fields in bounds}
+        if self._client_level is not None:
+            client_bounds = self._client_level.run(self._strategies)
+            last = max((int(row["round"]) for row in rows if row.get("event") == "eval"), default=0)
+            for fields in client_bounds:
+                self.store.append({"round": last, "event": AUDIT_EVENT, **fields})
+            summary["privacy_audit_client"] = client_bounds
         return summary
 
 

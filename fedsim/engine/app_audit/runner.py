@@ -23,7 +23,7 @@ from fedsim.config import ExperimentConfig
 from fedsim.core.devices import resolve_device
 from fedsim.core.errors import ConfigError, ExternalFailure, RunInterrupted, first_line
 from fedsim.core.failure_log import pointer_to, write_failure_log
-from fedsim.core.flower_private import recording_node_registration, run_simulation
+from fedsim.core.flower_private import client_app_mods, recording_node_registration, run_simulation
 from fedsim.core.importing import on_path
 from fedsim.core.seeding import derive_seed
 from fedsim.core.stopping import StopSignal, force_exit, stop_on_signals
@@ -32,6 +32,7 @@ from fedsim.data.sources.flower_app import AppDataConfig, read_app_partitions
 from fedsim.engine.app_audit.app import FlowerApp, load_components, read_app
 from fedsim.engine.app_audit.audit_file import AppSection
 from fedsim.engine.app_audit.classes import with_model_classes
+from fedsim.engine.app_audit.client_canaries import ClientLevelAudit
 from fedsim.engine.app_audit.client_probe import ProbedClientApp
 from fedsim.engine.app_audit.config import audit_config
 from fedsim.engine.app_audit.dp_watch import DpWatch, dry_probe_line, log_dp_summary, with_found_defenses
@@ -106,9 +107,9 @@ def audit_app(
         audit = app_privacy_audit(
             config.adversary.privacy_audit, data_of(config), config.seed, federation, architecture
         )
-        dp_watch = DpWatch(session.store, declared, audit, adapted)
-        recording = AppRecording(session, federation, evaluator, dp_watch)
         layout = {name: tuple(value.shape) for name, value in architecture.state_dict().items()}
+        dp_watch = DpWatch(session.store, declared, audit, adapted, client_level_audit(config, client_app, layout))
+        recording = AppRecording(session, federation, evaluator, dp_watch)
         tapped = recording.tapped(stop, tap=config.adversary.tap, wants=config.adversary.attacks_round, layout=layout)
         try:
             with app_working_directory(session.run_dir):  # what the app writes lands in the run directory
@@ -176,6 +177,14 @@ def probed(config: ExperimentConfig, app: FlowerApp, server_app: Any, client_app
     if line is not None:
         logger.warning(line)
     return probe
+
+
+def client_level_audit(
+    config: ExperimentConfig, client_app: Any, layout: dict[str, tuple[int, ...]]
+) -> ClientLevelAudit | None:
+    """Canary clients through the app's own ``LocalDpMod`` or server-side DP wrapper (None: no privacy audit)."""
+    audit = config.adversary.privacy_audit
+    return None if audit is None else ClientLevelAudit(audit, config.seed, client_app_mods(client_app), layout)
 
 
 def importable(app_path: Path) -> None:
