@@ -2,7 +2,8 @@
 
 Flower's and Ray's public APIs do not reach what fedsim needs here: a simulation run with a ``Run`` of fedsim's
 making (``run_simulation``), the node-to-partition map Flower's simulation makes (``recording_node_registration``),
-the identity and ids of messages built outside a Flower run (``task_identity``, ``give_message_id``), the Ray backend
+the identity and ids of messages built outside a Flower run (``task_identity``, ``give_message_id``) and whether
+a ServerApp has a main function (``server_app_has_main``), the Ray backend
 class Flower instantiates (``replaced_ray_backend``), a ClientApp's mods, the SecAgg+ workflow's state and the legacy
 compat layer, and Ray's signal and address helpers. Each may change in any release; the versions
 they were written against are ``FLOWER_RANGE`` / ``RAY_RANGE``, ``version_warnings`` says when another is installed,
@@ -200,6 +201,12 @@ def default_supernodes() -> int | None:
 def client_app_mods(client_app: Any) -> list[Any]:
     """The mods a ClientApp was built with (``ClientApp(mods=[...])``)."""
     return list(getattr(client_app, "_mods", None) or [])
+
+
+def server_app_has_main(server_app: Any) -> bool:
+    """Whether a ServerApp runs a main function of its own (``@app.main()``), not Flower's legacy server loop
+    (``ServerApp(server_fn=...)``, whose rounds run their clients in a thread pool)."""
+    return getattr(server_app, "_main", None) is not None
 
 
 def flower_noise_std(noise_multiplier: float, clipping_norm: float, num_sampled_clients: int) -> float:

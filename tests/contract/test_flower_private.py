@@ -133,3 +133,18 @@ def test_a_dry_call_stamps_the_messages_it_builds_and_restores_the_identity_befo
     flower_private.give_message_id(message, "m-1")
     assert message.metadata.message_id == "m-1"
     assert Message(RecordDict(), reply_to=message).metadata.reply_to_message_id == "m-1"
+
+
+def test_a_server_apps_main_function_is_where_the_adapter_reads_it():
+    from flwr.server import ServerAppComponents
+    from flwr.server.strategy import FedAvg
+    from flwr.serverapp import ServerApp
+
+    with_main = ServerApp()
+
+    @with_main.main()
+    def main(grid, context) -> None:  # type: ignore[no-untyped-def]
+        pass
+
+    legacy = ServerApp(server_fn=lambda context: ServerAppComponents(strategy=FedAvg()))
+    assert flower_private.server_app_has_main(with_main) and not flower_private.server_app_has_main(legacy)

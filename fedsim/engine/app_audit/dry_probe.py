@@ -31,7 +31,7 @@ from flwr.serverapp import Grid
 
 import fedsim.core.wire as wire
 from fedsim.core.errors import first_line
-from fedsim.core.flower_private import give_message_id, task_identity
+from fedsim.core.flower_private import give_message_id, server_app_has_main, task_identity
 from fedsim.engine.app_audit.client_probe import first_training
 from fedsim.engine.app_audit.dp import strategy_found
 from fedsim.engine.app_audit.grid import single_arrays
@@ -83,7 +83,7 @@ class DryGrid(Grid):
         return Message(content, dst_node_id, message_type, ttl=ttl, group_id=group_id)
 
     def get_node_ids(self) -> Iterable[int]:
-        return [] if self._over else [FIRST_NODE + p for p in range(self._num_nodes)]
+        return [FIRST_NODE + p for p in range(self._num_nodes)]
 
     def context(self, node_id: int) -> Context:
         """The node's context as Flower's simulation gives it: its partition and the number of partitions."""
@@ -99,7 +99,7 @@ class DryGrid(Grid):
         for message, message_id in zip(messages, ids, strict=True):
             give_message_id(message, message_id)
         with self._lock:
-            if self._over:  # a legacy server goes on in its threads: nothing more is answered
+            if self._over:  # nothing more is answered
                 raise DryRunOver
         trains = [m for m in messages if m.metadata.message_type == MessageType.TRAIN]
         for message, message_id in zip(messages, ids, strict=True):
@@ -142,6 +142,9 @@ class DryGrid(Grid):
 def dry_probe(server_app: Any, client_app: Any, num_nodes: int, run_config: dict[str, Any]) -> DryProbe:
     """The DP the app's first round sets up on each node, found by a dry call (see the module docstring)."""
     probe = DryProbe()
+    if not server_app_has_main(server_app):  # its rounds go on in their threads whatever a grid raises
+        probe.unfinished = "its ServerApp runs Flower's legacy server loop (server_fn), which no dry call can stop"
+        return probe
     grid = DryGrid(client_app, num_nodes, run_config, probe)
     context = Context(DRY_RUN_ID, 0, {}, RecordDict(), dict(run_config))
 

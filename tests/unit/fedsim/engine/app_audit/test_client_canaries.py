@@ -35,8 +35,8 @@ def test_a_local_dp_mod_whose_sensitivity_is_below_its_clip_is_contradicted_by_i
     loud = [r.getMessage() for r in caplog.records if "claim is contradicted" in r.getMessage()]
     assert loud == [
         "the app's flower-localdp claim is contradicted: the measured lower bound on epsilon "
-        f"({fields['audit_epsilon_lower']:.2f} at 95% confidence, client level) exceeds the accountant's epsilon (0.50): "
-        "DP is misconfigured or broken"
+        f"({fields['audit_epsilon_lower']:.2f} at 95% confidence, client level) exceeds the accountant's epsilon "
+        "(0.50): DP is misconfigured or broken"
     ]
     said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("privacy audit, flower-localdp")]
     assert "client level, one release: one client's update present at the clipping norm or absent" in said[0]

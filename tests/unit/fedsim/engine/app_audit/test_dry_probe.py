@@ -132,3 +132,17 @@ def test_first_train_messages_without_a_model_end_the_dry_call(content):
 
     probe = dry_probe(app, opacus_client([]), 2, {})
     assert probe.findings == {} and "carry no model" in str(probe.unfinished)
+
+
+def test_flowers_legacy_server_loop_is_not_called_dry():
+    from flwr.server import ServerAppComponents
+    from flwr.server.strategy import FedAvg as LegacyFedAvg
+
+    called: list[int] = []
+
+    def server_fn(context: Context) -> ServerAppComponents:
+        called.append(1)
+        return ServerAppComponents(strategy=LegacyFedAvg())
+
+    probe = dry_probe(ServerApp(server_fn=server_fn), opacus_client([]), 2, {})
+    assert called == [] and probe.findings == {} and "legacy server loop" in str(probe.unfinished)
