@@ -2,8 +2,10 @@
 
 Flower's and Ray's public APIs do not reach what fedsim needs here: a simulation run with a ``Run`` of fedsim's
 making (``run_simulation``), the node-to-partition map Flower's simulation makes (``recording_node_registration``),
-the Ray backend class Flower instantiates (``replaced_ray_backend``), a ClientApp's mods, the SecAgg+ workflow's
-state and the legacy compat layer, and Ray's signal and address helpers. Each may change in any release; the versions
+the identity and ids of messages built outside a Flower run (``task_identity``, ``give_message_id``) and whether
+a ServerApp has a main function (``server_app_has_main``), the Ray backend
+class Flower instantiates (``replaced_ray_backend``), a ClientApp's mods, the SecAgg+ workflow's state and the legacy
+compat layer, and Ray's signal and address helpers. Each may change in any release; the versions
 they were written against are ``FLOWER_RANGE`` / ``RAY_RANGE``, ``version_warnings`` says when another is installed,
 and ``tests/contract/test_flower_private.py`` checks each name against the installed versions (``make
 flower-nightly`` runs it against Flower's newest release on the index). No other module imports a private Flower or
@@ -133,6 +135,27 @@ def stamp_task_identity(monkeypatch: Any, run_id: int = 1, node_id: int = 1, tas
 
 
 @contextlib.contextmanager
+def task_identity(run_id: int) -> Iterator[None]:
+    """While inside: the messages a ServerApp builds in this process carry ``run_id`` and the SuperLink's node id, as
+    Flower's own entry points stamp them (a dry call of the app outside a Flower run); the identity before is restored
+    after."""
+    from flwr.common.constant import SUPERLINK_NODE_ID
+    from flwr.supercore.task_identity import TaskIdentity
+
+    before = (TaskIdentity._task_id, TaskIdentity._run_id, TaskIdentity._node_id)
+    TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, run_id, SUPERLINK_NODE_ID
+    try:
+        yield
+    finally:
+        TaskIdentity._task_id, TaskIdentity._run_id, TaskIdentity._node_id = before
+
+
+def give_message_id(message: Any, message_id: str) -> None:
+    """Give a pushed instruction message its id, as a SuperLink does when it stores one."""
+    message.metadata.__dict__["_message_id"] = message_id
+
+
+@contextlib.contextmanager
 def recording_node_registration(into: dict[int, int]) -> Iterator[None]:
     """While inside: the node id -> partition id map each simulation registers is copied ``into``."""
     from flwr.server.superlink.fleet.vce import vce_api
@@ -178,6 +201,12 @@ def default_supernodes() -> int | None:
 def client_app_mods(client_app: Any) -> list[Any]:
     """The mods a ClientApp was built with (``ClientApp(mods=[...])``)."""
     return list(getattr(client_app, "_mods", None) or [])
+
+
+def server_app_has_main(server_app: Any) -> bool:
+    """Whether a ServerApp runs a main function of its own (``@app.main()``), not Flower's legacy server loop
+    (``ServerApp(server_fn=...)``, whose rounds run their clients in a thread pool)."""
+    return getattr(server_app, "_main", None) is not None
 
 
 def flower_noise_std(noise_multiplier: float, clipping_norm: float, num_sampled_clients: int) -> float:

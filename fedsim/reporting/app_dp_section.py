@@ -12,6 +12,7 @@ import pandas as pd
 
 from adversary.privacy_audit.auditor import audit_warning
 from adversary.privacy_audit.bound import EPSILON_DELTA
+from fedsim.engine.app_audit.client_canaries import client_level_contradiction, client_level_line
 from fedsim.reporting.render import ReportSection, Table, Text
 from fedsim.reporting.runs_sections import short_name
 from fedsim.rundir.sweep_reader import Sweep
@@ -116,6 +117,11 @@ def app_dp_section(sweep: Sweep) -> ReportSection | None:
     for name, dp in found.items():
         loud = [*dp.get("contradicted", [])]
         loud += [warning for fields in (dp.get("privacy_audit") or {}).values() if (warning := audit_warning(fields))]
+        loud += [line for fields in dp.get("privacy_audit_client", []) if (line := client_level_contradiction(fields))]
+        # client level: canary clients through the app's own LocalDpMod or server-side wrapper, one release each
+        blocks += [
+            Text(f"{short_name(sweep.runs[name])}: {client_level_line(f)}.") for f in dp.get("privacy_audit_client", [])
+        ]
         blocks += [Text(f"**{short_name(sweep.runs[name])}: {line}**") for line in loud]
         for spent in dp.get("server_accountant", []):
             blocks.append(
@@ -124,6 +130,8 @@ def app_dp_section(sweep: Sweep) -> ReportSection | None:
                     f"{spent['claimed_epsilon_client']:.3g} at delta {spent['claimed_delta_client']:g} (client level)."
                 )
             )
+        for record in dp.get("attacks_adapted_to", []):  # the DP found before the run, which the attacks knew
+            blocks.append(Text(f"{short_name(sweep.runs[name])}: {record['line']}."))
         if dp.get("unadapted"):
             blocks.append(Text(f"{short_name(sweep.runs[name])}: {dp['unadapted']}"))
     return ReportSection("The app's DP", blocks)

@@ -118,3 +118,33 @@ def test_the_installed_versions_are_judged_against_the_range():
     assert flower_private.outside("1.43.0.dev20261120", ("1.41", "1.43"))
     assert not flower_private.outside("1.42.0", ("1.41", "1.43"))
     assert flower_private.outside("1.40.9", ("1.41", "1.43"))
+
+
+def test_a_dry_call_stamps_the_messages_it_builds_and_restores_the_identity_before():
+    from flwr.app import Message, MessageType, RecordDict
+    from flwr.common.constant import SUPERLINK_NODE_ID
+    from flwr.supercore.task_identity import TaskIdentity
+
+    before = (TaskIdentity._task_id, TaskIdentity._run_id, TaskIdentity._node_id)
+    with flower_private.task_identity(run_id=11):
+        message = Message(RecordDict(), dst_node_id=3, message_type=MessageType.TRAIN)
+    assert message.metadata.run_id == 11 and message.metadata.src_node_id == SUPERLINK_NODE_ID
+    assert (TaskIdentity._task_id, TaskIdentity._run_id, TaskIdentity._node_id) == before
+    flower_private.give_message_id(message, "m-1")
+    assert message.metadata.message_id == "m-1"
+    assert Message(RecordDict(), reply_to=message).metadata.reply_to_message_id == "m-1"
+
+
+def test_a_server_apps_main_function_is_where_the_adapter_reads_it():
+    from flwr.server import ServerAppComponents
+    from flwr.server.strategy import FedAvg
+    from flwr.serverapp import ServerApp
+
+    with_main = ServerApp()
+
+    @with_main.main()
+    def main(grid, context) -> None:  # type: ignore[no-untyped-def]
+        pass
+
+    legacy = ServerApp(server_fn=lambda context: ServerAppComponents(strategy=FedAvg()))
+    assert flower_private.server_app_has_main(with_main) and not flower_private.server_app_has_main(legacy)

@@ -36,10 +36,23 @@ def fedsim_log(caplog):
         logger.removeHandler(caplog.handler)
 
 
-def test_opacus_dp_sgd_is_found_per_node_beside_the_apps_own_epsilon_and_central_accuracy(tmp_path, fedsim_log):
+def test_opacus_dp_sgd_is_found_before_the_attacks_are_chosen_and_per_node_beside_the_apps_own_epsilon(
+    tmp_path, fedsim_log
+):
     data = write_image_parquet(tmp_path / "images.parquet", 10)
     run_config = f'{TINY} data-files="{data}"'
-    run = fedsim.load_run(audit_app(OPACUS_APP, OPACUS_AUDIT, [*SETTINGS, f"output.dir={tmp_path}"], run_config))
+    adapted = "adversary.attacks=[{name: ig-dpsgd, iterations: 5}]"  # refused where no dpsgd is known to be in force
+    settings = [*SETTINGS, adapted, f"output.dir={tmp_path}"]
+    run = fedsim.load_run(audit_app(OPACUS_APP, OPACUS_AUDIT, settings, run_config))
+
+    # the dry call of the app's first round found DP-SGD before the attacks were chosen: the adapted attack ran, told
+    # the least noise of any node (node 0's 1.0) and Opacus' clip; its noise in the update's units: 1 step, batch 4
+    assert [d.name for d in run.config.client.defenses] == ["dpsgd"]
+    assert run.config.client.defenses[0].noise_multiplier == 1.0
+    (attack,) = run.config.adversary.attacks
+    assert (attack.name, attack.per_sample_clip, attack.loss) == ("ig-dpsgd", 1.0, "l2")
+    assert attack.noise_sigma == pytest.approx(1.0 * 1.0 / 4)
+    assert set(run.events("attack")["attack"]) == {"ig-dpsgd"} and (run.events("attack")["status"] == "ok").all()
 
     rows = run.events("app_dp").sort_values("client")
     found = rows[rows["mechanism"] == "opacus-dpsgd"]
@@ -54,18 +67,24 @@ def test_opacus_dp_sgd_is_found_per_node_beside_the_apps_own_epsilon_and_central
     assert evals["round"].tolist() == [0, 1] and evals["app_central_accuracy"].between(0, 1).all()
     summary = json.loads((run.path / "summary.json").read_text())
     assert set(summary["app_dp"]["epsilon_claims"]) == {"0", "1"}
-    assert summary["app_dp"]["unadapted"].startswith("warning: the app trains with DP the attacks did not know (dpsgd)")
+    assert summary["app_dp"]["unadapted"] is None  # the attacks knew it
+    (record,) = summary["app_dp"]["attacks_adapted_to"]
+    assert record["nodes"] == {"0": 1.0, "1": 1.5} and record["found_by"] == ["a dry call of the app's first round"]
     assert "no evaluated round" not in fedsim_log.text
 
 
-def test_a_local_dp_mod_whose_noise_supports_a_far_larger_epsilon_is_flagged(tmp_path, fedsim_log):
-    data = write_image_parquet(tmp_path / "images.parquet", 10)
+def test_a_local_dp_mod_whose_noise_supports_a_far_larger_epsilon_is_flagged_and_bounded_at_client_level(
+    tmp_path, fedsim_log
+):
+    data = write_image_parquet(tmp_path / "images.parquet", 60)
     run_config = f'{TINY} data-files="{data}"'
-    run = fedsim.audit(LOCAL_DP_APP, LOCAL_DP_AUDIT, [*SETTINGS, f"output.dir={tmp_path}"], run_config=run_config)
+    settings = [*SETTINGS, "adversary.privacy_audit={canaries: 10}", f"output.dir={tmp_path}"]
+    run = fedsim.audit(LOCAL_DP_APP, LOCAL_DP_AUDIT, settings, run_config=run_config)
 
     assert [defense.name for defense in run.config.client.defenses] == ["clip", "noise"]  # the attacks knew it
     found = run.events("app_dp")
-    assert found["mechanism"].unique().tolist() == ["flower-localdp"]
+    assert set(found["mechanism"]) == {"flower-localdp", "audit-canaries-entered"}  # and the audit's own canaries
+    found = found[found["mechanism"] == "flower-localdp"]
     assert found["noise_std_measured"].between(4e-5, 6e-5).all()  # 1e-4 * sqrt(2 ln(1.25e5)) / 10 = 4.8e-5
     flagged = [
         r.getMessage() for r in fedsim_log.records if r.getMessage().startswith("LocalDpMod's claim contradicted")
@@ -73,6 +92,15 @@ def test_a_local_dp_mod_whose_noise_supports_a_far_larger_epsilon_is_flagged(tmp
     assert len(flagged) >= 2 and "not the 10 it states" in flagged[0]
     summary = json.loads((run.path / "summary.json").read_text())
     assert len(summary["app_dp"]["contradicted"]) == 2
+    # canary clients through the app's own LocalDpMod: its noise hides none of them, beside the
+    # epsilon it states; 10 canaries cannot prove 10 (the bound's ceiling grows with the canaries)
+    bounds = run.events("app_privacy_audit")
+    (client,) = bounds[bounds["audit_adjacency"] == "client"].to_dict("records")
+    assert (client["mechanism"], client["epsilon_client"], client["audit_canaries"]) == ("flower-localdp", 10.0, 10)
+    # half the guesses "in", half "out": every guess right but those the count of included canaries forbids
+    allowed = client["audit_guesses"] - abs(client["audit_included"] - client["audit_guesses"] // 2)
+    assert client["audit_correct"] == allowed > 0
+    assert summary["app_dp"]["privacy_audit_client"][0]["audit_delta"] == 1e-5
 
 
 def test_opacus_apps_nodes_get_a_measured_lower_bound_beside_their_own_epsilon(tmp_path, fedsim_log, monkeypatch):

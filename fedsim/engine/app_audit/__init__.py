@@ -7,6 +7,8 @@
 * ``classes``: the app's number of classes, from its model's outputs (a small partition may lack a class);
 * ``grid``: the tapped grid the app's ServerApp receives: it forwards every message unchanged and copies the
   updates a position sees to the adversary, and writes the scoring side's ground truth beside them;
+* ``dp``, ``dp_watch``, ``client_probe``: the app's DP found where it acts, recorded, and checked against its claims;
+  ``dry_probe``: a dry call of the app's first round before the run, so that the attacks adapt to that DP;
 * ``workdir``: the app's own working directory inside the run directory, and fedsim's paths made absolute;
 * ``runner``: the audit itself, from the app's folder to a run directory of fedsim's.
 """

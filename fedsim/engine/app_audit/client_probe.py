@@ -28,6 +28,8 @@ from fedsim.engine.app_audit.notes import TRAIN
 #: the notes of the call running in this thread (None outside a probed call)
 _NOTES: contextvars.ContextVar[list[dict[str, Any]] | None] = contextvars.ContextVar("fedsim_dp_notes", default=None)
 _STEPS: contextvars.ContextVar[list[list[Any]] | None] = contextvars.ContextVar("fedsim_steps", default=None)
+#: a dry call (``first_training``): the first batch its data loaders draw ends it
+_DRY: contextvars.ContextVar[bool] = contextvars.ContextVar("fedsim_dry_call", default=False)
 _INSTALLED: set[str] = set()
 
 OPACUS = "opacus-dpsgd"
@@ -80,6 +82,29 @@ class ProbedClientApp:
             file.write(json.dumps(line) + "\n")
 
 
+class FirstBatchDrawn(BaseException):
+    """A dry call reached its first training batch: whatever DP it trains with was set up by then. A BaseException,
+    so that an app catching its own errors does not catch this."""
+
+
+def first_training(app: Any, message: Any, context: Any) -> list[dict[str, Any]]:
+    """What the ClientApp ``app`` sets up for training on ``message``, noted as in a probed call, with the call ended
+    where its data loader draws its first batch (before any step trains; an app whose training draws from no PyTorch
+    DataLoader trains in full). Its own error is raised as it is."""
+    install_recorders()
+    notes: list[dict[str, Any]] = []
+    tokens = _NOTES.set(notes), _STEPS.set([]), _DRY.set(True)
+    try:
+        app(message=message, context=context)
+    except FirstBatchDrawn:
+        pass
+    finally:
+        _NOTES.reset(tokens[0])
+        _STEPS.reset(tokens[1])
+        _DRY.reset(tokens[2])
+    return notes
+
+
 def note(finding: dict[str, Any]) -> None:
     notes = _NOTES.get()
     if notes is not None:
@@ -125,6 +150,8 @@ def _noting_steps(next_index: Any) -> Any:
             size = data.base_size if isinstance(data, WithCanaries) else len(data)
             drawn = np.atleast_1d(np.asarray(indices, dtype=np.int64))
             steps.append([size, drawn[drawn < size].tolist()])
+        if _DRY.get():
+            raise FirstBatchDrawn
         return indices
 
     return noted

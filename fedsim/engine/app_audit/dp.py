@@ -34,6 +34,8 @@ SERVER_WRAPPERS = {
     "DifferentialPrivacyClientSideFixedClipping": "client",
     "DifferentialPrivacyClientSideAdaptiveClipping": "client",
 }
+#: the wrapper whose clients clip their updates to a fixed, public norm (``fixedclipping_mod``): what the wire carries
+CLIENT_SIDE_FIXED = "DifferentialPrivacyClientSideFixedClipping"
 
 
 def gaussian_noise_std(sensitivity: float, epsilon: float, delta: float) -> float:
@@ -73,6 +75,8 @@ def as_defenses(findings: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
             defenses.append({"name": "clip", "max_norm": finding["clipping_norm"]})
             if sigma > 0:
                 defenses.append({"name": "noise", "sigma": sigma})
+        elif finding["mechanism"] == CLIENT_SIDE_FIXED and isinstance(finding.get("clipping_norm"), int | float):
+            defenses.append({"name": "clip", "max_norm": float(finding["clipping_norm"])})  # the clients clip
         elif finding["mechanism"] == OPACUS and isinstance(finding["max_grad_norm"], float):
             defenses.append(
                 {
@@ -190,16 +194,24 @@ def dp_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def noise_of(defense: Mapping[str, Any]) -> float:
+    """The noise a defense adds, in its own units (0 for one that adds none)."""
+    return float(defense.get("noise_multiplier", defense.get("sigma", 0.0)))
+
+
+def most_exposed(defenses: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per defense name, the settings with the least noise (the node most exposed), the first of equals."""
+    kept: dict[str, dict[str, Any]] = {}
+    for defense in defenses:
+        if defense["name"] not in kept or noise_of(defense) < noise_of(kept[defense["name"]]):
+            kept[defense["name"]] = defense
+    return kept
+
+
 def unadapted_line(found: Iterable[Mapping[str, Any]], declared: Iterable[str]) -> str | None:
-    """One line where the app trains with DP the attacks were not adapted to (found while it ran), with the
-    ``--set`` that adapts them."""
-    weakest: dict[str, dict[str, Any]] = {}  # per defense, the node with the least noise: the one most exposed
-    for defense in as_defenses(found):
-        noise = defense.get("noise_multiplier", defense.get("sigma", 0.0))
-        kept = weakest.get(defense["name"])
-        if kept is None or noise < kept.get("noise_multiplier", kept.get("sigma", 0.0)):
-            weakest[defense["name"]] = defense
-    missing = [defense for name, defense in weakest.items() if name not in set(declared)]
+    """One line where the app trains with DP the attacks were not adapted to (found while it ran, missed by the dry
+    call before it), with the ``--set`` that adapts them."""
+    missing = [defense for name, defense in most_exposed(as_defenses(found)).items() if name not in set(declared)]
     if not missing:
         return None
     listed = ", ".join(

@@ -23,7 +23,7 @@ from fedsim.config import ExperimentConfig
 from fedsim.core.devices import resolve_device
 from fedsim.core.errors import ConfigError, ExternalFailure, RunInterrupted, first_line
 from fedsim.core.failure_log import pointer_to, write_failure_log
-from fedsim.core.flower_private import recording_node_registration, run_simulation
+from fedsim.core.flower_private import client_app_mods, recording_node_registration, run_simulation
 from fedsim.core.importing import on_path
 from fedsim.core.seeding import derive_seed
 from fedsim.core.stopping import StopSignal, force_exit, stop_on_signals
@@ -32,9 +32,11 @@ from fedsim.data.sources.flower_app import AppDataConfig, read_app_partitions
 from fedsim.engine.app_audit.app import FlowerApp, load_components, read_app
 from fedsim.engine.app_audit.audit_file import AppSection
 from fedsim.engine.app_audit.classes import with_model_classes
+from fedsim.engine.app_audit.client_canaries import ClientLevelAudit
 from fedsim.engine.app_audit.client_probe import ProbedClientApp
 from fedsim.engine.app_audit.config import audit_config
-from fedsim.engine.app_audit.dp_watch import DpWatch, log_dp_summary, with_found_defenses
+from fedsim.engine.app_audit.dp_watch import DpWatch, dry_probe_line, log_dp_summary, with_found_defenses
+from fedsim.engine.app_audit.dry_probe import DryProbe, dry_probe
 from fedsim.engine.app_audit.grid import AppGrid
 from fedsim.engine.app_audit.metrics import app_evaluation
 from fedsim.engine.app_audit.privacy_audit import app_privacy_audit
@@ -82,8 +84,9 @@ def audit_app(
     architecture = run_model_of(config, federation.dataset, seed=model_seed, with_weights=False)
     federation = with_model_classes(federation, architecture)
     dataset = federation.dataset
-    declared = [defense.name for defense in config.client.defenses]
-    config, _ = with_found_defenses(config, client_app)  # the app's LocalDpMod: the attacks adapt to it
+    probe = probed(config, app, server_app, client_app)
+    config, adapted = with_found_defenses(config, client_app, probe)  # the app's DP: the attacks adapt to it
+    declared = [defense.name for defense in config.client.defenses]  # what the attacks know
     config, lpips = with_attacks_resolved(config, architecture, dataset)
     device = resolve_device(config.device)
     environment = {"engine": ENGINE, "flower_app": str(app.path), "run_config": app.run_config}
@@ -104,9 +107,9 @@ def audit_app(
         audit = app_privacy_audit(
             config.adversary.privacy_audit, data_of(config), config.seed, federation, architecture
         )
-        dp_watch = DpWatch(session.store, declared, audit)
-        recording = AppRecording(session, federation, evaluator, dp_watch)
         layout = {name: tuple(value.shape) for name, value in architecture.state_dict().items()}
+        dp_watch = DpWatch(session.store, declared, audit, adapted, client_level_audit(config, client_app, layout))
+        recording = AppRecording(session, federation, evaluator, dp_watch)
         tapped = recording.tapped(stop, tap=config.adversary.tap, wants=config.adversary.attacks_round, layout=layout)
         try:
             with app_working_directory(session.run_dir):  # what the app writes lands in the run directory
@@ -159,6 +162,29 @@ def app_failure(failure: Exception, run_dir: Path | None) -> ExternalFailure:
     log = write_failure_log(failure, "audit")
     kept = f"; what it wrote stays in {run_dir}" if run_dir is not None else "; no run directory was kept"
     return ExternalFailure(f"the Flower app failed: {type(cause).__name__}: {first_line(cause)}{kept}{pointer_to(log)}")
+
+
+def probed(config: ExperimentConfig, app: FlowerApp, server_app: Any, client_app: Any) -> DryProbe | None:
+    """The DP the app's first round sets up on each node, found by a dry call before the attacks are chosen (None
+    where no attack runs: nothing to adapt)."""
+    if not config.adversary.attacks:
+        return None
+    logger.info(
+        "a dry call of the app's first round, to find the DP its nodes train with before the attacks are chosen"
+    )
+    probe = dry_probe(server_app, client_app, config.federation.num_clients, app.run_config)
+    line = dry_probe_line(probe)
+    if line is not None:  # DP it missed, found as the nodes train, ends the audit with a warning and its --set
+        logger.info(line)
+    return probe
+
+
+def client_level_audit(
+    config: ExperimentConfig, client_app: Any, layout: dict[str, tuple[int, ...]]
+) -> ClientLevelAudit | None:
+    """Canary clients through the app's own ``LocalDpMod`` or server-side DP wrapper (None: no privacy audit)."""
+    audit = config.adversary.privacy_audit
+    return None if audit is None else ClientLevelAudit(audit, config.seed, client_app_mods(client_app), layout)
 
 
 def importable(app_path: Path) -> None:

@@ -61,6 +61,25 @@ def test_a_claim_below_the_measured_bound_is_said_in_bold():
     assert "<strong>audit-opacus: the measured lower bound on epsilon (1.50" in render_html("report", [section])
 
 
+def test_the_dp_the_attacks_were_adapted_to_before_the_run_is_said_with_where_it_was_found():
+    audited = app_audit(claimed=1.0, measured=0.1)
+    line = "the attacks adapt to client defense dpsgd (noise_multiplier 1, max_grad_norm 1), found before the run by x"
+    audited.summary["app_dp"]["attacks_adapted_to"] = [{"defense": {"name": "dpsgd"}, "line": line}]
+    assert f"audit-opacus: {line}." in render_html("report", [section_of(audited)])
+
+
+def test_a_client_level_bound_is_said_beside_the_epsilon_the_mechanism_stands_for_and_in_bold_where_above_it():
+    audited = app_audit(claimed=1.0, measured=0.1)
+    client = {**bound(1.2, claimed=0.0), "audit_adjacency": "client", "epsilon_client": 0.5}
+    client.pop("epsilon_example")
+    client |= {"mechanism": "flower-localdp", "claim": "the epsilon LocalDpMod states", "audit_gdp_mu_lower": 0.4}
+    audited.summary["app_dp"]["privacy_audit_client"] = [client]
+    html = render_html("report", [section_of(audited)])
+    assert "audit-opacus: privacy audit, flower-localdp (client level, one release" in html
+    assert "beside the epsilon LocalDpMod states: 0.5." in html
+    assert "<strong>audit-opacus: the app&#x27;s flower-localdp claim is contradicted" in html.replace("'", "&#x27;")
+
+
 def test_a_bound_without_a_claim_beside_it_checks_none():
     audited = app_audit(claimed=1.0, measured=1.9)
     audited.summary["app_dp"]["privacy_audit"]["0"]["epsilon_example"] = None

@@ -108,7 +108,11 @@ def test_a_local_dp_mod_of_the_app_is_added_to_the_defenses_the_attacks_adapt_to
 
     config, _ = audit_config(read_app(QUICKSTART_APP), QUICKSTART_AUDIT)
     app = ClientApp(mods=[LocalDpMod(clipping_norm=1.0, sensitivity=1e-4, epsilon=10.0, delta=1e-5)])
-    adapted, found = with_found_defenses(config, app)
+    adapted, added = with_found_defenses(config, app)
     assert [defense.name for defense in adapted.client.defenses] == ["clip", "noise"]
-    assert adapted.client.defenses[0].max_norm == 1.0 and found[0]["sensitivity"] == 1e-4
+    assert adapted.client.defenses[0].max_norm == 1.0
+    assert [(record["defense"]["name"], record["found_by"]) for record in added] == [
+        ("clip", ["the ClientApp's mods"]),
+        ("noise", ["the ClientApp's mods"]),
+    ]
     assert with_found_defenses(config, ClientApp())[0] is config
