@@ -10,8 +10,9 @@ attacks in rungs instead:
   attack of 8 restarts x 4,800 iterations costs 1/64 of it at rung 0 of 3);
 * after each rung before the last, every target keeps the attacks ranked best by ``gradient_match`` (the
   attacker-side yardstick of the saturation step, never the ground truth): ``1/growth`` of those still in the race
-  on that target, and never fewer than ``budget.finalists``. An attack runs a rung only on the targets it is still
-  in the race on, so a rung costs what its survivors cost;
+  on that target, and never fewer than ``budget.finalists``; the cut before the last rung keeps the finalists only
+  (halving 9 attacks over 3 rungs would leave 2 to run their whole budget where one was asked for). An attack
+  runs a rung only on the targets it is still in the race on, so a rung costs what its survivors cost;
 * a target whose race is down to ``budget.finalists`` attacks goes straight to the last rung;
 * after the last rung the saturation step takes over as before (``saturation.saturate``): each target's
   ``leaders`` best finalists get more iterations and restarts until more stops changing the answer, each leader on
@@ -170,11 +171,11 @@ class Race:
         rec = self.results[attack].get(target)
         return rec.gradient_match if rec is not None else None
 
-    def cut(self, target: int, rung: int, finalists: int, growth: int) -> list[int]:
-        """Keep the target's best attacks by gradient match; the others are eliminated at ``rung`` (returned).
-        Attacks the yardstick could not rank stay, unranked, to run once at their own budget."""
+    def cut(self, target: int, rung: int, keep: int) -> list[int]:
+        """Keep the target's ``keep`` best attacks by gradient match; the others are eliminated at ``rung``
+        (returned). Attacks the yardstick could not rank stay, unranked, to run once at their own budget."""
         ranked = sorted((m, a) for a in self.alive[target] if (m := self.match(a, target)) is not None)
-        out = [a for _, a in ranked[kept(len(ranked), finalists, growth) :]]
+        out = [a for _, a in ranked[keep:]]
         for a in out:
             self.drop(a, target)
             self.results[a][target] = dataclasses.replace(self.results[a][target], eliminated_at=rung)
@@ -208,7 +209,10 @@ def race_portfolio(
             }
             race.run(attack, options.model_copy(update=smaller), targets, f"rung {rung}/{rungs}")
         for t in open_targets:
-            out = race.cut(t, rung, budget.finalists, growth)
+            ranked = len([a for a in race.alive[t] if race.match(a, t) is not None])
+            # the cut before the attacks' own budgets leaves the finalists alone, however many started
+            keep = budget.finalists if rung == rungs - 1 else kept(ranked, budget.finalists, growth)
+            out = race.cut(t, rung, keep)
             if out:
                 left = ", ".join(entries[a][0].label for a in race.alive[t])
                 names = ", ".join(entries[a][0].label for a in out)

@@ -132,9 +132,10 @@ def test_a_raced_portfolio_job_of_real_attacks_records_the_rung_an_attack_fell_b
     outcomes = _load(run_portfolio_job(PortfolioJob(attacks, [view], budget).to_bytes()))
     eliminated = [recs[0] for recs in outcomes if recs[0].eliminated_at is not None]
     finalists = [recs[0] for recs in outcomes if recs[0].eliminated_at is None]
-    # rung 0 (4 iterations) keeps two of three (half, rounded up); both run their own 8, the better one is saturated
-    assert [(rec.eliminated_at, rec.iterations) for rec in eliminated] == [(0, 4)]
-    assert sorted(rec.saturation == NOT_LEADING for rec in finalists) == [False, True]
+    # rung 0 (4 iterations) is the cut before the own budgets: it keeps the one finalist, which runs its own 8 and
+    # is the leader the saturation step takes
+    assert [(rec.eliminated_at, rec.iterations) for rec in eliminated] == [(0, 4), (0, 4)]
+    assert [rec.saturation == NOT_LEADING for rec in finalists] == [False]
     assert all(rec.iterations >= 8 for rec in finalists)
     assert all(recs[0].gradient_match is not None for recs in outcomes)
 
@@ -189,3 +190,15 @@ def test_a_finalist_whose_last_rung_still_helped_gets_the_saturation_passes(monk
     outcomes = race_portfolio([(options, still_learning), (options, losing)], views, budget, torch.device("cpu"))
     assert [iterations for iterations, _ in asked][:3] == [100, 200, 400]  # rung 0, own budget, a saturation pass
     assert outcomes[0][0].saturation == SATURATED and outcomes[0][0].iterations == 400
+
+
+def test_the_cut_before_the_last_rung_leaves_only_the_finalists_however_many_attacks_started(monkeypatch):
+    objective_yardstick(monkeypatch)
+    views = [SimpleNamespace(input_bounds=None)]
+    runs = [attack_with_quality([float(quality)]) for quality in range(1, 10)]  # 9 attacks, the first the best
+    options = AttackOptions(name="dlg", iterations=800)
+    budget = SaturationBudget(leaders=2, rungs=3, max_iterations=1600, max_restarts=2)
+    outcomes = race_portfolio([(options, run) for run, _ in runs], views, budget, torch.device("cpu"))
+    # halving alone would go 9 -> 5 -> 3 -> 2; the last cut keeps the one finalist asked for
+    assert [outcome[0].eliminated_at for outcome in outcomes] == [None, 2, 2, 1, 1, 0, 0, 0, 0]
+    assert [iterations for iterations, _ in runs[1][1]] == [100, 200, 400]  # the runner-up never ran its own 800
