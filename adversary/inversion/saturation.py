@@ -127,7 +127,10 @@ def stalled_already(
     runs = [run for run in smaller if run is not None]
     if any(changed_answer(run.result, rec, width, budget) for run, rec, width in zip(runs, first, ranges, strict=True)):
         return set()
-    return {dim for dim in size if all(getattr(run, dim) < size[dim] for run in runs)}
+    stalled = {dim for dim in size if all(getattr(run, dim) < size[dim] for run in runs)}
+    if stalled:
+        logger.info("saturation: the last growth (%s) changed no answer", " and ".join(sorted(stalled)))
+    return stalled
 
 
 def saturate(
@@ -159,10 +162,7 @@ def saturate(
     size = {"iterations": int(options.iterations), "restarts": int(options.restarts)}
     caps = {"iterations": budget.max_iterations, "restarts": budget.max_restarts}
     deadline = clock.now() + seconds if seconds is not None else None  # seconds <= 0: no time left
-    # dimensions whose last growth changed no target's answer
-    stalled: set[str] = stalled_already(smaller, first, size, ranges, budget)
-    if stalled:
-        logger.info("saturation: %s: its last growth (%s) changed no answer", options.label, " and ".join(stalled))
+    stalled = stalled_already(smaller, first, size, ranges, budget)  # dimensions whose last growth changed nothing
     phase = "iterations"  # the dimension that helped last is grown again first
     while True:
         grown = {dim: min(value * budget.growth, max(caps[dim], value)) for dim, value in size.items()}
