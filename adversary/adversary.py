@@ -28,7 +28,14 @@ from adversary.inversion.options import AttackOptions
 from adversary.inversion.problem import group_views
 from adversary.inversion.saturation import SaturationBudget
 from adversary.taps import TappedUpdate
-from adversary.threat_models import Architecture, LabelGrant, ThreatModel, TrainingHyperparameters, build_views
+from adversary.threat_models import (
+    AggregateNoise,
+    Architecture,
+    LabelGrant,
+    ThreatModel,
+    TrainingHyperparameters,
+    build_views,
+)
 from adversary.view import AttackerView, Reconstruction
 from adversary.workers import (
     AttackJob,
@@ -169,10 +176,13 @@ class Adversary:
         backlog: Backlog | None = None,
         workers: AttackWorkers | None = None,
         tuner: Tuner | None = None,
+        aggregate_noise: AggregateNoise | None = None,
     ) -> None:
         """``workers``: where the jobs run; by default ``adversary.workers`` spawned processes with
         ``adversary.resources.cpus`` torch threads each, on ``device``. ``tuner``: the tuning task of an attack on
-        a group of views, which the worker runs before the attack (None: attacks run with their own settings)."""
+        a group of views, which the worker runs before the attack (None: attacks run with their own settings).
+        ``aggregate_noise``: the noise the aggregation protocol puts into the aggregate it releases, from its public
+        parameters (SecAgg+'s quantisation; None: none known), handed to the aggregate's views."""
         self.config = config
         self.architecture = architecture
         self.training = training
@@ -183,6 +193,7 @@ class Adversary:
         self.grant_labels = grant_labels
         self.backlog = backlog
         self.tuner = tuner
+        self.aggregate_noise = aggregate_noise
         self._open_jobs: dict[int, int] = {}  # round -> attack jobs not yet reported
         self._round_models: dict[int, torch.nn.Module] = {}  # rounds a malicious server sent its own module in
         self._updates: dict[int, list[TappedUpdate]] = defaultdict(list)
@@ -234,7 +245,7 @@ class Adversary:
         with self._lock:
             served = self._round_models.pop(server_round, None)
         architecture = self.architecture if served is None else replace(self.architecture, model=served)
-        views = build_views(updates, self.config, architecture, self.training, self.grant_labels)
+        views = build_views(updates, self.config, architecture, self.training, self.grant_labels, self.aggregate_noise)
         # One job per attack and group of compatible views (run_attack batches a group and its restarts
         # itself): per-client targets and the aggregate are different problems, so they run side by side.
         jobs: list[tuple[int, AttackOptions, list[AttackerView]]] = []

@@ -8,7 +8,7 @@ config says the attacker knows them; nothing here can reach the ground-truth sto
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol, cast
 
@@ -20,6 +20,9 @@ from adversary.view import AttackerView, LocalTraining
 
 # (round, client, number of samples) -> their labels, in training order; only when labels are granted.
 LabelGrant = Callable[[int, int, int], torch.Tensor]
+# the sample counts of an aggregate's contributors (sent in clear) -> the standard deviation of the noise the
+# aggregation protocol put into each entry of it, from the protocol's public parameters (SecAgg+'s quantisation)
+AggregateNoise = Callable[[Sequence[int]], float]
 
 
 class Knowledge(Protocol):
@@ -122,13 +125,23 @@ def build_views(
     architecture: Architecture,
     training: TrainingHyperparameters,
     grant_labels: LabelGrant | None,
+    aggregate_noise: AggregateNoise | None = None,
 ) -> list[AttackerView]:
-    """The attack targets of one round, as the configured threat model sees them."""
+    """The attack targets of one round, as the configured threat model sees them. ``aggregate_noise``: the noise
+    the protocol puts into the aggregate it releases, known to whoever runs it (None: no noise known)."""
     clients = sorted((u for u in updates if u.source != AGGREGATE), key=_client_id)
     views: list[AttackerView] = []
 
     def view(
-        target: str, global_state, observed_state, num_samples, local_training, labels, contributors=(), groups=()
+        target: str,
+        global_state,
+        observed_state,
+        num_samples,
+        local_training,
+        labels,
+        contributors=(),
+        groups=(),
+        update_noise=None,
     ) -> AttackerView:
         return AttackerView(
             round=updates[0].round,
@@ -146,6 +159,7 @@ def build_views(
             bn_statistics=config.knows.bn_statistics,
             contributors=tuple(contributors),
             groups=tuple(groups),
+            update_noise=update_noise,
         )
 
     def known_training(update: TappedUpdate) -> LocalTraining | None:
@@ -171,11 +185,11 @@ def build_views(
             )
 
     if config.targets in ("aggregate", "both"):
-        views.extend(_aggregate_view(updates, clients, config, training, grant_labels, view))
+        views.extend(_aggregate_view(updates, clients, config, training, grant_labels, view, aggregate_noise))
     return views
 
 
-def _aggregate_view(updates, clients, config, training, grant_labels, view) -> list[AttackerView]:
+def _aggregate_view(updates, clients, config, training, grant_labels, view, noise) -> list[AttackerView]:
     tapped = [u for u in updates if u.source == AGGREGATE]
     if tapped:
         aggregate = tapped[0]
@@ -221,6 +235,10 @@ def _aggregate_view(updates, clients, config, training, grant_labels, view) -> l
     labels = None
     if grant_labels is not None:
         labels = torch.cat([grant_labels(aggregate.round, c, n) for c, n in zip(contributors, counts)])
+    # the protocol's noise is known for the aggregate it released, from its public parameters and the counts it
+    # sent in clear; an aggregate a wire tap formed itself (from masked vectors under SecAgg+) carries none
+    known = noise is not None and bool(tapped) and bool(aggregate.contributor_examples)
+    update_noise = noise(aggregate.contributor_examples) if known else None
     return [
         view(
             AGGREGATE,
@@ -231,5 +249,6 @@ def _aggregate_view(updates, clients, config, training, grant_labels, view) -> l
             labels,
             contributors,
             groups,
+            update_noise,
         )
     ]

@@ -62,6 +62,9 @@ class AttackerView:
     groups
         Per contributor (samples behind its update, its share of the aggregate); the dummy samples are laid out
         in these groups, in order. Empty for one client's update (one group of all samples, share 1).
+    update_noise
+        Standard deviation of the noise the aggregation protocol is known to have put into each entry of the
+        update, from its public parameters (SecAgg+'s stochastic quantisation); None: none known.
     """
 
     round: int
@@ -79,6 +82,7 @@ class AttackerView:
     bn_statistics: bool = False
     contributors: tuple[int, ...] = ()
     groups: tuple[tuple[int, float], ...] = ()
+    update_noise: float | None = None
 
     def parameter_delta(self) -> dict[str, torch.Tensor]:
         """w_t - w_{t+1} for every trainable parameter (buffers excluded).

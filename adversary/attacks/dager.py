@@ -37,7 +37,9 @@ above the weakest directions of a batch's span, so the spectrum shows no drop an
 space. With the noise known the span is cut at ``NOISE_MARGIN`` times that edge and both thresholds widen to
 ``SLACK_SHARE`` of how far the noise can tilt the smallest kept direction (its edge over that singular value):
 tokens whose directions sink below the noise are lost, and sequence ends, read from where no extension passes,
-blur (a sequence runs on with another's tokens).
+blur (a sequence runs on with another's tokens). Left unset, the noise is the view's (``AttackerView.update_noise``):
+under ``fedsim run`` a SecAgg+ aggregate's, which the server derives from the protocol's public parameters and the
+counts sent in clear.
 
 The attacker needs no data and no prior; it knows the public architecture and weights, as any honest server.
 Sequences are returned shortest distance first; when more are found than ``num_samples``, the closest are kept,
@@ -93,9 +95,10 @@ class DagerOptions(AttackOptions):
     update_noise: float | None = Field(
         None,
         ge=0,
-        description="standard deviation of the noise known to be in each entry of the update (SecAgg+'s "
-        "quantisation, from its public parameters); the span is cut where the noise's spectrum ends and the "
-        "thresholds widen by how far that noise can tilt it (null = float rounding only)",
+        description="standard deviation of the noise known to be in each entry of the update; the span is cut "
+        "where the noise's spectrum ends and the thresholds widen by how far that noise can tilt it (null = the "
+        "noise the protocol is known to add: SecAgg+'s quantisation, from its public parameters, on its aggregate; "
+        "float rounding only elsewhere)",
     )
     max_prefixes: int = Field(
         4096, ge=1, description="prefixes kept per position (the closest), bounding the search when spans are loose"
@@ -140,8 +143,16 @@ class Span:
         return distance(vectors if self.probe is None else vectors @ self.probe.T, self.basis)
 
 
-def span_of(model: nn.Module, global_state, delta: dict[str, torch.Tensor], block: int, options: DagerOptions) -> Span:
-    """The span of block ``block``'s projection inputs read off its update: the weight's, or LoRA's B's."""
+def span_of(
+    model: nn.Module,
+    global_state,
+    delta: dict[str, torch.Tensor],
+    block: int,
+    options: DagerOptions,
+    noise: float | None = None,
+) -> Span:
+    """The span of block ``block``'s projection inputs read off its update: the weight's, or LoRA's B's;
+    ``noise``: the known noise per entry of the update (None: float rounding only)."""
     name, _ = projections(model)[block]
     lora_b = f"{name}.lora_B.default.weight"
     if lora_b in delta:  # (out, r): rows in the span of A x_i
@@ -149,10 +160,10 @@ def span_of(model: nn.Module, global_state, delta: dict[str, torch.Tensor], bloc
     else:  # Conv1D stores (in, out): columns in the input space
         update, probe = delta[f"{name}.weight"], None
     left, singular, _ = torch.linalg.svd(update.double(), full_matrices=False)
-    if options.update_noise is None:
+    if noise is None:
         return Span(left[:, : span_rank(singular, options.rank_tolerance)], probe)
     # i.i.d. noise of std s in an m x n matrix has singular values up to about s (sqrt(m) + sqrt(n))
-    edge = options.update_noise * (update.shape[0] ** 0.5 + update.shape[1] ** 0.5)
+    edge = noise * (update.shape[0] ** 0.5 + update.shape[1] ** 0.5)
     rank = int((singular > NOISE_MARGIN * edge).sum())
     slack = float(edge / singular[rank - 1]) if rank else 1.0
     return Span(left[:, :rank], probe, slack)
@@ -259,8 +270,9 @@ def recover(view: AttackerView, options: DagerOptions, seed: int = 0) -> tuple[t
     delta = {name: value.double() for name, value in view.parameter_delta().items()}
     global_state = model.state_dict()
     length = view.input_shape[-1]
+    noise = options.update_noise if options.update_noise is not None else view.update_noise
     with torch.no_grad():
-        spans = [span_of(model, global_state, delta, block, options) for block in (0, 1)]
+        spans = [span_of(model, global_state, delta, block, options, noise) for block in (0, 1)]
         vocab = model.base().get_input_embeddings().num_embeddings
         thresholds = (spans[0].threshold(options.layer1_threshold), spans[1].threshold(options.layer2_threshold))
         generator = torch.Generator().manual_seed(seed)

@@ -36,7 +36,7 @@ from fedsim.engine.leakage.wiring import (
     input_shape_of,
 )
 from fedsim.engine.lifecycle.federation import Federation, prepare_federation
-from fedsim.engine.lifecycle.protocols import protocol_of
+from fedsim.engine.lifecycle.protocols import protocol_of, secagg_parameters
 from fedsim.engine.lifecycle.rounds import ServerSettings
 from fedsim.engine.privacy_audit import PrivacyAuditPieces, PrivacyAuditWiring, attach_privacy_audit
 from fedsim.judge.metrics import Lpips
@@ -194,6 +194,11 @@ def adversary_of(
         lower_bound=verdict_warning(config.adversary, config.client.defenses) is not None,
         legacy_path=config.strategy.name == SECAGG_STRATEGY,
         tuner=tuner_of(config, client_spec, federation),
+        aggregate_noise=(
+            secagg_parameters(config.strategy.secagg, config.federation, federation).aggregate_noise
+            if config.strategy.secagg is not None
+            else None
+        ),
     )
     return attach_adversary(pieces, federation, store, lpips, attack_workers)
 

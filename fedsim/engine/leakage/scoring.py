@@ -237,6 +237,8 @@ class LeakageScorer:
             "iterations": reconstruction.iterations,
             "seconds": reconstruction.seconds,
             "lower_bound": self.lower_bound,
+            # the noise per entry the protocol is known to have put in (SecAgg+'s quantisation), as the attack got it
+            **({"update_noise": view.update_noise} if view.update_noise is not None else {}),
             **self.extra_fields,
             **fields,
         }

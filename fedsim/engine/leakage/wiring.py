@@ -19,7 +19,7 @@ from adversary.adversary import Adversary
 from adversary.malicious_server import LegacyMaliciousServer, MaliciousServer
 from adversary.modifications.base import PublicData
 from adversary.tap_positions import TAPS
-from adversary.threat_models import Architecture, LabelGrant, TrainingHyperparameters
+from adversary.threat_models import AggregateNoise, Architecture, LabelGrant, TrainingHyperparameters
 from adversary.workers import AttackWorkers, WorkerSettings, settings_for
 from fedsim.config import AdversaryConfig
 from fedsim.core.devices import resolve_device
@@ -56,6 +56,9 @@ class AdversaryPieces:
     lower_bound: bool  # the leakage cannot be read as the defense's protection (``verdict_warning``)
     legacy_path: bool  # the rounds travel Flower's legacy path (SecAgg+): a malicious server sends unnamed arrays
     tuner: Any = None  # the rehearsal that builds tuning tasks (``PublicRehearsal.task``; None: no tuning)
+    # the noise the protocol puts into the aggregate it releases, from its public parameters, which the server runs
+    # it with (SecAgg+'s quantisation: ``SecAggPlusParameters.aggregate_noise``; None: none known)
+    aggregate_noise: AggregateNoise | None = None
 
 
 def attach_adversary(
@@ -96,6 +99,7 @@ def attach_adversary(
         grant_labels=grant,
         backlog=AttackBacklog(store.run_dir),
         tuner=pieces.tuner,
+        aggregate_noise=pieces.aggregate_noise,
     )
     wants, protocol = settings.attacks_round, pieces.protocol
     layout = {name: tuple(value.shape) for name, value in architecture.model.state_dict().items()}

@@ -21,7 +21,7 @@ from adversary.secagg_taps import Layout, LegacyStrategyTap, MaskedWireTap
 from adversary.taps import RoundFilter, Sink, StrategyTap, WireTap
 from clients.client_app import ClientSpec, build_client_app
 from clients.legacy_client import build_legacy_client_app
-from fedsim.config import SECAGG_STRATEGY
+from fedsim.config import SECAGG_STRATEGY, FederationConfig
 from fedsim.core.registry import Registry
 from fedsim.engine.lifecycle.federation import Federation
 from fedsim.engine.lifecycle.message_protocol import MessageRounds
@@ -29,6 +29,7 @@ from fedsim.engine.lifecycle.rounds import RoundProtocol, ServerSpec, build_serv
 from fedsim.engine.lifecycle.secagg_protocol import SecAggPlusParameters, SecAggRounds
 from strategies import STRATEGIES
 from strategies.base import LegacyStrategy, MessageStrategy
+from strategies.secagg import SecAggConfig
 
 # The tap factories get the architecture's state_dict layout (names and shapes): the legacy path sends
 # unnamed arrays, in that order.
@@ -65,11 +66,16 @@ PROTOCOLS.register("message", help="Flower's Message API: ServerApp and ClientAp
 )
 
 
+def secagg_parameters(secagg: SecAggConfig, config: FederationConfig, federation: Federation) -> SecAggPlusParameters:
+    """``strategy.secagg`` as the server runs it in ``federation``: max_weight defaults to the largest partition."""
+    largest = max(len(partition) for partition in federation.partitions)
+    return SecAggPlusParameters.of(secagg, config, largest)
+
+
 def _secagg_rounds(spec: ServerSpec, federation: Federation) -> SecAggRounds:
-    largest = max(len(partition) for partition in federation.partitions)  # the default max_weight
     settings = spec.settings
     assert settings.secagg is not None, f"strategy.name is not {SECAGG_STRATEGY}"
-    parameters = SecAggPlusParameters.of(settings.secagg, settings.federation, largest)
+    parameters = secagg_parameters(settings.secagg, settings.federation, federation)
     return SecAggRounds(cast(LegacyStrategy, spec.strategy), parameters, settings.seed, settings.federation.rounds)
 
 

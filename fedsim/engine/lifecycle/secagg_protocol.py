@@ -19,8 +19,9 @@ loses the round (``EarlyDropoutSecAggPlusWorkflow``), and 0-d arrays are not res
 from __future__ import annotations
 
 import logging
+import math
 import random
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, cast
@@ -123,6 +124,22 @@ class SecAggPlusParameters:
             "quantization_range": self.quantization_range,
             "timeout": self.timeout,
         }
+
+    def aggregate_noise(self, counts: Sequence[int]) -> float:
+        """The standard deviation of the quantisation noise in each entry of the unmasked aggregate of clients with
+        ``counts`` samples (SecAgg+ sends the counts in clear), from these public parameters.
+
+        Each client scales its weights by its weight factor q_k / L (q_k = round(n_k / max_weight L), L the
+        quantization range) and rounds them stochastically to the grid of step 2 clipping_range / L: a value a
+        fraction f of a step above a grid point moves up by (1 - f) step with probability f, else down by f step,
+        variance f (1 - f) step^2, step^2 / 6 on average over f. The clients round independently and the unmask
+        divides their sum by sum_k q_k / L, so each entry carries step sqrt(K / 6) / (sum_k q_k / L). Clipping
+        (weights beyond +-clipping_range) is a bias, not counted here.
+        """
+        levels = self.quantization_range
+        factors = sum(round(count / self.max_weight * levels) for count in counts)  # as secaggplus_mod rounds them
+        step = 2 * self.clipping_range / levels
+        return step * math.sqrt(len(counts) / 6) / (factors / levels)
 
     def workflow(self) -> SecAggPlusWorkflow:
         return EarlyDropoutSecAggPlusWorkflow(**self.flower_arguments())

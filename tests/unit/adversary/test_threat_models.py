@@ -79,6 +79,22 @@ def test_a_server_tap_attacks_the_aggregate_it_computed():
     assert torch.equal(view.observed_state["bias"], torch.full((3,), 2.0))
 
 
+def test_the_noise_a_protocol_puts_into_its_aggregate_reaches_that_aggregates_view_only():
+    def noise(counts):  # the protocol's public noise model, given the counts sent in clear
+        return 1e-6 * sum(counts)
+
+    secure = TappedUpdate(1, "server", AGGREGATE, GLOBAL, GLOBAL, 7, None, (0, 1), contributor_examples=(3, 4))
+    (view,) = build_views([secure], config(tap="server", targets="aggregate"), ARCHITECTURE, ONE_STEP, None, noise)
+    assert view.update_noise == pytest.approx(7e-6)
+
+    # counts not sent in clear (plain FedAvg), or an aggregate a wire tap formed itself: no noise known
+    plain = dataclasses.replace(secure, contributor_examples=())
+    (view,) = build_views([plain], config(tap="server", targets="aggregate"), ARCHITECTURE, ONE_STEP, None, noise)
+    assert view.update_noise is None
+    views = build_views([update(0, 1.0), update(1, 2.0)], config(targets="both"), ARCHITECTURE, ONE_STEP, None, noise)
+    assert [view.update_noise for view in views] == [None, None, None]
+
+
 def test_both_targets_give_clients_then_the_aggregate():
     views = build_views([update(0, 1.0), update(1, 2.0)], config(targets="both"), ARCHITECTURE, ONE_STEP, None)
     assert [v.target for v in views] == ["client:0", "client:1", AGGREGATE]

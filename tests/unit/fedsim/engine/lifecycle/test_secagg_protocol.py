@@ -172,6 +172,24 @@ def test_the_unmasked_sum_is_fedavg_within_the_quantisation_error(tmp_path):
     assert [r["status"] for r in rows(store, "fit", 1)] == ["ok"] * 5
 
 
+@pytest.mark.parametrize("clipping_range", [8.0, 64.0])
+def test_the_noise_the_server_predicts_for_its_aggregate_is_the_noise_flower_puts_in(tmp_path, clipping_range):
+    # the attacker's noise model (DAGER's update_noise) from the public parameters and the counts in clear,
+    # against the measured error of the aggregate Flower's quantisation and unmasking released
+    config = secagg_config(clipping_range=clipping_range)
+    seen: list = []
+    run_protocol(config, tmp_path, server_sink=seen.append)
+    (aggregate,) = seen
+    expected = fedavg_of(list(range(5)), GLOBAL)
+    error = torch.cat([(aggregate.observed_state[n].double() - expected[n]).ravel() for n in ("w", "b")])
+    parameters = SecAggPlusParameters.of(config.strategy.secagg, config.federation, examples_of(4))
+
+    predicted = parameters.aggregate_noise(aggregate.contributor_examples)
+
+    assert abs(float(error.mean())) < 0.25 * predicted  # unbiased (the mean of 420: to about 5%)
+    assert float(error.std()) == pytest.approx(predicted, rel=0.15)  # the std of 420 entries: to about 4%
+
+
 def test_a_resumed_secagg_run_repeats_the_uninterrupted_one_exactly(tmp_path):
     failures = [{"round": 2, "client": 0, "stage": "share_keys"}]
     whole, _ = run_protocol(secagg_config(rounds=2, failures=failures), tmp_path / "whole")
