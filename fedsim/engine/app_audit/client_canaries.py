@@ -43,6 +43,7 @@ from adversary.privacy_audit.config import CLIENT, AuditConfig
 from adversary.privacy_audit.fdp import gdp_epsilon
 from fedsim.core.flower_private import give_message_id, task_identity
 from fedsim.core.seeding import derive_seed
+from fedsim.core.wire import NUM_EXAMPLES
 
 logger = logging.getLogger("fedsim")
 
@@ -103,7 +104,7 @@ def _instruction(layout: Mapping[str, tuple[int, ...]]) -> Any:
 def _reply(message: Any, layout: Mapping[str, tuple[int, ...]], update: list[np.ndarray]) -> Any:
     from flwr.app import Message, MetricRecord, RecordDict
 
-    content = RecordDict({"arrays": _record(layout, update), "metrics": MetricRecord({"num-examples": 1})})
+    content = RecordDict({"arrays": _record(layout, update), "metrics": MetricRecord({NUM_EXAMPLES: 1})})
     return Message(content, reply_to=message)
 
 

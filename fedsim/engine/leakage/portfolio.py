@@ -70,7 +70,7 @@ def resolve_attacks(
             left_out.append(f"{options.label} ({reason})")
         else:
             raise ConfigError(f"adversary.attacks[{index}] = {options.name}: {reason}")
-    warning = verdict_warning(adversary.model_copy(update={"attacks": kept}), defenses)
+    warning = verdict_warning(adversary.model_copy(update={"attacks": kept}), defenses, setting)
     if warning is not None:
         logger.warning(warning)
     if left_out:
@@ -80,9 +80,12 @@ def resolve_attacks(
     return adversary.model_copy(update={"attacks": kept})
 
 
-def verdict_warning(adversary: AdversaryConfig, defenses: Sequence[DefenseConfig]) -> str | None:
+def verdict_warning(
+    adversary: AdversaryConfig, defenses: Sequence[DefenseConfig], setting: AttackSetting | None = None
+) -> str | None:
     """One line where the run's leakage under a client defense cannot be read as the defense's protection: no
-    attack adapted to a defense in force runs, or `strongest` will not saturate (None where neither holds).
+    attack adapted to a defense in force runs, or `strongest` will not saturate (None where neither holds). With
+    ``setting``, the adapted attacks it names are only those that apply there (no image attack for a text model).
 
     The report marks such leakage as a lower bound (rows' ``lower_bound``)."""
     attacks = adversary.attacks
@@ -95,7 +98,12 @@ def verdict_warning(adversary: AdversaryConfig, defenses: Sequence[DefenseConfig
         if defense in running:
             continue
         # every attack registers its options model
-        adaptive = [name for name in ATTACKS.names() if defense in ATTACKS.options(name).adapts_to]
+        adaptive = [
+            name
+            for name in ATTACKS.names()
+            if defense in ATTACKS.options(name).adapts_to
+            and (setting is None or ATTACKS.options(name)(name=name).refusal(setting) is None)
+        ]
         would = f"{', '.join(adaptive)} would apply" if adaptive else "fedsim has no attack adapted to it"
         gaps.append(f"{defense} ({would})")
     unsaturated = adversary.portfolio == "strongest" and not adversary.budget.saturate

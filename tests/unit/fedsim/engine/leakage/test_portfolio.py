@@ -103,3 +103,18 @@ def test_an_unsaturated_portfolio_under_a_defense_is_a_lower_bound():
     assert verdict_warning(saturated.adversary, saturated.client.defenses) is None
     unsaturated = strongest_config(budget={"saturate": False})
     assert "does not saturate" in verdict_warning(unsaturated.adversary, unsaturated.client.defenses)
+
+
+def test_the_warning_names_only_the_adapted_attacks_that_apply_to_the_model():
+    import dataclasses
+
+    from fedsim.engine.leakage.portfolio import verdict_warning
+
+    config = strongest_config()  # prune in force
+    listed = config.adversary.model_copy(update={"portfolio": "listed", "attacks": [AttackOptions(name="dlg")]})
+    image = setting_of(config)
+    text_model = tiny_model()
+    text_model.modality = "text"  # as fedsim's text models say
+    text = dataclasses.replace(image, model=text_model, model_name="gpt2")
+    assert "prune (ig-prune would apply)" in verdict_warning(listed, config.client.defenses, image)
+    assert "prune (fedsim has no attack adapted to it)" in verdict_warning(listed, config.client.defenses, text)
