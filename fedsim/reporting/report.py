@@ -24,6 +24,7 @@ from fedsim.reporting.rounds_sections import leakage_section, utility_section
 from fedsim.reporting.run_summary import write_run_summary
 from fedsim.reporting.runs_sections import provenance_section, runs_section, runs_table, short_name
 from fedsim.reporting.summary_section import summary_section
+from fedsim.reporting.text_section import text_section
 from fedsim.reporting.writable import ReportError, check_writable
 from fedsim.rundir.layout import (
     ATTACKS_TABLE,
@@ -34,6 +35,7 @@ from fedsim.rundir.layout import (
     LEAKAGE_ROUNDS_FIGURE,
     LEAKAGE_ROUNDS_TABLE,
     METRICS_FILE,
+    RECOVERED_TEXT_TABLE,
     REPORT_DIR,
     REPORT_HTML,
     REPORT_MARKDOWN,
@@ -54,6 +56,7 @@ REPORT_FILES = (
     RUNS_TABLE,
     UTILITY_ROUNDS_TABLE,
     ATTACKS_TABLE,
+    RECOVERED_TEXT_TABLE,
     LEAKAGE_ROUNDS_TABLE,
     FRONTIER_TABLE,
     DEFENSE_CURVES_TABLE,
@@ -129,6 +132,11 @@ def write_full_report(path: Path, sweep: Sweep | None = None) -> list[Path]:
     app_dp = app_dp_section(sweep)  # an audited app's own DP, its claims and the bounds beside them
     sections += [app_dp] if app_dp is not None else []
     sections += reconstructions_sections(sweep, attacks)
+    recovered = text_section(sweep)  # a text attack's originals beside what it recovered
+    if recovered is not None:
+        section, texts = recovered
+        sections.append(section)
+        texts.to_csv(out / RECOVERED_TEXT_TABLE, index=False)
     sections.append(utility_section(rounds, names, out, written_figures))
     sections.append(leakage_section(leakage, unscored, names, out, written_figures))
     if len(sweep.runs) > 1:  # a frontier compares runs: one run has its numbers in the summary

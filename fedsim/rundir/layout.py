@@ -133,6 +133,7 @@ REPORT_MARKDOWN = "report.md"
 RUNS_TABLE = "runs.csv"
 UTILITY_ROUNDS_TABLE = "utility_rounds.csv"
 ATTACKS_TABLE = "attacks.csv"
+RECOVERED_TEXT_TABLE = "recovered_text.csv"  # a text attack's originals beside what it recovered
 LEAKAGE_ROUNDS_TABLE = "leakage_rounds.csv"
 FRONTIER_TABLE = "frontier.csv"
 UTILITY_ROUNDS_FIGURE = "utility_rounds.png"
