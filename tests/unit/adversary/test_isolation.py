@@ -94,6 +94,9 @@ def test_the_attackers_input_holds_only_what_a_threat_model_exposes():
         # reviewed: who is in an aggregate and the counts they reported travel in clear beside the updates
         "contributors",
         "groups",
+        # reviewed: the noise SecAgg+'s quantisation leaves in an aggregate, from the protocol's public parameters
+        # and those counts (the server's own view of the sum it unmasks; never a client's data)
+        "update_noise",
     }, "a new attacker input must be reviewed against the threat models"
     annotations = " ".join(str(field.type) for field in dataclasses.fields(AttackerView))
     for forbidden in ("GroundTruth", "RunStore", "ImageDataset", "Federation", "Path"):
