@@ -34,7 +34,8 @@ Benchmarks, and what each prints:
   ``configs/defense-comparison.yaml`` and which attack won; ``--paper-003 --portfolio both``: the raced
   ``attacks: strongest`` against every attack at its full budget on paper 003's images (pick, PSNR, time).
 - ``throughput``: targets per hour with paper 003's targets batched into one problem against one at a time, and
-  CPU time per iteration (a GPU column where CUDA is present).
+  CPU time per iteration, against breaching's Inverting Gradients on the same problem where breaching is
+  installed (a GPU column where CUDA is present).
 - ``adaptive_tuning``: plain Inverting Gradients against each defense's adaptive variant at its own settings
   and tuned with Optuna (``adversary.inversion.tuning``), on images never reported.
 - ``defenses``: the defense table of ``configs/defense-evaluation.yaml`` over seeds: final accuracy, its gain
@@ -66,6 +67,7 @@ Benchmarks, and what each prints:
 Helpers, not benchmarks: ``common`` (data paths, summaries over seeds, per-image PSNR, sweeps, docs tables),
 ``defense_setup`` (the defense table's data split, public model and settings), ``defense_table`` (its rows as
 markdown), ``dpsgd_tuning`` (DP-SGD's
-clipping norm and learning rate tuned per epsilon on public images) and ``bare_flower_app`` (the bare Flower
-client app that ``overhead`` measures against).
+clipping norm and learning rate tuned per epsilon on public images), ``bare_flower_app`` (the bare Flower
+client app that ``overhead`` measures against) and ``breaching_driver`` (breaching's Inverting Gradients driven on
+a fedsim attacker view, where breaching is installed, for ``throughput`` and ``attacks``).
 """

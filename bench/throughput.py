@@ -12,17 +12,20 @@ on shared cores take is not counted); targets per hour = 3600 / CPU seconds per 
 column times the same calls in wall-clock seconds (synchronised).
 
 Per iteration: the same attack on one image and on a batch of 8 (one target of 8 images is another problem: the
-first 8 targets' images in one client's step), CPU seconds per iteration. A ratio against breaching's Inverting
-Gradients on the same problem is not measured here: fedsim does not depend on breaching, and this bench has no
-driver for it; it says whether breaching is installed. Ratios are of numbers from this one run.
+first 8 targets' images in one client's step), CPU milliseconds per iteration. Where breaching is installed (it is
+not a fedsim dependency) and the attack is ``ig``, against breaching's Inverting Gradients on the same problem
+(``bench.breaching_driver``: the same model, observed update, labels, start image, loss, step size, decay and
+box [0, 1]), ``--pairs`` alternated calls of each (fedsim, breaching, fedsim, ...), the median of each and their
+ratio fedsim/breaching; both objectives at the common start (equal when the problems are the same) and both PSNRs
+after ``--iterations`` (scored here, outside the attacks). Without breaching, fedsim's time alone and one line
+saying that the ratio was not measured. Ratios are of numbers from this one run.
 
-    .venv/bin/python -m bench.throughput [--data-dir DIR] [--targets 32] [--attack ig] [--iterations 200]
+    .venv/bin/python -m bench.throughput [--data-dir DIR] [--targets 32] [--attack ig] [--iterations 200] [--pairs 5]
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import time
 from collections.abc import Callable
@@ -108,8 +111,33 @@ def one_client(x: torch.Tensor, y: torch.Tensor):
     )
 
 
-def breaching_available() -> bool:
-    return importlib.util.find_spec("breaching") is not None
+def per_iteration_rows(x: torch.Tensor, y: torch.Tensor, options: AttackOptions, pairs: int) -> dict:
+    """Per iteration on one image and on a batch of 8: against breaching where it is installed, fedsim alone else."""
+    from bench import breaching_driver
+
+    against = breaching_driver.available() and options.name == "ig"
+    rows: dict = {}
+    for batch in (1, 8):
+        if not against:
+            seconds = per_iteration(x, y, options, batch)
+            rows[batch] = {"fedsim_ms": 1000 * seconds}
+            print(f"   per iteration, one target of {batch} image(s): fedsim {1000 * seconds:.2f} ms CPU", flush=True)
+            continue
+        row = rows[batch] = breaching_driver.compare(one_client(x[:batch], y[:batch]), x[:batch], options, pairs)
+        print(
+            f"   per iteration, one target of {batch} image(s), median of {pairs} alternated pairs: fedsim "
+            f"{row['fedsim_ms']:.2f} ms CPU, breaching {row['breaching_ms']:.2f} ms: **{row['ratio']:.2f}x** "
+            f"(fedsim/breaching); objective at the common start {row['fedsim_start_objective']:.6g} vs "
+            f"{row['breaching_start_objective']:.6g} ({'same' if breaching_driver.same_start(row) else 'DIFFERENT'}), "
+            f"lowest {row['fedsim_best_objective']:.4g} vs {row['breaching_best_objective']:.4g}; mean PSNR after "
+            f"{options.iterations} iterations {row['fedsim_psnr']:.2f} vs {row['breaching_psnr']:.2f} dB",
+            flush=True,
+        )
+    if not breaching_driver.available():
+        print("   breaching is not installed here: the per-iteration ratio against it was not measured")
+    elif not against:
+        print(f"   breaching's Inverting Gradients is compared with fedsim's ig only, not {options.label}: no ratio")
+    return rows
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -118,6 +146,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--targets", type=int, default=32)
     parser.add_argument("--attack", default="ig")
     parser.add_argument("--iterations", type=int, default=200)
+    parser.add_argument("--pairs", type=int, default=5, help="alternated fedsim/breaching calls per iteration row")
     parser.add_argument("--skip-cpu", action="store_true", help="the GPU column only (where CUDA is present)")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
@@ -145,16 +174,7 @@ def main(argv: list[str] | None = None) -> None:
     if not torch.cuda.is_available():
         print("   gpu: no CUDA device here, not measured")
     if not args.skip_cpu:
-        result["per_iteration_cpu_s"] = {}
-        for batch in (1, 8):
-            seconds = per_iteration(x, y, options, batch)
-            result["per_iteration_cpu_s"][batch] = seconds
-            print(f"   per iteration, one target of {batch} image(s): fedsim {1000 * seconds:.2f} ms CPU", flush=True)
-        if breaching_available():  # fedsim has no driver for breaching's configs: a ratio would need one
-            print("   breaching is installed, but this bench times fedsim only: no ratio against it")
-        else:
-            print("   breaching is not installed here: the per-iteration ratio against it was not measured")
-        result["breaching"] = breaching_available()
+        result["per_iteration"] = per_iteration_rows(x, y, options, args.pairs)
     print(json.dumps(result))
 
 
