@@ -40,7 +40,7 @@ import torch
 from adversary.attacks import inverting_gradients
 from adversary.inversion import run_attack
 from adversary.inversion.labels import recover_labels
-from adversary.inversion.options import OptimizationOptions
+from adversary.inversion.options import AttackOptions, OptimizationOptions
 from adversary.inversion.problem import BatchedProblem
 from adversary.inversion.regularizers.tv import total_variation
 from adversary.inversion.targets import observed_target
@@ -79,12 +79,13 @@ class SharedProblem:
     start_objective: float  # fedsim's objective at ``start``
 
 
-def check_comparable(options: OptimizationOptions) -> None:
-    """The settings breaching's attacker is driven with here: fedsim's ``ig`` with one restart, cosine matching,
-    Adam and TV as its only regulariser."""
+def comparable(options: AttackOptions) -> OptimizationOptions:
+    """``options`` if breaching's attacker can be driven with them here: fedsim's ``ig`` with one restart, cosine
+    matching, Adam and TV as its only regulariser."""
+    if options.name != "ig" or not isinstance(options, OptimizationOptions):
+        raise ValueError(f"name = {options.name!r}: the comparison with breaching takes 'ig' only")
     terms = sorted(entry.name for entry in options.regularizers if entry.weight > 0)
     settings = {
-        "name": (options.name, "ig"),
         "restarts": (int(options.restarts), 1),
         "loss": (options.loss, "cosine"),
         "optimizer": (options.optimizer, "adam"),
@@ -93,11 +94,12 @@ def check_comparable(options: OptimizationOptions) -> None:
     for field, (value, allowed) in settings.items():
         if value != allowed:
             raise ValueError(f"{field} = {value!r}: the comparison with breaching takes {allowed!r} only")
+    return options
 
 
-def shared_problem(view: AttackerView, options: OptimizationOptions) -> SharedProblem:
+def shared_problem(view: AttackerView, options: AttackOptions) -> SharedProblem:
     """fedsim's start for ``run_attack(options, [view], SEED)`` (target 0, restart 0) and its objective there."""
-    check_comparable(options)
+    options = comparable(options)
     problem = BatchedProblem.build(inverting_gradients.SPEC, options, [view], [0], CPU, torch.float32)
     v0 = problem.project(problem.initial(SEED, [0], [0]))
     objective, _ = problem.evaluate(v0)
@@ -173,9 +175,10 @@ def run_breaching(problem: SharedProblem, config, tv_weight: float) -> Breaching
     return BreachingRun(output["data"].detach().cpu(), list(stats["Trial_0_Val"]))
 
 
-def compare(view: AttackerView, truth: torch.Tensor, options: OptimizationOptions, pairs: int) -> dict:
+def compare(view: AttackerView, truth: torch.Tensor, options: AttackOptions, pairs: int) -> dict:
     """``pairs`` alternated fedsim / breaching calls on ``view``: median CPU ms per iteration of each, the ratio,
     both objectives at the common start, each side's lowest objective and mean PSNR against ``truth``."""
+    options = comparable(options)
     problem = shared_problem(view, options)
     config = breaching_config(options)
     iterations = int(options.iterations)
@@ -194,6 +197,7 @@ def compare(view: AttackerView, truth: torch.Tensor, options: OptimizationOption
     ours_ms, their_ms = statistics.median(fedsim_ms), statistics.median(breaching_ms)
     return {
         "images": view.num_samples,
+        "iterations": iterations,
         "fedsim_ms": ours_ms,
         "breaching_ms": their_ms,
         "ratio": ours_ms / their_ms,

@@ -14,11 +14,13 @@ column times the same calls in wall-clock seconds (synchronised).
 Per iteration: the same attack on one image and on a batch of 8 (one target of 8 images is another problem: the
 first 8 targets' images in one client's step), CPU milliseconds per iteration. Where breaching is installed (it is
 not a fedsim dependency) and the attack is ``ig``, against breaching's Inverting Gradients on the same problem
-(``bench.breaching_driver``: the same model, observed update, labels, start image, loss, step size, decay and
-box [0, 1]), ``--pairs`` alternated calls of each (fedsim, breaching, fedsim, ...), the median of each and their
-ratio fedsim/breaching; both objectives at the common start (equal when the problems are the same) and both PSNRs
-after ``--iterations`` (scored here, outside the attacks). Without breaching, fedsim's time alone and one line
-saying that the ratio was not measured. Ratios are of numbers from this one run.
+(``bench.breaching_driver``: the same model; the client's update, given to breaching as the gradient it equals,
+(w_t - w_{t+1}) / lr; the labels fedsim recovers from it; fedsim's start image; cosine matching plus fedsim's TV at
+``ig``'s weight; the same step size, decay and box [0, 1]), ``--pairs`` alternated calls of each (fedsim,
+breaching, fedsim, ...), the median of each and their ratio fedsim/breaching; both objectives at the common start
+(equal when the problems are the same) and both PSNRs after ``--iterations`` (scored here, outside the attacks).
+Without breaching, fedsim's time alone and one line saying that the ratio was not measured.
+Ratios are of numbers from this one run.
 
     .venv/bin/python -m bench.throughput [--data-dir DIR] [--targets 32] [--attack ig] [--iterations 200] [--pairs 5]
 """
@@ -130,7 +132,7 @@ def per_iteration_rows(x: torch.Tensor, y: torch.Tensor, options: AttackOptions,
             f"(fedsim/breaching); objective at the common start {row['fedsim_start_objective']:.6g} vs "
             f"{row['breaching_start_objective']:.6g} ({'same' if breaching_driver.same_start(row) else 'DIFFERENT'}), "
             f"lowest {row['fedsim_best_objective']:.4g} vs {row['breaching_best_objective']:.4g}; mean PSNR after "
-            f"{options.iterations} iterations {row['fedsim_psnr']:.2f} vs {row['breaching_psnr']:.2f} dB",
+            f"{row['iterations']} iterations {row['fedsim_psnr']:.2f} vs {row['breaching_psnr']:.2f} dB",
             flush=True,
         )
     if not breaching_driver.available():

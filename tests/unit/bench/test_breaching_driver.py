@@ -30,7 +30,7 @@ def images(count: int) -> tuple[torch.Tensor, torch.Tensor]:
 )
 def test_only_fedsims_ig_with_one_restart_is_compared(options, field):
     with pytest.raises(ValueError, match=f"^{field} = "):
-        breaching_driver.check_comparable(AttackOptions(**options))
+        breaching_driver.comparable(AttackOptions(**options))
 
 
 def test_without_breaching_the_bench_times_fedsim_and_says_the_ratio_was_not_measured(monkeypatch, capsys):
