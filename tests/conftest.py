@@ -20,14 +20,27 @@ def pytest_configure(config):
         torch.set_num_threads(1)
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
-def pytest_collection_modifyitems(config, items):
+def pytest_itemcollected(item):
     """Under ``--dist loadgroup`` each test file runs on one worker (its module fixtures run once), and the tests
-    that read the session's tiny sweep (tests/simulation/conftest.py) on one worker between them."""
-    for item in items:
-        shares_the_sweep = "tiny_sweep" in getattr(item, "fixturenames", ())
-        group = "tiny-sweep" if shares_the_sweep else item.path.relative_to(config.rootpath).as_posix()
-        item.add_marker(pytest.mark.xdist_group(group))
+    that read the session's tiny sweep (tests/simulation/conftest.py) on one worker between them. (pytest-xdist 3.8
+    writes the group into a node id that pytest 9 no longer reads, so the groups need pytest 8: pyproject.toml.)"""
+    shares_the_sweep = "tiny_sweep" in getattr(item, "fixturenames", ())
+    group = "tiny-sweep" if shares_the_sweep else item.path.relative_to(item.config.rootpath).as_posix()
+    item.add_marker(pytest.mark.xdist_group(group))
+
+
+@pytest.fixture(autouse=True)
+def fedsim_logger_restored():
+    """Each test leaves the ``fedsim`` logger as it found it: the CLI's logging set-up (one handler of its own, no
+    propagation) would otherwise hide every later test's log lines from ``caplog`` on the same worker."""
+    import logging
+
+    logger = logging.getLogger("fedsim")
+    handlers, level, propagate = list(logger.handlers), logger.level, logger.propagate
+    yield
+    logger.handlers[:] = handlers
+    logger.setLevel(level)
+    logger.propagate = propagate
 
 
 @pytest.fixture(autouse=True)

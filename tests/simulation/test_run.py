@@ -130,16 +130,31 @@ def _fedsim(*args: str) -> list[str]:
     return [sys.executable, "-m", "fedsim.cli", *args]
 
 
-def test_resume_after_kill_gives_the_same_metrics_as_an_uninterrupted_run(tmp_path):
-    rounds = 6
-    raw = merged(
-        SMALL,
-        data={"image_size": 16},
-        model={"name": "cnn", "width": 16},
-        federation={"rounds": rounds},
-        client={"local_steps": 30},
-        output={"dir": str(tmp_path), "run_name": "killed"},
+INTERRUPTED_ROUNDS = 5
+#: the run the kill and Ctrl-C tests interrupt: round 1's attack is still under way when the signal comes in round 2
+#: (it is abandoned, and attacked again on resume); targets of 40 images keep the attack's scoring short
+INTERRUPTED = merged(
+    SMALL,
+    data={"image_size": 16},
+    model={"name": "cnn", "width": 16},
+    federation={"rounds": INTERRUPTED_ROUNDS},
+    client={"local_steps": 10, "batch_size": 4},
+    adversary={"targets": "per-client", "rounds": [1], "attacks": [{"name": "idlg", "iterations": 5}]},
+)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory) -> Path:
+    """``INTERRUPTED`` run to its end without a signal: what both resumed runs must end with."""
+    out = tmp_path_factory.mktemp("reference")
+    return run_experiment(
+        parse_config(merged(INTERRUPTED, output={"dir": str(out), "run_name": "reference"})), quiet=True
     )
+
+
+def test_resume_after_kill_gives_the_same_metrics_as_an_uninterrupted_run(tmp_path, uninterrupted):
+    rounds = INTERRUPTED_ROUNDS
+    raw = merged(INTERRUPTED, output={"dir": str(tmp_path), "run_name": "killed"})
     config_path = tmp_path / "config.yaml"
     config_path.write_text(yaml.safe_dump(raw))
 
@@ -164,9 +179,7 @@ def test_resume_after_kill_gives_the_same_metrics_as_an_uninterrupted_run(tmp_pa
     resumed = subprocess.run(_fedsim("run", "--resume", str(killed), "--quiet"), capture_output=True, text=True)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
 
-    reference = run_experiment(
-        parse_config(merged(raw, output={"dir": str(tmp_path), "run_name": "reference"})), quiet=True
-    )
+    reference = uninterrupted
 
     def comparable(run_dir: Path) -> list[dict]:
         drop = {"time", "seconds"}
@@ -192,23 +205,14 @@ def _wall_clock_free(rows: list[dict]) -> list[dict]:
     return sorted(kept, key=lambda row: json.dumps(row, sort_keys=True))
 
 
-def test_ctrl_c_stops_a_run_with_attacks_cleanly_and_its_resume_matches_an_uninterrupted_run(tmp_path):
+def test_ctrl_c_stops_a_run_with_attacks_cleanly_and_its_resume_matches_an_uninterrupted_run(tmp_path, uninterrupted):
     """Ctrl-C (SIGINT to the whole process group) in round 2: the round in progress is not committed, every
     process of the run ends (no orphan runs on), the exit status is 130 with one line naming the round and the
     directory, and `--resume` ends with the rows and the model of a run that was never interrupted."""
     from processes import signal_when, still_running
 
-    rounds = 5
-    raw = merged(
-        SMALL,
-        data={"image_size": 16},
-        model={"name": "cnn", "width": 16},
-        federation={"rounds": rounds},
-        client={"local_steps": 10},
-        # round 1's attack is under way when the signal comes: it is abandoned, and attacked again on resume
-        adversary={"targets": "per-client", "rounds": [1], "attacks": [{"name": "idlg", "iterations": 5}]},
-        output={"dir": str(tmp_path), "run_name": "stopped"},
-    )
+    rounds = INTERRUPTED_ROUNDS
+    raw = merged(INTERRUPTED, output={"dir": str(tmp_path), "run_name": "stopped"})
     config_path = tmp_path / "config.yaml"
     config_path.write_text(yaml.safe_dump(raw))
     stopped = tmp_path / "stopped"
@@ -234,9 +238,7 @@ def test_ctrl_c_stops_a_run_with_attacks_cleanly_and_its_resume_matches_an_unint
 
     resumed = subprocess.run(_fedsim("run", "--resume", str(stopped), "--quiet"), capture_output=True, text=True)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
-    reference = run_experiment(
-        parse_config(merged(raw, output={"dir": str(tmp_path), "run_name": "reference"})), quiet=True
-    )
+    reference = uninterrupted
     assert _wall_clock_free(RunStore(stopped).rows()) == _wall_clock_free(RunStore(reference).rows())
     for key, value in RunStore(reference).load_checkpoint(rounds).items():
         assert torch.equal(RunStore(stopped).load_checkpoint(rounds)[key], value)

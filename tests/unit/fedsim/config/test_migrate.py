@@ -48,14 +48,10 @@ def test_old_keys_say_once_which_key_replaced_them(tmp_path, caplog, monkeypatch
     import fedsim.core.sections
 
     monkeypatch.setattr(fedsim.core.sections, "_said", set())  # what earlier tests of this process were told
-    logger = logging.getLogger("fedsim")
-    logger.addHandler(caplog.handler)
-    try:
-        write_old_run(tmp_path / "old")
-        load_config(tmp_path / "old" / "config.yaml")
-        load_config(tmp_path / "old" / "config.yaml")  # a sweep reads its config once per point
-    finally:
-        logger.removeHandler(caplog.handler)
+    caplog.set_level(logging.INFO, "fedsim")
+    write_old_run(tmp_path / "old")
+    load_config(tmp_path / "old" / "config.yaml")
+    load_config(tmp_path / "old" / "config.yaml")  # a sweep reads its config once per point
     lines = [record.getMessage() for record in caplog.records if "deprecated" in record.getMessage()]
     assert lines == [
         "adversary.attacks[0].tv_weight is deprecated; use regularizers: [{name: tv, weight: 0.03}]",
