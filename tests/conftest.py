@@ -43,6 +43,15 @@ def fedsim_logger_restored():
     logger.propagate = propagate
 
 
+@pytest.fixture
+def fedsim_log(caplog):
+    """``caplog`` with fedsim's INFO lines (the logger propagates to caplog's root: ``fedsim_logger_restored``)."""
+    import logging
+
+    caplog.set_level(logging.INFO, "fedsim")
+    return caplog
+
+
 @pytest.fixture(autouse=True)
 def no_lpips_download(monkeypatch):
     """Tests never fetch LPIPS' AlexNet (233 MB): in this process a download fails as it does offline."""

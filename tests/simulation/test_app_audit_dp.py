@@ -24,18 +24,6 @@ SETTINGS = [
 ]
 
 
-@pytest.fixture()
-def fedsim_log(caplog):
-    logger = logging.getLogger("fedsim")
-    detached = not logger.propagate
-    if detached:
-        logger.addHandler(caplog.handler)
-    caplog.set_level(logging.INFO, "fedsim")
-    yield caplog
-    if detached:
-        logger.removeHandler(caplog.handler)
-
-
 class _Messages(logging.Handler):
     def __init__(self) -> None:
         super().__init__(logging.INFO)

@@ -38,16 +38,8 @@ def test_the_sweep_owns_where_runs_go(tmp_path):
 
 def test_run_and_validate_accept_a_sweep_config(capsys, tmp_path, caplog):
     path = write(tmp_path, {**BASE, "sweep": {"grid": {"seed": [0, 1, 2]}}})
-    fedsim_logger = logging.getLogger("fedsim")
-    propagate, fedsim_logger.propagate = (
-        fedsim_logger.propagate,
-        True,
-    )  # the CLI turns it off; caplog listens at the root
-    try:
-        with caplog.at_level(logging.WARNING, logger="fedsim"):
-            assert load_config(path).seed == 0  # `fedsim run` runs the base point
-    finally:
-        fedsim_logger.propagate = propagate
+    with caplog.at_level(logging.WARNING, logger="fedsim"):
+        assert load_config(path).seed == 0  # `fedsim run` runs the base point
     assert "fedsim sweep" in caplog.text
     code, out, _ = run_cli(capsys, "validate", str(path))
     assert code == 0 and "valid sweep of 3 point(s) over seed" in out

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-
 import pytest
 from flower_apps import QUICKSTART_APP, QUICKSTART_AUDIT
 
@@ -28,18 +26,6 @@ def test_the_example_audit_follows_the_apps_run_config():
 def test_the_nodes_default_to_the_apps_federation():
     config, _ = audit_config(read_app(QUICKSTART_APP), QUICKSTART_AUDIT)
     assert config.federation.num_clients == 10
-
-
-@pytest.fixture()
-def fedsim_log(caplog):
-    logger = logging.getLogger("fedsim")
-    detached = not logger.propagate  # the CLI's logging setup, run by an earlier test, keeps it from caplog's root
-    if detached:
-        logger.addHandler(caplog.handler)
-    caplog.set_level(logging.INFO, "fedsim")
-    yield caplog
-    if detached:
-        logger.removeHandler(caplog.handler)
 
 
 def test_the_node_count_is_said_in_one_line_with_why_and_how_to_change_it(tmp_path, fedsim_log):

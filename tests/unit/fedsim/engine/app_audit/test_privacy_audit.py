@@ -3,7 +3,6 @@ each node's canaries are scored from its updates as sent, and a node's bound abo
 
 from __future__ import annotations
 
-import logging
 import sys
 import textwrap
 import types
@@ -130,18 +129,6 @@ def test_an_update_that_learned_a_canary_scores_it_above_one_it_never_saw():
     scores = update_loss_scores(torch.nn.Linear(4, 3), before, after, x, y)
     # the update lowered the learned canary's loss and raised the other's (its label's logit lost the bias)
     assert scores[0] > 0.5 > 0 > scores[1]
-
-
-@pytest.fixture()
-def fedsim_log(caplog):
-    logger = logging.getLogger("fedsim")
-    detached = not logger.propagate
-    if detached:
-        logger.addHandler(caplog.handler)
-    caplog.set_level(logging.INFO, "fedsim")
-    yield caplog
-    if detached:
-        logger.removeHandler(caplog.handler)
 
 
 ENTERED = {"round": 1, "client": 0, "mechanism": CANARIES_ENTERED, "data_function_calls": 1, "added": 200}

@@ -1,18 +1,9 @@
 """The end-of-run summary line: true numbers, never 'nan' for a score that exists or a round that never ran."""
 
-import logging
-
 import pytest
 from tiny_configs import tiny_config
 
 from fedsim.engine.lifecycle.summary import log_summary, training_plateau, utility_summary
-
-
-@pytest.fixture
-def fedsim_log(caplog, monkeypatch):
-    monkeypatch.setattr(logging.getLogger("fedsim"), "propagate", True)  # the CLI turns it off for its handler
-    caplog.set_level(logging.INFO, logger="fedsim")
-    return caplog
 
 
 def summary(final: dict, best: float | None, rounds: int) -> dict:
