@@ -395,7 +395,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=",".join(map(str, SENT_ROUNDS)),
         help="the sent rounds attacked (comma-separated; 1 is the public model)",
     )
-    parser.add_argument("--only", default=None, help="setting labels separated by ; (default: every setting)")
+    parser.add_argument(
+        "--only",
+        default=None,
+        help="setting labels separated by ; (default: every setting); the utility phase runs each defense's "
+        "strengths as one sweep, so name all of a defense's strengths or none",
+    )
     parser.add_argument("--table-only", action="store_true", help="run nothing; tabulate the runs there are")
     add_docs_flag(parser, MARKER)
     return parser.parse_args(argv)

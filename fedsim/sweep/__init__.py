@@ -92,10 +92,28 @@ def default_sweep_dir(raw: dict[str, Any]) -> Path:
     return Path(str(parent)) / timestamped_sweep_dir(name)
 
 
+def refuse_to_drop_points(plan: SweepPlan) -> None:
+    """Refuse a plan for a sweep directory that already lists points this plan lacks, and whose run directories
+    are there: the rewritten manifest would no longer list them, so their runs would drop out of the sweep's
+    tables (a changed grid renames points too: they carry their index)."""
+    if not (plan.sweep_dir / SWEEP_MANIFEST).is_file():
+        return
+    planned = {point.name for point in plan.points}
+    kept = [point["name"] for point in read_manifest(plan.sweep_dir)["points"]]
+    dropped = [name for name in kept if name not in planned and (plan.sweep_dir / name).exists()]
+    if dropped:
+        more = f" and {len(dropped) - 2} more" if len(dropped) > 2 else ""
+        raise ConfigError(
+            f"sweep: {plan.sweep_dir} already holds a sweep with point(s) this plan lacks ({', '.join(dropped[:2])}"
+            f"{more}): continue it with `fedsim sweep --resume {plan.sweep_dir}`, or give another --out"
+        )
+
+
 def run_sweep(
     plan: SweepPlan, *, parallel: int = 1, cpus: int | None = None, quiet: bool = False
 ) -> list[PointOutcome]:
     """Run the points of a plan that are not complete yet (see fedsim.sweep.execute); returns their outcomes."""
+    refuse_to_drop_points(plan)
     schedule(plan.sweep_dir, plan.points, parallel, cpus)  # may refuse; nothing written yet
     plan.sweep_dir.mkdir(parents=True, exist_ok=True)
     # one process runs a sweep directory at a time: a second `sweep --resume` is refused in one line naming the

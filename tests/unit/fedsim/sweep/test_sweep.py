@@ -55,3 +55,23 @@ def test_dry_run_lists_the_points_and_writes_nothing(capsys, tmp_path):
         f"{out_dir / '01-seed-1_lr-0.1'} seed=1 client.lr=0.1",
     ]
     assert not out_dir.exists()
+
+
+def test_a_sweep_directory_is_not_replanned_without_points_it_already_ran(tmp_path):
+    """Another grid on a sweep directory would rewrite its manifest without the points it already ran (their runs
+    would drop out of its tables): refused before anything is written, naming how to continue it."""
+    from fedsim.sweep import run_sweep
+    from fedsim.sweep.manifest import Manifest, write_sweep_config
+
+    path = write(tmp_path, {**BASE, "sweep": {"grid": {"seed": [0, 1, 2]}}})
+    earlier = plan_sweep(path, out=tmp_path / "s")
+    earlier.sweep_dir.mkdir()
+    write_sweep_config(earlier.sweep_dir, earlier.base, earlier.axes)
+    Manifest.for_points(earlier.sweep_dir, earlier.axes, earlier.points).save()
+    (earlier.sweep_dir / earlier.points[2].name).mkdir()  # the run of its third point
+    manifest = (earlier.sweep_dir / "sweep.json").read_text()
+
+    narrower = plan_sweep(path, grid=["seed=0,1"], out=tmp_path / "s")
+    with pytest.raises(ConfigError, match=r"02-seed-2\): continue it with `fedsim sweep --resume"):
+        run_sweep(narrower)
+    assert (earlier.sweep_dir / "sweep.json").read_text() == manifest
