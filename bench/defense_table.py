@@ -1,11 +1,19 @@
-"""The defense table's rows as markdown: a setting's utility cells and one leakage cell per sent round.
+"""The defense table's rows as markdown (a setting's utility cells and one leakage cell per sent round), and its
+settings as points of the equal-utility table and the frontier figure.
 
 Shared by ``bench.defenses`` (every defense at every strength) and ``bench.paper_results`` (the papers' settings).
 """
 
 from __future__ import annotations
 
+import numpy as np
+
+from bench.defense_screen import SCREEN, SCREEN_OPTIONS, STAGE_LEVEL, decided
 from bench.defense_setup import defense_of
+from fedsim.judge.verdict import LEAKS
+from fedsim.reporting import summaries
+from fedsim.reporting.defense_curves import UNDEFENDED, DefensePoint
+from fedsim.reporting.equal_utility import StrengthPoint
 
 
 def strength_text(label: str, row: dict) -> tuple[str, str]:
@@ -22,7 +30,7 @@ def column_names(rounds: tuple[int, ...]) -> list[str]:
         "accuracy (%)",
         "gain over the public model (points)",
         "drop (points)",
-        *(f"round {r}: attacker's pick SSIM; verdict; saturated picks; picked attacks" for r in rounds),
+        *(f"round {r}: attacker's pick SSIM; verdict; saturated picks; picked attacks; stage" for r in rounds),
     ]
 
 
@@ -38,9 +46,17 @@ def row_cells(label: str, row: dict, rounds: tuple[int, ...]) -> list[str]:
         cells.append(
             "-"
             if cell is None
-            else f"{cell['pick_ssim']}; {cell['verdict'].text()}; {cell['saturated']}; {cell['pick_won']}"
+            else f"{cell['pick_ssim']}; {cell['verdict'].text()}; {cell['saturated']}; {cell['pick_won']}; "
+            + stage_text(cell)
         )
     return cells
+
+
+def stage_text(cell: dict) -> str:
+    """Which stage a cell's numbers come from, and whether they settle it."""
+    if cell["stage"] != SCREEN:
+        return cell["stage"]
+    return "screen" if cell["decided"] else "screen found no leak: full strength not run yet"
 
 
 COLUMNS_NOTE = (
@@ -48,10 +64,15 @@ COLUMNS_NOTE = (
     "one defended gradient of 64 images per round, a fixed number of rounds), its gain over the public model and "
     "its drop against the undefended run of the same seed (paired). Leakage, per sent round: the same federation "
     "from the model sent in that round (round 1: the public model), every client sending the defended gradient of 2 "
-    "images, every client of every seed attacked by `attacks: strongest`; the attacker's pick per client (the "
-    "result of lowest gradient match: no ground truth) and its mean SSIM over the clients' images; the cell's "
-    "verdict (`fedsim.judge.verdict.judge_cell`: how many targets beat guesses made without the update, and the "
-    "binomial test of that count against the test's level); how many picks saturated; the attacks picked."
+    "images, every client of every seed attacked, first by the screen (Inverting Gradients and the adaptive attack "
+    f"of the defense in force, {SCREEN_OPTIONS['iterations']} iterations x {SCREEN_OPTIONS['restarts']} restart), "
+    "then, where the screen found no leak, by `attacks: strongest` at full strength (the papers' presets and the "
+    "saturation step included; `bench.defense_screen`); the attacker's pick per client (the result of lowest "
+    "gradient match: no ground truth) and its mean SSIM over the clients' images; the cell's verdict "
+    "(`fedsim.judge.verdict.judge_cell`: how many targets beat guesses made without the update, and the binomial "
+    f"test of that count, each stage at level {STAGE_LEVEL:g} so that the two together stay within 0.05); how many "
+    "picks saturated (the screen never saturates: its `leaks` needs no saturation, and its SSIM is a lower bound); "
+    "the attacks picked; the stage the cell's numbers come from."
 )
 
 
@@ -64,3 +85,57 @@ def strength_lines(table: dict[str, dict], rounds: tuple[int, ...]) -> list[str]
         defense, strength = strength_text(label, row)
         lines.append(f"| {defense} | {strength} | " + " | ".join(row_cells(label, row, rounds)) + " |")
     return lines
+
+
+def worst_round(row: dict) -> dict | None:
+    """The sent round at which the attacker's pick scored highest: what the setting's leakage is judged by."""
+    cells = [cell for cell in row["rounds"].values() if cell["pick_value"] == cell["pick_value"]]
+    return max(cells, key=lambda cell: cell["pick_value"], default=None)
+
+
+def equal_utility_points(table: dict[str, dict], rounds: tuple[int, ...]) -> list[StrengthPoint]:
+    """Each defended setting with utility measured and leakage :func:`decided`, judged at its worst sent round."""
+    points = []
+    for label, row in table.items():
+        worst = worst_round(row)
+        if label == "none" or row["drop"] is None or worst is None or worst["floor_value"] is None:
+            continue
+        if not decided(row, rounds):
+            continue
+        defense, strength = strength_text(label, row)
+        leaking = any(cell["verdict"].verdict == LEAKS for cell in row["rounds"].values())
+        points.append(
+            StrengthPoint(
+                defense=defense,
+                setting=strength,
+                drop=row["drop"].value,
+                leakage=worst["pick_value"],
+                leakage_text=worst["pick_ssim"],
+                floor=worst["floor_value"],
+                verdict=LEAKS if leaking else worst["verdict"].verdict,
+            )
+        )
+    return points
+
+
+def curve_points(table: dict[str, dict], rounds: tuple[int, ...]) -> list[DefensePoint]:
+    """Each :func:`decided` setting as a point of ``fedsim.reporting.defense_curves``: drop over seeds, worst
+    round's leakage."""
+    points = []
+    for label, row in table.items():
+        defense, strength = strength_text(label, row)
+        worst, undefended = worst_round(row), label == "none"
+        if worst is None or (row["drop"] is None and not undefended) or not decided(row, rounds):
+            continue
+        points.append(
+            DefensePoint(
+                curve=UNDEFENDED if undefended else defense,
+                setting=UNDEFENDED if undefended else strength,
+                runs=(),
+                drop=summaries.Estimate(0.0, np.nan, np.nan) if undefended else row["drop"],
+                leakage=summaries.Estimate(worst["pick_value"], np.nan, np.nan),
+                floor=np.nan if worst["floor_value"] is None else worst["floor_value"],
+                verdict=worst["verdict"].verdict,
+            )
+        )
+    return points

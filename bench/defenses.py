@@ -14,19 +14,24 @@ step per round). Each phase is resumable (finished runs are skipped):
   not cut short, and DP-SGD spends the epsilon its row is labelled with). Utility is the mean test accuracy of the
   last ``FINAL_EVALUATIONS`` rounds, and its drop against the undefended run of the same seed. Every round's
   global model is kept: these are the models the federation sent.
-* **Leakage phase on the sent models** (``OUT/sent/<setting>-seed-S``): for each utility run and each round of
-  ``SENT_ROUNDS`` (round 1 sends the public model; a later round R sends the model that run's round R - 1 ended
-  with), the same federation from that model with every client sending the defended gradient of 2 images (the
-  attacker's best case), every client attacked by ``attacks: strongest`` with the papers' presets and the
-  saturation step at its defaults. DP-SGD runs at the noise multiplier its epsilon set over the utility phase.
-  A cell is one setting at one round over every client of every seed: at least 30 targets, judged by the
-  calibrated test (``fedsim.judge.verdict.judge_cell`` over the attacker's picks).
+* **Leakage phase on the sent models**: for each utility run and each round of ``SENT_ROUNDS`` (round 1 sends the
+  public model; a later round R sends the model that run's round R - 1 ended with), the same federation from that
+  model with every client sending the defended gradient of 2 images (the attacker's best case), every client
+  attacked. DP-SGD runs at the noise multiplier its epsilon set over the utility phase. A cell is one setting at
+  one round over every client of every seed: at least 30 targets, judged by the calibrated test
+  (``fedsim.judge.verdict.judge_cell`` over the attacker's picks). Two stages (``bench.defense_screen``):
+
+  * the screen (``OUT/screen/<setting>-seed-S``, ``--phase screen``): Inverting Gradients and the adaptive attack
+    of the defense in force on a small budget; a cell it calls ``leaks`` is settled;
+  * full strength (``OUT/sent/<setting>-seed-S``, ``--phase leakage`` runs the screen, then this): the cells the
+    screen did not call ``leaks``, attacked by ``attacks: strongest`` with the papers' presets and the saturation
+    step at its defaults. Each stage tests at half the stated level.
 
 Prints one line per setting, then the equal-utility table; last line: JSON. ``--docs`` writes both into
 ``docs/results/defenses.md`` and draws the frontier per defense.
 
     .venv/bin/python -m bench.defenses [--data-dir DIR] [--out DIR] [--parallel 2] [--seeds 2]
-                                       [--phase all|tuning|utility|leakage] [--rounds 1,75,150]
+                                       [--phase all|tuning|utility|screen|leakage] [--rounds 1,75,150]
                                        [--only LABEL,...] [--table-only] [--docs]
 """
 
@@ -57,6 +62,15 @@ from bench.common import (
     strongest_images,
     write_between_markers,
 )
+from bench.defense_screen import (
+    FULL_FOLDER,
+    SCREEN_FOLDER,
+    STAGE_LEVEL,
+    decided_cell,
+    full_strength_rounds,
+    screen_attacks,
+    undecided,
+)
 from bench.defense_setup import (
     CONFIG,
     DEFENSES,
@@ -69,12 +83,11 @@ from bench.defense_setup import (
     settings_key,
     split_data,
 )
-from bench.defense_table import COLUMNS_NOTE, strength_lines, strength_text
+from bench.defense_table import COLUMNS_NOTE, curve_points, equal_utility_points, strength_lines
 from bench.dpsgd_tuning import Federation, cached_tuning, tune
-from fedsim.judge.verdict import LEAKS, judge_cell
-from fedsim.reporting import summaries
-from fedsim.reporting.defense_curves import UNDEFENDED, DefensePoint, curves
-from fedsim.reporting.equal_utility import BUDGETS, StrengthPoint, equal_utility, equal_utility_markdown
+from fedsim.judge.verdict import judge_cell
+from fedsim.reporting.defense_curves import curves
+from fedsim.reporting.equal_utility import BUDGETS, equal_utility, equal_utility_markdown
 from fedsim.reporting.figures import defense_curves_figure
 from fedsim.rundir.layout import CHECKPOINT_DIR, checkpoint_file
 
@@ -97,6 +110,8 @@ LEAKAGE_ADVERSARY = {
     # the adaptive attacks tuned on public images of this setting (cached per setting)
     "tuning": {"select": "adaptive", "trials": 6, "max_iterations": 300},
     "save_images": True,
+    # a cell may be tested twice, by the screen and at full strength: each at half the level (bench.defense_screen)
+    "floor": {"level": STAGE_LEVEL},
 }
 
 
@@ -207,36 +222,62 @@ def leakage_client(changes: dict) -> tuple[dict, list[dict]]:
     return {**raw["client"], **changes, **LEAKAGE_CLIENT, "defenses": defenses}, defenses
 
 
-def leakage_config(out: Path, changes: dict, seed: int, models: dict[int, Path]) -> dict:
+def leakage_config(out: Path, changes: dict, seed: int, models: dict[int, Path], screen: bool = False) -> dict:
     """One setting and seed's leakage sweep: one round from each sent model in ``models`` (round -> checkpoint),
-    every client attacked."""
+    every client attacked, at full strength or by the screen's attacks."""
     raw = base_config()
     raw["seed"] = seed
     raw["data"] = {**raw["data"], "dataset": "npz", "path": str(out / "federated.npz")}
     raw["federation"] = {**raw["federation"], "num_clients": LEAKAGE_CLIENTS, "rounds": 1}
     raw["client"], _ = leakage_client(changes)
     raw["adversary"] = {**LEAKAGE_ADVERSARY, "clients": list(range(raw["federation"]["num_clients"]))}
+    if screen:
+        raw["adversary"]["attacks"] = screen_attacks(raw["client"]["defenses"])
     raw["model"] = {**raw["model"], "checkpoint": str(models[min(models)])}
     raw["sweep"] = {"grid": {"model.checkpoint": {f"round-{r}": str(path) for r, path in sorted(models.items())}}}
     return raw
 
 
 def run_leakage(
-    out: Path, seeds: int, parallel: int, clients: dict[str, dict], rounds: tuple[int, ...], folder: str = "sent"
+    out: Path, seeds: int, parallel: int, clients: dict[str, dict], rounds: tuple[int, ...], full: bool = True
 ) -> None:
-    """The leakage phase: every setting and seed, attacked on the models its utility run sent in ``rounds``
-    (settings without a utility run: round 1 only). Rounds whose model does not exist yet are left for later."""
+    """The leakage phase: every setting and seed screened on the models its utility run sent in ``rounds``
+    (settings without a utility run: round 1 only; rounds whose model does not exist yet are left for later), then,
+    with ``full``, the cells the screen did not call ``leaks`` attacked at full strength."""
     utility = utility_runs(out, clients)
-    for seed in range(seeds):
-        for label, changes in clients.items():
-            run = utility.get((label, seed))
-            models = {r: path for r in rounds if (path := sent_model(out, run, r)) is not None}
-            missing = sorted(set(rounds) - set(models))
-            if missing:
-                print(f"{label}, seed {seed}: no sent model yet for round(s) {missing} (utility run unfinished)")
-            raw = leakage_config(out, changes, seed, models)
-            name = f"{slug(label)}-seed-{seed}"
-            fedsim_sweep(raw, out / folder / f"{name}-config.yaml", out / folder / name, parallel)
+    sent = {
+        (label, seed): {r: path for r in rounds if (path := sent_model(out, utility.get((label, seed)), r)) is not None}
+        for seed in range(seeds)
+        for label in clients
+    }
+    for (label, seed), models in sent.items():
+        missing = sorted(set(rounds) - set(models))
+        if missing:
+            print(f"{label}, seed {seed}: no sent model yet for round(s) {missing} (utility run unfinished)")
+        screen = leakage_config(out, clients[label], seed, models, screen=True)
+        leakage_sweep(out, SCREEN_FOLDER, label, seed, screen, parallel)
+    if not full:
+        return
+    screened = leakage_rows(out, clients, seeds, SCREEN_FOLDER)
+    for label in clients:
+        cells = {r: round_cell(rows) for r, rows in by_round(screened[label]).items()}
+        wanted = full_strength_rounds(cells, rounds, seeds)
+        for seed in range(seeds) if wanted else ():
+            models = {r: path for r, path in sent[(label, seed)].items() if r in wanted}
+            leakage_sweep(out, FULL_FOLDER, label, seed, leakage_config(out, clients[label], seed, models), parallel)
+
+
+def leakage_sweep(out: Path, folder: str, label: str, seed: int, raw: dict, parallel: int) -> None:
+    name = f"{slug(label)}-seed-{seed}"
+    fedsim_sweep(raw, out / folder / f"{name}-config.yaml", out / folder / name, parallel)
+
+
+def by_round(rows: list[dict]) -> dict[int, list[dict]]:
+    """Leakage rows grouped by the sent round they attacked."""
+    grouped: dict[int, list[dict]] = {}
+    for row in rows:
+        grouped.setdefault(row["round"], []).append(row)
+    return dict(sorted(grouped.items()))
 
 
 def utility_runs(out: Path, clients: dict[str, dict]) -> dict[tuple[str, int], object]:
@@ -277,7 +318,7 @@ def leakage_run(run: fedsim.rundir.reader.Run) -> dict:
     }
 
 
-def leakage_rows(out: Path, clients: dict[str, dict], seeds: int, folder: str = "sent") -> dict[str, list[dict]]:
+def leakage_rows(out: Path, clients: dict[str, dict], seeds: int, folder: str) -> dict[str, list[dict]]:
     """label -> :func:`leakage_run` of every finished leakage run of that setting, with its seed."""
     found: dict[str, list[dict]] = {label: [] for label in clients}
     for label in clients:
@@ -293,23 +334,25 @@ def leakage_rows(out: Path, clients: dict[str, dict], seeds: int, folder: str = 
 
 def round_cell(rows: list[dict]) -> dict:
     """One setting at one sent round, over its seeds: the attacker's pick's SSIM, the cell's verdict, saturation."""
-    verdict = judge_cell([v for r in rows for v in r["verdicts"]])
+    verdict = judge_cell([v for r in rows for v in r["verdicts"]], STAGE_LEVEL)
     picks = [v for r in rows for v in r.get("pick_ssim", []) if v is not None]
     return {
         **leakage_cells(rows),
+        "seeds": len({r["seed"] for r in rows}),
         "verdict": verdict,
         "pick_value": float(np.mean(picks)) if picks else np.nan,
         "floor_value": float(np.mean([v for r in rows for v in r["floor"]])) if any(r["floor"] for r in rows) else None,
     }
 
 
-def summarize(utility: list[dict], leaks: list[dict], baseline: dict[int, float]) -> dict:
-    """A setting's cells: utility over its seeds, and one leakage cell per sent round."""
+def summarize(utility: list[dict], screened: list[dict], full: list[dict], baseline: dict[int, float]) -> dict:
+    """A setting's cells: utility over its seeds, and one leakage cell per sent round (``decided_cell``: the
+    full-strength cell where it ran, else the screen's)."""
     drops = [100 * (baseline[r["seed"]] - r["accuracy"]) for r in utility if r["seed"] in baseline]
     epsilons = [r["epsilon"] for r in utility if r["epsilon"] is not None]
-    by_round: dict[int, list[dict]] = {}
-    for row in leaks:
-        by_round.setdefault(row["round"], []).append(row)
+    screen_cells = {r: round_cell(rows) for r, rows in by_round(screened).items()}
+    full_cells = {r: round_cell(rows) for r, rows in by_round(full).items()}
+    cells = {r: decided_cell(screen_cells.get(r), full_cells.get(r)) for r in sorted({*screen_cells, *full_cells})}
     return {
         "seeds": len(utility),
         "accuracy": interval([100 * r["accuracy"] for r in utility]) if utility else None,
@@ -317,7 +360,7 @@ def summarize(utility: list[dict], leaks: list[dict], baseline: dict[int, float]
         "drop": interval(drops) if drops else None,
         "epsilon": max(epsilons) if epsilons else None,
         "lr": utility[0]["lr"] if utility else None,
-        "rounds": {r: round_cell(rows) for r, rows in sorted(by_round.items())},
+        "rounds": {r: cell for r, cell in cells.items() if cell is not None},
     }
 
 
@@ -326,61 +369,11 @@ def tabulate(out: Path, clients: dict[str, dict], seeds: int) -> dict[str, dict]
     utility: dict[str, list[dict]] = {label: [] for label in clients}
     for (label, seed), run in utility_runs(out, clients).items():
         utility[label].append({"seed": seed, **per_run(run)})
-    leaks = leakage_rows(out, clients, seeds)
+    screened = leakage_rows(out, clients, seeds, SCREEN_FOLDER)
+    full = leakage_rows(out, clients, seeds, FULL_FOLDER)
     baseline = {r["seed"]: r["accuracy"] for r in utility.get("none", [])}
-    table = {label: summarize(utility[label], leaks[label], baseline) for label in clients}
+    table = {label: summarize(utility[label], screened[label], full[label], baseline) for label in clients}
     return {label: row for label, row in table.items() if row["seeds"] or row["rounds"]}
-
-
-def worst_round(row: dict) -> dict | None:
-    """The sent round at which the attacker's pick scored highest: what the setting's leakage is judged by."""
-    cells = [cell for cell in row["rounds"].values() if cell["pick_value"] == cell["pick_value"]]
-    return max(cells, key=lambda cell: cell["pick_value"], default=None)
-
-
-def equal_utility_points(table: dict[str, dict]) -> list[StrengthPoint]:
-    """Each defended setting with utility and leakage measured, judged at its worst sent round."""
-    points = []
-    for label, row in table.items():
-        worst = worst_round(row)
-        if label == "none" or row["drop"] is None or worst is None or worst["floor_value"] is None:
-            continue
-        defense, strength = strength_text(label, row)
-        leaking = any(cell["verdict"].verdict == LEAKS for cell in row["rounds"].values())
-        points.append(
-            StrengthPoint(
-                defense=defense,
-                setting=strength,
-                drop=row["drop"].value,
-                leakage=worst["pick_value"],
-                leakage_text=worst["pick_ssim"],
-                floor=worst["floor_value"],
-                verdict=LEAKS if leaking else worst["verdict"].verdict,
-            )
-        )
-    return points
-
-
-def curve_points(table: dict[str, dict]) -> list[DefensePoint]:
-    """Each setting as a point of ``fedsim.reporting.defense_curves``: drop over seeds, worst round's leakage."""
-    points = []
-    for label, row in table.items():
-        defense, strength = strength_text(label, row)
-        worst, undefended = worst_round(row), label == "none"
-        if worst is None or (row["drop"] is None and not undefended):
-            continue
-        points.append(
-            DefensePoint(
-                curve=UNDEFENDED if undefended else defense,
-                setting=UNDEFENDED if undefended else strength,
-                runs=(),
-                drop=summaries.Estimate(0.0, np.nan, np.nan) if undefended else row["drop"],
-                leakage=summaries.Estimate(worst["pick_value"], np.nan, np.nan),
-                floor=np.nan if worst["floor_value"] is None else worst["floor_value"],
-                verdict=worst["verdict"].verdict,
-            )
-        )
-    return points
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -389,7 +382,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=REPO / "runs" / "bench-defenses")
     parser.add_argument("--seeds", type=int, default=2)
     parser.add_argument("--parallel", type=int, default=2)
-    parser.add_argument("--phase", choices=["all", "tuning", "utility", "leakage"], default="all")
+    parser.add_argument(
+        "--phase",
+        choices=["all", "tuning", "utility", "screen", "leakage"],
+        default="all",
+        help="screen: the leakage phase's screen only; leakage: the screen, then full strength where it found no leak",
+    )
     parser.add_argument(
         "--rounds",
         default=",".join(map(str, SENT_ROUNDS)),
@@ -416,8 +414,8 @@ def main(argv: list[str] | None = None) -> None:
     trained = {label: changes for label, changes in clients.items() if label in UTILITY_DEFENSES}
     if not args.table_only and args.phase in ("all", "utility"):
         run_utility(out, args.seeds, args.parallel, trained)
-    if not args.table_only and args.phase in ("all", "leakage"):
-        run_leakage(out, args.seeds, args.parallel, clients, rounds)
+    if not args.table_only and args.phase in ("all", "screen", "leakage"):
+        run_leakage(out, args.seeds, args.parallel, clients, rounds, full=args.phase != "screen")
     table = tabulate(out, clients, args.seeds)
     done = (
         sum(row["seeds"] for row in table.values()),
@@ -430,10 +428,21 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{CONFIG.name}: {finished} finished under {out}")
     lines = strength_lines(table, rounds)
     skipped = [f"`{name}` has no utility run ({why}): round 1 only." for name, why in UTILITY_SKIPPED.items()]
-    budget_table = [*equal_utility_markdown(equal_utility(equal_utility_points(table)), BUDGETS), "", *skipped]
+    pending = undecided(table, rounds)
+    waiting = [f"Not in this table until attacked at full strength (the screen found no leak): {', '.join(pending)}."]
+    budget_table = [
+        *equal_utility_markdown(equal_utility(equal_utility_points(table, rounds)), BUDGETS),
+        "",
+        *skipped,
+        *(waiting if pending else []),
+    ]
     print("\n".join(lines) + "\n\n" + COLUMNS_NOTE + "\n\n" + "\n".join(budget_table))
     if args.docs:
-        folders = [*out.glob(UTILITY_FOLDER.format(defense="*")), *(out / "sent").glob("*-seed-*")]
+        folders = [
+            *out.glob(UTILITY_FOLDER.format(defense="*")),
+            *(out / SCREEN_FOLDER).glob("*-seed-*"),
+            *(out / FULL_FOLDER).glob("*-seed-*"),
+        ]
         runs = [r for f in folders if (f / "sweep.json").is_file() for r in fedsim.load_sweep(f).runs.values()]
         seconds = sum(float((run.summary or {}).get("wall_seconds_last_session", 0.0)) for run in runs)
         note = (
@@ -444,7 +453,7 @@ def main(argv: list[str] | None = None) -> None:
         )
         write_between_markers(DOCS_PAGES[MARKER], MARKER, [note, "", *lines, "", COLUMNS_NOTE])
         write_between_markers(DOCS_PAGES[MARKER], EQUAL_UTILITY_MARKER, budget_table)
-        points = curve_points(table)
+        points = curve_points(table, rounds)
         if points:  # a frontier needs leakage: none before the leakage phase has run
             defense_curves_figure(
                 curves(points),

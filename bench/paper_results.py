@@ -11,7 +11,8 @@ A paper's DP-SGD at epsilon e is the table's DP-SGD at e, with its clipping norm
 images (``bench.dpsgd_tuning``) rather than the paper's clipping norm. Paper 003's question (per client versus
 aggregated) has its own table (``python -m bench.secagg compare``).
 
-    .venv/bin/python -m bench.paper_results [--data-dir DIR] [--parallel 2] [--table-only] [--docs]
+    .venv/bin/python -m bench.paper_results [--data-dir DIR] [--parallel 2] [--phase all|utility|screen|leakage]
+                                            [--table-only] [--docs]
 """
 
 from __future__ import annotations
@@ -83,17 +84,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=REPO / "runs" / "bench-defenses")
     parser.add_argument("--seeds", type=int, default=2)
     parser.add_argument("--parallel", type=int, default=2)
+    parser.add_argument(
+        "--phase",
+        choices=["all", "utility", "screen", "leakage"],
+        default="all",
+        help="as bench.defenses': utility runs only, the leakage screen only, or the screen then full strength",
+    )
     parser.add_argument("--table-only", action="store_true", help="run nothing; tabulate the runs there are")
     add_docs_flag(parser, MARKER)
     args = parser.parse_args(argv)
     out, rounds = args.out.resolve(), SENT_ROUNDS
     _, public, checkpoint = prepare(data_file(args.data_dir, MNIST), out)
     clients = client_settings(out, public, checkpoint, SETTINGS)
-    if not args.table_only:
-        run_utility(
-            out, args.seeds, args.parallel, {k: v for k, v in clients.items() if k not in DEFENSES_WITHOUT_UTILITY}
-        )
-        run_leakage(out, args.seeds, args.parallel, clients, rounds)
+    if not args.table_only and args.phase in ("all", "utility"):
+        trained = {label: changes for label, changes in clients.items() if label not in DEFENSES_WITHOUT_UTILITY}
+        run_utility(out, args.seeds, args.parallel, trained)
+    if not args.table_only and args.phase in ("all", "screen", "leakage"):
+        run_leakage(out, args.seeds, args.parallel, clients, rounds, full=args.phase != "screen")
     table = tabulate(out, clients, args.seeds)
     lines = [
         f"Regenerate with `{COMMAND}`, DIR holding `{MNIST}` (it reuses `bench.defenses`' runs and adds the "

@@ -1,0 +1,68 @@
+"""bench.defense_screen: a cheap screen settles the cells that leak, and only the others go to full strength, each
+stage at half the level so that a cell is wrongly called `leaks` at most at the stated rate."""
+
+from pathlib import Path
+
+from bench.defense_screen import (
+    FULL,
+    SCREEN,
+    SCREEN_OPTIONS,
+    STAGE_LEVEL,
+    decided,
+    decided_cell,
+    full_strength_rounds,
+    screen_attacks,
+)
+from bench.defenses import leakage_config
+from fedsim.config import parse_config
+from fedsim.judge.floor import FLOOR_LEVEL
+from fedsim.judge.verdict import judge_cell
+
+
+def cell(leaking: int, targets: int = 30, seeds: int = 2) -> dict:
+    verdicts = ["leaks"] * leaking + ["at floor"] * (targets - leaking)
+    return {"verdict": judge_cell(verdicts, STAGE_LEVEL), "seeds": seeds}
+
+
+def test_the_screen_runs_inverting_gradients_and_the_adaptive_attack_of_each_defense_in_force():
+    assert [a["name"] for a in screen_attacks([])] == ["ig"]
+    assert [a["name"] for a in screen_attacks([{"name": "noise", "sigma": 0.1}])] == ["ig", "ig-noise"]
+    assert [a["name"] for a in screen_attacks([{"name": "gradient_dropout"}])] == ["ig", "ig-dropout"]
+    assert all(a["iterations"] == SCREEN_OPTIONS["iterations"] for a in screen_attacks([{"name": "prune"}]))
+
+
+def test_both_stages_together_stay_within_the_stated_false_positive_rate():
+    assert 2 * STAGE_LEVEL <= FLOOR_LEVEL
+
+
+def test_a_screen_sweep_lists_its_attacks_and_tests_at_the_stage_level(tmp_path: Path):
+    models = {1: tmp_path / "pretrained.pt"}
+    for path in [*models.values(), tmp_path / "federated.npz"]:
+        path.touch()
+    changes = {"defenses": [{"name": "prune", "ratio": 0.9}]}
+    raw = leakage_config(tmp_path, changes, seed=0, models=models, screen=True)
+    config = parse_config({key: value for key, value in raw.items() if key != "sweep"})
+    assert [a.name for a in config.adversary.attacks] == ["ig", "ig-prune"]
+    assert config.adversary.portfolio == "listed" and config.adversary.floor.level == STAGE_LEVEL
+    full = parse_config({k: v for k, v in leakage_config(tmp_path, changes, 0, models).items() if k != "sweep"})
+    assert full.adversary.portfolio == "strongest" and full.adversary.floor.level == STAGE_LEVEL
+
+
+def test_only_finished_screen_cells_that_found_no_leak_go_to_full_strength():
+    cells = {1: cell(leaking=20), 75: cell(leaking=0), 150: cell(leaking=0, targets=15, seeds=1)}
+    assert full_strength_rounds(cells, rounds=(1, 75, 150), seeds=2) == [75]
+
+
+def test_a_cell_is_judged_at_full_strength_where_it_ran_and_a_screen_that_found_nothing_settles_nothing():
+    leaking, quiet, strong = cell(20), cell(0), cell(1)
+    assert decided_cell(leaking, None) == {**leaking, "stage": SCREEN, "decided": True}
+    assert decided_cell(quiet, None)["decided"] is False
+    assert decided_cell(quiet, strong)["stage"] == FULL
+    assert decided_cell(None, None) is None
+    rounds = (1, 75, 150)
+    screened = {"seeds": 2, "rounds": {r: decided_cell(quiet, None) for r in rounds}}
+    assert not decided(screened, rounds)
+    one_leaks = {"seeds": 2, "rounds": {1: decided_cell(leaking, None), 75: decided_cell(quiet, None)}}
+    assert decided(one_leaks, rounds)
+    all_full = {"seeds": 2, "rounds": {r: decided_cell(quiet, strong) for r in rounds}}
+    assert decided(all_full, rounds) and not decided({"seeds": 2, "rounds": all_full["rounds"] | {}}, (1, 75, 150, 200))
