@@ -368,7 +368,8 @@ def tabulate(out: Path, clients: dict[str, dict], seeds: int) -> dict[str, dict]
     """label -> :func:`summarize` of the runs there are (settings with none are left out)."""
     utility: dict[str, list[dict]] = {label: [] for label in clients}
     for (label, seed), run in utility_runs(out, clients).items():
-        utility[label].append({"seed": seed, **per_run(run)})
+        if seed < seeds:
+            utility[label].append({"seed": seed, **per_run(run)})
     screened = leakage_rows(out, clients, seeds, SCREEN_FOLDER)
     full = leakage_rows(out, clients, seeds, FULL_FOLDER)
     baseline = {r["seed"]: r["accuracy"] for r in utility.get("none", [])}
@@ -419,12 +420,10 @@ def main(argv: list[str] | None = None) -> None:
     table = tabulate(out, clients, args.seeds)
     done = (
         sum(row["seeds"] for row in table.values()),
-        sum(len(row["rounds"]) for row in table.values()),
+        sum(cell["seeds"] >= args.seeds for row in table.values() for cell in row["rounds"].values()),
     )
-    finished = (
-        f"{done[0]} of {len(trained) * args.seeds} utility runs and {done[1]} of "
-        f"{len(clients) * len(rounds)} leakage cells"
-    )
+    cells = sum(len(rounds) if label in trained else 1 for label in clients)  # untrained settings: round 1 only
+    finished = f"{done[0]} of {len(trained) * args.seeds} utility runs and {done[1]} of {cells} leakage cells"
     print(f"{CONFIG.name}: {finished} finished under {out}")
     lines = strength_lines(table, rounds)
     skipped = [f"`{name}` has no utility run ({why}): round 1 only." for name, why in UTILITY_SKIPPED.items()]
