@@ -45,9 +45,9 @@ def objective_yardstick(monkeypatch):
 def test_rungs_grow_by_the_growth_factor_up_to_the_attacks_own_budget():
     assert [rung_iterations(4800, rung, 3, 2) for rung in range(4)] == [600, 1200, 2400, 4800]
     assert rung_iterations(10, 0, 8, 2) == 1
-    # restarts shrink with the iterations, to one at least: 8 x 4800 costs 1/64 of itself at rung 0 of 3
-    assert [rung_restarts(8, rung, 3, 2) for rung in range(4)] == [1, 2, 4, 8]
-    assert [rung_restarts(3, rung, 3, 2) for rung in range(4)] == [1, 1, 2, 3]
+    # one restart before the last rung, so that an 8-restart preset competes at the compute of the others
+    assert [rung_restarts(8, rung, 3) for rung in range(4)] == [1, 1, 1, 8]
+    assert [rung_restarts(3, rung, 3) for rung in range(4)] == [1, 1, 1, 3]
     # each rung keeps half of the ranked attacks, never fewer than the finalists: 7 -> 4 -> 2 -> 1 with one
     assert [kept(7, 1, 2), kept(4, 1, 2), kept(2, 1, 2)] == [4, 2, 1]
     assert [kept(7, 2, 2), kept(4, 2, 2), kept(3, 2, 2), kept(1, 2, 2)] == [4, 2, 2, 1]
