@@ -3,6 +3,7 @@ stage at half the level so that a cell is wrongly called `leaks` at most at the 
 
 from pathlib import Path
 
+import bench.defenses as defenses
 from bench.defense_screen import (
     FULL,
     SCREEN,
@@ -66,3 +67,23 @@ def test_a_cell_is_judged_at_full_strength_where_it_ran_and_a_screen_that_found_
     assert decided(one_leaks, rounds)
     all_full = {"seeds": 2, "rounds": {r: decided_cell(quiet, strong) for r in rounds}}
     assert decided(all_full, rounds) and not decided({"seeds": 2, "rounds": all_full["rounds"] | {}}, (1, 75, 150, 200))
+
+
+def test_the_leakage_phase_screens_every_setting_and_sends_only_the_quiet_ones_to_full_strength(monkeypatch, tmp_path):
+    sweeps: list[tuple[str, str]] = []
+    monkeypatch.setattr(
+        defenses, "fedsim_sweep", lambda raw, config, out, parallel: sweeps.append((out.parent.name, out.name))
+    )
+    monkeypatch.setattr(defenses, "utility_runs", lambda out, clients: {})  # no utility run: round 1 only
+    monkeypatch.setattr(
+        defenses, "round_cell", lambda rows: cell(sum(v == "leaks" for r in rows for v in r["verdicts"]), 30, len(rows))
+    )
+    screened = {
+        "leaky": [{"seed": s, "round": 1, "verdicts": ["leaks"] * 10 + ["at floor"] * 5} for s in (0, 1)],
+        "quiet": [{"seed": s, "round": 1, "verdicts": ["at floor"] * 15} for s in (0, 1)],
+    }
+    monkeypatch.setattr(defenses, "leakage_rows", lambda out, clients, seeds, folder: screened)
+    clients = {"leaky": {"defenses": []}, "quiet": {"defenses": [{"name": "noise", "sigma": 0.1}]}}
+    defenses.run_leakage(tmp_path, seeds=2, parallel=1, clients=clients, rounds=(1, 75, 150))
+    screen = [("screen", f"{label}-seed-{s}") for s in (0, 1) for label in clients]
+    assert sweeps == [*screen, ("sent", "quiet-seed-0"), ("sent", "quiet-seed-1")]
