@@ -110,7 +110,8 @@ def equal_utility_points(table: dict[str, dict], rounds: tuple[int, ...]) -> lis
                 setting=strength,
                 drop=row["drop"].value,
                 leakage=worst["pick_value"],
-                leakage_text=worst["pick_ssim"],
+                # the screen's pick is a lower bound on what full strength reaches
+                leakage_text=(">= " if worst["stage"] == SCREEN else "") + worst["pick_ssim"],
                 floor=worst["floor_value"],
                 verdict=LEAKS if leaking else worst["verdict"].verdict,
             )
