@@ -28,6 +28,8 @@ SCREEN_FOLDER = "screen"  # under bench.defenses' --out; the full-strength runs 
 FULL_FOLDER = "sent"
 #: each stage's false-positive rate: the two together stay within the stated level
 STAGE_LEVEL = FLOOR_LEVEL / 2
+#: the verdict of a setting whose cells the screen did not call ``leaks`` and full strength has not attacked yet
+UNSETTLED = "unsettled: full strength not run yet"
 SCREEN_OPTIONS = {"iterations": 500, "restarts": 1}
 SCREEN, FULL = "screen", "full strength"  # the stage a cell's numbers come from
 

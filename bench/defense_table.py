@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from bench.defense_screen import SCREEN, SCREEN_OPTIONS, STAGE_LEVEL, decided
+from bench.defense_screen import SCREEN, SCREEN_OPTIONS, STAGE_LEVEL, UNSETTLED, decided
 from bench.defense_setup import defense_of
 from fedsim.judge.verdict import LEAKS
 from fedsim.reporting import summaries
 from fedsim.reporting.defense_curves import UNDEFENDED, DefensePoint
-from fedsim.reporting.equal_utility import StrengthPoint
+from fedsim.reporting.equal_utility import BUDGETS, DROP_TOLERANCE, StrengthPoint, equal_utility
 
 
 def strength_text(label: str, row: dict) -> tuple[str, str]:
@@ -94,16 +94,16 @@ def worst_round(row: dict) -> dict | None:
 
 
 def equal_utility_points(table: dict[str, dict], rounds: tuple[int, ...]) -> list[StrengthPoint]:
-    """Each defended setting with utility measured and leakage :func:`decided`, judged at its worst sent round."""
+    """Each defended setting with utility and leakage measured, judged at its worst sent round; a setting not
+    :func:`decided` yet has the verdict ``UNSETTLED``."""
     points = []
     for label, row in table.items():
         worst = worst_round(row)
         if label == "none" or row["drop"] is None or worst is None or worst["floor_value"] is None:
             continue
-        if not decided(row, rounds):
-            continue
         defense, strength = strength_text(label, row)
         leaking = any(cell["verdict"].verdict == LEAKS for cell in row["rounds"].values())
+        verdict = (LEAKS if leaking else worst["verdict"].verdict) if decided(row, rounds) else UNSETTLED
         points.append(
             StrengthPoint(
                 defense=defense,
@@ -113,10 +113,26 @@ def equal_utility_points(table: dict[str, dict], rounds: tuple[int, ...]) -> lis
                 # the screen's pick is a lower bound on what full strength reaches
                 leakage_text=(">= " if worst["stage"] == SCREEN else "") + worst["pick_ssim"],
                 floor=worst["floor_value"],
-                verdict=LEAKS if leaking else worst["verdict"].verdict,
+                verdict=verdict,
             )
         )
     return points
+
+
+def equal_utility_cells(points: list[StrengthPoint]) -> dict[str, dict[float, StrengthPoint | None]]:
+    """Per defense and budget, the settled strength of lowest leakage within the budget
+    (``fedsim.reporting.equal_utility``), unless a strength within it is ``UNSETTLED``: then the strongest such
+    one, since what the defense reaches at that cost is not known until it is attacked at full strength."""
+    cells = equal_utility([p for p in points if p.verdict != UNSETTLED], BUDGETS)
+    for point in points:
+        if point.verdict != UNSETTLED:
+            continue
+        for budget in BUDGETS:
+            current = cells.setdefault(point.defense, {}).get(budget)
+            within = point.drop <= budget + DROP_TOLERANCE
+            if within and (current is None or current.verdict != UNSETTLED or point.drop > current.drop):
+                cells[point.defense][budget] = point
+    return cells
 
 
 def curve_points(table: dict[str, dict], rounds: tuple[int, ...]) -> list[DefensePoint]:

@@ -83,11 +83,11 @@ from bench.defense_setup import (
     settings_key,
     split_data,
 )
-from bench.defense_table import COLUMNS_NOTE, curve_points, equal_utility_points, strength_lines
+from bench.defense_table import COLUMNS_NOTE, curve_points, equal_utility_cells, equal_utility_points, strength_lines
 from bench.dpsgd_tuning import Federation, cached_tuning, tune
 from fedsim.judge.verdict import judge_cell
 from fedsim.reporting.defense_curves import curves
-from fedsim.reporting.equal_utility import BUDGETS, equal_utility, equal_utility_markdown
+from fedsim.reporting.equal_utility import BUDGETS, equal_utility_markdown
 from fedsim.reporting.figures import defense_curves_figure
 from fedsim.rundir.layout import CHECKPOINT_DIR, checkpoint_file
 
@@ -428,9 +428,12 @@ def main(argv: list[str] | None = None) -> None:
     lines = strength_lines(table, rounds)
     skipped = [f"`{name}` has no utility run ({why}): round 1 only." for name, why in UTILITY_SKIPPED.items()]
     pending = undecided(table, rounds)
-    waiting = [f"Not in this table until attacked at full strength (the screen found no leak): {', '.join(pending)}."]
+    waiting = [
+        "Unsettled (the screen called no sent round's cell `leaks`, and full strength has not attacked them yet; "
+        f"their SSIM is the screen's, a lower bound): {', '.join(pending)}."
+    ]
     budget_table = [
-        *equal_utility_markdown(equal_utility(equal_utility_points(table, rounds)), BUDGETS),
+        *equal_utility_markdown(equal_utility_cells(equal_utility_points(table, rounds)), BUDGETS),
         "",
         *skipped,
         *(waiting if pending else []),

@@ -18,7 +18,15 @@ from fedsim.reporting import summaries
 BENCH = Path(common.__file__).resolve().parent
 MODULES = sorted(path.stem for path in BENCH.glob("*.py") if path.stem != "__init__")
 #: imported by the benchmarks; not run on their own
-HELPERS = {"common", "bare_flower_app", "breaching_driver", "defense_setup", "defense_table", "dpsgd_tuning"}
+HELPERS = {
+    "common",
+    "bare_flower_app",
+    "breaching_driver",
+    "defense_screen",
+    "defense_setup",
+    "defense_table",
+    "dpsgd_tuning",
+}
 BENCHMARKS = [name for name in MODULES if name not in HELPERS]
 
 

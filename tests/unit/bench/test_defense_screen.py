@@ -9,15 +9,18 @@ from bench.defense_screen import (
     SCREEN,
     SCREEN_OPTIONS,
     STAGE_LEVEL,
+    UNSETTLED,
     decided,
     decided_cell,
     full_strength_rounds,
     screen_attacks,
 )
+from bench.defense_table import equal_utility_cells
 from bench.defenses import leakage_config
 from fedsim.config import parse_config
 from fedsim.judge.floor import FLOOR_LEVEL
-from fedsim.judge.verdict import judge_cell
+from fedsim.judge.verdict import AT_FLOOR, LEAKS, judge_cell
+from fedsim.reporting.equal_utility import StrengthPoint
 
 
 def cell(leaking: int, targets: int = 30, seeds: int = 2) -> dict:
@@ -87,3 +90,20 @@ def test_the_leakage_phase_screens_every_setting_and_sends_only_the_quiet_ones_t
     defenses.run_leakage(tmp_path, seeds=2, parallel=1, clients=clients, rounds=(1, 75, 150))
     screen = [("screen", f"{label}-seed-{s}") for s in (0, 1) for label in clients]
     assert sweeps == [*screen, ("sent", "quiet-seed-0"), ("sent", "quiet-seed-1")]
+
+
+def test_an_equal_utility_cell_with_an_unsettled_strength_within_its_budget_waits_for_it():
+    def point(setting: str, drop: float, leakage: float, verdict: str) -> StrengthPoint:
+        return StrengthPoint("noise", setting, drop, leakage, f"{leakage}", 0.5, verdict)
+
+    points = [
+        point("sigma 0.003", 0.0, 0.6, LEAKS),
+        point("sigma 0.03", 0.5, 0.2, UNSETTLED),
+        point("sigma 0.1", 3.5, 0.1, AT_FLOOR),
+    ]
+    cells = equal_utility_cells(points)["noise"]
+    # within 1 and 3 points the unsettled sigma 0.03 could still protect: the cell says it waits for it
+    assert cells[1.0].setting == "sigma 0.03" and cells[3.0].verdict == UNSETTLED
+    assert cells[10.0].setting == "sigma 0.03"  # sigma 0.1 is settled, but 0.03 might reach less at full strength
+    settled = equal_utility_cells([points[0], points[2]])["noise"]
+    assert settled[1.0].setting == "sigma 0.003" and settled[10.0].setting == "sigma 0.1"
