@@ -67,7 +67,8 @@ Benchmarks, and what each prints:
 Helpers, not benchmarks: ``common`` (data paths, summaries over seeds, per-image PSNR, sweeps, docs tables),
 ``defense_setup`` (the defense table's data split, public model and settings), ``defense_screen`` (its leakage
 phase's screen, and which cells go on to full strength), ``defense_table`` (its rows as markdown and its
-equal-utility cells), ``dpsgd_tuning`` (DP-SGD's clipping norm and learning rate tuned per epsilon on public images), ``bare_flower_app`` (the bare Flower
-client app that ``overhead`` measures against) and ``breaching_driver`` (breaching's Inverting Gradients driven on
-a fedsim attacker view, where breaching is installed, for ``throughput`` and ``attacks``).
+equal-utility cells), ``dpsgd_tuning`` (DP-SGD's clipping norm and learning rate tuned per epsilon on public
+images), ``bare_flower_app`` (the bare Flower client app that ``overhead`` measures against) and
+``breaching_driver`` (breaching's Inverting Gradients driven on a fedsim attacker view, where breaching is
+installed, for ``throughput`` and ``attacks``).
 """
