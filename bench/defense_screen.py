@@ -57,9 +57,10 @@ def full_strength_rounds(screen_cells: Mapping[int, Mapping], rounds: Sequence[i
 
 
 def decided_cell(screen: Mapping | None, full: Mapping | None) -> dict | None:
-    """The cell a sent round is judged by: the full-strength one where it ran, else the screen's when it leaks,
-    else the screen's marked as awaiting full strength (its verdict decides nothing about protection)."""
-    if full is not None:
+    """The cell a sent round is judged by: the full-strength one where it ran on every seed the screen did, else
+    the screen's when it leaks, else the screen's marked as awaiting full strength (its verdict decides nothing
+    about protection)."""
+    if full is not None and (screen is None or full["seeds"] >= screen["seeds"]):
         return {**full, "stage": FULL, "decided": True}
     if screen is None:
         return None

@@ -62,6 +62,7 @@ def test_a_cell_is_judged_at_full_strength_where_it_ran_and_a_screen_that_found_
     assert decided_cell(leaking, None) == {**leaking, "stage": SCREEN, "decided": True}
     assert decided_cell(quiet, None)["decided"] is False
     assert decided_cell(quiet, strong)["stage"] == FULL
+    assert decided_cell(quiet, cell(1, targets=15, seeds=1))["stage"] == SCREEN  # full strength on one seed of two
     assert decided_cell(None, None) is None
     rounds = (1, 75, 150)
     screened = {"seeds": 2, "rounds": {r: decided_cell(quiet, None) for r in rounds}}
