@@ -136,13 +136,15 @@ def equal_utility_cells(points: list[StrengthPoint]) -> dict[str, dict[float, St
 
 
 def curve_points(table: dict[str, dict], rounds: tuple[int, ...]) -> list[DefensePoint]:
-    """Each :func:`decided` setting as a point of ``fedsim.reporting.defense_curves``: drop over seeds, worst
-    round's leakage."""
+    """Each :func:`decided` setting whose worst round was attacked at full strength, as a point of
+    ``fedsim.reporting.defense_curves``: drop over seeds, worst round's leakage."""
     points = []
     for label, row in table.items():
         defense, strength = strength_text(label, row)
         worst, undefended = worst_round(row), label == "none"
         if worst is None or (row["drop"] is None and not undefended) or not decided(row, rounds):
+            continue
+        if worst["stage"] == SCREEN:  # the figure plots the strongest attack's SSIM; the screen's is a lower bound
             continue
         points.append(
             DefensePoint(
