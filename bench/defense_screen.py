@@ -37,7 +37,7 @@ SCREEN, FULL = "screen", "full strength"  # the stage a cell's numbers come from
 def adaptive_attacks(defenses: Sequence[Mapping]) -> list[str]:
     """The registered attacks that adapt to a defense of ``defenses`` (their defaults, no presets)."""
     names = {defense["name"] for defense in defenses}
-    return [name for name in ATTACKS.names() if names & set(getattr(ATTACKS.options(name), "adapts_to", ()))]
+    return [name for name in ATTACKS.names() if names & set(ATTACKS.options(name).adapts_to)]
 
 
 def screen_attacks(defenses: Sequence[Mapping]) -> list[dict]:
@@ -74,7 +74,7 @@ def decided(row: dict, rounds: tuple[int, ...]) -> bool:
     if any(cell["verdict"].verdict == LEAKS for cell in cells):
         return True
     expected = len(rounds) if row["seeds"] else 1  # settings without a utility run: round 1 only
-    return len(cells) >= expected and all(cell["stage"] == FULL for cell in cells)
+    return len(cells) >= expected and all(cell["decided"] for cell in cells)
 
 
 def undecided(table: dict[str, dict], rounds: tuple[int, ...]) -> list[str]:
