@@ -27,9 +27,10 @@ import numpy as np
 import torch
 import yaml
 
-from fedsim.judge.floor import LEAKS
+from fedsim.judge.floor import FLOOR_LEVEL
 from fedsim.judge.matching import pair_by_mse
 from fedsim.judge.metrics import psnr
+from fedsim.judge.verdict import judge_cell
 from fedsim.reporting import summaries
 from fedsim.reporting.summaries import Estimate
 from fedsim.reporting.tables import image_scores
@@ -155,7 +156,7 @@ def _attacker_pick(run: Run, per: str) -> dict[str, Any]:
     }
 
 
-def leakage_cells(per_seed: Sequence[dict[str, Any]]) -> dict[str, str]:
+def leakage_cells(per_seed: Sequence[dict[str, Any]], level: float = FLOOR_LEVEL) -> dict[str, str]:
     """Table cells of :func:`strongest_images` over seeds (images resampled within each seed):
 
     ``ssim`` the strongest attack's mean SSIM [95 % interval], ``compared`` the N of "ground-truth selection over
@@ -163,8 +164,9 @@ def leakage_cells(per_seed: Sequence[dict[str, Any]]) -> dict[str, str]:
     ``at_30db`` and ``at_40db`` the fractions of images at or above 30 and 40 dB, ``won`` how many targets each
     attack won; the attacker's own pick (lowest gradient match): ``pick_ssim``, ``pick_psnr`` (median),
     ``pick_won`` and ``saturated`` (picks whose budget saturated, of all picks); ``floor`` the mean SSIM floor of
-    the strongest results (what a guess from public data reaches) and ``leaking`` how many targets leak (some
-    attack above its floor), of all."""
+    the attacker's picks (what guesses from public data reach through the same selection) and ``leaking`` the
+    cell's verdict: how many targets' picks beat that floor, of all, and the binomial test of that count
+    (``judge_cell``, at ``level``)."""
     psnr = summaries.summarize_psnr([seed["psnr"] for seed in per_seed])
     alone: dict[str, list[list[float | None]]] = {}
     for seed in per_seed:
@@ -192,7 +194,7 @@ def leakage_cells(per_seed: Sequence[dict[str, Any]]) -> dict[str, str]:
         "at_40db": psnr.at_least[40.0].text(2),
         "won": ", ".join(f"`{a}` {n}" for a, n in winners.most_common()),
         "floor": f"{np.mean(floors):.3f}" if floors else "-",
-        "leaking": f"{sum(v == LEAKS for v in verdicts)}/{len(verdicts)}" if verdicts else "-",
+        "leaking": judge_cell(verdicts, level).text() if verdicts else "-",
     }
 
 

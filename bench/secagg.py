@@ -53,6 +53,7 @@ from bench.common import (
 from fedsim.config import load_config
 from fedsim.engine.lifecycle.simulation import quiet_frameworks
 from fedsim.engine.run import run_experiment
+from fedsim.judge.floor import FLOOR_LEVEL
 from fedsim.rundir.writer import RunStore
 
 CONFIG = CONFIGS / "per-client-vs-aggregated.yaml"
@@ -174,8 +175,8 @@ def compare(args: argparse.Namespace, data: Path) -> None:
                 results.setdefault((variant, run.config.federation.num_clients), []).append({**found, "kind": kind})
     lines = [
         "| variant | clients | target | attacker's pick: SSIM | PSNR median (dB) | picked (targets) | saturated | "
-        "SSIM, ground-truth selection over N attacks | N | floor (SSIM) | targets leaking | each attack alone: SSIM | "
-        "PSNR median (dB) | at >= 30 dB | at >= 40 dB | won by (targets) | seeds |",
+        "floor (SSIM) | verdict (count test) | SSIM, ground-truth selection over N attacks | N | "
+        "each attack alone: SSIM | PSNR median (dB) | at >= 30 dB | at >= 40 dB | won by (targets) | seeds |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for (variant, clients), rows in sorted(
@@ -184,8 +185,8 @@ def compare(args: argparse.Namespace, data: Path) -> None:
         cells = leakage_cells(rows)
         lines.append(
             f"| {VARIANT_NAMES[variant]} | {clients} | {rows[0]['kind']} | {cells['pick_ssim']} | "
-            f"{cells['pick_psnr']} | {cells['pick_won']} | {cells['saturated']} | {cells['ssim']} | "
-            f"{cells['compared']} | {cells['floor']} | {cells['leaking']} | "
+            f"{cells['pick_psnr']} | {cells['pick_won']} | {cells['saturated']} | {cells['floor']} | "
+            f"{cells['leaking']} | {cells['ssim']} | {cells['compared']} | "
             f"{cells['alone']} | {cells['psnr']} | {cells['at_30db']} | {cells['at_40db']} | {cells['won']} | "
             f"{len(rows)} |"
         )
@@ -213,8 +214,11 @@ def compare(args: argparse.Namespace, data: Path) -> None:
                 "ground truth); 'saturated' counts the picks whose budget saturated. "
                 "On each target the attack with the best SSIM against the ground truth "
                 "(ground-truth selection over N attacks: an oracle, an upper bound on what an attacker would pick), "
-                "its SSIM floor (what a guess from public images reaches on the same images) and how many targets "
-                "leak (some attack above its floor), beside each attack's own mean SSIM over the same images; over "
+                "beside each attack's own mean SSIM over the same images. The verdict is read from the attacker's "
+                "pick: its floor is what guesses from public images reach through the same selection, and the cell "
+                "counts the targets whose pick beats it, with the binomial test of that count at level "
+                f"{FLOOR_LEVEL:g} "
+                "(`fedsim.judge.verdict.judge_cell`; fewer than 30 targets are marked underpowered). Over "
                 "the images of all seeds, the mean SSIM, the median PSNR and the fractions of images at or above 30 "
                 "and 40 dB, with [95 % bootstrap intervals] (`fedsim.reporting.summaries`: images resampled within "
                 "each seed):",

@@ -97,14 +97,25 @@ def test_leakage_cells_summarise_images_over_seeds_and_name_the_selection():
     assert cells["floor"] == "-" and cells["leaking"] == "-"  # rows from before the floor
 
 
-def test_leakage_cells_give_the_mean_floor_and_how_many_targets_leak():
+def test_leakage_cells_give_the_mean_floor_and_the_count_test_of_leaking_targets():
     seed = {"compared": [3], "winners": {"ig": 1}, "targets": 1, "psnr": [20.0], "ssim": [0.5], "alone": {}}
     per_seed = [
         {**seed, "floor": [0.3], "verdicts": ["leaks"]},
         {**seed, "floor": [0.5], "verdicts": ["at floor"]},
     ]
     cells = common.leakage_cells(per_seed)
-    assert cells["floor"] == "0.400" and cells["leaking"] == "1/2"
+    assert cells["floor"] == "0.400"
+    # one leaking target of two is no evidence at 5 %: the count is tested, not just counted
+    assert cells["leaking"].startswith("at floor: 1 of 2 targets [") and "underpowered" in cells["leaking"]
+
+
+def test_leakage_cells_call_a_cell_leaks_only_when_its_count_beats_the_level():
+    seed = {"compared": [3], "winners": {"ig": 1}, "targets": 1, "psnr": [20.0], "ssim": [0.5], "alone": {}}
+    per_seed = [{**seed, "floor": [0.3], "verdicts": ["leaks"] * 2 + ["at floor"] * 28}]
+    assert common.leakage_cells(per_seed, level=0.05)["leaking"].startswith("at floor: 2 of 30 targets")
+    per_seed = [{**seed, "floor": [0.3], "verdicts": ["leaks"] * 6 + ["at floor"] * 24}]
+    cell = common.leakage_cells(per_seed, level=0.05)["leaking"]
+    assert cell.startswith("leaks: 6 of 30 targets") and "underpowered" not in cell
 
 
 def test_data_file_without_folder_names_the_flag_the_variable_and_the_file(monkeypatch):
