@@ -57,6 +57,9 @@ Benchmarks, and what each prints:
   ``docs/results/privacy-audit.md`` and the README; ``--dpsgd``, DP-SGD at epsilon 4 beside the idealised mechanism.
 - ``audit_design``: canary designs (count, guess counts, norm) audited on the idealised Gaussian mechanism,
   whose epsilon is known, each beside its ceiling (also ``audit --ideal``).
+- ``app_audit``: ``fedsim audit`` on the example Flower apps (the app as written, under SecAgg+, with smaller steps
+  and with its real batch size): the attacker's pick and its test per target, the oracle beside it; ``--docs``
+  writes it into the README.
 - ``fedleak``: FedLeak (partial gradient matching, gradient regularisation) beside tuned Inverting Gradients and
   random public images on the same clients' batches (SSIM, PSNR).
 - ``text``: DAGER against a small GPT-2 fine-tuned by 4 clients, by batch size, LoRA, frozen embeddings and the
