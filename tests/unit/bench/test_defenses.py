@@ -1,10 +1,12 @@
 """bench.defenses: leakage is measured on the models each defended run sent, DP-SGD at its utility-phase noise, and
 papers' settings map onto the table's."""
 
+import math
 from pathlib import Path
 
 import pytest
 import torch
+from scipy.stats import binom
 
 from bench.defenses import (
     FINAL_EVALUATIONS,
@@ -58,6 +60,19 @@ def test_a_leakage_sweep_attacks_every_client_once_from_each_sent_model(tmp_path
     assert config.adversary.rounds == [1] and config.adversary.clients == list(range(config.federation.num_clients))
     assert config.adversary.portfolio == "strongest" and not config.adversary.portfolio_exclude
     assert raw["sweep"]["grid"]["model.checkpoint"] == {f"round-{r}": str(p) for r, p in models.items()}
+
+
+def test_dpsgds_leakage_runs_have_clients_enough_that_empty_poisson_batches_leave_30_targets(tmp_path):
+    models = {1: tmp_path / "pretrained.pt"}
+    for path in [*models.values(), tmp_path / "federated.npz"]:
+        path.touch()
+    dpsgd = {"defenses": [{"name": "dpsgd", "target_epsilon": 8, "max_grad_norm": 1.0}]}
+    clients = leakage_config(tmp_path, dpsgd, seed=0, models=models)["federation"]["num_clients"]
+    # a Poisson batch of 2 expected images is empty with probability e^-2; over two seeds
+    targets = binom(2 * clients, 1 - math.exp(-2))
+    assert targets.cdf(29) < 0.02
+    noise = {"defenses": [{"name": "noise", "sigma": 0.01}]}
+    assert leakage_config(tmp_path, noise, seed=0, models=models)["federation"]["num_clients"] < clients
 
 
 def test_utility_averages_more_rounds_than_one_noisy_evaluation():
