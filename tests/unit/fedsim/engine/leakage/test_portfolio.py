@@ -1,5 +1,7 @@
 """The attack portfolio: `strongest` keeps the attacks that apply to the defenses in force and adapts them."""
 
+from pathlib import Path
+
 import pytest
 import torch
 from torch import nn
@@ -10,6 +12,7 @@ from fedsim.core.errors import ConfigError
 from fedsim.engine.leakage.portfolio import attack_setting, resolve_attacks
 
 SHAPE = (1, 6, 6)
+REPO = Path(__file__).resolve().parents[5]
 
 
 def tiny_model() -> nn.Module:
@@ -118,3 +121,24 @@ def test_the_warning_names_only_the_adapted_attacks_that_apply_to_the_model():
     text = dataclasses.replace(image, model=text_model, model_name="gpt2")
     assert "prune (ig-prune would apply)" in verdict_warning(listed, config.client.defenses, image)
     assert "prune (fedsim has no attack adapted to it)" in verdict_warning(listed, config.client.defenses, text)
+
+
+@pytest.mark.parametrize(
+    ("defenses", "attacks"),
+    [([], ["ig"]), ([{"name": "gradient_dropout", "p": 0.6, "sigma": 0.005}], ["ig", "ig-dropout"])],
+)
+def test_paper_004s_resnet_config_runs_only_the_attacks_its_cpu_budget_names(defenses, attacks):
+    """configs/papers/004-gradient-dropout-resnet18.yaml sizes its table's run time (bench.gradient_dropout) for
+    Inverting Gradients and ig-dropout: an attack added to the portfolio must not join it unnoticed."""
+    import yaml
+
+    from fedsim.models import build_model
+
+    raw = yaml.safe_load((REPO / "configs" / "papers" / "004-gradient-dropout-resnet18.yaml").read_text())
+    raw.pop("sweep")
+    raw["client"]["defenses"] = defenses
+    config = parse_config(raw)
+    model = build_model(config.model, 3, 10, 32, seed=0)
+    setting = attack_setting(config.adversary, config.client, config.model.name, False, model, (3, 32, 32), 10)
+    resolved_attacks = resolve_attacks(config.adversary, config.client.defenses, setting).attacks
+    assert sorted(options.label for options in resolved_attacks) == attacks
