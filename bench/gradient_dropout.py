@@ -102,8 +102,9 @@ def table_lines(rows: dict[tuple[str, str], list[dict]]) -> list[str]:
         def listed(key: str, digits: int, found: list[dict] = found) -> str:
             return ", ".join(f"{r[key]:.{digits}f}" for r in found)
 
-        picked = ", ".join(f"`{r['attack']}`" for r in found)
-        name = f"{PICK}: {picked}" if attack == PICK else f"`{attack}`"
+        name = f"`{attack}`"
+        if attack == PICK:  # only the pick's rows name an attack: the one picked on that seed
+            name = f"{PICK}: " + ", ".join(f"`{r['attack']}`" for r in found)
         p_values = ", ".join(f"{r['p_value']:.2g}" for r in found)
         lines.append(
             f"| {setting} | {name} | {listed('ssim', 3)} | {listed('psnr', 1)} | {listed('floor', 3)} | "

@@ -3,10 +3,11 @@
 from bench.gradient_dropout import PICK, table_lines
 
 
-def _row(seed: int, verdict: str, p_value: float, attack: str = "", matched: float | None = None) -> dict:
+def _row(seed: int, verdict: str, p_value: float, attack: str | None = None, matched: float | None = None) -> dict:
+    """A row as ``attack_rows`` makes it: only the attacker's pick's rows say which attack they came from."""
     return {
         "seed": seed,
-        "attack": attack,
+        **({"attack": attack} if attack else {}),
         "ssim": 0.5,
         "psnr": 15.0,
         "floor": 0.3,
