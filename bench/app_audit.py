@@ -14,11 +14,11 @@ step capped at ``--max-seconds`` per group of targets, so every figure is a lowe
 
 The last two leave out DLG's L-BFGS presets (``dlg@paper-003``, ``dlg@paper-003-aggregate``), too slow for 7-8
 simulated steps on two cores, and ``real-settings`` also FedLeak's Geiping et al. budget (4,800 iterations x 8
-restarts through 7 simulated steps of 32 images: over an hour on two cores). Per variant and target it prints the
-attacker's pick (the result of lowest gradient match: what the attacker would report, no ground truth) with its
-floor, p-value and verdict (the calibrated test), and beside it the best result by SSIM against the truth (an
-oracle, an upper bound, tested against the best of as many guesses, deciding nothing). Runs go to ``OUT/<variant>``;
-a finished one is read, not rerun.
+restarts through 7 simulated steps of 32 images: the race's rung of 1,200 iterations x 1 restart took over 200 s
+there, and the full budget is 32 times that). Per variant and target it prints the attacker's pick (the result of
+lowest gradient match: what the attacker would report, no ground truth) with its floor, p-value and verdict (the
+calibrated test), and beside it the best result by SSIM against the truth (an oracle, an upper bound, tested against
+the best of as many guesses, deciding nothing). Runs go to ``OUT/<variant>``; a finished one is read, not rerun.
 
     .venv/bin/python -m bench.app_audit [--data-dir DIR] [--out DIR] [--only app,secagg] [--docs]
 """
