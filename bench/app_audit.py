@@ -35,7 +35,15 @@ from pathlib import Path
 import numpy as np
 
 import fedsim
-from bench.common import CIFAR, CONFIGS, REPO, add_data_dir, data_file, write_between_markers
+from bench.common import (
+    CIFAR,
+    CONFIGS,
+    REPO,
+    add_data_dir,
+    data_file,
+    picked_psnr,
+    write_between_markers,
+)
 
 APPS = CONFIGS / "flower-apps"
 MARKER = "app-audit-table"
@@ -142,8 +150,7 @@ def table_lines(runs: dict[str, Path]) -> list[str]:
         run = fedsim.load_run(run_dir)
         attacks = run.events("attack")
         for _, row in run.verdicts().iterrows():
-            picked = attacks[(attacks["attack"] == row["attack"]) & (attacks["target"] == row["target"])]
-            psnr = float(picked["psnr_mean"].iloc[0])
+            psnr = picked_psnr(attacks, row)
             lines.append(
                 f"| {VARIANTS[name].label} | {row['target']} | {psnr:.1f} / {row['ssim_mean']:.2f} ({row['attack']}) | "
                 f"{row['floor_ssim']:.2f} | {row['p_value']:.2g} | {row['verdict']} | "

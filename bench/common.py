@@ -143,6 +143,17 @@ def picked_verdicts(run: Run) -> dict[str, list]:
     }
 
 
+def picked_psnr(attacks: Any, pick: Any) -> float:
+    """The mean PSNR of the result a ``Run.verdicts`` row ``pick`` names (its attack, round and target), read from
+    the run's ``attacks`` events: the verdict rows carry the pick's SSIM only."""
+    rows = attacks[
+        (attacks["attack"] == pick["attack"])
+        & (attacks["round"] == pick["round"])
+        & (attacks["target"] == pick["target"])
+    ]
+    return float(rows["psnr_mean"].iloc[0])
+
+
 def _attacker_pick(run: Run, per: str) -> dict[str, Any]:
     """The attacker's own pick per target (``Run.attacker_pick``: the lowest gradient match, no ground truth):
     its images' PSNR and SSIM, the attacks picked and how many picks saturated."""

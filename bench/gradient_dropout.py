@@ -31,6 +31,7 @@ from bench.common import (
     add_docs_flag,
     data_file,
     fedsim_sweep,
+    picked_psnr,
     write_between_markers,
 )
 
@@ -72,13 +73,12 @@ def attack_rows(sweep_dir: Path) -> dict[tuple[str, str], list[dict]]:
                 }
             )
         for _, pick in run.verdicts().iterrows():
-            picked = attacks[(attacks["attack"] == pick["attack"]) & (attacks["target"] == pick["target"])]
             rows.setdefault((setting, PICK), []).append(
                 {
                     "seed": run.config.seed,
                     "attack": str(pick["attack"]),
                     "ssim": float(pick["ssim_mean"]),
-                    "psnr": float(picked["psnr_mean"].iloc[0]),
+                    "psnr": picked_psnr(attacks, pick),
                     "floor": float(pick["floor_ssim"]),
                     "p_value": float(pick["p_value"]),
                     "verdict": str(pick["verdict"]),
