@@ -54,6 +54,7 @@ from fedsim.config import load_config
 from fedsim.engine.lifecycle.simulation import quiet_frameworks
 from fedsim.engine.run import run_experiment
 from fedsim.judge.floor import FLOOR_LEVEL
+from fedsim.judge.verdict import MIN_TARGETS
 from fedsim.rundir.writer import RunStore
 
 CONFIG = CONFIGS / "per-client-vs-aggregated.yaml"
@@ -218,7 +219,8 @@ def compare(args: argparse.Namespace, data: Path) -> None:
                 "pick: its floor is what guesses from public images reach through the same selection, and the cell "
                 "counts the targets whose pick beats it, with the binomial test of that count at level "
                 f"{FLOOR_LEVEL:g} "
-                "(`fedsim.judge.verdict.judge_cell`; fewer than 30 targets are marked underpowered). Over "
+                f"(`fedsim.judge.verdict.judge_cell`; fewer than {MIN_TARGETS} targets are marked underpowered). "
+                "Over "
                 "the images of all seeds, the mean SSIM, the median PSNR and the fractions of images at or above 30 "
                 "and 40 dB, with [95 % bootstrap intervals] (`fedsim.reporting.summaries`: images resampled within "
                 "each seed):",
