@@ -240,6 +240,7 @@ class ProcessAttackWorkers:
         # ProcessPoolExecutor.terminate_workers() arrives in Python 3.14; before, the pool's processes are its
         # _processes (stable since 3.2)
         processes = list((getattr(self._pool, "_processes", None) or {}).values())
+        manager = getattr(self._pool, "_executor_manager_thread", None)
         self._pool.shutdown(wait=False, cancel_futures=True)
         for process in processes:
             process.terminate()
@@ -247,6 +248,11 @@ class ProcessAttackWorkers:
             process.join(timeout=_TERMINATE_WAIT_S)
             if process.is_alive():
                 process.kill()
+        # Python < 3.13 wakes the pool's manager thread at interpreter exit without its lock: were the thread still
+        # closing its wake-up pipe then, the exit would print "OSError: [Errno 9] Bad file descriptor" after the
+        # run's last line. With its workers gone it ends at once; wait for it here.
+        if manager is not None:
+            manager.join(timeout=_TERMINATE_WAIT_S)
         self._stop_log()
 
 

@@ -233,7 +233,7 @@ def test_ctrl_c_stops_a_run_with_attacks_cleanly_and_its_resume_matches_an_unint
     assert committed <= committed_at_signal + 1  # at most the commit under way when the signal came
     assert err.strip().splitlines()[-1] == (
         f"fedsim: interrupted in round {committed + 1}; resume with `fedsim run --resume {stopped}`"
-    )
+    ), err[-4000:]
     assert [row["round"] for row in events(stopped, "eval")] == list(range(committed + 1))
 
     resumed = subprocess.run(_fedsim("run", "--resume", str(stopped), "--quiet"), capture_output=True, text=True)

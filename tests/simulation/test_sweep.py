@@ -87,7 +87,9 @@ def test_sigterm_stops_a_sweep_cleanly_and_its_resume_finishes_every_point(tmp_p
     _, err = process.communicate(timeout=120)
     assert still_running(children) == []
     assert process.returncode == 143, err[-2000:]
-    assert err.strip().splitlines()[-1] == f"fedsim: interrupted; resume with `fedsim sweep --resume {sweep}`"
+    assert err.strip().splitlines()[-1] == f"fedsim: interrupted; resume with `fedsim sweep --resume {sweep}`", err[
+        -4000:
+    ]
     statuses = {point["name"]: point["status"] for point in json.loads((sweep / "sweep.json").read_text())["points"]}
     assert statuses == {"00-lr-0.05": "interrupted", "01-lr-0.1": "pending"}
     assert RunStore(sweep / "00-lr-0.05").last_committed_round() < rounds

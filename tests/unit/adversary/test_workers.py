@@ -270,3 +270,26 @@ def test_one_failing_share_of_an_attacks_restarts_fails_the_attack():
     failed.set_exception(RuntimeError("out of memory"))
     ok.set_result([])
     assert isinstance(merged.exception(timeout=0), RuntimeError)
+
+
+def test_terminating_the_workers_leaves_no_pool_thread_for_the_interpreters_exit_to_race(monkeypatch):
+    """A stopped run terminates its workers mid-attack. Python < 3.13 wakes a pool's manager thread at exit without
+    its lock; were that thread still closing its pipes then (slow here, as on a loaded machine), the exit could print
+    "OSError: [Errno 9] Bad file descriptor" after the run's last line. So terminate() returns after it ended."""
+    import time
+    from concurrent.futures import process as pool_process
+
+    closing = pool_process._ExecutorManagerThread.join_executor_internals
+
+    def slow_closing(manager):
+        time.sleep(1.0)
+        closing(manager)
+
+    monkeypatch.setattr(pool_process._ExecutorManagerThread, "join_executor_internals", slow_closing)
+    pool = ProcessAttackWorkers(WorkerSettings(count=1, threads=1, devices=("cpu",)))
+    pool.call(os.getpid).result(timeout=120)
+    manager = pool._pool._executor_manager_thread
+    job = pool.submit(AttackJob(AttackOptions(name="ig", iterations=100_000), views(1), seed=0))
+    pool.terminate()
+    assert manager is not None and not manager.is_alive()
+    assert job.exception(timeout=30) is not None
