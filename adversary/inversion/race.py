@@ -11,8 +11,9 @@ attacks in rungs instead:
   get 2-8 times the compute of a one-restart attack at each rung, win on the best of its restarts rather than on
   its method, and stay in the race at that cost (on the defense table's MNIST set-up the two 8 x 4,800 presets
   took 87 % of rungs 1-2 when restarts grew alongside the iterations);
-* after each rung before the last, every target keeps the attacks ranked best by ``gradient_match`` (the
-  attacker-side yardstick of the saturation step, never the ground truth): ``1/growth`` of those still in the race
+* after each rung before the last, every target keeps the attacks ranked best by ``gradient_match``, attacks
+  built for a defense in force first (``adversary.ranking``: the attacker-side yardstick of the saturation step,
+  never the ground truth): ``1/growth`` of those still in the race
   on that target, and never fewer than ``budget.finalists``; the cut before the last rung keeps the finalists only
   (halving 9 attacks over 3 rungs would leave 2 to run their whole budget where one was asked for). An attack
   runs a rung only on the targets it is still in the race on, so a rung costs what its survivors cost;
@@ -62,6 +63,7 @@ from adversary.inversion.saturation import (
     saturable,
     saturate,
 )
+from adversary.ranking import attacker_rank
 from adversary.view import AttackerView, Reconstruction
 
 logger = logging.getLogger("fedsim")
@@ -174,11 +176,22 @@ class Race:
         rec = self.results[attack].get(target)
         return rec.gradient_match if rec is not None else None
 
+    def ranked(self, target: int) -> list[int]:
+        """The attacks still in the race on ``target`` that the yardstick ranks, best first, as the attacker ranks
+        (``adversary.ranking``: attacks built for a defense in force first, then the lowest gradient match)."""
+        scored = [(a, m) for a in self.alive[target] if (m := self.match(a, target)) is not None]
+        return [
+            a
+            for a, m in sorted(
+                scored, key=lambda item: (attacker_rank(self.entries[item[0]][0].adapts_to, item[1]), item[0])
+            )
+        ]
+
     def cut(self, target: int, rung: int, keep: int) -> list[int]:
-        """Keep the target's ``keep`` best attacks by gradient match; the others are eliminated at ``rung``
+        """Keep the target's ``keep`` best attacks by the attacker's ranking; the others are eliminated at ``rung``
         (returned). Attacks the yardstick could not rank stay, unranked, to run once at their own budget."""
-        ranked = sorted((m, a) for a in self.alive[target] if (m := self.match(a, target)) is not None)
-        out = [a for _, a in ranked[keep:]]
+        ranked = self.ranked(target)
+        out = ranked[keep:]
         for a in out:
             self.drop(a, target)
             self.results[a][target] = dataclasses.replace(self.results[a][target], eliminated_at=rung)
@@ -232,8 +245,7 @@ def _saturate_leaders(race: Race, budget: SaturationBudget) -> None:
     """The saturation step on each target's ``budget.leaders`` best attacks, each on the targets it leads."""
     led: dict[int, list[int]] = {}
     for t in range(len(race.views)):
-        ranked = sorted((m, a) for a in race.alive[t] if (m := race.match(a, t)) is not None)
-        for _, a in ranked[: budget.leaders]:
+        for a in race.ranked(t)[: budget.leaders]:
             led.setdefault(a, []).append(t)
     for attack in range(len(race.entries)):
         for t, rec in race.results[attack].items():

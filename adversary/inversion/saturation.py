@@ -6,8 +6,9 @@ SSIM 0.2 on a CIFAR-10 image where 1,300 reach 0.998. So after every attack of a
 group of targets, ``run_portfolio``
 
 1. ranks the attacks per target by ``gradient_match`` (1 - cosine between the update the reconstruction would
-   produce and the observed one): an attacker-side yardstick (never the ground truth) that compares attacks
-   whose own objectives are in different units;
+   produce and the observed one), attacks built for a defense in force first (``adversary.ranking``): an
+   attacker-side yardstick (never the ground truth) that compares attacks whose own objectives are in different
+   units;
 2. takes the ``leaders`` best optimisation attacks of each target and reruns each (``saturate``) with
    ``growth`` times the iterations (then, once those stop helping, the restarts), again and again, keeping per
    target the result with the lowest objective of the attack's own, until neither more iterations nor more
@@ -31,7 +32,7 @@ import dataclasses
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +43,7 @@ from adversary.inversion import clock
 from adversary.inversion.options import AttackOptions, OptimizationOptions
 from adversary.inversion.problem import BatchedProblem
 from adversary.inversion.spec import AttackSpec
+from adversary.ranking import attacker_rank
 from adversary.view import AttackerView, Reconstruction
 
 SATURATED, CAPPED, NOT_LEADING, OFF = "saturated", "capped", "not leading", "off"
@@ -239,14 +241,19 @@ def gradient_match(views: Sequence[AttackerView], recs: Sequence[Reconstruction]
         ]
 
 
-def leaders(matches: Sequence[Sequence[float | None]], count: int) -> set[int]:
-    """Indices of the attacks among the ``count`` best (lowest gradient match) on at least one target;
-    ``matches[a][t]`` is attack a's match on target t (None: the attack is not ranked)."""
+def leaders(
+    matches: Sequence[Sequence[float | None]], count: int, adapts_to: Sequence[Collection[str]] | None = None
+) -> set[int]:
+    """Indices of the attacks among the ``count`` best on at least one target, ranked as the attacker ranks
+    (``adversary.ranking``: attacks built for a defense in force first, then the lowest gradient match);
+    ``matches[a][t]`` is attack a's match on target t (None: the attack is not ranked), ``adapts_to[a]`` the
+    defenses attack a models (none: every attack is generic)."""
+    modelled = adapts_to if adapts_to is not None else [()] * len(matches)
     chosen: set[int] = set()
     targets = max((len(row) for row in matches), default=0)
     for t in range(targets):
         ranked = sorted(
-            (match, a)
+            (attacker_rank(modelled[a], match), a)
             for a, row in enumerate(matches)
             if t < len(row) and (match := row[t]) is not None and math.isfinite(match)
         )
@@ -280,7 +287,7 @@ def run_portfolio(
             dataclasses.replace(rec, gradient_match=match, saturation=NOT_LEADING)
             for rec, match in zip(outcome, matches[index], strict=True)
         ]
-    chosen = sorted(leaders(matches, budget.leaders))
+    chosen = sorted(leaders(matches, budget.leaders, [options.adapts_to for options, _ in entries]))
     started = clock.now()
     for position, index in enumerate(chosen):
         options, run = entries[index]

@@ -1,7 +1,8 @@
 """Verdicts above one attack row: per target (which reconstruction decides) and per cell (how many targets leak).
 
 **Per target.** Several attacks on one target give several reconstructions. The verdict is read from the one the
-attacker itself would report, picked without the truth: the lowest ``gradient_match`` (1 - cosine between the
+attacker itself would report, picked without the truth as the attacker ranks its results (``adversary.ranking``):
+those of attacks built for a defense in force first, then the lowest ``gradient_match`` (1 - cosine between the
 update the reconstruction would produce and the observed one). Under the null (an update that tells nothing about
 the images) that pick is independent of the images, so its row's single-guess p-value (``fedsim.judge.floor``) holds.
 Where no result carries that yardstick, the pick is the lowest p-value, corrected for the selection over the ``N``
@@ -23,10 +24,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
+from adversary.ranking import row_rank
 from fedsim.judge.floor import AT_FLOOR, FLOOR_LEVEL, LEAKS, UNKNOWN, significant
 
 MIN_TARGETS = 30  # targets per published cell for the binomial test to have power against a few leaking targets
-ATTACKER_PICK = "attacker's pick"  # lowest gradient match
+ATTACKER_PICK = "attacker's pick"  # adversary.ranking: defense-modelling attacks first, then lowest gradient match
 CORRECTED_PICK = "best p-value, corrected for the selection"  # no attacker-side yardstick recorded
 ONLY_ATTACK = "one attack"
 
@@ -114,7 +116,7 @@ def judge_target(rows: Iterable[Row], score: str = "ssim_mean") -> TargetVerdict
         pick, selection, p_value = results[0], ONLY_ATTACK, results[0].get("p_value")
         floor = pick.get("floor_ssim")
     elif yardstick:
-        pick = min(yardstick, key=lambda row: float(row["gradient_match"]))
+        pick = min(yardstick, key=row_rank)
         selection, p_value, floor = ATTACKER_PICK, pick.get("p_value"), pick.get("floor_ssim")
     else:
         pick = min(results, key=lambda row: (_p_or_one(row), -float(row["ssim_mean"])))

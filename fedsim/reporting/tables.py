@@ -95,6 +95,7 @@ def attack_results(sweep: Sweep) -> pd.DataFrame:
         "verdict",
         # what the target's verdict needs beside: the attacker-side yardstick and the test per selection size
         "gradient_match",
+        "adapts_to",
         "p_values",
         "floor_ssim_best_of",
         "floor_level",
@@ -127,6 +128,7 @@ def attack_results(sweep: Sweep) -> pd.DataFrame:
                     "p_value": numeric(ok, "p_value"),
                     "verdict": [verdict_of(row) for row in ok.to_dict("records")],
                     "gradient_match": numeric(ok, "gradient_match"),
+                    "adapts_to": ok.get("adapts_to"),
                     "p_values": ok.get("p_values"),
                     "floor_ssim_best_of": ok.get("floor_ssim_best_of"),
                     "floor_level": numeric(ok, "floor_level"),

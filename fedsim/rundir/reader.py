@@ -153,9 +153,9 @@ class Run:
         )
 
     def attacker_pick(self, per: str = "target") -> pd.DataFrame:
-        """The result the attacker itself would report: the attack result with the lowest ``gradient_match``
-        (1 - cosine between the update its
-        reconstruction would produce and the observed one), a yardstick computed from what the attacker sees,
+        """The result the attacker itself would report, ranked as the attacker ranks (``adversary.ranking``): results
+        of attacks built for a defense in force first, then the lowest ``gradient_match`` (1 - cosine between the
+        update its reconstruction would produce and the observed one), a yardstick computed from what the attacker sees,
         never from the ground truth. Only results that carry the yardstick compete (the optimisation attacks of
         an ``attacks: strongest`` portfolio); its scores (``ssim_mean``, ``psnr``, ...) are read as any row's,
         and ``saturation`` says whether the pick's budget saturated.
@@ -185,7 +185,11 @@ class Run:
         if attacks.empty or "gradient_match" not in attacks:
             return pd.DataFrame(columns=["round", "target", "attack", "gradient_match"])
         ok = attacks[(attacks.get("status", "ok") == "ok") & attacks["gradient_match"].notna()]
-        best = ok.sort_values("gradient_match", kind="stable").drop_duplicates(subset=groups[per])
+        from adversary.ranking import row_rank
+
+        ranks = [row_rank(row) for row in ok.to_dict("records")]
+        order = sorted(range(len(ok)), key=lambda i: ranks[i])  # stable: ties keep the rows' order
+        best = ok.iloc[order].drop_duplicates(subset=groups[per])
         first = ["round", "target", "attack", "gradient_match"]
         return best[first + [c for c in best.columns if c not in first]].sort_values(groups[per]).reset_index(drop=True)
 

@@ -170,6 +170,8 @@ class LeakageScorer:
             "saturation": reconstruction.saturation,
             "saturated": reconstruction.saturation == "saturated",
             "gradient_match": _finite_or_none(reconstruction.gradient_match),
+            # the defenses in force this attack models: the attacker ranks its results first (adversary.ranking)
+            "adapts_to": list(options.adapts_to),
             # a raced portfolio: the rung this attack was left behind at, on this target (None: it was not)
             "eliminated_at_rung": reconstruction.eliminated_at,
             # the attacker's own cleaning of its output, chosen by gradient match; the floor's guesses went through it

@@ -202,3 +202,19 @@ def test_the_cut_before_the_last_rung_leaves_only_the_finalists_however_many_att
     # halving alone would go 9 -> 5 -> 3 -> 2; the last cut keeps the one finalist asked for
     assert [outcome[0].eliminated_at for outcome in outcomes] == [None, 2, 2, 1, 1, 0, 0, 0, 0]
     assert [iterations for iterations, _ in runs[1][1]] == [100, 200, 400]  # the runner-up never ran its own 800
+
+
+def test_an_attack_built_for_the_defense_in_force_stays_in_the_race_though_generic_ones_match_the_update_better(
+    monkeypatch,
+):
+    # pruning zeroes most entries: the generic attacks explain the zeros too and match the whole update better
+    objective_yardstick(monkeypatch)
+    views = [SimpleNamespace(input_bounds=None)]
+    generic = [attack_with_quality([quality]) for quality in (1.0, 2.0, 3.0)]
+    built_for_pruning, asked = attack_with_quality([9.0])
+    entries = [(AttackOptions(name="ig", iterations=400), run) for run, _ in generic]
+    entries.append((AttackOptions(name="ig-prune", iterations=400), built_for_pruning))
+    budget = SaturationBudget(leaders=1, rungs=2, max_iterations=1600, max_restarts=2)
+    outcomes = race_portfolio(entries, views, budget, torch.device("cpu"))
+    assert outcomes[3][0].eliminated_at is None and asked[:3] == [(100, (0,)), (200, (0,)), (400, (0,))]
+    assert [outcome[0].eliminated_at for outcome in outcomes[:3]] == [1, 0, 0]

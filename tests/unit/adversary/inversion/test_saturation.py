@@ -123,6 +123,13 @@ def test_leaders_are_the_best_per_target_by_gradient_match():
     assert leaders(matches, 2) == {0, 1, 3}
 
 
+def test_leaders_put_the_attacks_built_for_a_defense_in_force_first():
+    matches = [[0.1, 0.1], [0.6, 0.2], [0.5, 0.9]]
+    modelled = [(), ("prune",), ("prune",)]
+    assert leaders(matches, 1, modelled) == {1, 2}  # attack 0 matches the whole update best on both targets
+    assert leaders(matches, 3, modelled) == {0, 1, 2}
+
+
 def test_a_portfolio_saturates_its_leaders_only_and_keeps_a_failing_attack_apart(monkeypatch):
     from adversary.inversion import saturation
 

@@ -30,6 +30,31 @@ def test_the_attackers_pick_decides_even_where_another_attack_scored_higher_agai
     assert judged.oracle_p_value == pytest.approx(1 - 0.996**2) and judged.oracle_verdict == LEAKS
 
 
+def test_an_attack_built_for_the_defense_in_force_is_picked_though_a_generic_one_matches_the_whole_update_better():
+    # Soteria replaces the representation layer's entries: ig explains them too and matches the whole update
+    # better, ig-soteria leaves them alone by design; the attacker, knowing the defense, reports ig-soteria's result
+    generic = _row("ig", 0.1, 0.7, match=0.2, adapts_to=[])
+    built_for_it = _row("ig-soteria", 0.8, 0.002, match=0.6, adapts_to=["soteria"])
+    judged = judge_target([generic, built_for_it])
+    assert (judged.selection, judged.pick["attack"], judged.verdict) == (ATTACKER_PICK, "ig-soteria", LEAKS)
+
+
+def test_among_attacks_built_for_the_defense_the_lowest_gradient_match_is_picked():
+    rows = [
+        _row("ig", 0.9, 0.001, match=0.01, adapts_to=[]),
+        _row("ig-prune", 0.2, 0.5, match=0.3, adapts_to=["prune"]),
+        _row("ig-soteria", 0.6, 0.01, match=0.4, adapts_to=["soteria"]),
+    ]
+    assert judge_target(rows).pick["attack"] == "ig-prune"
+
+
+def test_rows_recorded_before_runs_wrote_adapts_to_are_ranked_by_what_their_attack_declares():
+    judged = judge_target([_row("ig", 0.1, 0.7, match=0.2), _row("ig-dropout@paper-004", 0.8, 0.002, match=0.6)])
+    assert judged.pick["attack"] == "ig-dropout@paper-004"
+    # an attack no longer registered models no defense
+    assert judge_target([_row("ig", 0.1, 0.7, match=0.2), _row("gone", 0.8, 0.002, match=0.6)]).pick["attack"] == "ig"
+
+
 def test_one_attack_is_its_own_pick():
     judged = judge_target([_row("dlg", 0.8, 0.01)])
     assert (judged.selection, judged.verdict, judged.candidates, judged.floor) == (ONLY_ATTACK, LEAKS, 1, 0.3)
