@@ -155,7 +155,7 @@ def picked_psnr(attacks: Any, pick: Any) -> float:
 
 
 def _attacker_pick(run: Run, per: str) -> dict[str, Any]:
-    """The attacker's own pick per target (``Run.attacker_pick``: the lowest gradient match, no ground truth):
+    """The attacker's own pick per target (``Run.attacker_pick``: ``adversary.ranking``, no ground truth):
     its images' PSNR and SSIM, the attacks picked and how many picks saturated."""
     pick = run.attacker_pick(per=per)
     saturation = pick.get("saturation", [])
@@ -173,7 +173,7 @@ def leakage_cells(per_seed: Sequence[dict[str, Any]], level: float = FLOOR_LEVEL
     ``ssim`` the strongest attack's mean SSIM [95 % interval], ``compared`` the N of "ground-truth selection over
     N attacks", ``alone`` each attack's own mean SSIM (strongest first), ``psnr`` the median PSNR (dB),
     ``at_30db`` and ``at_40db`` the fractions of images at or above 30 and 40 dB, ``won`` how many targets each
-    attack won; the attacker's own pick (lowest gradient match): ``pick_ssim``, ``pick_psnr`` (median),
+    attack won; the attacker's own pick (``adversary.ranking``): ``pick_ssim``, ``pick_psnr`` (median),
     ``pick_won`` and ``saturated`` (picks whose budget saturated, of all picks); ``floor`` the mean SSIM floor of
     the attacker's picks (what guesses from public data reach through the same selection) and ``leaking`` the
     cell's verdict: how many targets' picks beat that floor, of all, and the binomial test of that count

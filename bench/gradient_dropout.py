@@ -5,8 +5,9 @@ Runs ``configs/papers/004-gradient-dropout-resnet18.yaml`` (a resumable ``fedsim
 points are skipped) and prints, per setting and attack, each seed's SSIM and PSNR against the ground truth, the
 SSIM floor (what a guess from public CIFAR-10 images reaches), the p-value and verdict of the calibrated test
 and, for ``ig-dropout``, the share of the update's entries it matched (those above 4 sigma, which only kept entries
-reach). Each attack alone is tested against single guesses; the attacker's pick (the result of lowest gradient
-match, no ground truth: the verdict a run reports) against guesses through the same selection. One image per
+reach). Each attack alone is tested against single guesses; the attacker's pick (no ground truth: results of attacks
+built for the defense in force first, then the lowest gradient match, ``adversary.ranking``; the verdict a run
+reports) against guesses through the same selection. One image per
 seed, so the seeds are listed rather than summarised. ``--docs`` writes the table into ``docs/results/papers.md``.
 
     .venv/bin/python -m bench.gradient_dropout [--data-dir DIR] [--out DIR] [--seeds 2] [--parallel 1]
@@ -37,7 +38,7 @@ from bench.common import (
 
 CONFIG = CONFIGS / "papers" / "004-gradient-dropout-resnet18.yaml"
 MARKER = "gradient-dropout-table"
-PICK = "attacker's pick"  # the row of the result the attacker itself reports (lowest gradient match)
+PICK = "attacker's pick"  # the row of the result the attacker itself reports (adversary.ranking)
 
 
 def run_sweep(data: Path, out: Path, seeds: int, parallel: int) -> Path:

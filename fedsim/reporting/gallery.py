@@ -2,13 +2,13 @@
 its score, floor, p-value and verdict.
 
 A card shows one target of one round (a client's update, or the aggregate): the grid the run saved for the result
-the attacker itself would report (``fedsim.judge.verdict``: the lowest gradient match over the attacks on it), its
-median PSNR and mean SSIM over the images, LPIPS where it was measured, the SSIM floor (the score above which it
-beats guesses made without the update at the test's level, ``fedsim.judge.floor``), its p-value and the target's
-verdict; then the oracle (the best SSIM against the ground truth, which no attacker has) with its best-of-N floor,
-labelled an upper bound, and the other attacks' SSIM. The cards carry the
-titles, as text at one size: the title band the run drew into each grid is cropped off where the grid's geometry
-shows one (``fedsim.judge.images.grid_shape``), so that no title is scaled with its image.
+the attacker itself would report (``fedsim.judge.verdict``: attacks built for a defense in force first, then the
+lowest gradient match, ``adversary.ranking``), its median PSNR and mean SSIM over the images, LPIPS where it was
+measured, the SSIM floor (the score above which it beats guesses made without the update at the test's level,
+``fedsim.judge.floor``), its p-value and the target's verdict; then the oracle (the best SSIM against the ground
+truth, which no attacker has) with its best-of-N floor, labelled an upper bound, and the other attacks' SSIM. The
+cards carry the titles, as text at one size: the title band the run drew into each grid is cropped off where the
+grid's geometry shows one (``fedsim.judge.images.grid_shape``), so that no title is scaled with its image.
 """
 
 from __future__ import annotations

@@ -145,7 +145,7 @@ def selection_lines(run_dir: Path) -> tuple[str, str]:
     over = str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
     alone = ", ".join(f"{attack} {sum(values) / len(values):.2f}" for attack, values in sorted(own.items()))
     return (
-        f"{TITLE} of the attacker's pick over {over} attacks (lowest gradient match)",
+        f"{TITLE} of the attacker's pick over {over} attacks (defense-aware attacks first, then lowest gradient match)",
         f"each attack alone, mean SSIM over its targets: {alone}. oracle: the best SSIM against the truth over the "
         "attacks / its best-of-N floor, an upper bound that decides no verdict",
     )

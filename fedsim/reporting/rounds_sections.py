@@ -100,7 +100,8 @@ def leakage_section(leakage, unscored: pd.DataFrame, names, out: Path, written: 
     blocks.append(
         Text(
             "`leaking`, `at_floor`: how many of those targets leak by the test of the result the attacker itself "
-            "would report (the lowest gradient match; p-value at most the level against guesses made without the "
+            "would report (`adversary.ranking`: attacks built for a defense in force first, then the lowest gradient "
+            "match; p-value at most the level against guesses made without the "
             "update), and how many stay at floor; `no_floor`: targets scored by an older fedsim, without a test. "
             "`leaking_low`-`leaking_high`: a 95 % interval on the share leaking; `verdict` and `cell_p_value`: "
             "whether that many leaking targets is more than guesses reach at the level (binomial test). Every "

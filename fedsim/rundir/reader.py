@@ -200,7 +200,8 @@ class Run:
         ``attack``, ``ssim_mean``, ``floor_ssim`` (the SSIM above which a score beats guesses made without the
         update at the test's level, ``fedsim.judge.floor``), ``floor_source`` (the guess family setting it),
         ``p_value`` and ``verdict`` (``leaks`` when the p-value is at most the level, else ``at floor``) are the
-        attacker's pick's: the lowest gradient match over ``selected_over`` results (``selection`` says how it was
+        attacker's pick's over ``selected_over`` results (``adversary.ranking``: attacks built for a defense in
+        force first, then the lowest gradient match) (``selection`` says how it was
         picked). ``oracle_attack``, ``oracle_ssim``, ``oracle_floor_ssim``, ``oracle_p_value`` and
         ``oracle_verdict`` are the best result by SSIM against the ground truth, tested against the best of as many
         guesses: an upper bound, which decides no verdict. Rows written before calibrated verdicts read as

@@ -37,7 +37,10 @@ def test_every_pick_is_labelled_with_the_attacks_it_compared(tmp_path):
 def test_the_console_table_names_the_selection_and_each_attack_alone(tmp_path):
     title, alone = selection_lines(_attacked(tmp_path))
     # the targets of rounds 1 and 2 compared 1 to 2 attacks
-    assert title == "leakage per target: PSNR (dB)/SSIM of the attacker's pick over 1-2 attacks (lowest gradient match)"
+    assert (
+        title == "leakage per target: PSNR (dB)/SSIM of the attacker's pick over 1-2 attacks "
+        "(defense-aware attacks first, then lowest gradient match)"
+    )
     assert alone.startswith("each attack alone, mean SSIM over its targets: dlg 0.75, ig 0.72, ig-prune 0.99. oracle:")
 
 
