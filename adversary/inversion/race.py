@@ -179,13 +179,8 @@ class Race:
     def ranked(self, target: int) -> list[int]:
         """The attacks still in the race on ``target`` that the yardstick ranks, best first, as the attacker ranks
         (``adversary.ranking``: attacks built for a defense in force first, then the lowest gradient match)."""
-        scored = [(a, m) for a in self.alive[target] if (m := self.match(a, target)) is not None]
-        return [
-            a
-            for a, m in sorted(
-                scored, key=lambda item: (attacker_rank(self.entries[item[0]][0].adapts_to, item[1]), item[0])
-            )
-        ]
+        matches = {a: m for a in self.alive[target] if (m := self.match(a, target)) is not None}
+        return sorted(matches, key=lambda a: (attacker_rank(self.entries[a][0].adapts_to, matches[a]), a))
 
     def cut(self, target: int, rung: int, keep: int) -> list[int]:
         """Keep the target's ``keep`` best attacks by the attacker's ranking; the others are eliminated at ``rung``

@@ -170,7 +170,7 @@ class LeakageScorer:
             "saturation": reconstruction.saturation,
             "saturated": reconstruction.saturation == "saturated",
             "gradient_match": _finite_or_none(reconstruction.gradient_match),
-            # the defenses in force this attack models: the attacker ranks its results first (adversary.ranking)
+            # the defenses this attack is built for (it runs only where one is in force): ranked first
             "adapts_to": list(options.adapts_to),
             # a raced portfolio: the rung this attack was left behind at, on this target (None: it was not)
             "eliminated_at_rung": reconstruction.eliminated_at,
