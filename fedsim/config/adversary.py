@@ -48,7 +48,10 @@ class AttackBudget(Section):
         True, description="with `attacks: strongest`: rerun the leading attacks with more budget until they saturate"
     )
     leaders: int = Field(
-        2, ge=1, description="attacks saturated per target: the best by the attacker-side gradient match"
+        2,
+        ge=1,
+        description="attacks saturated per target: the best by the attacker's ranking (attacks built for a "
+        "defense in force first, then the lowest gradient match)",
     )
     growth: int = Field(2, ge=2, le=16, description="factor on iterations and restarts from one pass to the next")
     tolerance: float = Field(
@@ -72,7 +75,8 @@ class AttackBudget(Section):
     race: bool = Field(
         True,
         description="with `attacks: strongest`: race the attacks first (successive halving: every attack on a small "
-        "budget, each target's best by gradient match on more), so that only the leaders run their full budget; "
+        "budget, each target's best by the attacker's ranking on more: attacks built for a defense in force first, "
+        "then the lowest gradient match), so that only the leaders run their full budget; "
         "false: every attack runs its full budget before the leaders are chosen",
     )
     rungs: int = Field(
