@@ -38,11 +38,13 @@ def _scorer(tmp_path, x_test):
     return LeakageScorer(Rows(tmp_path), federation, save_images=False, lpips=Lpips("off"), seed=5), images
 
 
-def _result(scorer, name, images):
+def _result(scorer, name, images, adapts_to=()):
     view = SimpleNamespace(round=1, target="client:0", tap="mitm", contributors=())
     labels = torch.zeros(len(images), dtype=torch.long)
     scorer.on_result(
-        view, SimpleNamespace(name=name, label=name, preset=None), Reconstruction(images, labels, 0.0, (0.0,), 10, 0.1)
+        view,
+        SimpleNamespace(name=name, label=name, preset=None, adapts_to=adapts_to),
+        Reconstruction(images, labels, 0.0, (0.0,), 10, 0.1),
     )
     return scorer.store.rows[-1]
 
@@ -59,6 +61,16 @@ def test_every_attack_row_carries_its_floor_and_verdict(tmp_path):
     assert black["ssim_mean"] <= black["floor_ssim"] < perfect["ssim_mean"]
 
 
+def test_an_attack_row_records_the_defenses_its_attack_is_built_for(tmp_path):
+    """What the attacker's ranking reads (adversary.ranking): an adaptive attack's results rank first."""
+    x_test = np.random.default_rng(1).random((40, 1, 8, 8)).astype(np.float32)
+    scorer, images = _scorer(tmp_path, x_test)
+    assert _result(scorer, "ig-prune", torch.from_numpy(images[SAMPLES]), adapts_to=("prune",))["adapts_to"] == [
+        "prune"
+    ]
+    assert _result(scorer, "ig", torch.from_numpy(images[SAMPLES]))["adapts_to"] == []
+
+
 def test_without_a_public_split_the_verdict_is_unknown(tmp_path):
     scorer, images = _scorer(tmp_path, np.zeros((0, 1, 8, 8), dtype=np.float32))
     row = _result(scorer, "ig", torch.from_numpy(images[SAMPLES]))
@@ -68,7 +80,7 @@ def test_without_a_public_split_the_verdict_is_unknown(tmp_path):
 def test_an_attack_cut_before_its_first_iteration_gets_its_own_status_and_no_score_or_verdict(tmp_path):
     scorer, images = _scorer(tmp_path, np.random.default_rng(1).random((40, 1, 8, 8)).astype(np.float32))
     view = SimpleNamespace(round=1, target="client:0", tap="mitm", contributors=())
-    options = SimpleNamespace(name="ig", label="ig", preset=None, time_limit=2.0)
+    options = SimpleNamespace(name="ig", label="ig", preset=None, time_limit=2.0, adapts_to=())
     start = torch.from_numpy(images[SAMPLES])  # even a starting guess that happens to match is not scored
     labels = torch.zeros(4, dtype=torch.long)
     scorer.on_result(view, options, Reconstruction(start, labels, 0.0, (0.0,), 0, 2.0, cut=True))
