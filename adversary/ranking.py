@@ -18,14 +18,10 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 
-def models_the_defense(adapts_to: Collection[str] | None) -> bool:
-    """Whether a result comes from an attack built for a defense in force (``adapts_to`` non-empty)."""
-    return bool(adapts_to)
-
-
 def attacker_rank(adapts_to: Collection[str] | None, gradient_match: float) -> tuple[int, float]:
-    """The sort key of a result among others on the same target: lower ranks first."""
-    return (0 if models_the_defense(adapts_to) else 1, gradient_match)
+    """The sort key of a result among others on the same target, lower first: ``adapts_to`` non-empty (an attack
+    built for a defense in force) before generic attacks, then the gradient match."""
+    return (0 if adapts_to else 1, gradient_match)
 
 
 def recorded_adapts_to(row: Mapping[str, Any]) -> tuple[str, ...]:
